@@ -1,0 +1,29 @@
+// The op vocabulary of the model graph: coarse ("fat") ops that every backend implements.
+#pragma once
+
+#include <cstdint>
+
+namespace petrel {
+
+// Adding an op: a value here, a case in every backend's switch (no `default:` so -Wswitch finds
+// them), a scalar reference kernel, and a case in the backend op tests.
+enum class OpKind : uint8_t {
+  kEmbed,      // out[t] = row tokens[t] of the embedding table, as f32
+  kRmsNorm,    // out = x / rms(x) * weight
+  kMatMul,     // out[t] = W x[t] (+ bias): one row of W per output feature
+  kRope,       // rotate q (in[0]) and k (in[1]) in place by each token's position
+  kAttention,  // write k/v rows into the paged KV cache, then causal attention of q over it
+  kSiluMul,    // out = silu(gate) * up
+  kAdd,        // out = a + b (residual)
+  kCount
+};
+
+const char* OpName(OpKind op);
+
+// How pairs of dimensions are rotated. GGUF Llama files store Q/K rows permuted so that pairs
+// are adjacent (`kInterleaved`, llama.cpp's "norm" mode); Hugging Face checkpoints rotate the
+// two halves of each head (`kHalfSplit`, GPT-NeoX style). Using the source's convention lets
+// both run on their mapped bytes unchanged and give the same logits.
+enum class RopeStyle : uint8_t { kInterleaved, kHalfSplit };
+
+}  // namespace petrel

@@ -1,0 +1,70 @@
+// The host kernel interface: plain entry points (pointers and sizes, no Highway types) that a
+// host-memory backend calls per op. `cpu` fills it with Highway kernels, `ref` with the scalar
+// reference kernels; tests compare the two on random inputs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/ops.h"    // RopeStyle
+#include "quant/types.h"  // DType
+
+namespace petrel {
+
+// One layer's paged K/V as the attention kernel reads it. Storage per layer is
+// (n_blocks, block_tokens, n_kv_heads * head_dim) for K and the same for V.
+struct PagedKvView {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kF32;   // kF32 or kF16
+  size_t block_tokens = 0;
+  size_t row_elems = 0;        // n_kv_heads * head_dim
+};
+
+// Arguments of one token's attention. `block_table` lists the sequence's blocks in position
+// order; positions [0, n_ctx) are attended (causal: n_ctx = position + 1).
+struct AttentionArgs {
+  const float* q = nullptr;     // (n_heads, head_dim)
+  const PagedKvView* kv = nullptr;
+  const int32_t* block_table = nullptr;
+  size_t n_ctx = 0;
+  size_t n_heads = 0;
+  size_t n_kv_heads = 0;
+  size_t head_dim = 0;
+  float scale = 1.0f;
+  float* scores = nullptr;      // scratch, (n_ctx) floats, owned by the calling thread
+  float* out = nullptr;         // (n_heads, head_dim)
+};
+
+struct HostKernels {
+  const char* name;
+
+  // out[t * out_stride + r] = dot(W row r, x[t * x_stride ...]) + (bias ? bias[r] : 0)
+  // for t in [0, n_tokens), r in [row_begin, row_end). W rows are `n_in` elements of `w_type`,
+  // `w_row_bytes` apart. The reduction order of a row never depends on n_tokens or on the row
+  // range, so results are the same in any batch and with any thread split.
+  void (*mat_mul)(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const float* x,
+                  size_t x_stride, size_t n_tokens, const float* bias, float* out,
+                  size_t out_stride, size_t row_begin, size_t row_end);
+
+  // Converts `n` elements of a row of `type` (F32, F16, BF16) to f32: embedding lookups.
+  void (*row_to_f32)(DType type, const void* row, size_t n, float* out);
+  // Converts an f32 row into `type` (F32, F16): KV cache writes.
+  void (*row_from_f32)(DType type, const float* row, size_t n, void* out);
+
+  // out = x * weight / sqrt(mean(x^2) + eps), n elements.
+  void (*rms_norm)(const float* x, const float* weight, size_t n, float eps, float* out);
+
+  // Rotates each of n_heads heads of `x` (n_heads, head_dim) in place; cos/sin hold rot_dims/2
+  // values for this token's position. Dimensions past rot_dims are left as they are.
+  void (*rope)(float* x, size_t n_heads, size_t head_dim, size_t rot_dims, const float* cos,
+               const float* sin, RopeStyle style);
+
+  // Heads [head_begin, head_end) of one token's attention.
+  void (*attention)(const AttentionArgs& args, size_t head_begin, size_t head_end);
+
+  void (*silu_mul)(const float* gate, const float* up, size_t n, float* out);
+  void (*add)(const float* a, const float* b, size_t n, float* out);
+};
+
+}  // namespace petrel

@@ -1,0 +1,56 @@
+// The DType traits table: names, ggml ids and block sizes of every element type.
+#include "quant/types.h"
+
+#include <cctype>
+#include <iterator>
+#include <limits>
+
+namespace petrel {
+namespace {
+
+// Order follows `enum class DType`. Block sizes are those of ggml's block structs.
+constexpr DTypeTraits kDTypeTraits[] = {
+    {"F32", 0, 1, 4},        {"F16", 1, 1, 2},       {"BF16", 30, 1, 2},
+    {"Q4_0", 2, 32, 18},     {"Q4_1", 3, 32, 20},    {"Q5_0", 6, 32, 22},
+    {"Q5_1", 7, 32, 24},     {"Q8_0", 8, 32, 34},    {"Q8_1", 9, 32, 36},
+    {"Q2_K", 10, 256, 84},   {"Q3_K", 11, 256, 110}, {"Q4_K", 12, 256, 144},
+    {"Q5_K", 13, 256, 176},  {"Q6_K", 14, 256, 210}, {"Q8_K", 15, 256, 292},
+    {"IQ4_NL", 20, 32, 18},  {"IQ4_XS", 23, 256, 136}, {"I8", 24, 1, 1},
+    {"I16", 25, 1, 2},       {"I32", 26, 1, 4},      {"I64", 27, 1, 8},
+    {"F64", 28, 1, 8},
+};
+static_assert(std::size(kDTypeTraits) == size_t(DType::kCount), "one row per DType");
+
+}  // namespace
+
+const DTypeTraits& Traits(DType type) { return kDTypeTraits[size_t(type)]; }
+
+std::optional<DType> DTypeFromGgmlId(uint32_t ggml_id) {
+  for (size_t i = 0; i < std::size(kDTypeTraits); ++i) {
+    if (kDTypeTraits[i].ggml_id == ggml_id) return DType(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<DType> DTypeFromName(std::string_view name) {
+  for (size_t i = 0; i < std::size(kDTypeTraits); ++i) {
+    std::string_view candidate = kDTypeTraits[i].name;
+    if (candidate.size() != name.size()) continue;
+    bool same = true;
+    for (size_t c = 0; c < name.size() && same; ++c) {
+      same = std::toupper(static_cast<unsigned char>(name[c])) == candidate[c];
+    }
+    if (same) return DType(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> RowBytes(DType type, uint64_t n_elems) {
+  const DTypeTraits& traits = Traits(type);
+  if (n_elems % traits.block_elems != 0) return std::nullopt;
+  const uint64_t blocks = n_elems / traits.block_elems;
+  if (blocks > std::numeric_limits<uint64_t>::max() / traits.block_bytes) return std::nullopt;
+  return blocks * traits.block_bytes;
+}
+
+}  // namespace petrel
