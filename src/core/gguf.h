@@ -33,22 +33,26 @@ enum class GgufType : uint32_t {
 };
 const char* GgufTypeName(GgufType type);
 
+// Makes a name read from a file safe to put in a one-line error message: control characters,
+// quotes, backslashes and malformed UTF-8 become `\xNN`; long names are cut at 96 bytes.
+std::string EscapeForMessage(std::string_view text);
+
 // One metadata value. Scalars are decoded; strings are views into the mapped file; arrays keep
 // their element type and count, with strings pre-split (bounded: each needs >= 8 file bytes) and
 // numbers left in the file (read with the typed accessors).
 struct GgufValue {
   GgufType type = GgufType::kUint8;
   // Scalars (the field matching `type`'s family is set).
-  uint64_t u64 = 0;    // unsigned integers and bool
-  int64_t i64 = 0;     // signed integers (also set for unsigned ones that fit)
-  double f64 = 0.0;    // floats
+  uint64_t u64 = 0;  // unsigned integers and bool
+  int64_t i64 = 0;   // signed integers (also set for unsigned ones that fit)
+  double f64 = 0.0;  // floats
   std::string_view str;
   // Arrays.
   GgufType elem_type = GgufType::kUint8;
   uint64_t count = 0;
-  const uint8_t* elems = nullptr;            // raw little-endian numbers (may be unaligned)
-  std::vector<std::string_view> strings;     // for arrays of strings
-  uint64_t file_offset = 0;                  // where the value starts, for error messages
+  const uint8_t* elems = nullptr;         // raw little-endian numbers (may be unaligned)
+  std::vector<std::string_view> strings;  // for arrays of strings
+  uint64_t file_offset = 0;               // where the value starts, for error messages
 
   bool is_integer() const;
   bool is_float() const;
@@ -60,9 +64,9 @@ struct GgufValue {
 struct GgufTensorInfo {
   std::string name;
   TensorDesc desc;
-  uint64_t offset = 0;        // relative to the start of the data section
+  uint64_t offset = 0;  // relative to the start of the data section
   uint64_t bytes = 0;
-  const void* data = nullptr; // into the mapped file
+  const void* data = nullptr;  // into the mapped file
 };
 
 class GgufFile {
@@ -88,7 +92,8 @@ class GgufFile {
   Result<bool> GetBool(std::string_view key) const;
   Result<std::string_view> GetString(std::string_view key) const;
   Result<const GgufValue*> GetArray(std::string_view key, GgufType elem_type) const;
-  // Same, with a default when the key is absent (a present key of the wrong type is still an error).
+  // Same, with a default when the key is absent (a present key of the wrong type is still an
+  // error).
   Result<uint64_t> GetUintOr(std::string_view key, uint64_t fallback) const;
   Result<double> GetFloatOr(std::string_view key, double fallback) const;
   Result<bool> GetBoolOr(std::string_view key, bool fallback) const;

@@ -12,6 +12,7 @@ const char* OpName(OpKind op) {
     case OpKind::kAttention: return "attention";
     case OpKind::kSiluMul: return "silu_mul";
     case OpKind::kAdd: return "add";
+    case OpKind::kGetRows: return "get_rows";
     case OpKind::kCount: break;
   }
   return "?";

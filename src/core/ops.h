@@ -15,6 +15,7 @@ enum class OpKind : uint8_t {
   kAttention,  // write k/v rows into the paged KV cache, then causal attention of q over it
   kSiluMul,    // out = silu(gate) * up
   kAdd,        // out = a + b (residual)
+  kGetRows,    // out[i] = in[rows[i]]: keeps only the rows whose logits the batch wants
   kCount
 };
 

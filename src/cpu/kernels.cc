@@ -1,0 +1,50 @@
+// Assembles the CPU backend's HostKernels table from the per-op Highway TUs.
+#include "cpu/kernels.h"
+
+#include "core/status.h"              // PETREL_CHECK
+#include "cpu/kernel_entry_points.h"  // MatMulF32, RmsNorm, ...
+
+namespace petrel::cpu {
+namespace {
+
+void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const float* x,
+            size_t x_stride, size_t n_tokens, const float* bias, float* out, size_t out_stride,
+            size_t row_begin, size_t row_end) {
+  switch (w_type) {
+    case DType::kF32:
+      return MatMulF32(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
+                       row_begin, row_end);
+    case DType::kF16:
+      return MatMulF16(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
+                       row_begin, row_end);
+    case DType::kBF16:
+      return MatMulBF16(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
+                        row_begin, row_end);
+    default:
+      break;
+  }
+  PETREL_CHECK(false && "cpu mat_mul: unsupported weight type (see SupportsWeightType)");
+}
+
+}  // namespace
+
+bool SupportsWeightType(DType type) {
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
+}
+
+const HostKernels& CpuKernels() {
+  static const HostKernels kKernels = {
+      .name = "cpu",
+      .mat_mul = MatMul,
+      .row_to_f32 = RowToF32,
+      .row_from_f32 = RowFromF32,
+      .rms_norm = RmsNorm,
+      .rope = Rope,
+      .attention = Attention,
+      .silu_mul = SiluMul,
+      .add = Add,
+  };
+  return kKernels;
+}
+
+}  // namespace petrel::cpu

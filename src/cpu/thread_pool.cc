@@ -1,0 +1,122 @@
+// ThreadPool: spin-then-park workers, a generation counter to start jobs, a counter to end them.
+#include "cpu/thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+
+#include "core/status.h"  // PETREL_CHECK
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>  // _mm_pause
+#endif
+
+namespace petrel::cpu {
+namespace {
+
+// Spin iterations before a worker parks; with ~100-cycle pauses this is some tens of
+// microseconds, longer than the gap between the kernels of one decode step.
+constexpr int kWorkerSpins = 4000;
+// Spin iterations before the caller starts yielding while it waits for the workers.
+constexpr int kCallerSpins = 1000;
+
+inline void Pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(size_t n_threads) : n_threads_(n_threads) {
+  PETREL_CHECK(n_threads >= 1);
+  workers_.reserve(n_threads - 1);
+  for (size_t i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  if (workers_.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  wake_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+void ThreadPool::RunChunk(size_t thread_index) const {
+  const size_t base = job_n_ / n_threads_, extra = job_n_ % n_threads_;
+  const size_t begin = thread_index * base + std::min(thread_index, extra);
+  const size_t end = begin + base + (thread_index < extra ? 1 : 0);
+  if (begin < end) job_fn_(job_ctx_, begin, end);
+}
+
+void ThreadPool::Run(size_t n, const void* ctx, ChunkFn fn) {
+  PETREL_DCHECK(pending_.load(std::memory_order_relaxed) == 0);
+  job_n_ = n;
+  job_ctx_ = ctx;
+  job_fn_ = fn;
+  pending_.store(workers_.size(), std::memory_order_relaxed);
+  // seq_cst pairs with the worker's seq_cst `sleepers_` increment: either the worker sees the
+  // new generation before it waits, or we see it parked and wake it.
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) != 0) {
+    // Taking the mutex orders this notify after a parking worker's predicate check.
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_all();
+  }
+  RunChunk(0);
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kCallerSpins) {
+      Pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void ThreadPool::WorkerLoop(size_t thread_index) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t generation = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; generation == seen && spin < kWorkerSpins; ++spin) {
+      Pause();
+      generation = generation_.load(std::memory_order_acquire);
+    }
+    if (generation == seen) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      while ((generation = generation_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    seen = generation;
+    if (stop_) return;
+    RunChunk(thread_index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+bool ThreadPool::PinThreads() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.size() < n_threads_) return false;
+  for (size_t i = 0; i < n_threads_; ++i) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[i], &one);
+    const pthread_t thread = i == 0 ? pthread_self() : workers_[i - 1].native_handle();
+    if (pthread_setaffinity_np(thread, sizeof(one), &one) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace petrel::cpu

@@ -1,0 +1,168 @@
+// Scalar reference kernels: the straightforward loops every SIMD or GPU kernel is tested against.
+#include "ref/reference_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/status.h"  // PETREL_CHECK
+#include "quant/f16.h"    // F16ToF32, BF16ToF32, F32ToF16, F32ToBF16
+
+namespace petrel::ref {
+namespace {
+
+// Element `i` of a row of `type` as float. Only the dense float types are valid here.
+float LoadElem(DType type, const void* row, size_t i) {
+  switch (type) {
+    case DType::kF32:
+      return static_cast<const float*>(row)[i];
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(row)[i]);
+    case DType::kBF16:
+      return BF16ToF32(static_cast<const uint16_t*>(row)[i]);
+    default:
+      break;
+  }
+  PETREL_CHECK(false && "reference kernel: unsupported element type");
+  return 0.0f;
+}
+
+void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const float* x,
+            size_t x_stride, size_t n_tokens, const float* bias, float* out, size_t out_stride,
+            size_t row_begin, size_t row_end) {
+  PETREL_CHECK(SupportsWeightType(w_type));
+  for (size_t t = 0; t < n_tokens; ++t) {
+    const float* x_t = x + t * x_stride;  // (n_in)
+    for (size_t r = row_begin; r < row_end; ++r) {
+      const void* w_row = static_cast<const char*>(w) + r * w_row_bytes;
+      double sum = 0.0;
+      for (size_t i = 0; i < n_in; ++i) sum += double(LoadElem(w_type, w_row, i)) * x_t[i];
+      out[t * out_stride + r] = float(sum) + (bias ? bias[r] : 0.0f);
+    }
+  }
+}
+
+void RowToF32(DType type, const void* row, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = LoadElem(type, row, i);
+}
+
+void RowFromF32(DType type, const float* row, size_t n, void* out) {
+  switch (type) {
+    case DType::kF32:
+      std::memcpy(out, row, n * sizeof(float));
+      return;
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = F32ToF16(row[i]);
+      return;
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = F32ToBF16(row[i]);
+      return;
+    default:
+      break;
+  }
+  PETREL_CHECK(false && "row_from_f32: unsupported element type");
+}
+
+void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out) {
+  double sum_sq = 0.0;
+  for (size_t i = 0; i < n; ++i) sum_sq += double(x[i]) * x[i];
+  const double inv_rms = 1.0 / std::sqrt(sum_sq / double(n) + eps);
+  for (size_t i = 0; i < n; ++i) out[i] = float(double(x[i]) * weight[i] * inv_rms);
+}
+
+void Rope(float* x, size_t n_heads, size_t head_dim, size_t rot_dims, const float* cos,
+          const float* sin, RopeStyle style) {
+  const size_t half = rot_dims / 2;
+  for (size_t h = 0; h < n_heads; ++h) {
+    float* head = x + h * head_dim;  // (head_dim)
+    for (size_t i = 0; i < half; ++i) {
+      size_t i0 = 0, i1 = 0;
+      switch (style) {
+        case RopeStyle::kInterleaved:
+          i0 = 2 * i, i1 = 2 * i + 1;
+          break;
+        case RopeStyle::kHalfSplit:
+          i0 = i, i1 = i + half;
+          break;
+      }
+      const float x0 = head[i0], x1 = head[i1];
+      head[i0] = x0 * cos[i] - x1 * sin[i];
+      head[i1] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
+}
+
+void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end) {
+  const PagedKvView& kv = *args.kv;
+  PETREL_CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kF16);
+  PETREL_CHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0);
+  const size_t group = args.n_heads / args.n_kv_heads;  // query heads per KV head
+  const size_t elem_bytes = kv.dtype == DType::kF32 ? 4 : 2;
+  // Byte offset of position `kv_pos`'s row for `kv_head` in K or V.
+  auto row_offset = [&](size_t kv_pos, size_t kv_head) {
+    const size_t block = size_t(args.block_table[kv_pos / kv.block_tokens]);
+    const size_t slot = kv_pos % kv.block_tokens;
+    return ((block * kv.block_tokens + slot) * kv.row_elems + kv_head * args.head_dim) * elem_bytes;
+  };
+  std::vector<double> probs(args.n_ctx);
+  std::vector<double> acc(args.head_dim);
+  for (size_t h = head_begin; h < head_end; ++h) {
+    const size_t kv_head = h / group;
+    const float* q = args.q + h * args.head_dim;  // (head_dim)
+    double max_score = -INFINITY;
+    for (size_t p = 0; p < args.n_ctx; ++p) {
+      const char* k = static_cast<const char*>(kv.k) + row_offset(p, kv_head);
+      double dot = 0.0;
+      for (size_t d = 0; d < args.head_dim; ++d) dot += double(q[d]) * LoadElem(kv.dtype, k, d);
+      probs[p] = double(args.scale) * dot;
+      max_score = std::max(max_score, probs[p]);
+    }
+    double sum = 0.0;
+    for (size_t p = 0; p < args.n_ctx; ++p) {
+      probs[p] = std::exp(probs[p] - max_score);
+      sum += probs[p];
+    }
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (size_t p = 0; p < args.n_ctx; ++p) {
+      const char* v = static_cast<const char*>(kv.v) + row_offset(p, kv_head);
+      const double prob = probs[p] / sum;
+      for (size_t d = 0; d < args.head_dim; ++d) acc[d] += prob * LoadElem(kv.dtype, v, d);
+    }
+    for (size_t d = 0; d < args.head_dim; ++d) args.out[h * args.head_dim + d] = float(acc[d]);
+  }
+}
+
+void SiluMul(const float* gate, const float* up, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = float(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void Add(const float* a, const float* b, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+}  // namespace
+
+bool SupportsWeightType(DType type) {
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
+}
+
+const HostKernels& ReferenceKernels() {
+  static const HostKernels kKernels = {
+      .name = "ref",
+      .mat_mul = MatMul,
+      .row_to_f32 = RowToF32,
+      .row_from_f32 = RowFromF32,
+      .rms_norm = RmsNorm,
+      .rope = Rope,
+      .attention = Attention,
+      .silu_mul = SiluMul,
+      .add = Add,
+  };
+  return kKernels;
+}
+
+}  // namespace petrel::ref

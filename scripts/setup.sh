@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what petrel needs on Debian 12 / Ubuntu (apt-get, as root or with sudo), then
+# configures and builds into ./build. Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  g++ meson ninja-build pkg-config
+  libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
+  libopenblas-dev
+)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+build_dir="${PETREL_BUILD_DIR:-build}"
+if [ ! -f "$build_dir/build.ninja" ]; then
+  meson setup "$build_dir" --buildtype=release ${PETREL_MESON_ARGS:-} >&2
+fi
+ninja -C "$build_dir" >&2

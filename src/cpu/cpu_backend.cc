@@ -1,0 +1,18 @@
+// CreateCpuBackend: a HostBackend over the Highway kernel table.
+#include "cpu/cpu_backend.h"
+
+#include "cpu/host_backend.h"
+#include "cpu/kernels.h"
+
+namespace petrel {
+
+Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads,
+                                                  bool pin_threads) {
+  if (n_threads == 0 || n_threads > 1024) return Error("thread count %zu is invalid", n_threads);
+  auto backend = std::make_unique<HostBackend>("cpu", id, cpu::CpuKernels(),
+                                               &cpu::SupportsWeightType, n_threads);
+  if (pin_threads) backend->pool().PinThreads();
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace petrel

@@ -1,0 +1,209 @@
+// HostBackend: runs graph nodes with a HostKernels table, splitting work over the thread pool.
+#include "cpu/host_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace petrel {
+namespace {
+
+class HostBuffer final : public BackendBuffer {
+ public:
+  explicit HostBuffer(size_t bytes) : bytes_(bytes) {
+    // 64-byte alignment for full-width vector loads; rounded size as aligned_alloc requires.
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    data_ = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+  }
+  ~HostBuffer() override { std::free(data_); }
+  void* data() override { return data_; }
+  size_t bytes() const override { return bytes_; }
+  bool ok() const { return data_ != nullptr || bytes_ == 0; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_;
+};
+
+}  // namespace
+
+HostBackend::HostBackend(const char* name, BackendId id, const HostKernels& kernels,
+                         WeightTypeFilter supports_weight, size_t n_threads)
+    : name_(name),
+      id_(id),
+      kernels_(kernels),
+      supports_weight_(supports_weight),
+      pool_(n_threads) {}
+
+Result<std::unique_ptr<BackendBuffer>> HostBackend::Allocate(size_t bytes) {
+  auto buffer = std::make_unique<HostBuffer>(bytes);
+  if (!buffer->ok()) return Error("%s: cannot allocate %zu bytes", name_, bytes);
+  return std::unique_ptr<BackendBuffer>(std::move(buffer));
+}
+
+Result<TensorView> HostBackend::PrepareWeight(const TensorView& host_view) {
+  TensorView view = host_view;
+  view.backend = id_;
+  return view;
+}
+
+void HostBackend::CopyToHost(const void* src, void* host_dst, size_t bytes) {
+  std::memcpy(host_dst, src, bytes);
+}
+
+void HostBackend::CopyFromHost(const void* host_src, void* dst, size_t bytes) {
+  std::memcpy(dst, host_src, bytes);
+}
+
+void HostBackend::RunMatMul(const Node& node, const TensorView* values) {
+  const TensorView& x = values[node.inputs[0]];
+  const TensorView& out = values[node.output];
+  const TensorView& w = *node.weight;
+  const size_t n_in = size_t(w.desc.ne[0]);
+  const size_t n_out = size_t(w.desc.ne[1]);
+  const size_t n_tokens = size_t(x.desc.ne[1]);
+  const float* bias = node.bias ? node.bias->as<const float>() : nullptr;
+  // Split output rows: every thread streams a disjoint slice of the weight matrix once, for all
+  // tokens of the batch.
+  pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
+    kernels_.mat_mul(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, x.as<const float>(), n_in,
+                     n_tokens, bias, out.as<float>(), n_out, row_begin, row_end);
+  });
+}
+
+void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv,
+                               const BatchContext& batch) {
+  const float* q = values[node.inputs[0]].as<const float>();
+  const float* k = values[node.inputs[1]].as<const float>();
+  const float* v = values[node.inputs[2]].as<const float>();
+  float* out = values[node.output].as<float>();
+  const size_t q_dim = batch.n_heads * batch.head_dim;
+  const size_t kv_dim = kv.row_elems;
+  const size_t kv_elem_bytes = Traits(kv.dtype).block_bytes;
+  // 1. Write this batch's K/V rows into their slots, so later tokens of a sequence in the same
+  //    batch see earlier ones.
+  pool_.ParallelFor(batch.n_tokens, [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t) {
+      const size_t slot_offset = size_t(batch.kv_slot[t]) * kv_dim * kv_elem_bytes;
+      kernels_.row_from_f32(kv.dtype, k + t * kv_dim, kv_dim,
+                            static_cast<char*>(kv.k) + slot_offset);
+      kernels_.row_from_f32(kv.dtype, v + t * kv_dim, kv_dim,
+                            static_cast<char*>(kv.v) + slot_offset);
+    }
+  });
+  // 2. Each (token, head) pair is independent; its result never depends on the split.
+  const float scale = 1.0f / std::sqrt(float(batch.head_dim));
+  const size_t n_items = batch.n_tokens * batch.n_heads;
+  pool_.ParallelFor(n_items, [&](size_t begin, size_t end) {
+    // Scores scratch per thread; grows to the longest context seen, then stays.
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < batch.max_ctx) scratch.resize(batch.max_ctx);
+    float* scores = scratch.data();
+    for (size_t item = begin; item < end;) {
+      const size_t t = item / batch.n_heads;
+      const size_t head_begin = item % batch.n_heads;
+      const size_t head_end = std::min(batch.n_heads, head_begin + (end - item));
+      AttentionArgs args;
+      args.q = q + t * q_dim;
+      args.kv = &kv;
+      args.block_table = batch.block_tables[t];
+      args.n_ctx = size_t(batch.n_ctx[t]);
+      args.n_heads = batch.n_heads;
+      args.n_kv_heads = batch.n_kv_heads;
+      args.head_dim = batch.head_dim;
+      args.scale = scale;
+      args.scores = scores;
+      args.out = out + t * q_dim;
+      kernels_.attention(args, head_begin, head_end);
+      item += head_end - head_begin;
+    }
+  });
+}
+
+Status HostBackend::Run(const Node& node, const TensorView* values, const PagedKvView* kv,
+                        const BatchContext& batch) {
+  switch (node.op) {
+    case OpKind::kEmbed: {
+      const TensorView& table = *node.weight;
+      const size_t dim = size_t(table.desc.ne[0]);
+      float* out = values[node.output].as<float>();
+      pool_.ParallelFor(batch.n_tokens, [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) {
+          kernels_.row_to_f32(table.desc.dtype, table.row(batch.tokens[t]), dim, out + t * dim);
+        }
+      });
+      return Status::Ok();
+    }
+    case OpKind::kRmsNorm: {
+      const TensorView& x = values[node.inputs[0]];
+      const size_t n = size_t(x.desc.ne[0]);
+      const float* weight = node.weight->as<const float>();
+      float* out = values[node.output].as<float>();
+      pool_.ParallelFor(size_t(x.desc.ne[1]), [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) {
+          kernels_.rms_norm(x.as<const float>() + t * n, weight, n, node.eps, out + t * n);
+        }
+      });
+      return Status::Ok();
+    }
+    case OpKind::kMatMul:
+      RunMatMul(node, values);
+      return Status::Ok();
+    case OpKind::kRope: {
+      float* q = values[node.inputs[0]].as<float>();
+      float* k = values[node.inputs[1]].as<float>();
+      const size_t q_dim = batch.n_heads * batch.head_dim;
+      const size_t kv_dim = batch.n_kv_heads * batch.head_dim;
+      pool_.ParallelFor(batch.n_tokens, [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) {
+          const float* cos = batch.rope_cos + t * batch.rope_pairs;
+          const float* sin = batch.rope_sin + t * batch.rope_pairs;
+          kernels_.rope(q + t * q_dim, batch.n_heads, batch.head_dim, batch.rope_dims, cos, sin,
+                        batch.rope_style);
+          kernels_.rope(k + t * kv_dim, batch.n_kv_heads, batch.head_dim, batch.rope_dims, cos, sin,
+                        batch.rope_style);
+        }
+      });
+      return Status::Ok();
+    }
+    case OpKind::kAttention:
+      if (kv == nullptr)
+        return Error("%s: attention node of layer %d has no KV cache", name_, node.layer);
+      RunAttention(node, values, *kv, batch);
+      return Status::Ok();
+    case OpKind::kSiluMul:
+    case OpKind::kAdd: {
+      const TensorView& a = values[node.inputs[0]];
+      const float* a_data = a.as<const float>();
+      const float* b_data = values[node.inputs[1]].as<const float>();
+      float* out = values[node.output].as<float>();
+      const size_t cols = size_t(a.desc.ne[0]);
+      const bool silu = node.op == OpKind::kSiluMul;
+      pool_.ParallelFor(size_t(a.desc.ne[1]), [&](size_t begin, size_t end) {
+        const size_t offset = begin * cols, n = (end - begin) * cols;
+        if (silu) {
+          kernels_.silu_mul(a_data + offset, b_data + offset, n, out + offset);
+        } else {
+          kernels_.add(a_data + offset, b_data + offset, n, out + offset);
+        }
+      });
+      return Status::Ok();
+    }
+    case OpKind::kGetRows: {
+      const TensorView& in = values[node.inputs[0]];
+      const size_t cols = size_t(in.desc.ne[0]);
+      float* out = values[node.output].as<float>();
+      for (size_t i = 0; i < batch.n_selected; ++i) {
+        std::memcpy(out + i * cols, in.as<const float>() + size_t(batch.selected_rows[i]) * cols,
+                    cols * sizeof(float));
+      }
+      return Status::Ok();
+    }
+    case OpKind::kCount:
+      break;
+  }
+  return Error("%s: unknown op %d", name_, int(node.op));
+}
+
+}  // namespace petrel

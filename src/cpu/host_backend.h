@@ -1,0 +1,45 @@
+// A backend whose memory is host memory and whose ops are a HostKernels table run on a thread
+// pool. The CPU backend (Highway kernels) and the `ref` backend (scalar kernels) are both this.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
+#include "cpu/kernel_table.h"
+#include "cpu/thread_pool.h"
+
+namespace petrel {
+
+class HostBackend final : public Backend {
+ public:
+  using WeightTypeFilter = bool (*)(DType);
+  HostBackend(const char* name, BackendId id, const HostKernels& kernels,
+              WeightTypeFilter supports_weight, size_t n_threads);
+
+  const char* Name() const override { return name_; }
+  BackendId id() const override { return id_; }
+  bool SupportsWeight(DType type) const override { return supports_weight_(type); }
+  bool SupportsKv(DType type) const override { return type == DType::kF32 || type == DType::kF16; }
+  Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override;
+  Result<TensorView> PrepareWeight(const TensorView& host_view) override;
+  void CopyToHost(const void* src, void* host_dst, size_t bytes) override;
+  void CopyFromHost(const void* host_src, void* dst, size_t bytes) override;
+  Status Run(const Node& node, const TensorView* values, const PagedKvView* kv,
+             const BatchContext& batch) override;
+
+  cpu::ThreadPool& pool() { return pool_; }
+
+ private:
+  void RunMatMul(const Node& node, const TensorView* values);
+  void RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv,
+                    const BatchContext& batch);
+
+  const char* name_;
+  BackendId id_;
+  const HostKernels& kernels_;
+  WeightTypeFilter supports_weight_;
+  cpu::ThreadPool pool_;
+};
+
+}  // namespace petrel

@@ -1,0 +1,17 @@
+// The CPU backend's host kernels: Highway SIMD, dispatched at run time to the best target.
+#pragma once
+
+#include "cpu/kernel_table.h"  // HostKernels
+#include "quant/types.h"       // DType
+
+namespace petrel::cpu {
+
+// The Highway kernel table. Each entry dispatches once per call to the best target the CPU
+// supports (or the one forced by `hwy::SetSupportedTargetsForTest`).
+const HostKernels& CpuKernels();
+
+// Whether `mat_mul` accepts weights of `type` (F32, F16, BF16). The engine checks this when it
+// loads a model; calling `mat_mul` with any other type is a bug and fails a PETREL_CHECK.
+bool SupportsWeightType(DType type);
+
+}  // namespace petrel::cpu

@@ -1,0 +1,70 @@
+// ThreadPool: the CPU backend's fork-join pool; `ParallelFor` splits [0, n) statically.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace petrel::cpu {
+
+// A pool of `n_threads - 1` workers plus the calling thread. `ParallelFor(n, fn)` splits [0, n)
+// into `size()` contiguous near-equal chunks (chunk i goes to thread i, the caller takes chunk
+// 0), calls `fn(begin, end)` for each non-empty chunk and returns when all are done. The split
+// depends only on n and size(), so the same call always gives every thread the same work.
+//
+// Between calls workers spin briefly (a decode step issues many small ParallelFor calls back to
+// back) and then park on a condition variable, so an idle pool costs no CPU. A call allocates
+// nothing. ParallelFor must not be called from inside `fn` or from two threads at once.
+class ThreadPool {
+ public:
+  explicit ThreadPool(size_t n_threads);  // n_threads >= 1; 1 runs everything inline
+  ~ThreadPool();                          // joins the workers
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  size_t size() const { return n_threads_; }
+
+  // `fn` is any callable `void(size_t begin, size_t end)`; it is called by reference.
+  template <class Fn>
+  void ParallelFor(size_t n, const Fn& fn) {
+    if (n == 0) return;
+    if (n_threads_ == 1 || n == 1) return fn(size_t{0}, n);
+    Run(n, &fn, [](const void* ctx, size_t begin, size_t end) {
+      (*static_cast<const Fn*>(ctx))(begin, end);
+    });
+  }
+
+  // Pins thread i (the caller is thread 0, and stays pinned afterwards) to the i-th CPU of the
+  // process's affinity mask. Returns false, leaving the rest unpinned, when there are fewer
+  // CPUs than threads or the OS refuses.
+  bool PinThreads();
+
+ private:
+  using ChunkFn = void (*)(const void* ctx, size_t begin, size_t end);
+
+  void Run(size_t n, const void* ctx, ChunkFn fn);
+  void RunChunk(size_t thread_index) const;
+  void WorkerLoop(size_t thread_index);
+
+  const size_t n_threads_;
+  std::vector<std::thread> workers_;  // (n_threads - 1)
+
+  // The current job, written by Run before `generation_` is bumped (release) and read by the
+  // workers after they observe the new generation (acquire).
+  size_t job_n_ = 0;
+  const void* job_ctx_ = nullptr;
+  ChunkFn job_fn_ = nullptr;
+  bool stop_ = false;
+
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<size_t> pending_{0};   // workers still running the current job
+  alignas(64) std::atomic<size_t> sleepers_{0};  // workers parked (or parking) on `wake_`
+  std::mutex mutex_;
+  std::condition_variable wake_;
+};
+
+}  // namespace petrel::cpu

@@ -1,0 +1,146 @@
+// Engine behaviour: batching invariance, split placement across backends, decode errors.
+#include <gtest/gtest.h>
+
+#include "core/engine.h"
+#include "core/sampling/sampler.h"
+#include "util/parity.h"
+#include "util/test_data.h"
+
+namespace petrel {
+namespace {
+
+using testing::SharedDir;
+
+std::string StoryGguf() { return SharedDir() + "/models/story-gguf/story-f32.gguf"; }
+std::string SynthF32() { return SharedDir() + "/models/synth-tiny/tiny-v2048-f32.gguf"; }
+
+std::unique_ptr<Engine> Load(const std::string& path, EngineOptions options = {}) {
+  options.n_threads = options.n_threads ? options.n_threads : 2;
+  options.context = 256;
+  options.load_tokenizer = false;
+  options.max_sequences = 4;
+  auto engine = Engine::Load(path, options);
+  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+std::vector<int32_t> Prompt(size_t length, int32_t salt) {
+  std::vector<int32_t> ids = {1};
+  for (size_t i = 1; i < length; ++i) ids.push_back(int32_t(3 + (i * 131 + size_t(salt) * 977) % 2000));
+  return ids;
+}
+
+TEST(Batching, FourSequencesTogetherMatchEachAlone) {
+  auto engine = Load(StoryGguf());
+  ASSERT_TRUE(engine);
+  const size_t n_vocab = 2048, n_steps = 12;
+  const std::vector<size_t> lengths = {3, 7, 12, 20};
+  // Alone: prompt logits at every position, then greedy steps.
+  std::vector<std::vector<float>> alone_logits;
+  std::vector<std::vector<int32_t>> alone_tokens;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    const auto prompt = Prompt(lengths[s], int32_t(s));
+    const SeqId seq = engine->NewSequence();
+    std::vector<float> logits;
+    ASSERT_TRUE(engine->Prefill(seq, prompt, true, &logits).ok());
+    alone_logits.push_back(logits);
+    std::vector<int32_t> tokens;
+    int32_t token = ArgMax(logits.data() + logits.size() - n_vocab, n_vocab);
+    for (size_t step = 0; step < n_steps; ++step) {
+      tokens.push_back(token);
+      Batch batch;
+      batch.Add(token, int32_t(engine->kv_cache().Length(seq)), seq, true);
+      ASSERT_TRUE(engine->Decode(batch, &logits).ok());
+      token = ArgMax(logits.data(), n_vocab);
+    }
+    alone_tokens.push_back(tokens);
+    engine->FreeSequence(seq);
+  }
+  // Together: all prompts interleaved in one batch, then one token per sequence per step.
+  std::vector<SeqId> seqs;
+  Batch batch;
+  std::vector<std::pair<size_t, size_t>> owner;  // batch row -> (sequence, position)
+  for (size_t s = 0; s < lengths.size(); ++s) seqs.push_back(engine->NewSequence());
+  for (size_t pos = 0; pos < 20; ++pos) {
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      if (pos >= lengths[s]) continue;
+      batch.Add(Prompt(lengths[s], int32_t(s))[pos], int32_t(pos), seqs[s], true);
+      owner.push_back({s, pos});
+    }
+  }
+  std::vector<float> logits;
+  ASSERT_TRUE(engine->Decode(batch, &logits).ok());
+  std::vector<int32_t> next(lengths.size());
+  for (size_t row = 0; row < owner.size(); ++row) {
+    const auto [s, pos] = owner[row];
+    std::vector<float> got(logits.begin() + long(row * n_vocab), logits.begin() + long((row + 1) * n_vocab));
+    std::vector<float> want(alone_logits[s].begin() + long(pos * n_vocab), alone_logits[s].begin() + long((pos + 1) * n_vocab));
+    EXPECT_LE(testing::CompareLogits(got, want, n_vocab).max_abs, 1e-5) << "sequence " << s << " position " << pos;
+    if (pos + 1 == lengths[s]) next[s] = ArgMax(got.data(), n_vocab);
+  }
+  std::vector<std::vector<int32_t>> together(lengths.size());
+  for (size_t step = 0; step < n_steps; ++step) {
+    batch.Clear();
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      together[s].push_back(next[s]);
+      batch.Add(next[s], int32_t(engine->kv_cache().Length(seqs[s])), seqs[s], true);
+    }
+    ASSERT_TRUE(engine->Decode(batch, &logits).ok());
+    for (size_t s = 0; s < lengths.size(); ++s) next[s] = ArgMax(logits.data() + s * n_vocab, n_vocab);
+  }
+  for (size_t s = 0; s < lengths.size(); ++s) EXPECT_EQ(together[s], alone_tokens[s]) << "sequence " << s;
+}
+
+void CheckSplitPlacement(const std::string& path, const std::vector<int32_t>& ids) {
+  auto cpu = Load(path);
+  ASSERT_TRUE(cpu);
+  EngineOptions split_options;
+  split_options.device = "ref";
+  split_options.device_layers = size_t(cpu->config().n_layers) / 2;
+  auto split = Load(path, split_options);
+  ASSERT_TRUE(split);
+  EXPECT_NE(split->PlacementString().find("ref"), std::string::npos) << split->PlacementString();
+  std::vector<float> want, got;
+  ASSERT_TRUE(cpu->Prefill(cpu->NewSequence(), ids, true, &want).ok());
+  ASSERT_TRUE(split->Prefill(split->NewSequence(), ids, true, &got).ok());
+  const auto stats = testing::CompareLogits(got, want, size_t(cpu->config().n_vocab));
+  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << path << ": " << stats.ToString();
+}
+
+TEST(Placement, HalfTheStoryLayersOnRefMatchAllCpu) { CheckSplitPlacement(StoryGguf(), Prompt(40, 5)); }
+TEST(Placement, HalfTheSynthLayersOnRefMatchAllCpu) { CheckSplitPlacement(SynthF32(), Prompt(24, 9)); }
+
+TEST(Placement, UnknownDeviceIsAnError) {
+  EngineOptions options;
+  options.device = "quantum";
+  options.device_layers = 1;
+  auto engine = Engine::Load(StoryGguf(), options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("unknown device"), std::string::npos);
+}
+
+TEST(DecodeErrors, BadRequestsChangeNothing) {
+  auto engine = Load(StoryGguf());
+  ASSERT_TRUE(engine);
+  const SeqId seq = engine->NewSequence();
+  std::vector<float> logits;
+  Batch batch;
+  batch.Add(5000, 0, seq, true);  // outside the vocabulary
+  EXPECT_FALSE(engine->Decode(batch, &logits).ok());
+  batch.Clear();
+  batch.Add(1, 3, seq, true);  // does not continue the sequence
+  EXPECT_FALSE(engine->Decode(batch, &logits).ok());
+  batch.Clear();
+  batch.Add(1, 0, 99, true);  // unknown sequence
+  EXPECT_FALSE(engine->Decode(batch, &logits).ok());
+  EXPECT_EQ(engine->kv_cache().Length(seq), 0u);
+  std::vector<int32_t> too_long(300, 5);  // context is 256
+  EXPECT_FALSE(engine->Prefill(seq, too_long, false, &logits).ok());
+  batch.Clear();
+  batch.Add(1, 0, seq, true);
+  EXPECT_TRUE(engine->Decode(batch, &logits).ok());
+  EXPECT_EQ(engine->kv_cache().Length(seq), 1u);
+}
+
+}  // namespace
+}  // namespace petrel

@@ -1,0 +1,369 @@
+// Every CpuKernels() entry against ReferenceKernels() on random inputs, for every Highway target
+// this machine supports; plus batch invariance of mat_mul.
+#include "cpu/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hwy/targets.h"  // SupportedAndGeneratedTargets, SetSupportedTargetsForTest, TargetName
+#include "quant/f16.h"    // F32ToF16, F32ToBF16
+#include "ref/reference_kernels.h"
+
+namespace petrel {
+namespace {
+
+const HostKernels& Cpu() { return cpu::CpuKernels(); }
+const HostKernels& Ref() { return ref::ReferenceKernels(); }
+
+// Random by default (printed on failure); PETREL_TEST_SEED=n reproduces a run.
+uint32_t TestSeed() {
+  static const uint32_t seed = [] {
+    const char* env = std::getenv("PETREL_TEST_SEED");
+    return env ? uint32_t(std::strtoul(env, nullptr, 10)) : std::random_device{}();
+  }();
+  return seed;
+}
+
+// Sizes that break kernels for 1 (scalar), 4 (SSE4), 8 (AVX2) and 16 (AVX3) f32 lanes:
+// lanes - 1, lanes, lanes + 1 and 3 * lanes + 5 for each.
+const size_t kSizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 29, 31, 32, 33, 53, 100, 259};
+
+// Runs `body` once per Highway target this CPU supports, with dispatch forced to that target.
+template <class Body>
+void ForEachTarget(const Body& body) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(::testing::Message() << "target " << hwy::TargetName(target) << ", seed "
+                                      << TestSeed() << " (PETREL_TEST_SEED)");
+    body();
+    if (::testing::Test::HasFailure()) break;  // one target's failures are enough to read
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+class Random {
+ public:
+  Random() : gen_(TestSeed()) {}
+  float Uniform(float lo = -1.0f, float hi = 1.0f) {
+    return std::uniform_real_distribution<float>(lo, hi)(gen_);
+  }
+  size_t Index(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(gen_); }
+  // `n` floats in [lo, hi), never all zero, starting one float past an aligned allocation.
+  std::vector<float> Floats(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::vector<float> v(n + 1);
+    for (float& x : v) x = Uniform(lo, hi);
+    v[1 + Index(n)] = hi * 0.75f;
+    return v;  // use v.data() + 1: misaligned by one float
+  }
+  std::mt19937& gen() { return gen_; }
+
+ private:
+  std::mt19937 gen_;
+};
+
+// |got - want| <= rel * scale + abs for each element, with the index in the message.
+void ExpectClose(const float* want, const float* got, size_t n, const float* scale, float rel,
+                 float abs, const char* what) {
+  for (size_t i = 0; i < n; ++i) {
+    const float tol = rel * (scale ? scale[i] : std::fabs(want[i])) + abs;
+    ASSERT_NEAR(want[i], got[i], tol) << what << " element " << i << " of " << n;
+  }
+}
+
+// Weights of `type`, stored as raw bytes with rows `row_bytes` apart.
+struct Weights {
+  std::vector<uint8_t> bytes;
+  size_t row_bytes = 0;
+  const void* data() const { return bytes.data() + 4; }  // misaligned by one f32 / two f16
+};
+
+Weights MakeWeights(DType type, size_t rows, size_t n_in, Random& rng, bool absolute = false) {
+  const size_t elem_bytes = type == DType::kF32 ? 4 : 2;
+  Weights w;
+  w.row_bytes = (n_in + 1) * elem_bytes;  // padded rows: row starts misaligned too
+  w.bytes.resize(rows * w.row_bytes + 8);
+  for (size_t r = 0; r < rows; ++r) {
+    std::vector<float> row = rng.Floats(n_in);
+    if (absolute) {
+      for (float& x : row) x = std::fabs(x);
+    }
+    Ref().row_from_f32(type, row.data() + 1, n_in, w.bytes.data() + 4 + r * w.row_bytes);
+  }
+  return w;
+}
+
+// Ref mat_mul of |W| |x|: the scale of each output's rounding error.
+void MatMulMagnitude(DType type, const Weights& w, size_t n_in, const float* x, size_t x_stride,
+                     size_t n_tokens, size_t rows, float* out, size_t out_stride) {
+  Weights abs_w = w;
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t i = 0; i < n_in; ++i) {
+      uint8_t* elem = abs_w.bytes.data() + 4 + r * w.row_bytes;
+      if (type == DType::kF32) {
+        float* f = reinterpret_cast<float*>(elem) + i;
+        *f = std::fabs(*f);
+      } else {
+        reinterpret_cast<uint16_t*>(elem)[i] &= 0x7FFF;
+      }
+    }
+  }
+  std::vector<float> abs_x(x_stride * n_tokens);
+  for (size_t i = 0; i < abs_x.size(); ++i) abs_x[i] = std::fabs(x[i]);
+  Ref().mat_mul(type, abs_w.data(), w.row_bytes, n_in, abs_x.data(), x_stride, n_tokens, nullptr,
+                out, out_stride, 0, rows);
+}
+
+TEST(KernelsTest, SupportedWeightTypes) {
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+    EXPECT_TRUE(cpu::SupportsWeightType(type));
+    EXPECT_TRUE(ref::SupportsWeightType(type));
+  }
+  EXPECT_FALSE(cpu::SupportsWeightType(DType::kQ4_K));
+  EXPECT_FALSE(ref::SupportsWeightType(DType::kI32));
+}
+
+TEST(KernelsTest, MatMulMatchesReference) {
+  Random rng;
+  const float kSentinel = 12345.0f;
+  ForEachTarget([&] {
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (size_t n_in : kSizes) {
+        for (size_t rows : {1, 3, 7, 13}) {
+          for (size_t n_tokens : {1, 7}) {
+            SCOPED_TRACE(::testing::Message() << DTypeName(type) << " n_in " << n_in << " rows "
+                                              << rows << " tokens " << n_tokens);
+            const Weights w = MakeWeights(type, rows, n_in, rng);
+            const size_t x_stride = n_in + 3, out_stride = rows + 2;
+            const std::vector<float> x = rng.Floats(x_stride * n_tokens);
+            const std::vector<float> bias = rng.Floats(rows);
+            const bool use_bias = rng.Index(2) == 1;
+            const size_t row_begin = rows > 2 ? 1 : 0, row_end = rows;
+            std::vector<float> want(out_stride * n_tokens + 1, kSentinel), got = want;
+            std::vector<float> scale(out_stride * n_tokens);
+            Ref().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1, x_stride, n_tokens,
+                          use_bias ? bias.data() + 1 : nullptr, want.data() + 1, out_stride,
+                          row_begin, row_end);
+            Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1, x_stride, n_tokens,
+                          use_bias ? bias.data() + 1 : nullptr, got.data() + 1, out_stride,
+                          row_begin, row_end);
+            MatMulMagnitude(type, w, n_in, x.data() + 1, x_stride, n_tokens, rows, scale.data(),
+                            out_stride);
+            for (size_t i = 0; i < scale.size(); ++i) scale[i] += 1.0f;  // the bias
+            ExpectClose(want.data() + 1, got.data() + 1, out_stride * n_tokens, scale.data(), 1e-5f,
+                        0.0f, "mat_mul");
+            if (::testing::Test::HasFailure()) return;
+            for (size_t t = 0; t < n_tokens; ++t) {  // rows outside the range are untouched
+              for (size_t r = 0; r < out_stride; ++r) {
+                if (r >= row_begin && r < row_end) continue;
+                ASSERT_EQ(got[1 + t * out_stride + r], kSentinel) << "row " << r;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// A token's outputs are bit-identical alone and inside a batch with another row split.
+TEST(KernelsTest, MatMulIsBatchInvariant) {
+  Random rng;
+  ForEachTarget([&] {
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (size_t n_in : {size_t{67}, size_t{2048}, size_t{259}}) {
+        SCOPED_TRACE(::testing::Message() << DTypeName(type) << " n_in " << n_in);
+        const size_t rows = 13, n_tokens = 5, token = 2;
+        const Weights w = MakeWeights(type, rows, n_in, rng);
+        const std::vector<float> x = rng.Floats(n_in * n_tokens);
+        const std::vector<float> bias = rng.Floats(rows);
+        std::vector<float> alone(rows), batch(rows * n_tokens);
+        Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1 + token * n_in, n_in, 1,
+                      bias.data() + 1, alone.data(), rows, 0, rows);
+        for (auto [begin, end] : {std::pair<size_t, size_t>{0, 5}, {5, 6}, {6, 13}}) {
+          Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1, n_in, n_tokens,
+                        bias.data() + 1, batch.data(), rows, begin, end);
+        }
+        ASSERT_EQ(0, std::memcmp(alone.data(), batch.data() + token * rows, rows * 4));
+      }
+    }
+  });
+}
+
+TEST(KernelsTest, RowConversionsAreExact) {
+  Random rng;
+  ForEachTarget([&] {
+    for (size_t n : kSizes) {
+      SCOPED_TRACE(::testing::Message() << "n " << n);
+      // f32 -> f16/bf16 over the whole f16 range: subnormals, overflow, exact ties.
+      std::vector<float> values(n + 1);
+      for (float& v : values) {
+        v = std::ldexp(rng.Uniform(), int(rng.Index(40)) - 26);
+        if (rng.Index(8) == 0) v = 70000.0f * rng.Uniform();
+      }
+      for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+        std::vector<uint16_t> want(2 * n + 2), got(2 * n + 2);
+        Ref().row_from_f32(type, values.data() + 1, n, want.data() + 1);
+        Cpu().row_from_f32(type, values.data() + 1, n, got.data() + 1);
+        ASSERT_EQ(want, got) << "row_from_f32 " << DTypeName(type);
+        // Random non-NaN bit patterns back to f32.
+        std::vector<uint16_t> bits(2 * n + 1);
+        for (uint16_t& b : bits) {
+          do b = uint16_t(rng.Index(65536));
+          while (type == DType::kF16 ? (b & 0x7C00) == 0x7C00 && (b & 0x3FF)
+                                     : (b & 0x7F80) == 0x7F80 && (b & 0x7F));
+        }
+        std::vector<float> want_f(n + 1), got_f(n + 1);
+        Ref().row_to_f32(type, bits.data() + 1, n, want_f.data() + 1);
+        Cpu().row_to_f32(type, bits.data() + 1, n, got_f.data() + 1);
+        ASSERT_EQ(0, std::memcmp(want_f.data(), got_f.data(), want_f.size() * 4))
+            << "row_to_f32 " << DTypeName(type);
+      }
+    }
+  });
+}
+
+TEST(KernelsTest, RmsNormMatchesReference) {
+  Random rng;
+  ForEachTarget([&] {
+    for (size_t n : kSizes) {
+      for (float eps : {1e-5f, 1e-6f}) {
+        const std::vector<float> x = rng.Floats(n, -3.0f, 3.0f), weight = rng.Floats(n);
+        std::vector<float> want(n + 1), got(n + 1);
+        Ref().rms_norm(x.data() + 1, weight.data() + 1, n, eps, want.data() + 1);
+        Cpu().rms_norm(x.data() + 1, weight.data() + 1, n, eps, got.data() + 1);
+        ExpectClose(want.data() + 1, got.data() + 1, n, nullptr, 1e-5f, 1e-6f, "rms_norm");
+        if (::testing::Test::HasFailure()) return;
+        std::vector<float> in_place = x;  // out may alias x
+        Cpu().rms_norm(in_place.data() + 1, weight.data() + 1, n, eps, in_place.data() + 1);
+        ASSERT_EQ(0, std::memcmp(got.data() + 1, in_place.data() + 1, n * 4));
+      }
+    }
+  });
+}
+
+TEST(KernelsTest, RopeMatchesReference) {
+  Random rng;
+  ForEachTarget([&] {
+    for (size_t head_dim : {2, 6, 16, 48, 64, 128}) {
+      for (size_t rot_dims : {head_dim, head_dim / 2 * 2 - 2 * (head_dim > 4), size_t{2}}) {
+        for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
+          for (size_t n_heads : {1, 3}) {
+            SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << " rot_dims " << rot_dims
+                                              << " style " << int(style));
+            std::vector<float> angles = rng.Floats(rot_dims / 2, -10.0f, 10.0f);
+            std::vector<float> cos(rot_dims / 2 + 1), sin(rot_dims / 2 + 1);
+            for (size_t i = 0; i < rot_dims / 2; ++i) {
+              cos[1 + i] = std::cos(angles[1 + i]);
+              sin[1 + i] = std::sin(angles[1 + i]);
+            }
+            const std::vector<float> x = rng.Floats(n_heads * head_dim);
+            std::vector<float> want = x, got = x;
+            Ref().rope(want.data() + 1, n_heads, head_dim, rot_dims, cos.data() + 1, sin.data() + 1,
+                       style);
+            Cpu().rope(got.data() + 1, n_heads, head_dim, rot_dims, cos.data() + 1, sin.data() + 1,
+                       style);
+            ExpectClose(want.data() + 1, got.data() + 1, n_heads * head_dim, nullptr, 1e-6f, 1e-6f,
+                        "rope");
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(KernelsTest, ElementwiseMatchesReference) {
+  Random rng;
+  ForEachTarget([&] {
+    for (size_t n : kSizes) {
+      const std::vector<float> a = rng.Floats(n, -12.0f, 12.0f), b = rng.Floats(n, -4.0f, 4.0f);
+      std::vector<float> want(n + 1), got(n + 1);
+      Ref().silu_mul(a.data() + 1, b.data() + 1, n, want.data() + 1);
+      Cpu().silu_mul(a.data() + 1, b.data() + 1, n, got.data() + 1);
+      ExpectClose(want.data() + 1, got.data() + 1, n, nullptr, 1e-5f, 1e-7f, "silu_mul");
+      if (::testing::Test::HasFailure()) return;
+      Ref().add(a.data() + 1, b.data() + 1, n, want.data() + 1);
+      Cpu().add(a.data() + 1, b.data() + 1, n, got.data() + 1);
+      ASSERT_EQ(0, std::memcmp(want.data() + 1, got.data() + 1, n * 4)) << "add";
+    }
+  });
+}
+
+// A paged K/V layer with a shuffled block table, filled with random rows.
+struct PagedKv {
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> block_table;
+  PagedKvView view;
+};
+
+PagedKv MakePagedKv(DType dtype, size_t block_tokens, size_t n_ctx, size_t row_elems, Random& rng) {
+  const size_t n_blocks = (n_ctx + block_tokens - 1) / block_tokens + 3;
+  const size_t elem_bytes = dtype == DType::kF32 ? 4 : 2;
+  PagedKv kv;
+  kv.block_table.resize(n_blocks);
+  for (size_t i = 0; i < n_blocks; ++i) kv.block_table[i] = int32_t(i);
+  std::shuffle(kv.block_table.begin(), kv.block_table.end(), rng.gen());
+  for (std::vector<uint8_t>* cache : {&kv.k, &kv.v}) {
+    cache->resize(n_blocks * block_tokens * row_elems * elem_bytes + 4);
+    const size_t n_rows = n_blocks * block_tokens;
+    for (size_t row = 0; row < n_rows; ++row) {
+      const std::vector<float> values = rng.Floats(row_elems);
+      Ref().row_from_f32(dtype, values.data() + 1, row_elems,
+                         cache->data() + elem_bytes + row * row_elems * elem_bytes);
+    }
+  }
+  kv.view = {.k = kv.k.data() + elem_bytes,
+             .v = kv.v.data() + elem_bytes,
+             .dtype = dtype,
+             .block_tokens = block_tokens,
+             .row_elems = row_elems};
+  return kv;
+}
+
+TEST(KernelsTest, AttentionMatchesReference) {
+  Random rng;
+  ForEachTarget([&] {
+    for (DType dtype : {DType::kF32, DType::kF16}) {
+      for (size_t head_dim : {16, 48, 64, 128, 20}) {
+        for (size_t group : {1, 2, 4}) {
+          const size_t n_kv_heads = 2, n_heads = n_kv_heads * group;
+          const size_t block_tokens = group == 2 ? 5 : 16;  // 5: many blocks, odd sizes
+          const PagedKv kv = MakePagedKv(dtype, block_tokens, 70, n_kv_heads * head_dim, rng);
+          for (size_t n_ctx : {1, 2, 15, 16, 17, 33, 70}) {
+            SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " head_dim " << head_dim
+                                              << " group " << group << " n_ctx " << n_ctx);
+            const std::vector<float> q = rng.Floats(n_heads * head_dim, -2.0f, 2.0f);
+            std::vector<float> scores(n_ctx);
+            std::vector<float> want(n_heads * head_dim + 1, 7.0f), got = want;
+            AttentionArgs args = {.q = q.data() + 1,
+                                  .kv = &kv.view,
+                                  .block_table = kv.block_table.data(),
+                                  .n_ctx = n_ctx,
+                                  .n_heads = n_heads,
+                                  .n_kv_heads = n_kv_heads,
+                                  .head_dim = head_dim,
+                                  .scale = 1.0f / std::sqrt(float(head_dim)),
+                                  .scores = scores.data(),
+                                  .out = want.data() + 1};
+            const size_t head_begin = n_heads > 2 ? 1 : 0, head_end = n_heads;
+            Ref().attention(args, head_begin, head_end);
+            args.out = got.data() + 1;
+            Cpu().attention(args, head_begin, head_end);
+            ExpectClose(want.data(), got.data(), want.size(), nullptr, 1e-5f, 2e-6f, "attention");
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace petrel

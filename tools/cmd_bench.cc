@@ -1,0 +1,153 @@
+// `petrel bench`: prompt-processing and generation speed, like llama-bench, plus peak RSS.
+// Each test runs once to warm up, then `-r` times; medians and min–max are reported.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/common.h"
+
+namespace petrel::tools {
+namespace {
+
+Result<std::vector<size_t>> ParseList(const std::string& text, const char* flag) {
+  std::vector<size_t> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value > (1u << 20)) {
+      return Error("%s: '%s' is not a valid count", flag, item.c_str());
+    }
+    values.push_back(size_t(value));
+  }
+  return values;
+}
+
+struct Sample {
+  double median, min, max;
+};
+
+Sample Summarize(std::vector<double> rates) {
+  std::sort(rates.begin(), rates.end());
+  const size_t n = rates.size();
+  const double median = n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
+  return {median, rates.front(), rates.back()};
+}
+
+// Tokens per second of one run: a prompt of `n_prompt` tokens, or `n_gen` single-token steps.
+Result<double> RunOnce(Engine& engine, size_t n_prompt, size_t n_gen, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> token(0, int32_t(engine.config().n_vocab - 1));
+  const SeqId seq = engine.NewSequence();
+  std::vector<float> logits;
+  const auto start = std::chrono::steady_clock::now();
+  if (n_prompt > 0) {
+    std::vector<int32_t> tokens(n_prompt);
+    for (int32_t& t : tokens) t = token(rng);
+    Status status = engine.Prefill(seq, tokens, false, &logits);
+    if (!status.ok()) {
+      engine.FreeSequence(seq);
+      return status;
+    }
+  }
+  Batch batch;
+  for (size_t i = 0; i < n_gen; ++i) {
+    batch.Clear();
+    batch.Add(token(rng), int32_t(i), seq, true);
+    Status status = engine.Decode(batch, &logits);
+    if (!status.ok()) {
+      engine.FreeSequence(seq);
+      return status;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  engine.FreeSequence(seq);
+  return double(n_prompt + n_gen) / std::max(seconds, 1e-9);
+}
+
+}  // namespace
+
+Runner AddBenchCommand(CLI::App& app) {
+  struct Args {
+    ModelOptions model;
+    std::string prompts = "128,512";
+    std::string gens = "64";
+    std::string threads;
+    size_t repetitions = 5;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation speed");
+  args->model.AddTo(*cmd, /*threads_option=*/false);
+  cmd->add_option("-p,--n-prompt", args->prompts, "prompt lengths (default 128,512)");
+  cmd->add_option("-n,--n-gen", args->gens, "generation lengths (default 64)");
+  cmd->add_option("-t,--threads", args->threads, "thread counts to test, e.g. 1,2 (default: all cores)");
+  cmd->add_option("-r,--repetitions", args->repetitions, "repetitions per test (default 5)");
+  cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
+  return [args]() -> int {
+    auto prompts = ParseList(args->prompts, "-p");
+    if (!prompts.ok()) return Fail(prompts.status());
+    auto gens = ParseList(args->gens, "-n");
+    if (!gens.ok()) return Fail(gens.status());
+    std::vector<size_t> thread_counts;
+    if (!args->threads.empty()) {
+      auto parsed = ParseList(args->threads, "-t");
+      if (!parsed.ok()) return Fail(parsed.status());
+      thread_counts = *parsed;
+    } else {
+      thread_counts.push_back(args->model.n_threads);
+    }
+    if (args->repetitions == 0) return Fail(Error("-r must be at least 1"));
+    size_t longest = 16;
+    for (size_t p : *prompts) longest = std::max(longest, p);
+    for (size_t n : *gens) longest = std::max(longest, n);
+    if (!args->json) {
+      std::printf("| model | threads | test | t/s (median) | min – max | peak RSS MiB |\n");
+      std::printf("| --- | --- | --- | --- | --- | --- |\n");
+    }
+    for (size_t threads : thread_counts) {
+      ModelOptions model = args->model;
+      model.n_threads = threads;
+      if (model.context == 0) model.context = longest;
+      auto engine = model.LoadEngine();
+      if (!engine.ok()) return Fail(engine.status());
+      std::mt19937 rng(1234);
+      struct Test { std::string name; size_t n_prompt, n_gen; };
+      std::vector<Test> tests;
+      for (size_t p : *prompts) if (p) tests.push_back({"pp" + std::to_string(p), p, 0});
+      for (size_t n : *gens) if (n) tests.push_back({"tg" + std::to_string(n), 0, n});
+      for (const Test& test : tests) {
+        std::vector<double> rates;
+        for (size_t r = 0; r <= args->repetitions; ++r) {
+          auto rate = RunOnce(**engine, test.n_prompt, test.n_gen, rng);
+          if (!rate.ok()) return Fail(rate.status());
+          if (r > 0) rates.push_back(*rate);  // run 0 is the warm-up
+        }
+        const Sample s = Summarize(rates);
+        const double rss_mib = double(PeakRssBytes()) / (1024.0 * 1024.0);
+        const size_t used_threads = (*engine)->options().n_threads;
+        if (args->json) {
+          nlohmann::json line = {{"model", model.model_path}, {"threads", used_threads},
+                                 {"test", test.name}, {"tokens_per_second", s.median},
+                                 {"min", s.min}, {"max", s.max}, {"samples", rates},
+                                 {"peak_rss_bytes", PeakRssBytes()},
+                                 {"weight_bytes", (*engine)->model().weight_bytes}};
+          std::printf("%s\n", line.dump().c_str());
+        } else {
+          std::printf("| %s | %zu | %s | %.2f | %.2f – %.2f | %.1f |\n", model.model_path.c_str(),
+                      used_threads, test.name.c_str(), s.median, s.min, s.max, rss_mib);
+        }
+        std::fflush(stdout);
+      }
+    }
+    return 0;
+  };
+}
+
+}  // namespace petrel::tools

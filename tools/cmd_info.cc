@@ -1,0 +1,60 @@
+// `petrel info`: what a model file holds and the memory it needs.
+#include <cstdio>
+#include <string>
+
+#include "core/kv_cache.h"
+#include "core/loader.h"
+#include "core/tokenizer/tokenizer.h"
+#include "tools/common.h"
+
+namespace petrel::tools {
+namespace {
+
+std::string Bytes(double bytes) {
+  char buffer[32];
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  std::snprintf(buffer, sizeof(buffer), "%.2f %s", bytes, units[unit]);
+  return buffer;
+}
+
+}  // namespace
+
+Runner AddInfoCommand(CLI::App& app) {
+  struct Args {
+    std::string model;
+    size_t context = 4096;
+    std::string kv_type = "f32";
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("info", "describe a model and the memory it needs");
+  cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face folder")->required();
+  cmd->add_option("-c,--ctx-size", args->context, "context length for the KV cache estimate (default 4096)");
+  cmd->add_option("--cache-type", args->kv_type, "KV cache type for the estimate: f32, f16");
+  return [args]() -> int {
+    auto loaded = LoadModel(args->model);
+    if (!loaded.ok()) return Fail(loaded.status());
+    const LoadedModel& model = **loaded;
+    const ModelConfig& c = model.config;
+    std::printf("source           %s (%s)\n", model.source.c_str(), model.format.c_str());
+    std::printf("%s", c.Summary().c_str());
+    if (model.tokenizer) std::printf("tokenizer        %zu tokens\n", model.tokenizer->n_vocab());
+    std::printf("tensors          %zu used, %s\n", model.n_tensors, Bytes(double(model.weight_bytes)).c_str());
+    for (const auto& [type, bytes] : model.bytes_by_type) {
+      std::printf("  %-14s %s\n", type.c_str(), Bytes(double(bytes)).c_str());
+    }
+    const size_t kv_elem = args->kv_type == "f16" ? 2 : 4;
+    const double kv_bytes = 2.0 * double(c.n_layers) * double(args->context) * double(c.kv_dim()) * double(kv_elem);
+    std::printf("memory           weights %s (mapped from the file), KV cache for %zu tokens (%s) %s\n",
+                Bytes(double(model.weight_bytes)).c_str(), args->context, args->kv_type.c_str(),
+                Bytes(kv_bytes).c_str());
+    std::printf("matmul path      per-row Highway kernels (batch-invariant)\n");
+    return 0;
+  };
+}
+
+}  // namespace petrel::tools
