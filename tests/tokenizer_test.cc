@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -116,9 +117,8 @@ TEST(GgufStoryTokenizer, MatchesGoldenIdsAndDecodes) {
   ASSERT_NE(tokenizer, nullptr);
   size_t checked = 0, ids_ok = 0, decoded_ok = 0, skipped = 0;
   for (const StoryCase& c : LoadStoryCases()) {
-    const bool hf_matched_special =
-        std::find_if(c.ids.begin() + 1, c.ids.end(), [](int32_t id) { return id <= 2; }) !=
-        c.ids.end();
+    const bool hf_matched_special = std::find_if(c.ids.begin() + 1, c.ids.end(),
+                                                 [](int32_t id) { return id <= 2; }) != c.ids.end();
     if (hf_matched_special && ContainsSpecialText(c.text)) {
       ++skipped;
       continue;
@@ -181,8 +181,8 @@ std::vector<VocabCase> LoadVocabCases(const std::string& base) {
 class VocabTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(VocabTest, MatchesLlamaCppVectors) {
-  const std::string base = testing::SharedDir() + "/golden/tokenizer/ggml-vocab-" + GetParam() +
-                           ".gguf";
+  const std::string base =
+      testing::SharedDir() + "/golden/tokenizer/ggml-vocab-" + GetParam() + ".gguf";
   const auto tokenizer = LoadGgufTokenizer(base);
   ASSERT_NE(tokenizer, nullptr);
   const auto cases = LoadVocabCases(base);
@@ -193,8 +193,8 @@ TEST_P(VocabTest, MatchesLlamaCppVectors) {
   size_t passed = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::vector<int32_t> ids = tokenizer->Encode(cases[i].text, options);
-    EXPECT_EQ(Join(ids), Join(cases[i].ids)) << GetParam() << " line " << i + 1 << " text: \""
-                                             << cases[i].text << "\"";
+    EXPECT_EQ(Join(ids), Join(cases[i].ids))
+        << GetParam() << " line " << i + 1 << " text: \"" << cases[i].text << "\"";
     passed += ids == cases[i].ids;
   }
   std::printf("ggml-vocab-%s: %zu/%zu\n", GetParam(), passed, cases.size());
@@ -209,11 +209,11 @@ struct AllTokenizers {
   std::vector<std::pair<std::string, std::unique_ptr<Tokenizer>>> list;
   AllTokenizers() {
     list.emplace_back("story-hf", LoadHfStory());
-    list.emplace_back("story-gguf",
-                      LoadGgufTokenizer(testing::SharedDir() + "/models/story-gguf/story-f32.gguf"));
+    list.emplace_back("story-gguf", LoadGgufTokenizer(testing::SharedDir() +
+                                                      "/models/story-gguf/story-f32.gguf"));
     for (const char* name : {"llama-spm", "gpt-2", "mpt", "deepseek-llm", "bert-bge"}) {
-      list.emplace_back(name, LoadGgufTokenizer(testing::SharedDir() + "/golden/tokenizer/ggml-vocab-" +
-                                                name + ".gguf"));
+      list.emplace_back(name, LoadGgufTokenizer(testing::SharedDir() +
+                                                "/golden/tokenizer/ggml-vocab-" + name + ".gguf"));
     }
   }
   const Tokenizer* Get(const std::string& name) const {
@@ -232,8 +232,11 @@ const AllTokenizers& Tokenizers() {
 bool IsValidUtf8(const std::string& text) {
   for (size_t i = 0; i < text.size();) {
     const auto lead = static_cast<uint8_t>(text[i]);
-    const size_t length = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3
-                                          : (lead >> 3) == 30 ? 4 : 0;
+    const size_t length = lead < 0x80         ? 1
+                          : (lead >> 5) == 6  ? 2
+                          : (lead >> 4) == 14 ? 3
+                          : (lead >> 3) == 30 ? 4
+                                              : 0;
     if (length == 0 || i + length > text.size()) return false;
     for (size_t k = 1; k < length; ++k) {
       if ((static_cast<uint8_t>(text[i + k]) & 0xC0) != 0x80) return false;
@@ -244,11 +247,16 @@ bool IsValidUtf8(const std::string& text) {
 }
 
 std::vector<std::string> RoundTripTexts() {
-  std::vector<std::string> texts = {
-      "Hello world",   " leading space", "trailing space ", "multiple   spaces\tand\ttabs\n\n",
-      "Ünïcödé ñ ß 日本語 中文 한국어 Ελληνικά кириллица",
-      "emoji 🦙🚀😶‍🌫️ ✅", "code: for (int i = 0; i < n; ++i) { x[i] = 0; }", "\r\n\v\f",
-      "digits 1234567890 3.14159", "’quotes‘ «guillemets» — dashes –"};
+  std::vector<std::string> texts = {"Hello world",
+                                    " leading space",
+                                    "trailing space ",
+                                    "multiple   spaces\tand\ttabs\n\n",
+                                    "Ünïcödé ñ ß 日本語 中文 한국어 Ελληνικά кириллица",
+                                    "emoji 🦙🚀😶‍🌫️ ✅",
+                                    "code: for (int i = 0; i < n; ++i) { x[i] = 0; }",
+                                    "\r\n\v\f",
+                                    "digits 1234567890 3.14159",
+                                    "’quotes‘ «guillemets» — dashes –"};
   std::string all_ascii;
   for (int c = 1; c < 128; ++c) all_ascii.push_back(static_cast<char>(c));
   texts.push_back(all_ascii);
@@ -318,8 +326,9 @@ TEST(StreamDecoder, HoldsBackPartialCharacters) {
 
 TEST(TokenizerFuzz, RandomBytesNeverCrash) {
   std::mt19937 rng(1234);
-  const char* const kPieces[] = {"<|end_story|>", "<s>", "</s>", "<unk>", "[CLS]", "<|endoftext|>",
-                                 " ", "\n", "▁", "é", "日本", "🦙", "'s", "##", "<0x41>"};
+  const char* const kPieces[] = {"<|end_story|>", "<s>",  "</s>", "<unk>", "[CLS]",
+                                 "<|endoftext|>", " ",    "\n",   "▁",     "é",
+                                 "日本",          "🦙", "'s",   "##",    "<0x41>"};
   for (int iteration = 0; iteration < 2000; ++iteration) {
     std::string text;
     const int n_parts = static_cast<int>(rng() % 24);
@@ -374,7 +383,12 @@ TEST(TokenizerFuzz, InvalidUtf8IsReplacedDeterministically) {
   ASSERT_NE(tokenizer, nullptr);
   EncodeOptions options;
   options.add_special = false;
-  EXPECT_EQ(tokenizer->Encode("a\xFF" "b", options), tokenizer->Encode("a\xEF\xBF\xBD" "b", options));
+  EXPECT_EQ(tokenizer->Encode("a\xFF"
+                              "b",
+                              options),
+            tokenizer->Encode("a\xEF\xBF\xBD"
+                              "b",
+                              options));
   EXPECT_EQ(tokenizer->Decode(tokenizer->Encode("\xC3", options)), "\xEF\xBF\xBD");
 }
 
@@ -388,6 +402,61 @@ TEST(BpeMerging, LongInputIsFast) {
   const Tokenizer* story = Tokenizers().Get("story-hf");
   const std::string story_text(100000, 'z');
   EXPECT_EQ(story->Decode(story->Encode(story_text)), story_text);
+}
+
+// A tiny byte-level BPE tokenizer.json: merges as [a, b] pairs, an rstrip added token, a
+// TemplateProcessing with BOS and EOS, and the ByteLevel decoder.
+TEST(HfJsonTokenizer, ByteLevelBpe) {
+  const char* const kJson = R"({
+    "added_tokens": [{"id": 0, "content": "<s>", "special": true, "normalized": false},
+                     {"id": 1, "content": "</s>", "special": true, "normalized": false},
+                     {"id": 2, "content": "<tool>", "special": false, "normalized": false,
+                      "rstrip": true}],
+    "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+    "post_processor": {"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}},
+                 {"SpecialToken": {"id": "</s>"}}],
+      "special_tokens": {"<s>": {"ids": [0]}, "</s>": {"ids": [1]}}},
+    "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "<tool>": 2, "h": 3, "i": 4,
+              "Ġ": 5, "hi": 6, "Ġhi": 7, "Ã": 8, "©": 9, "Ã©": 10},
+              "merges": [["h", "i"], ["Ġ", "hi"], ["Ã", "©"]]}})";
+  auto tokenizer = Tokenizer::FromHfJson(kJson);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  EXPECT_EQ(Join((*tokenizer)->Encode("hi hi")), Join({0, 6, 7, 1}));
+  EXPECT_EQ(Join((*tokenizer)->Encode("hi<tool>   hi", {false, false})), Join({6, 2, 6}));
+  EXPECT_EQ(Join((*tokenizer)->Encode("\xC3\xA9", {false, false})), Join({10}));
+  EXPECT_EQ((*tokenizer)->Decode({0, 6, 7, 10, 1}), "hi hié");
+  EXPECT_EQ((*tokenizer)->Decode({0, 6, 1}, false), "<s>hi</s>");
+  EXPECT_EQ((*tokenizer)->bos_id(), 0);
+}
+
+// Metaspace pre-tokenizer with byte fallback and the Metaspace decoder. (HF's Metaspace decoder
+// drops every U+2581 of the first token, so it must run before Fuse.)
+TEST(HfJsonTokenizer, MetaspaceWithByteFallback) {
+  std::string vocab = R"("<unk>": 0, "▁": 1, "a": 2, "b": 3, "▁a": 4)";
+  for (int byte = 0; byte < 256; ++byte) {
+    char piece[16];
+    std::snprintf(piece, sizeof(piece), ", \"<0x%02X>\": %d", byte, 5 + byte);
+    vocab += piece;
+  }
+  const std::string json = R"({"added_tokens": [], "normalizer": null,
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
+                      "split": false},
+    "post_processor": null,
+    "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"},
+                {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first"},
+                {"type": "Fuse"}]},
+    "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": true, "fuse_unk": true,
+              "vocab": {)" +
+                           vocab + R"(}, "merges": ["▁ a"]}})";
+  auto tokenizer = Tokenizer::FromHfJson(json);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  // "a ab" -> "▁a▁ab"; "é" falls back to its two UTF-8 bytes.
+  EXPECT_EQ(Join((*tokenizer)->Encode("a ab")), Join({4, 4, 3}));
+  EXPECT_EQ(Join((*tokenizer)->Encode("é")), Join({1, 5 + 0xC3, 5 + 0xA9}));
+  EXPECT_EQ((*tokenizer)->Decode((*tokenizer)->Encode("a ab é")), "a ab é");
 }
 
 }  // namespace

@@ -74,7 +74,8 @@ Runner AddRunCommand(CLI::App& app) {
                         {"prompt_tokens_per_second", prompt_tps},
                         {"generated_tokens", result->new_ids.size()},
                         {"generate_seconds", result->generate_seconds},
-                        {"generate_tokens_per_second", gen_tps}};
+                        {"generate_tokens_per_second", gen_tps},
+                        {"peak_rss_bytes", PeakRssBytes()}};
       std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::fputs(stream.Flush().c_str(), stdout);

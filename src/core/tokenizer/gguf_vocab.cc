@@ -74,7 +74,8 @@ Result<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& file) {
     for (size_t rank = 0; rank < merges->strings.size(); ++rank) {
       const std::string_view merge = merges->strings[rank];
       const size_t space = merge.find(' ', 1);
-      const int32_t left = space == std::string_view::npos ? -1 : tok.vocab_.Find(merge.substr(0, space));
+      const int32_t left =
+          space == std::string_view::npos ? -1 : tok.vocab_.Find(merge.substr(0, space));
       const int32_t right = left < 0 ? -1 : tok.vocab_.Find(merge.substr(space + 1));
       std::string merged(merge.substr(0, space == std::string_view::npos ? 0 : space));
       if (right >= 0) merged.append(merge.substr(space + 1));
@@ -103,9 +104,12 @@ Result<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& file) {
   PETREL_RETURN_IF_ERROR(ReadId(file, "tokenizer.ggml.eos_token_id", n_vocab, &tok.eos_id_));
   PETREL_RETURN_IF_ERROR(ReadId(file, "tokenizer.ggml.unknown_token_id", n_vocab, &tok.unk_id_));
   PETREL_RETURN_IF_ERROR(ReadId(file, "tokenizer.ggml.seperator_token_id", n_vocab, &tok.sep_id_));
-  PETREL_ASSIGN_OR_RETURN(tok.add_bos_, file.GetBoolOr("tokenizer.ggml.add_bos_token", tok.add_bos_));
-  PETREL_ASSIGN_OR_RETURN(tok.add_eos_, file.GetBoolOr("tokenizer.ggml.add_eos_token", tok.add_eos_));
-  PETREL_ASSIGN_OR_RETURN(tok.add_sep_, file.GetBoolOr("tokenizer.ggml.add_sep_token", tok.add_sep_));
+  PETREL_ASSIGN_OR_RETURN(tok.add_bos_,
+                          file.GetBoolOr("tokenizer.ggml.add_bos_token", tok.add_bos_));
+  PETREL_ASSIGN_OR_RETURN(tok.add_eos_,
+                          file.GetBoolOr("tokenizer.ggml.add_eos_token", tok.add_eos_));
+  PETREL_ASSIGN_OR_RETURN(tok.add_sep_,
+                          file.GetBoolOr("tokenizer.ggml.add_sep_token", tok.add_sep_));
   PETREL_ASSIGN_OR_RETURN(tok.add_space_prefix_,
                           file.GetBoolOr("tokenizer.ggml.add_space_prefix", tok.add_space_prefix_));
   if (!tok.vocab_.Valid(tok.bos_id_)) tok.bos_id_ = -1;
@@ -121,9 +125,9 @@ Result<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& file) {
     PETREL_RETURN_IF_ERROR(ReadId(file, key, n_vocab, &extra_id));
     if (extra_id >= 0) tok.eog_ids_.insert(extra_id);
   }
-  static const char* const kEndTexts[] = {"<|eot_id|>",    "<|im_end|>",      "<|end|>",
-                                          "<end_of_turn>", "<|endoftext|>",   "<|eom_id|>",
-                                          "<EOT>",         "<|end_of_text|>", "<｜end▁of▁sentence｜>"};
+  static const char* const kEndTexts[] = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>",        "<|endoftext|>",
+      "<|eom_id|>", "<EOT>",      "<|end_of_text|>", "<｜end▁of▁sentence｜>"};
   for (const char* text : kEndTexts) {
     const int32_t id = tok.vocab_.Find(text);
     if (id >= 0 && tok.vocab_.kinds[id] == TokenKind::kControl) tok.eog_ids_.insert(id);

@@ -22,7 +22,7 @@ void ReplaceAll(std::string* text, std::string_view from, std::string_view to) {
 // transformers' clean_up_tokenization.
 void CleanUpSpaces(std::string* text) {
   static const char* const kPairs[][2] = {
-      {" .", "."},   {" ?", "?"},     {" !", "!"},   {" ,", ","},   {" ' ", "'"},
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& pair : kPairs) ReplaceAll(text, pair[0], pair[1]);
 }
@@ -292,8 +292,8 @@ std::vector<int32_t> HfTokenizer::Encode(std::string_view text,
       ids.push_back(raw.token);
       continue;
     }
-    const std::string normalized = Normalize(std::string_view(clean).substr(raw.begin,
-                                                                           raw.end - raw.begin));
+    const std::string normalized =
+        Normalize(std::string_view(clean).substr(raw.begin, raw.end - raw.begin));
     for (const Segment& part : SplitAdded(normalized, normalized_trie_)) {
       if (part.token >= 0) {
         ids.push_back(part.token);
@@ -371,14 +371,15 @@ std::string HfTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_speci
       case HfDecoderKind::kStrip:
         for (std::string& token : tokens) {
           size_t first = 0;
-          while (first < step.strip_start && token.compare(first * step.pattern.size(),
-                                                           step.pattern.size(), step.pattern) == 0) {
+          while (first < step.strip_start &&
+                 token.compare(first * step.pattern.size(), step.pattern.size(), step.pattern) ==
+                     0) {
             ++first;
           }
           token.erase(0, first * step.pattern.size());
           for (size_t n = 0; n < step.strip_stop && token.size() >= step.pattern.size() &&
-                             token.compare(token.size() - step.pattern.size(),
-                                           step.pattern.size(), step.pattern) == 0;
+                             token.compare(token.size() - step.pattern.size(), step.pattern.size(),
+                                           step.pattern) == 0;
                ++n) {
             token.resize(token.size() - step.pattern.size());
           }

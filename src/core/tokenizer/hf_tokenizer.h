@@ -55,8 +55,8 @@ struct HfPreTokenizer {
   bool add_prefix_space = false;  // kByteLevel
   std::string replacement;        // kMetaspace
   PrependScheme prepend_scheme = PrependScheme::kAlways;
-  bool split = true;                 // kMetaspace: split on the replacement
-  std::unique_ptr<Regex> regex;      // kByteLevel (null: no regex), kSplit
+  bool split = true;             // kMetaspace: split on the replacement
+  std::unique_ptr<Regex> regex;  // kByteLevel (null: no regex), kSplit
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
 };
@@ -91,7 +91,7 @@ struct HfDecoder {
   std::unique_ptr<Regex> regex;
   size_t strip_start = 0;
   size_t strip_stop = 0;
-  bool prepend = true;  // kMetaspace: prepend_scheme != never
+  bool prepend = true;   // kMetaspace: prepend_scheme != never
   bool cleanup = false;  // kWordPiece
 };
 
@@ -119,11 +119,11 @@ class HfTokenizer final : public Tokenizer {
   void ModelTokenize(std::string_view piece, std::vector<int32_t>* out) const;
   void BpeTokenize(std::string_view piece, std::vector<int32_t>* out) const;
 
-  Vocab vocab_;                     // model vocab overlaid with the added tokens
+  Vocab vocab_;                      // model vocab overlaid with the added tokens
   std::vector<HfAddedToken> added_;  // indexed by the trie values
-  std::vector<bool> special_;       // (n_vocab) added tokens marked special
-  TokenTrie raw_trie_;              // added tokens with normalized = false
-  TokenTrie normalized_trie_;       // the others, by their normalized content
+  std::vector<bool> special_;        // (n_vocab) added tokens marked special
+  TokenTrie raw_trie_;               // added tokens with normalized = false
+  TokenTrie normalized_trie_;        // the others, by their normalized content
   std::vector<HfNormalizer> normalizers_;
   std::vector<HfPreTokenizer> pre_tokenizers_;
   HfModel model_;

@@ -104,7 +104,8 @@ Status HfJsonLoader::LoadModel(const json& model) {
   if (type == "WordPiece") {
     out.kind = HfModelKind::kWordPiece;
     out.continuing_subword_prefix = StringOr(model, "continuing_subword_prefix", "##");
-    if (model.contains("max_input_chars_per_word") && model["max_input_chars_per_word"].is_number()) {
+    if (model.contains("max_input_chars_per_word") &&
+        model["max_input_chars_per_word"].is_number()) {
       out.max_input_chars_per_word = model["max_input_chars_per_word"].get<size_t>();
     }
     return Status::Ok();
@@ -243,8 +244,8 @@ Status HfJsonLoader::LoadPreTokenizer(const json& node) {
   } else if (type == "Digits" || type == "Punctuation" || type == "Whitespace") {
     // The same regex splits Hugging Face implements with character predicates.
     step.kind = HfPreTokenizerKind::kSplit;
-    const char* pattern = type == "Whitespace"                     ? R"(\w+|[^\w\s]+)"
-                          : type == "Punctuation"                  ? R"(\p{P}|[!-/:-@\[-`{-~])"
+    const char* pattern = type == "Whitespace"                       ? R"(\w+|[^\w\s]+)"
+                          : type == "Punctuation"                    ? R"(\p{P}|[!-/:-@\[-`{-~])"
                           : BoolOr(node, "individual_digits", false) ? R"(\p{N})"
                                                                      : R"(\p{N}+)";
     PETREL_ASSIGN_OR_RETURN(step.regex, Regex::Compile(pattern));
@@ -252,8 +253,7 @@ Status HfJsonLoader::LoadPreTokenizer(const json& node) {
     if (type == "Whitespace") {
       step.behavior = SplitBehavior::kRemoved;
     } else {
-      PETREL_ASSIGN_OR_RETURN(step.behavior,
-                              ParseBehavior(StringOr(node, "behavior", "Isolated")));
+      PETREL_ASSIGN_OR_RETURN(step.behavior, ParseBehavior(StringOr(node, "behavior", "Isolated")));
     }
   } else if (type == "BertPreTokenizer") {
     step.kind = HfPreTokenizerKind::kBert;
@@ -365,9 +365,9 @@ Status HfJsonLoader::LoadConfigs(std::string_view config_json, std::string_view 
     }
   }
   // Special tokens whose text marks the end of a turn, as llama.cpp detects them.
-  static const char* const kEndTexts[] = {"<|eot_id|>",    "<|im_end|>",      "<|end|>",
-                                          "<end_of_turn>", "<|endoftext|>",   "<|eom_id|>",
-                                          "<EOT>",         "<|end_of_text|>", "<｜end▁of▁sentence｜>"};
+  static const char* const kEndTexts[] = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>",        "<|endoftext|>",
+      "<|eom_id|>", "<EOT>",      "<|end_of_text|>", "<｜end▁of▁sentence｜>"};
   for (const HfAddedToken& token : tok_.added_) {
     for (const char* text : kEndTexts) {
       if (token.special && token.content == text) tok_.eog_ids_.insert(token.id);

@@ -22,9 +22,8 @@ Result<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) {
   if (code == nullptr) {
     std::array<PCRE2_UCHAR, 256> message{};
     pcre2_get_error_message(error_code, message.data(), message.size());
-    return Error("regex /%.*s/: %s at offset %zu", static_cast<int>(pattern.size()),
-                 pattern.data(), reinterpret_cast<const char*>(message.data()),
-                 static_cast<size_t>(error_offset));
+    return Error("regex /%.*s/: %s at offset %zu", static_cast<int>(pattern.size()), pattern.data(),
+                 reinterpret_cast<const char*>(message.data()), static_cast<size_t>(error_offset));
   }
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional: falls back to the interpreter
   return std::unique_ptr<Regex>(new Regex(code));
@@ -186,7 +185,9 @@ const std::vector<PresetEntry>& Presets() {
   static const std::vector<PresetEntry> presets = {
       {{"default"}, false, false, {kDefaultPunct, kGpt2NoTail, R"re(\p{N}+)re", "[0-9][0-9][0-9]"}},
       {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
-       true, true, {kLlama3}},
+       true,
+       true,
+       {kLlama3}},
       {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, false, false, {kLlama3}},
       {{"deepseek-llm"},
        false,
@@ -196,7 +197,8 @@ const std::vector<PresetEntry>& Presets() {
       {{"deepseek-coder"},
        false,
        false,
-       {"[\r\n]", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", "[一-龥ࠀ-一가-퟿]+", R"re(\p{N})re"}},
+       {"[\r\n]", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", "[一-龥ࠀ-一가-퟿]+",
+        R"re(\p{N})re"}},
       {{"deepseek-v3", "hunyuan-dense"},
        false,
        false,

@@ -18,7 +18,7 @@ struct Symbol {
 struct Bigram {
   float score;
   int32_t left;
-  size_t length;  // of the merged text, to detect stale entries
+  size_t length;                               // of the merged text, to detect stale entries
   bool operator<(const Bigram& other) const {  // pops the highest score, then the leftmost
     if (score != other.score) return score < other.score;
     return left > other.left;

@@ -40,17 +40,17 @@ class Tokenizer {
   // From `folder/tokenizer.json` (+ `tokenizer_config.json`, `generation_config.json` if present).
   static Result<std::unique_ptr<Tokenizer>> FromHfFolder(const std::string& folder);
   // From the text of a tokenizer.json (and optionally tokenizer_config.json); for tests and tools.
-  static Result<std::unique_ptr<Tokenizer>> FromHfJson(std::string_view tokenizer_json,
-                                                       std::string_view tokenizer_config_json = {},
-                                                       std::string_view generation_config_json = {});
+  static Result<std::unique_ptr<Tokenizer>> FromHfJson(
+      std::string_view tokenizer_json, std::string_view tokenizer_config_json = {},
+      std::string_view generation_config_json = {});
 
   virtual std::vector<int32_t> Encode(std::string_view text,
                                       const EncodeOptions& options = {}) const = 0;
   virtual std::string Decode(const std::vector<int32_t>& ids, bool skip_special = true) const = 0;
   virtual std::string_view TokenText(int32_t id) const = 0;  // the raw vocab piece ("" if none)
   virtual size_t n_vocab() const = 0;
-  virtual int32_t bos_id() const = 0;  // -1 if none
-  virtual int32_t eos_id() const = 0;  // -1 if none
+  virtual int32_t bos_id() const = 0;                    // -1 if none
+  virtual int32_t eos_id() const = 0;                    // -1 if none
   virtual bool IsEndOfGeneration(int32_t id) const = 0;  // eos, eot, eom...
   virtual bool IsSpecial(int32_t id) const = 0;
 };

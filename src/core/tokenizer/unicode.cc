@@ -84,9 +84,12 @@ size_t IncompleteUtf8Tail(std::string_view text) {
     const auto byte = static_cast<uint8_t>(text[text.size() - back]);
     if ((byte & 0xC0) == 0x80) continue;  // continuation: keep looking for the lead
     size_t need = 0;
-    if ((byte & 0xE0) == 0xC0) need = 2;
-    else if ((byte & 0xF0) == 0xE0) need = 3;
-    else if ((byte & 0xF8) == 0xF0) need = 4;
+    if ((byte & 0xE0) == 0xC0)
+      need = 2;
+    else if ((byte & 0xF0) == 0xE0)
+      need = 3;
+    else if ((byte & 0xF8) == 0xF0)
+      need = 4;
     return need > back ? back : 0;
   }
   return 0;
@@ -127,7 +130,8 @@ bool IsSymbol(uint32_t cpt) {
 bool IsNonSpacingMark(uint32_t cpt) { return Category(cpt) == UTF8PROC_CATEGORY_MN; }
 bool IsOther(uint32_t cpt) {
   const auto cat = Category(cpt);
-  return cat == UTF8PROC_CATEGORY_CN || (cat >= UTF8PROC_CATEGORY_CC && cat <= UTF8PROC_CATEGORY_CO);
+  return cat == UTF8PROC_CATEGORY_CN ||
+         (cat >= UTF8PROC_CATEGORY_CC && cat <= UTF8PROC_CATEGORY_CO);
 }
 
 bool IsWhitespace(uint32_t cpt) {
@@ -165,10 +169,9 @@ std::string Normalize(std::string_view text, NormForm form) {
       break;
   }
   utf8proc_uint8_t* mapped = nullptr;
-  const utf8proc_ssize_t size =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &mapped,
-                   static_cast<utf8proc_option_t>(options));
+  const utf8proc_ssize_t size = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                             static_cast<utf8proc_ssize_t>(text.size()), &mapped,
+                                             static_cast<utf8proc_option_t>(options));
   if (size < 0) return std::string(text);  // invalid input: leave it as it is
   std::string out(reinterpret_cast<const char*>(mapped), static_cast<size_t>(size));
   std::free(mapped);

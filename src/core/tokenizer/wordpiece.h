@@ -11,7 +11,7 @@
 namespace petrel::tok {
 
 struct BertNormalizeOptions {
-  bool clean_text = true;           // drop NUL, U+FFFD and control chars; whitespace -> ' '
+  bool clean_text = true;            // drop NUL, U+FFFD and control chars; whitespace -> ' '
   bool handle_chinese_chars = true;  // surround CJK ideographs with spaces
   bool strip_accents = true;
   bool lowercase = true;
