@@ -127,6 +127,25 @@ TEST(Cli, SynthWritesARunnableModel) {
   std::remove(path.c_str());
 }
 
+// A 1.1B-parameter F16 model (2.2 GB): the weights must be used from the mapping, so peak RSS
+// stays below the file size + 15 % (a copy would double it).
+TEST(Cli, TinyllamaF16WeightsAreMappedNotCopied) {
+  const std::string path = testing::ScratchDir() + "/petrel_cli_tinyllama_f16.gguf";
+  const Output synth = Petrel({"synth", "--shape", "tinyllama", "--type", "f16", "--vocab",
+                               SharedDir() + "/golden/tokenizer/ggml-vocab-llama-spm.gguf", "-o", path});
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  const double file_bytes = double(file.tellg());
+  const Output run = Petrel({"run", "-m", path, "-p", "Hello world", "-n", "4", "-c", "256", "-t", "2", "--json"});
+  std::remove(path.c_str());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  const double rss = json["timings"]["peak_rss_bytes"].get<double>();
+  std::printf("tinyllama F16: file %.0f MB, peak RSS %.0f MB (%.3f x file)\n", file_bytes / 1e6, rss / 1e6, rss / file_bytes);
+  EXPECT_LT(rss, file_bytes * 1.15);
+  EXPECT_GT(rss, file_bytes * 0.5);  // the weights were really read
+}
+
 TEST(Cli, BadInputGivesOneLineErrors) {
   ExpectOneLineError(Petrel({"run", "-m", "/nonexistent/model.gguf", "-p", "x"}), "no such file");
   const std::string junk = testing::ScratchDir() + "/petrel_cli_junk.gguf";

@@ -28,7 +28,10 @@ std::string ReadFile(const std::string& path) {
 
 std::string Join(const std::vector<int32_t>& ids) {
   std::string out;
-  for (const int32_t id : ids) out += " " + std::to_string(id);
+  for (const int32_t id : ids) {
+    out.push_back(' ');
+    out.append(std::to_string(id));
+  }
   return out;
 }
 
@@ -318,7 +321,9 @@ TEST(StreamDecoder, HoldsBackPartialCharacters) {
   std::string streamed;
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string piece = stream.Push(ids[i]);
-    if (i + 1 < ids.size()) EXPECT_EQ(piece, "") << "token " << i;
+    if (i + 1 < ids.size()) {
+      EXPECT_EQ(piece, "") << "token " << i;
+    }
     streamed += piece;
   }
   EXPECT_EQ(streamed + stream.Flush(), "🦙");

@@ -13,7 +13,7 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
   app.add_option("-m,--model", model_path, "GGUF file or Hugging Face folder")->required();
   if (threads_option) app.add_option("-t,--threads", n_threads, "CPU threads (default: all cores)");
   app.add_option("--device", device, "backend for offloaded layers: cpu, ref");
-  app.add_option("--gpu-layers,-ngl", gpu_layers, "blocks to place on --device (default: all)");
+  app.add_option("--gpu-layers,--n-gpu-layers", gpu_layers, "blocks to place on --device (default: all)");
   app.add_option("-c,--ctx-size", context, "context length per sequence (default: model's, <= 4096)");
   app.add_option("--cache-type", kv_type, "KV cache type: f32, f16");
   app.add_option("-b,--batch-size", batch, "maximum tokens per forward pass");

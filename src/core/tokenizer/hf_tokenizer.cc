@@ -143,7 +143,6 @@ std::string HfTokenizer::Normalize(std::string_view text) const {
 
 std::vector<std::string> HfTokenizer::PreTokenize(std::string_view text, bool at_start) const {
   std::vector<std::string> pieces{std::string(text)};
-  bool first_step = true;
   for (const HfPreTokenizer& step : pre_tokenizers_) {
     std::vector<std::string> next;
     for (size_t index = 0; index < pieces.size(); ++index) {
@@ -156,7 +155,8 @@ std::vector<std::string> HfTokenizer::PreTokenize(std::string_view text, bool at
       };
       switch (step.kind) {
         case HfPreTokenizerKind::kByteLevel: {
-          if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(0, " ");
+          if (step.add_prefix_space && (piece.empty() || piece[0] != ' '))
+            piece.insert(piece.begin(), ' ');
           if (!step.regex) {
             next.push_back(ByteLevelEncode(piece));
             break;
@@ -216,9 +216,7 @@ std::vector<std::string> HfTokenizer::PreTokenize(std::string_view text, bool at
       }
     }
     pieces = std::move(next);
-    first_step = false;
   }
-  (void)first_step;
   return pieces;
 }
 
@@ -319,7 +317,10 @@ std::string HfTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_speci
   }
   if (!has_decoder_) {
     std::string joined;
-    for (size_t i = 0; i < tokens.size(); ++i) joined += (i ? " " : "") + tokens[i];
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i != 0) joined.push_back(' ');
+      joined.append(tokens[i]);
+    }
     tokens = {joined};
   }
   for (const HfDecoder& step : decoders_) {
@@ -403,7 +404,7 @@ std::string HfTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_speci
             if (token.compare(0, step.pattern.size(), step.pattern) == 0) {
               token.erase(0, step.pattern.size());
             } else {
-              token.insert(0, " ");
+              token.insert(token.begin(), ' ');
             }
           }
           if (step.cleanup) CleanUpSpaces(&token);

@@ -1,0 +1,126 @@
+// GGUF/ggml-compatible block layouts of the quantized weight formats, byte for byte.
+// Sizes are checked against the DType traits table in types.cc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace petrel::quant {
+
+constexpr size_t kQK = 32;    // elements per block of the 32-block formats
+constexpr size_t kQK_K = 256;  // elements per super-block of the K-quants and IQ4_XS
+
+// Scales `d` (and mins `m`) are IEEE half bit patterns, as in ggml's `ggml_half`.
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK / 2];  // element j in the low nibble of qs[j], element j + 16 in the high one
+};
+struct BlockQ4_1 {
+  uint16_t d, m;
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];  // bit j: the fifth bit of element j (little-endian uint32)
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;  // d * sum(qs), for formats with a min
+  int8_t qs[kQK];
+};
+
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // per 16 elements: 4-bit scale (low) and 4-bit min (high)
+  uint8_t qs[kQK_K / 4];
+  uint16_t d, dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];  // high bit of each 3-bit quant
+  uint8_t qs[kQK_K / 4];     // low 2 bits
+  uint8_t scales[12];        // sixteen 6-bit scales
+  uint16_t d;
+};
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];  // eight 6-bit scales and eight 6-bit mins
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];  // low 4 bits
+  uint8_t qh[kQK_K / 4];  // high 2 bits
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+struct BlockQ8_K {
+  float d;  // f32, not f16: this is the activation format of the K-quant dot products
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];  // sum of each 16 quants
+};
+
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK / 2];  // indices into kIQ4NLValues, nibbles as in Q4_0
+};
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;        // high 2 bits of the eight 6-bit scales
+  uint8_t scales_l[kQK_K / 64];  // low 4 bits
+  uint8_t qs[kQK_K / 2];
+};
+
+// The non-linear 4-bit grid of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block.
+inline void ScaleMinK4(size_t j, const uint8_t* scales, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = scales[j] & 63;
+    *min = scales[j + 4] & 63;
+  } else {
+    *scale = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
+    *min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+
+// The sixteen signed 6-bit scales (-32..31) of a Q3_K super-block.
+inline void UnpackQ3KScales(const uint8_t* packed, int8_t* scales /* (16) */) {
+  for (size_t j = 0; j < 16; ++j) {
+    const int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+    const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    scales[j] = int8_t((low | (high << 4)) - 32);
+  }
+}
+
+// The eight 6-bit scales (unbiased: -32..31) of an IQ4_XS super-block.
+inline int IQ4XSScale(const BlockIQ4_XS& block, size_t ib) {
+  const int low = (block.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+  const int high = (block.scales_h >> (2 * ib)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+}  // namespace petrel::quant
