@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs="${PETREL_TEST_JOBS:-$(nproc)}"
-meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli
+status=0
+meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli || status=1
 
 # The sanitizer build compiles only what the malformed-input tests need.
 if [ ! -f build-asan/build.ninja ]; then
@@ -19,4 +20,18 @@ targets=()
 for t in $asan_tests; do targets+=("tests/$t"); done
 ninja -C build-asan "${targets[@]}" >&2
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-  meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed
+  meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
+
+# One closing line over both runs, counting test executables.
+python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for path in sys.argv[1:]:
+    for line in open(path):
+        result = json.loads(line).get("result")
+        if result in ("OK", "EXPECTEDFAIL"): passed += 1
+        elif result == "SKIP": skipped += 1
+        else: failed += 1
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+PY
+exit $status

@@ -5,6 +5,8 @@
 #include <iterator>
 #include <limits>
 
+#include "quant/blocks.h"  // block structs, checked against the table below
+
 namespace petrel {
 namespace {
 
@@ -20,6 +22,25 @@ constexpr DTypeTraits kDTypeTraits[] = {
     {"F64", 28, 1, 8},
 };
 static_assert(std::size(kDTypeTraits) == size_t(DType::kCount), "one row per DType");
+
+// The table's block sizes are those of the structs the codecs and kernels read.
+constexpr bool BlockBytesMatch(DType type, size_t struct_bytes) {
+  return kDTypeTraits[size_t(type)].block_bytes == struct_bytes;
+}
+static_assert(BlockBytesMatch(DType::kQ4_0, sizeof(quant::BlockQ4_0)));
+static_assert(BlockBytesMatch(DType::kQ4_1, sizeof(quant::BlockQ4_1)));
+static_assert(BlockBytesMatch(DType::kQ5_0, sizeof(quant::BlockQ5_0)));
+static_assert(BlockBytesMatch(DType::kQ5_1, sizeof(quant::BlockQ5_1)));
+static_assert(BlockBytesMatch(DType::kQ8_0, sizeof(quant::BlockQ8_0)));
+static_assert(BlockBytesMatch(DType::kQ8_1, sizeof(quant::BlockQ8_1)));
+static_assert(BlockBytesMatch(DType::kQ2_K, sizeof(quant::BlockQ2_K)));
+static_assert(BlockBytesMatch(DType::kQ3_K, sizeof(quant::BlockQ3_K)));
+static_assert(BlockBytesMatch(DType::kQ4_K, sizeof(quant::BlockQ4_K)));
+static_assert(BlockBytesMatch(DType::kQ5_K, sizeof(quant::BlockQ5_K)));
+static_assert(BlockBytesMatch(DType::kQ6_K, sizeof(quant::BlockQ6_K)));
+static_assert(BlockBytesMatch(DType::kQ8_K, sizeof(quant::BlockQ8_K)));
+static_assert(BlockBytesMatch(DType::kIQ4_NL, sizeof(quant::BlockIQ4_NL)));
+static_assert(BlockBytesMatch(DType::kIQ4_XS, sizeof(quant::BlockIQ4_XS)));
 
 }  // namespace
 

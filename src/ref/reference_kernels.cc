@@ -8,6 +8,7 @@
 
 #include "core/status.h"  // PETREL_CHECK
 #include "quant/f16.h"    // F16ToF32, BF16ToF32, F32ToF16, F32ToBF16
+#include "quant/quantize.h"  // DequantizeRow, CanDequantize
 
 namespace petrel::ref {
 namespace {
@@ -32,19 +33,24 @@ void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const 
             size_t x_stride, size_t n_tokens, const float* bias, float* out, size_t out_stride,
             size_t row_begin, size_t row_end) {
   PETREL_CHECK(SupportsWeightType(w_type));
-  for (size_t t = 0; t < n_tokens; ++t) {
-    const float* x_t = x + t * x_stride;  // (n_in)
-    for (size_t r = row_begin; r < row_end; ++r) {
-      const void* w_row = static_cast<const char*>(w) + r * w_row_bytes;
+  // Every weight type goes through the exact scalar dequantizer: this is the exact-f32 path the
+  // quantized kernels are measured against. The row buffer grows once per thread, then stays.
+  thread_local std::vector<float> w_f32;
+  if (w_f32.size() < n_in) w_f32.resize(n_in);
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const void* w_row = static_cast<const char*>(w) + r * w_row_bytes;
+    PETREL_CHECK(DequantizeRow(w_type, w_row, w_f32.data(), n_in));
+    for (size_t t = 0; t < n_tokens; ++t) {
+      const float* x_t = x + t * x_stride;  // (n_in)
       double sum = 0.0;
-      for (size_t i = 0; i < n_in; ++i) sum += double(LoadElem(w_type, w_row, i)) * x_t[i];
+      for (size_t i = 0; i < n_in; ++i) sum += double(w_f32[i]) * x_t[i];
       out[t * out_stride + r] = float(sum) + (bias ? bias[r] : 0.0f);
     }
   }
 }
 
 void RowToF32(DType type, const void* row, size_t n, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = LoadElem(type, row, i);
+  PETREL_CHECK(DequantizeRow(type, row, out, n));
 }
 
 void RowFromF32(DType type, const float* row, size_t n, void* out) {
@@ -146,9 +152,7 @@ void Add(const float* a, const float* b, size_t n, float* out) {
 
 }  // namespace
 
-bool SupportsWeightType(DType type) {
-  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
-}
+bool SupportsWeightType(DType type) { return CanDequantize(type); }
 
 const HostKernels& ReferenceKernels() {
   static const HostKernels kKernels = {

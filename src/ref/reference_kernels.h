@@ -11,7 +11,8 @@ namespace petrel::ref {
 // so the reference is (nearly) independent of summation order; it is slow and meant for tests.
 const HostKernels& ReferenceKernels();
 
-// Whether `mat_mul` accepts weights of `type` (F32, F16, BF16). The engine checks this when it
+// Whether `mat_mul` accepts weights of `type`: every type quant/quantize.h can dequantize (float
+// and block formats); the row is dequantized exactly and dotted in double. The engine checks this when it
 // loads a model; calling `mat_mul` with any other type is a bug and fails a PETREL_CHECK.
 bool SupportsWeightType(DType type);
 
