@@ -52,6 +52,7 @@ void CheckStoryLogits(const std::string& model, const testing::Tolerance& tolera
     const std::vector<float> want = ReadF32File(Golden("story/" + entry["file"].get<std::string>()));
     const auto stats = CompareLogits(AllLogits(*engine, ids), want, 2048);
     EXPECT_TRUE(testing::Within(stats, tolerance)) << model << " " << entry["name"] << ": " << stats.ToString();
+    std::printf("%s %s: %s\n", model.c_str(), entry["name"].get<std::string>().c_str(), stats.ToString().c_str());
   }
 }
 
@@ -69,6 +70,7 @@ TEST(StoryParity, GgufF32LogitsWithF16Cache) {
   const auto ids = cases[3]["ids"].get<std::vector<int32_t>>();
   const auto stats = CompareLogits(AllLogits(*engine, ids), want, 2048);
   EXPECT_TRUE(testing::Within(stats, testing::kF16Tolerance)) << stats.ToString();
+  std::printf("story-f32.gguf len200 with f16 KV cache: %s\n", stats.ToString().c_str());
 }
 
 void CheckGreedy(const std::string& model) {

@@ -80,6 +80,7 @@ Runner AddRunCommand(CLI::App& app) {
     } else {
       std::fputs(stream.Flush().c_str(), stdout);
       std::fputs("\n", stdout);
+      std::fflush(stdout);
       std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s; stop: %s\n",
                    result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
                    result->stop_reason.c_str());
