@@ -125,7 +125,8 @@ TEST(KernelsTest, SupportedWeightTypes) {
     EXPECT_TRUE(cpu::SupportsWeightType(type));
     EXPECT_TRUE(ref::SupportsWeightType(type));
   }
-  EXPECT_FALSE(cpu::SupportsWeightType(DType::kQ4_K));
+  EXPECT_TRUE(cpu::SupportsWeightType(DType::kQ4_K));   // quantized kernels: quant_kernels_test
+  EXPECT_FALSE(cpu::SupportsWeightType(DType::kQ8_K));  // an activation format only
   EXPECT_FALSE(ref::SupportsWeightType(DType::kI32));
 }
 

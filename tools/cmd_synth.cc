@@ -19,7 +19,7 @@ Runner AddSynthCommand(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("synth", "write a random-weight model of a given shape");
   cmd->add_option("--shape", args->shape, "small, tinyllama or DIMxLAYERSxHEADSxKV_HEADSxFFN");
-  cmd->add_option("--type", args->type, "weight type: f32, f16, bf16 (default f16)");
+  cmd->add_option("--type", args->type, "weight type: f32, f16, bf16, a block type (q4_0, q8_0, q4_k, iq4_xs, ...) or a mix (q4_k_m, q5_k_m, q3_k_m); default f16");
   cmd->add_option("--vocab", args->vocab, "GGUF whose tokenizer to copy (default: a byte vocabulary)");
   cmd->add_option("--n-vocab", args->n_vocab, "vocabulary size without --vocab (default 32000)");
   cmd->add_option("--seed", args->seed, "random seed (default 1)");
@@ -28,8 +28,15 @@ Runner AddSynthCommand(CLI::App& app) {
     auto spec = ParseSynthShape(args->shape);
     if (!spec.ok()) return Fail(spec.status());
     auto type = DTypeFromName(args->type);
-    if (!type) return Fail(Error("--type '%s' is not a known type", args->type.c_str()));
-    spec->type = *type;
+    if (type && (*type == DType::kF32 || *type == DType::kF16 || *type == DType::kBF16)) {
+      spec->type = *type;
+    } else {
+      // Block types and mixes: llama-quantize's normal (not --pure) choices, as BASELINES.md.
+      spec->quant_mix = ParseQuantMix(args->type);
+      if (!spec->quant_mix) {
+        return Fail(Error("--type '%s' is not a known type or mix", args->type.c_str()));
+      }
+    }
     spec->vocab_gguf = args->vocab;
     spec->n_vocab = args->n_vocab;
     spec->seed = args->seed;

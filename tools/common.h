@@ -38,6 +38,8 @@ Runner AddTokenizeCommand(CLI::App& app);
 Runner AddInfoCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
 Runner AddSynthCommand(CLI::App& app);
+Runner AddQuantizeCommand(CLI::App& app);
+Runner AddTemplateCommand(CLI::App& app);
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t PeakRssBytes();

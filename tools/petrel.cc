@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "log more to stderr");
   std::map<CLI::App*, Runner> runners;
   for (auto add : {&AddRunCommand, &AddLogitsCommand, &AddTokenizeCommand, &AddInfoCommand,
-                   &AddBenchCommand, &AddSynthCommand}) {
+                   &AddBenchCommand, &AddSynthCommand, &AddTemplateCommand,
+                   &AddQuantizeCommand}) {
     const size_t before = app.get_subcommands({}).size();
     Runner runner = add(app);
     runners[app.get_subcommands({})[before]] = std::move(runner);

@@ -11,6 +11,7 @@
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
 #include "quant/f16.h"
+#include "quant/quantize.h"  // QuantizeRow
 
 namespace petrel {
 namespace {
@@ -64,6 +65,19 @@ void FillRandom(void* dst, DType type, size_t n, uint64_t seed, float mean, floa
       default:
         break;  // rejected in WriteSynthModel
     }
+  }
+}
+
+// Rows of `n_in` values drawn as stddev * N(0,1) (the same stream as FillRandom), each
+// quantized to `type` as it is drawn, so a large model never exists in f32.
+void FillRandomQuantized(void* dst, DType type, size_t n_in, size_t n_rows, uint64_t seed,
+                         float stddev) {
+  Normal normal(seed);
+  std::vector<float> row(n_in);
+  const size_t row_bytes = *RowBytes(type, n_in);
+  for (size_t r = 0; r < n_rows; ++r) {
+    for (float& v : row) v = stddev * normal.Next();
+    QuantizeRow(type, row.data(), static_cast<char*>(dst) + r * row_bytes, n_in);
   }
 }
 
@@ -131,13 +145,15 @@ Result<SynthSpec> ParseSynthShape(const std::string& shape) {
 }
 
 Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
-  if (spec.type != DType::kF32 && spec.type != DType::kF16 && spec.type != DType::kBF16) {
-    return Error("--type %s is not supported yet (f32, f16, bf16)", DTypeName(spec.type));
+  if (!spec.quant_mix && spec.type != DType::kF32 && spec.type != DType::kF16 &&
+      spec.type != DType::kBF16) {
+    return Error("--type %s: block types go through SynthSpec::quant_mix", DTypeName(spec.type));
   }
   GgufWriter writer;
   writer.SetString("general.architecture", "llama");
   writer.SetString("general.name", "petrel-synth");
-  writer.SetU32("general.file_type", spec.type == DType::kF32   ? 0
+  writer.SetU32("general.file_type", spec.quant_mix              ? GgufFileType(*spec.quant_mix)
+                                     : spec.type == DType::kF32 ? 0
                                      : spec.type == DType::kF16 ? 1
                                                                 : 32);
   writer.SetU32("llama.context_length", uint32_t(spec.context));
@@ -168,10 +184,17 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
   uint64_t seed = spec.seed;
   const float dim = float(spec.dim), ffn = float(spec.ffn_dim);
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float stddev) {
-    const DType type = spec.type;
-    writer.AddTensor(name, TensorDesc::Make(type, {n_in, n_out}), [=](void* dst) {
-      FillRandom(dst, type, size_t(n_in * n_out), seed, 0.0f, stddev);
-    });
+    if (spec.quant_mix) {
+      const DType type = ChooseTensorType(*spec.quant_mix, name, n_in, 2, int(spec.n_layers));
+      writer.AddTensor(name, TensorDesc::Make(type, {n_in, n_out}), [=](void* dst) {
+        FillRandomQuantized(dst, type, size_t(n_in), size_t(n_out), seed, stddev);
+      });
+    } else {
+      const DType type = spec.type;
+      writer.AddTensor(name, TensorDesc::Make(type, {n_in, n_out}), [=](void* dst) {
+        FillRandom(dst, type, size_t(n_in * n_out), seed, 0.0f, stddev);
+      });
+    }
     ++seed;
   };
   auto norm = [&](const std::string& name, int64_t n) {

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "core/quant_mix.h"
 #include "core/status.h"
 #include "quant/types.h"
 
@@ -18,6 +20,9 @@ struct SynthSpec {
   int64_t n_kv_heads = 12;
   int64_t ffn_dim = 2048;
   DType type = DType::kF16;      // 2-D weights; norms are always F32
+  // When set, 2-D weights are drawn in f32 and quantized row by row with the type
+  // ChooseTensorType picks (block types, Q4_K_M and the other mixes); `type` is then unused.
+  std::optional<QuantMix> quant_mix;
   std::string vocab_gguf;        // copy tokenizer.* keys from here; empty: a tiny byte vocabulary
   int64_t n_vocab = 0;           // used when vocab_gguf is empty (>= 259)
   uint64_t seed = 1;

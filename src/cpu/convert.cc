@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/status.h"  // PETREL_CHECK
+#include "quant/quantize.h"  // DequantizeRow
 #include "cpu/kernel_entry_points.h"
 #include "quant/f16.h"  // F16ToF32Row, F32ToF16Row, BF16ToF32Row, F32ToBF16Row
 
@@ -83,7 +84,8 @@ void RowToF32(DType type, const void* row, size_t n, float* out) {
     default:
       break;
   }
-  PETREL_CHECK(false && "row_to_f32: unsupported element type");
+  // Block formats: one row per token in embedding lookups, so the scalar decoder is enough.
+  PETREL_CHECK(DequantizeRow(type, row, out, n) && "row_to_f32: unsupported element type");
 }
 
 void RowFromF32(DType type, const float* row, size_t n, void* out) {

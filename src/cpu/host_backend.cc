@@ -64,6 +64,26 @@ void HostBackend::RunMatMul(const Node& node, const TensorView* values) {
   const size_t n_out = size_t(w.desc.ne[1]);
   const size_t n_tokens = size_t(x.desc.ne[1]);
   const float* bias = node.bias ? node.bias->as<const float>() : nullptr;
+  const DType act_type =
+      kernels_.activation_type ? kernels_.activation_type(w.desc.dtype) : DType::kF32;
+  if (act_type != DType::kF32) {
+    // Quantized weights: quantize each token's activations once (split over tokens), then split
+    // the rows. The scratch grows to the largest batch seen and then stays.
+    const size_t xq_row_bytes = *RowBytes(act_type, n_in);
+    if (act_scratch_.size() < n_tokens * xq_row_bytes) act_scratch_.resize(n_tokens * xq_row_bytes);
+    uint8_t* xq = act_scratch_.data();
+    pool_.ParallelFor(n_tokens, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) {
+        kernels_.quantize_activation(act_type, x.as<const float>() + t * n_in, n_in,
+                                     xq + t * xq_row_bytes);
+      }
+    });
+    pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
+      kernels_.mat_mul_quantized(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, xq, xq_row_bytes,
+                                 n_tokens, bias, out.as<float>(), n_out, row_begin, row_end);
+    });
+    return;
+  }
   // Split output rows: every thread streams a disjoint slice of the weight matrix once, for all
   // tokens of the batch.
   pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {

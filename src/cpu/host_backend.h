@@ -40,6 +40,7 @@ class HostBackend final : public Backend {
   const HostKernels& kernels_;
   WeightTypeFilter supports_weight_;
   cpu::ThreadPool pool_;
+  std::vector<uint8_t> act_scratch_;  // quantized activations of one mat_mul, (n_tokens, row bytes)
 };
 
 }  // namespace petrel

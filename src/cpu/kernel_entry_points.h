@@ -21,6 +21,27 @@ void MatMulBF16(const void* w, size_t w_row_bytes, size_t n_in, const float* x, 
                 size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
                 size_t row_end);
 
+// matmul_q*.cc, matmul_iq4_*.cc: `w` holds rows of blocks of the format in the name; `xq` holds
+// n_tokens rows of activation blocks (Q8_0, Q8_1 or Q8_K, see QuantActivationType),
+// `xq_row_bytes` apart.
+#define PETREL_QUANT_MATMUL(name)                                                           \
+  void MatMul##name(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,         \
+                    size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,    \
+                    size_t out_stride, size_t row_begin, size_t row_end);
+PETREL_QUANT_MATMUL(Q4_0)
+PETREL_QUANT_MATMUL(Q4_1)
+PETREL_QUANT_MATMUL(Q5_0)
+PETREL_QUANT_MATMUL(Q5_1)
+PETREL_QUANT_MATMUL(Q8_0)
+PETREL_QUANT_MATMUL(IQ4_NL)
+PETREL_QUANT_MATMUL(Q2_K)
+PETREL_QUANT_MATMUL(Q3_K)
+PETREL_QUANT_MATMUL(Q4_K)
+PETREL_QUANT_MATMUL(Q5_K)
+PETREL_QUANT_MATMUL(Q6_K)
+PETREL_QUANT_MATMUL(IQ4_XS)
+#undef PETREL_QUANT_MATMUL
+
 // convert.cc
 void RowToF32(DType type, const void* row, size_t n, float* out);
 void RowFromF32(DType type, const float* row, size_t n, void* out);

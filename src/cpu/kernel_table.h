@@ -47,7 +47,22 @@ struct HostKernels {
                   size_t x_stride, size_t n_tokens, const float* bias, float* out,
                   size_t out_stride, size_t row_begin, size_t row_end);
 
-  // Converts `n` elements of a row of `type` (F32, F16, BF16) to f32: embedding lookups.
+  // Quantized weights, optional (null in a table whose mat_mul takes f32 activations for every
+  // weight type, as `ref`'s does). `activation_type(w_type)` names the block format (Q8_0, Q8_1,
+  // Q8_K) mat_mul_quantized wants the activations in, or kF32 for "use mat_mul". The caller
+  // quantizes each token's row once per op with `quantize_activation` and then splits
+  // mat_mul_quantized over rows, so the activations are not re-quantized by every thread.
+  // mat_mul also accepts these weight types (it quantizes internally) with identical results:
+  // a token's row is quantized on its own, so batch invariance holds as above.
+  DType (*activation_type)(DType w_type);
+  void (*quantize_activation)(DType act_type, const float* x, size_t n, void* out);
+  void (*mat_mul_quantized)(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                            const void* xq, size_t xq_row_bytes, size_t n_tokens,
+                            const float* bias, float* out, size_t out_stride, size_t row_begin,
+                            size_t row_end);
+
+  // Converts `n` elements of a row of `type` (F32, F16, BF16 or a block format) to f32:
+  // embedding lookups.
   void (*row_to_f32)(DType type, const void* row, size_t n, float* out);
   // Converts an f32 row into `type` (F32, F16): KV cache writes.
   void (*row_from_f32)(DType type, const float* row, size_t n, void* out);

@@ -3,6 +3,7 @@
 
 #include "core/status.h"              // PETREL_CHECK
 #include "cpu/kernel_entry_points.h"  // MatMulF32, RmsNorm, ...
+#include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
 
 namespace petrel::cpu {
 namespace {
@@ -23,19 +24,26 @@ void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const 
     default:
       break;
   }
-  PETREL_CHECK(false && "cpu mat_mul: unsupported weight type (see SupportsWeightType)");
+  PETREL_CHECK(QuantActivationType(w_type) != DType::kF32 &&
+               "cpu mat_mul: unsupported weight type (see SupportsWeightType)");
+  MatMulQuantizedF32(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
+                     row_begin, row_end);
 }
 
 }  // namespace
 
 bool SupportsWeightType(DType type) {
-  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16 ||
+         QuantActivationType(type) != DType::kF32;
 }
 
 const HostKernels& CpuKernels() {
   static const HostKernels kKernels = {
       .name = "cpu",
       .mat_mul = MatMul,
+      .activation_type = QuantActivationType,
+      .quantize_activation = QuantizeActivation,
+      .mat_mul_quantized = MatMulQuantized,
       .row_to_f32 = RowToF32,
       .row_from_f32 = RowFromF32,
       .rms_norm = RmsNorm,

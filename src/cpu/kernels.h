@@ -10,7 +10,8 @@ namespace petrel::cpu {
 // supports (or the one forced by `hwy::SetSupportedTargetsForTest`).
 const HostKernels& CpuKernels();
 
-// Whether `mat_mul` accepts weights of `type` (F32, F16, BF16). The engine checks this when it
+// Whether `mat_mul` accepts weights of `type`: F32, F16, BF16, and the block formats with a
+// Highway kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K..Q6_K, IQ4_XS). The engine checks this when it
 // loads a model; calling `mat_mul` with any other type is a bug and fails a PETREL_CHECK.
 bool SupportsWeightType(DType type);
 

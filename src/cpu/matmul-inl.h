@@ -17,58 +17,98 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Rows [row, row + kRows) for every token. Two accumulators per (row, token) with the layout of
-// simd-inl.h's `Dot`; with kRows = 4 that is 8 independent FMA chains, enough to hide FMA
-// latency while the weight stream is the bottleneck, and each x vector is loaded once per 4 rows.
+// Register tile: kRows weight rows x kTokens tokens, two accumulators per (row, token) with the
+// layout of simd-inl.h's `Dot` (full vector k into acc[k % 2], padded tail into acc[n_full % 2]).
+// Each weight vector is loaded (and widened) once per tile and used for kTokens tokens; each
+// activation vector once and used for kRows rows. The summation order of every (row, token)
+// pair is the same for any tile shape, so results do not depend on batching or row splits.
+template <size_t kRows, size_t kTokens, typename TW>
+HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_RESTRICT w_tail,
+                           size_t n_full, size_t tail, const float* HWY_RESTRICT x,
+                           size_t x_stride, const float* HWY_RESTRICT bias,
+                           float* HWY_RESTRICT out, size_t out_stride, size_t row) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t lanes = hn::Lanes(d);
+  V acc0[kRows][kTokens], acc1[kRows][kTokens];
+  for (size_t j = 0; j < kRows; ++j) {
+    for (size_t t = 0; t < kTokens; ++t) acc0[j][t] = acc1[j][t] = hn::Zero(d);
+  }
+  size_t k = 0;
+  for (; k + 2 <= n_full; k += 2) {
+    V w0[kRows];
+    for (size_t j = 0; j < kRows; ++j) w0[j] = LoadAsF32(d, w_rows[j] + k * lanes);
+    for (size_t t = 0; t < kTokens; ++t) {
+      const V xv = hn::LoadU(d, x + t * x_stride + k * lanes);
+      for (size_t j = 0; j < kRows; ++j) acc0[j][t] = hn::MulAdd(w0[j], xv, acc0[j][t]);
+    }
+    for (size_t j = 0; j < kRows; ++j) w0[j] = LoadAsF32(d, w_rows[j] + (k + 1) * lanes);
+    for (size_t t = 0; t < kTokens; ++t) {
+      const V xv = hn::LoadU(d, x + t * x_stride + (k + 1) * lanes);
+      for (size_t j = 0; j < kRows; ++j) acc1[j][t] = hn::MulAdd(w0[j], xv, acc1[j][t]);
+    }
+  }
+  if (k < n_full) {
+    for (size_t j = 0; j < kRows; ++j) {
+      const V wv = LoadAsF32(d, w_rows[j] + k * lanes);
+      for (size_t t = 0; t < kTokens; ++t) {
+        acc0[j][t] = hn::MulAdd(wv, hn::LoadU(d, x + t * x_stride + k * lanes), acc0[j][t]);
+      }
+    }
+  }
+  if (tail != 0) {
+    for (size_t t = 0; t < kTokens; ++t) {
+      HWY_ALIGN float x_tail[kMaxF32Lanes];
+      CopyPadded(x + t * x_stride + n_full * lanes, tail, x_tail);
+      const V xv = hn::Load(d, x_tail);
+      for (size_t j = 0; j < kRows; ++j) {
+        Accumulate(n_full, LoadAsF32(d, w_tail + j * kMaxF32Lanes), xv, acc0[j][t], acc1[j][t]);
+      }
+    }
+  }
+  for (size_t t = 0; t < kTokens; ++t) {
+    for (size_t j = 0; j < kRows; ++j) {
+      out[t * out_stride + row + j] =
+          FinishDot(d, acc0[j][t], acc1[j][t]) + (bias ? bias[row + j] : 0.0f);
+    }
+  }
+}
+
+// Tokens per register tile: the accumulators (2 x rows x tokens) plus the row vectors must fit
+// the target's vector registers (16 on AVX2/SSE4, 32 on AVX-512).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kTileRows = 4;
+#else
+constexpr size_t kTileRows = 2;
+#endif
+constexpr size_t kTileTokens = 3;
+// Tokens whose activations stay in L2 while a thread streams its weight rows past them.
+constexpr size_t kTokenChunk = 64;
+
+// Rows [row, row + kRows) for tokens [0, n_tokens): widened tails prepared once, then tiles.
 template <size_t kRows, typename TW>
 HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
                                const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
                                const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
                                size_t out_stride, size_t row) {
   const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
   const size_t lanes = hn::Lanes(d);
   const size_t n_full = n_in / lanes;
   const size_t tail = n_in - n_full * lanes;
-
   const TW* w_rows[kRows];  // each (n_in)
-  HWY_ALIGN TW w_tail[kRows][kMaxF32Lanes];
+  HWY_ALIGN TW w_tail[kRows * kMaxF32Lanes];
   for (size_t j = 0; j < kRows; ++j) {
     w_rows[j] = reinterpret_cast<const TW*>(w + (row + j) * w_row_bytes);
-    if (tail != 0) CopyPadded(w_rows[j] + n_full * lanes, tail, w_tail[j]);
+    if (tail != 0) CopyPadded(w_rows[j] + n_full * lanes, tail, w_tail + j * kMaxF32Lanes);
   }
-
-  for (size_t t = 0; t < n_tokens; ++t) {
-    const float* HWY_RESTRICT x_t = x + t * x_stride;  // (n_in)
-    V acc0[kRows], acc1[kRows];
-    for (size_t j = 0; j < kRows; ++j) acc0[j] = acc1[j] = hn::Zero(d);
-    size_t k = 0;
-    for (; k + 2 <= n_full; k += 2) {
-      const V x0 = hn::LoadU(d, x_t + k * lanes);
-      const V x1 = hn::LoadU(d, x_t + (k + 1) * lanes);
-      for (size_t j = 0; j < kRows; ++j) {
-        acc0[j] = hn::MulAdd(LoadAsF32(d, w_rows[j] + k * lanes), x0, acc0[j]);
-        acc1[j] = hn::MulAdd(LoadAsF32(d, w_rows[j] + (k + 1) * lanes), x1, acc1[j]);
-      }
-    }
-    if (k < n_full) {
-      const V x0 = hn::LoadU(d, x_t + k * lanes);
-      for (size_t j = 0; j < kRows; ++j) {
-        acc0[j] = hn::MulAdd(LoadAsF32(d, w_rows[j] + k * lanes), x0, acc0[j]);
-      }
-    }
-    if (tail != 0) {
-      HWY_ALIGN float x_tail[kMaxF32Lanes];
-      CopyPadded(x_t + n_full * lanes, tail, x_tail);
-      const V xv = hn::LoadU(d, x_tail);
-      for (size_t j = 0; j < kRows; ++j) {
-        Accumulate(n_full, LoadAsF32(d, w_tail[j]), xv, acc0[j], acc1[j]);
-      }
-    }
-    float* HWY_RESTRICT out_t = out + t * out_stride;
-    for (size_t j = 0; j < kRows; ++j) {
-      out_t[row + j] = FinishDot(d, acc0[j], acc1[j]) + (bias ? bias[row + j] : 0.0f);
-    }
+  size_t t = 0;
+  for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
+    MatMulTile<kRows, kTileTokens, TW>(w_rows, w_tail, n_full, tail, x + t * x_stride, x_stride,
+                                       bias, out + t * out_stride, out_stride, row);
+  }
+  for (; t < n_tokens; ++t) {
+    MatMulTile<kRows, 1, TW>(w_rows, w_tail, n_full, tail, x + t * x_stride, x_stride, bias,
+                             out + t * out_stride, out_stride, row);
   }
 }
 
@@ -78,14 +118,30 @@ HWY_INLINE void MatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, const
                            size_t x_stride, size_t n_tokens, const float* bias, float* out,
                            size_t out_stride, size_t row_begin, size_t row_end) {
   const char* w_bytes = static_cast<const char*>(w);
-  size_t row = row_begin;
-  for (; row + 4 <= row_end; row += 4) {
-    MatMulRowBlock<4, TW>(w_bytes, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
-                          row);
+  if (n_tokens == 1) {
+    // Matrix-vector: memory-bound, so more rows in flight (4 streams) and no token tiling.
+    size_t row = row_begin;
+    for (; row + 4 <= row_end; row += 4) {
+      MatMulRowBlock<4, TW>(w_bytes, w_row_bytes, n_in, x, x_stride, 1, bias, out, out_stride, row);
+    }
+    for (; row < row_end; ++row) {
+      MatMulRowBlock<1, TW>(w_bytes, w_row_bytes, n_in, x, x_stride, 1, bias, out, out_stride, row);
+    }
+    return;
   }
-  for (; row < row_end; ++row) {
-    MatMulRowBlock<1, TW>(w_bytes, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
-                          row);
+  for (size_t t0 = 0; t0 < n_tokens; t0 += kTokenChunk) {
+    const size_t chunk = n_tokens - t0 < kTokenChunk ? n_tokens - t0 : kTokenChunk;
+    const float* x_chunk = x + t0 * x_stride;
+    float* out_chunk = out + t0 * out_stride;
+    size_t row = row_begin;
+    for (; row + kTileRows <= row_end; row += kTileRows) {
+      MatMulRowBlock<kTileRows, TW>(w_bytes, w_row_bytes, n_in, x_chunk, x_stride, chunk, bias,
+                                    out_chunk, out_stride, row);
+    }
+    for (; row < row_end; ++row) {
+      MatMulRowBlock<1, TW>(w_bytes, w_row_bytes, n_in, x_chunk, x_stride, chunk, bias, out_chunk,
+                            out_stride, row);
+    }
   }
 }
 

@@ -40,6 +40,8 @@ Result<std::vector<Value>> BindArgs(const char* function, CallArgs& args,
 
 // Python-style `%` formatting (`"%s and %d" % (a, b)`), used by `%` and the `format` filter.
 Result<std::string> PercentFormat(const std::string& format, const Value& args);
+// `str.format(*args, **kwargs)`.
+Result<std::string> BraceFormat(Interpreter& interp, const std::string& format, CallArgs& args);
 // Integer / float argument helpers with Python's TypeError messages.
 Result<int64_t> ToInt(const Value& value, const char* what);
 

@@ -4,6 +4,7 @@
 #include "core/chat/lexer.h"
 
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "core/chat/py_str.h"

@@ -75,7 +75,12 @@ Result<Value> BinaryOp(Interpreter& interp, std::string_view op, const Value& a,
     }
     if (a.is_string() && b.is_string()) {
       PETREL_RETURN_IF_ERROR(interp.CheckSize(a.str().size() + b.str().size()));
-      return Value(a.str() + b.str());
+      if (a.is_markup() != b.is_markup()) {
+        // Markup + str escapes the plain side (MarkupSafe's __add__ / __radd__).
+        return Value::Markup(a.is_markup() ? a.str() + HtmlEscape(b.str())
+                                           : HtmlEscape(a.str()) + b.str());
+      }
+      return a.is_markup() ? Value::Markup(a.str() + b.str()) : Value(a.str() + b.str());
     }
     if (IsSequence(a) && IsSequence(b) && a.list().kind == b.list().kind) {
       std::vector<Value> items = a.list().items;

@@ -309,7 +309,9 @@ Result<NodePtr> Parser::ParseFor(const Token& at) {
   PETREL_ASSIGN_OR_RETURN(node->targets, ParseAssignTargets("in"));
   if (!SkipName("in")) return Unexpected(Peek(), "'in'");
   PETREL_ASSIGN_OR_RETURN(node->expr, ParseTuple(false, false, "recursive"));
-  if (SkipName("if")) PETREL_ASSIGN_OR_RETURN(node->condition, ParseExpression());
+  if (SkipName("if")) {
+    PETREL_ASSIGN_OR_RETURN(node->condition, ParseExpression());
+  }
   if (IsName("recursive")) return Fail(Peek(), "recursive for loops are not supported");
   PETREL_RETURN_IF_ERROR(ExpectBlockEnd());
   std::string matched;
@@ -609,7 +611,9 @@ Result<ExprPtr> Parser::ParseUnary(bool with_filter) {
     PETREL_ASSIGN_OR_RETURN(node, ParsePrimary());
   }
   PETREL_ASSIGN_OR_RETURN(node, ParsePostfix(std::move(node)));
-  if (with_filter) PETREL_ASSIGN_OR_RETURN(node, ParseFilterExpr(std::move(node)));
+  if (with_filter) {
+    PETREL_ASSIGN_OR_RETURN(node, ParseFilterExpr(std::move(node)));
+  }
   return node;
 }
 

@@ -45,6 +45,8 @@ bool IsPyAlnum(char32_t code_point);
 bool IsPyAlpha(char32_t code_point);
 bool IsPyDigit(char32_t code_point);
 
+// markupsafe.escape: & < > " ' as entities.
+std::string HtmlEscape(std::string_view text);
 // repr(str): single quotes unless the text holds ' and no ", non-printables escaped.
 std::string PyReprString(std::string_view text);
 // repr(float): shortest round-trip digits, `1.0`, `1e+16`, `inf`, `nan`.

@@ -271,18 +271,18 @@ Value ValueFromJson(const Json& json) {
     case Json::value_t::discarded:
       return Value::None();
     case Json::value_t::boolean:
-      return Value(json.get<bool>());
+      return Value(json.template get<bool>());
     case Json::value_t::number_integer:
-      return Value(json.get<int64_t>());
+      return Value(json.template get<int64_t>());
     case Json::value_t::number_unsigned: {
-      const uint64_t u = json.get<uint64_t>();
+      const uint64_t u = json.template get<uint64_t>();
       if (u <= uint64_t(INT64_MAX)) return Value(int64_t(u));
       return Value(double(u));
     }
     case Json::value_t::number_float:
-      return Value(json.get<double>());
+      return Value(json.template get<double>());
     case Json::value_t::string:
-      return Value(json.get<std::string>());
+      return Value(json.template get<std::string>());
     case Json::value_t::binary:
       return Value::None();
     case Json::value_t::array: {
@@ -333,6 +333,12 @@ void DictData::Set(Value key, Value value) {
 Value Value::Undefined(std::string error) {
   Value value;
   value.str_ = std::move(error);
+  return value;
+}
+
+Value Value::Markup(std::string text) {
+  Value value(std::move(text));
+  value.bool_ = true;
   return value;
 }
 

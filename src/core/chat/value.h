@@ -79,6 +79,9 @@ class Value {
   // `error` is the full message raised when the value is used ("UndefinedError: 'x' is
   // undefined"); empty means the generic one.
   static Value Undefined(std::string error = {});
+  // A string marked safe (jinja2's Markup, from `|safe` and `|escape`): `+` with a plain string
+  // HTML-escapes the plain side, as MarkupSafe does.
+  static Value Markup(std::string text);
   static Value None();
   static Value List(std::vector<Value> items, SeqKind kind = SeqKind::kList,
                     std::string type_name = {});
@@ -103,6 +106,7 @@ class Value {
   bool is_iterator() const { return is_list() && list_->kind == SeqKind::kIterator; }
 
   bool bool_value() const { return bool_; }
+  bool is_markup() const { return is_string() && bool_; }
   int64_t int_value() const { return is_bool() ? int64_t(bool_) : int_; }
   double float_value() const { return is_float() ? float_ : double(int_value()); }
   const std::string& str() const { return str_; }

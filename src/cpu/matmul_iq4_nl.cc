@@ -1,0 +1,63 @@
+// mat_mul for IQ4_NL weights against Q8_0 activations: one Highway foreach_target TU (the
+// driver and dot helpers are in quant_dot-inl.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/matmul_iq4_nl.cc"
+// clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+#include "cpu/kernel_entry_points.h"
+#include "cpu/quant_dot-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace petrel::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+struct Format {
+  using WBlock = quant::BlockIQ4_NL;
+  using XBlock = quant::BlockQ8_0;
+  using Unpacked = Unpacked32;
+  static constexpr size_t kElems = quant::kQK;
+
+  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
+    // A 16-entry table lookup per element; the grid is not affine, so no shift/mask form exists.
+    for (size_t j = 0; j < quant::kQK / 2; ++j) {
+      u.q[j] = quant::kIQ4NLValues[block.qs[j] & 0xF];
+      u.q[j + 16] = quant::kIQ4NLValues[block.qs[j] >> 4];
+    }
+    u.d = HalfToF32(block.d);
+  }
+  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
+    (void)acc_scalar;
+    DotQ8_0Block(u, x, acc);
+  }
+};
+
+}  // namespace
+
+void MatMulIQ4_NLT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                   size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                   size_t out_stride, size_t row_begin, size_t row_end) {
+  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
+                          row_begin, row_end);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace petrel::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace petrel::cpu {
+
+HWY_EXPORT(MatMulIQ4_NLT);
+
+void MatMulIQ4_NL(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                  size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                  size_t out_stride, size_t row_begin, size_t row_end) {
+  HWY_DYNAMIC_DISPATCH(MatMulIQ4_NLT)
+  (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
+}
+
+}  // namespace petrel::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,205 @@
+// The CPU backend's quantized mat_mul against the reference, for every weight format and every
+// Highway target this machine supports: exactly the math of the blocks (weights and quantized
+// activations dequantized, dotted in double) to float rounding, the exact-f32 `ref` path within
+// the activation-rounding error, and batch invariance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "hwy/targets.h"  // SupportedAndGeneratedTargets, SetSupportedTargetsForTest, TargetName
+#include "quant/blocks.h"
+#include "quant/f16.h"
+#include "quant/quantize.h"
+#include "ref/reference_kernels.h"
+
+namespace petrel {
+namespace {
+
+const HostKernels& Cpu() { return cpu::CpuKernels(); }
+
+uint32_t TestSeed() {
+  static const uint32_t seed = [] {
+    const char* env = std::getenv("PETREL_TEST_SEED");
+    return env ? uint32_t(std::strtoul(env, nullptr, 10)) : std::random_device{}();
+  }();
+  return seed;
+}
+
+template <class Body>
+void ForEachTarget(const Body& body) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(::testing::Message() << "target " << hwy::TargetName(target) << ", seed "
+                                      << TestSeed() << " (PETREL_TEST_SEED)");
+    body();
+    if (::testing::Test::HasFailure()) break;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+const DType kWeightTypes[] = {DType::kQ4_0,  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                              DType::kQ8_0,  DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
+                              DType::kQ4_K,  DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
+
+struct Problem {
+  DType type;
+  size_t n_in, n_rows, n_tokens;
+  size_t row_bytes, xq_row_bytes;
+  DType act_type;
+  std::vector<uint8_t> w;   // (n_rows, row_bytes)
+  std::vector<float> x;     // (n_tokens, n_in)
+  std::vector<uint8_t> xq;  // (n_tokens, xq_row_bytes)
+  std::vector<float> bias;  // (n_rows)
+};
+
+Problem MakeProblem(DType type, size_t n_blocks, size_t n_rows, size_t n_tokens, std::mt19937& rng) {
+  Problem p;
+  p.type = type;
+  p.n_in = n_blocks * Traits(type).block_elems;
+  p.n_rows = n_rows;
+  p.n_tokens = n_tokens;
+  p.row_bytes = *RowBytes(type, p.n_in);
+  p.act_type = Cpu().activation_type(type);
+  p.xq_row_bytes = *RowBytes(p.act_type, p.n_in);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> row(p.n_in);
+  p.w.resize(n_rows * p.row_bytes);
+  for (size_t r = 0; r < n_rows; ++r) {
+    for (float& v : row) v = normal(rng);
+    EXPECT_TRUE(QuantizeRow(type, row.data(), p.w.data() + r * p.row_bytes, p.n_in));
+  }
+  p.x.resize(n_tokens * p.n_in);
+  for (float& v : p.x) v = normal(rng);
+  p.xq.resize(n_tokens * p.xq_row_bytes);
+  for (size_t t = 0; t < n_tokens; ++t) {
+    Cpu().quantize_activation(p.act_type, p.x.data() + t * p.n_in, p.n_in,
+                              p.xq.data() + t * p.xq_row_bytes);
+  }
+  p.bias.resize(n_rows);
+  for (float& v : p.bias) v = normal(rng);
+  return p;
+}
+
+// Dequantized weights dotted with dequantized activations, in double: what the integer kernel
+// computes up to float rounding.
+std::vector<double> QuantizedReference(const Problem& p) {
+  std::vector<double> out(p.n_tokens * p.n_rows);
+  std::vector<float> w(p.n_in), x(p.n_in);
+  for (size_t t = 0; t < p.n_tokens; ++t) {
+    EXPECT_TRUE(DequantizeRow(p.act_type, p.xq.data() + t * p.xq_row_bytes, x.data(), p.n_in));
+    for (size_t r = 0; r < p.n_rows; ++r) {
+      EXPECT_TRUE(DequantizeRow(p.type, p.w.data() + r * p.row_bytes, w.data(), p.n_in));
+      double sum = 0;
+      for (size_t i = 0; i < p.n_in; ++i) sum += double(w[i]) * x[i];
+      if (p.act_type == DType::kQ8_1) {
+        // Q4_1/Q5_1 (as ggml): the min multiplies the block sum Q8_1 stores, f16(d * sum(q)),
+        // rather than the sum of the dequantized activations.
+        const auto* xb = reinterpret_cast<const quant::BlockQ8_1*>(p.xq.data() + t * p.xq_row_bytes);
+        const uint8_t* w_row = p.w.data() + r * p.row_bytes;
+        const size_t w_block_bytes = Traits(p.type).block_bytes;
+        for (size_t b = 0; b < p.n_in / 32; ++b) {
+          uint16_t m_bits;  // the min follows the f16 scale in both Q4_1 and Q5_1
+          std::memcpy(&m_bits, w_row + b * w_block_bytes + 2, 2);
+          double x_sum = 0;
+          for (size_t i = 0; i < 32; ++i) x_sum += x[b * 32 + i];
+          sum += double(F16ToF32(m_bits)) * (double(F16ToF32(xb[b].s)) - x_sum);
+        }
+      }
+      out[t * p.n_rows + r] = sum + p.bias[r];
+    }
+  }
+  return out;
+}
+
+TEST(QuantKernelsTest, ActivationQuantizerEqualsReference) {
+  std::mt19937 rng(TestSeed());
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (DType act : {DType::kQ8_0, DType::kQ8_1, DType::kQ8_K}) {
+    std::vector<float> x(512);
+    for (float& v : x) v = normal(rng);
+    x[7] = 0.5f * 127 / 3;  // exact halves exercise the rounding mode
+    std::vector<uint8_t> ours(*RowBytes(act, 512)), ref(ours.size());
+    Cpu().quantize_activation(act, x.data(), x.size(), ours.data());
+    ASSERT_TRUE(QuantizeRow(act, x.data(), ref.data(), x.size()));
+    EXPECT_EQ(ours, ref) << DTypeName(act);
+  }
+}
+
+TEST(QuantKernelsTest, MatchesBlockMathOnEveryTarget) {
+  std::mt19937 rng(TestSeed());
+  for (DType type : kWeightTypes) {
+    SCOPED_TRACE(DTypeName(type));
+    const bool k_quant = Traits(type).block_elems == 256;
+    // Block counts: 1, odd, and the 288- and 768-wide rows of synth-tiny; tokens 1..6 cover the
+    // tile of 4 and its tail; odd row counts.
+    for (size_t n_blocks : k_quant ? std::vector<size_t>{1, 3} : std::vector<size_t>{1, 3, 9, 24}) {
+      for (size_t n_tokens : {1, 4, 6}) {
+        Problem p = MakeProblem(type, n_blocks, 7, n_tokens, rng);
+        const std::vector<double> want = QuantizedReference(p);
+        ForEachTarget([&] {
+          std::vector<float> out(n_tokens * p.n_rows, NAN);
+          Cpu().mat_mul_quantized(type, p.w.data(), p.row_bytes, p.n_in, p.xq.data(),
+                                  p.xq_row_bytes, n_tokens, p.bias.data(), out.data(), p.n_rows,
+                                  0, p.n_rows);
+          for (size_t i = 0; i < out.size(); ++i) {
+            // int32 sums are exact; the float scaling and lane sums round at ~1e-6 relative.
+            const double tol = 1e-5 * (std::fabs(want[i]) + std::sqrt(double(p.n_in)));
+            ASSERT_NEAR(out[i], want[i], tol) << "n_in " << p.n_in << " tokens " << n_tokens
+                                              << " index " << i;
+          }
+        });
+      }
+    }
+  }
+}
+
+TEST(QuantKernelsTest, CloseToExactF32Path) {
+  std::mt19937 rng(TestSeed());
+  for (DType type : kWeightTypes) {
+    SCOPED_TRACE(DTypeName(type));
+    Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 2 : 16, 5, 3, rng);
+    std::vector<float> fast(p.n_tokens * p.n_rows), exact(fast.size());
+    Cpu().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens,
+                  p.bias.data(), fast.data(), p.n_rows, 0, p.n_rows);
+    ref::ReferenceKernels().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data(), p.n_in,
+                                    p.n_tokens, p.bias.data(), exact.data(), p.n_rows, 0, p.n_rows);
+    double diff2 = 0, ref2 = 0;
+    for (size_t i = 0; i < fast.size(); ++i) {
+      diff2 += double(fast[i] - exact[i]) * (fast[i] - exact[i]);
+      ref2 += double(exact[i] - p.bias[i % p.n_rows]) * (exact[i] - p.bias[i % p.n_rows]);
+    }
+    // 8-bit activations: ~0.5 % of each product's size on N(0, 1) data; a wrong block decoder
+    // would be off by the size of the dot itself.
+    EXPECT_LT(std::sqrt(diff2 / ref2), 0.03);
+  }
+}
+
+TEST(QuantKernelsTest, BatchAndSplitInvariant) {
+  std::mt19937 rng(TestSeed());
+  for (DType type : kWeightTypes) {
+    SCOPED_TRACE(DTypeName(type));
+    Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 2 : 9, 9, 6, rng);
+    ForEachTarget([&] {
+      std::vector<float> batched(p.n_tokens * p.n_rows), alone(p.n_rows);
+      // Rows in two uneven ranges, all tokens at once.
+      for (auto [begin, end] : {std::pair<size_t, size_t>{0, 4}, {4, 9}}) {
+        Cpu().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens,
+                      nullptr, batched.data(), p.n_rows, begin, end);
+      }
+      for (size_t t = 0; t < p.n_tokens; ++t) {
+        Cpu().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data() + t * p.n_in, p.n_in, 1,
+                      nullptr, alone.data(), p.n_rows, 0, p.n_rows);
+        for (size_t r = 0; r < p.n_rows; ++r) ASSERT_EQ(alone[r], batched[t * p.n_rows + r]);
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace petrel
