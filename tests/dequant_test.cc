@@ -84,8 +84,8 @@ TEST(DequantTest, EveryFileMatchesGolden) {
 TEST(DequantTest, QuantizersReproduceLlamaQuantize) {
   auto base = GgufFile::Open(ModelDir() + "/tiny-v2048-f32.gguf");
   ASSERT_TRUE(base.ok()) << base.status().message();
-  const char* kFiles[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
-                          "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "f16", "bf16"};
+  const char* kFiles[] = {"q8_0", "q4_0", "q4_1", "q5_0",   "q5_1",   "q2_k", "q3_k",
+                          "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "f16",  "bf16"};
   for (const char* type_name : kFiles) {
     SCOPED_TRACE(type_name);
     auto file = GgufFile::Open(ModelDir() + "/tiny-v2048-" + type_name + ".gguf");
@@ -125,9 +125,9 @@ struct RoundTripCase {
 
 TEST(DequantTest, RoundTripErrorWithinBounds) {
   const RoundTripCase kCases[] = {
-      {DType::kF16, 1e-3},   {DType::kBF16, 5e-3},  {DType::kQ8_0, 0.01},  {DType::kQ8_1, 0.01},
-      {DType::kQ8_K, 0.02},  {DType::kQ6_K, 0.03},  {DType::kQ5_0, 0.06},  {DType::kQ5_1, 0.06},
-      {DType::kQ5_K, 0.05},  {DType::kQ4_0, 0.12},  {DType::kQ4_1, 0.12},  {DType::kQ4_K, 0.1},
+      {DType::kF16, 1e-3},    {DType::kBF16, 5e-3},   {DType::kQ8_0, 0.01}, {DType::kQ8_1, 0.01},
+      {DType::kQ8_K, 0.02},   {DType::kQ6_K, 0.03},   {DType::kQ5_0, 0.06}, {DType::kQ5_1, 0.06},
+      {DType::kQ5_K, 0.05},   {DType::kQ4_0, 0.12},   {DType::kQ4_1, 0.12}, {DType::kQ4_K, 0.1},
       {DType::kIQ4_NL, 0.12}, {DType::kIQ4_XS, 0.12}, {DType::kQ3_K, 0.25}, {DType::kQ2_K, 0.45},
   };
   // A fresh seed per run, printed so that a failure can be replayed.

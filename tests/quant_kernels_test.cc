@@ -43,9 +43,9 @@ void ForEachTarget(const Body& body) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
-const DType kWeightTypes[] = {DType::kQ4_0,  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                              DType::kQ8_0,  DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
-                              DType::kQ4_K,  DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
+const DType kWeightTypes[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
+                              DType::kQ8_0, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
+                              DType::kQ4_K, DType::kQ5_K,   DType::kQ6_K, DType::kIQ4_XS};
 
 struct Problem {
   DType type;
@@ -58,7 +58,8 @@ struct Problem {
   std::vector<float> bias;  // (n_rows)
 };
 
-Problem MakeProblem(DType type, size_t n_blocks, size_t n_rows, size_t n_tokens, std::mt19937& rng) {
+Problem MakeProblem(DType type, size_t n_blocks, size_t n_rows, size_t n_tokens,
+                    std::mt19937& rng) {
   Problem p;
   p.type = type;
   p.n_in = n_blocks * Traits(type).block_elems;
@@ -100,7 +101,8 @@ std::vector<double> QuantizedReference(const Problem& p) {
       if (p.act_type == DType::kQ8_1) {
         // Q4_1/Q5_1 (as ggml): the min multiplies the block sum Q8_1 stores, f16(d * sum(q)),
         // rather than the sum of the dequantized activations.
-        const auto* xb = reinterpret_cast<const quant::BlockQ8_1*>(p.xq.data() + t * p.xq_row_bytes);
+        const auto* xb =
+            reinterpret_cast<const quant::BlockQ8_1*>(p.xq.data() + t * p.xq_row_bytes);
         const uint8_t* w_row = p.w.data() + r * p.row_bytes;
         const size_t w_block_bytes = Traits(p.type).block_bytes;
         for (size_t b = 0; b < p.n_in / 32; ++b) {
@@ -145,13 +147,13 @@ TEST(QuantKernelsTest, MatchesBlockMathOnEveryTarget) {
         ForEachTarget([&] {
           std::vector<float> out(n_tokens * p.n_rows, NAN);
           Cpu().mat_mul_quantized(type, p.w.data(), p.row_bytes, p.n_in, p.xq.data(),
-                                  p.xq_row_bytes, n_tokens, p.bias.data(), out.data(), p.n_rows,
-                                  0, p.n_rows);
+                                  p.xq_row_bytes, n_tokens, p.bias.data(), out.data(), p.n_rows, 0,
+                                  p.n_rows);
           for (size_t i = 0; i < out.size(); ++i) {
             // int32 sums are exact; the float scaling and lane sums round at ~1e-6 relative.
             const double tol = 1e-5 * (std::fabs(want[i]) + std::sqrt(double(p.n_in)));
-            ASSERT_NEAR(out[i], want[i], tol) << "n_in " << p.n_in << " tokens " << n_tokens
-                                              << " index " << i;
+            ASSERT_NEAR(out[i], want[i], tol)
+                << "n_in " << p.n_in << " tokens " << n_tokens << " index " << i;
           }
         });
       }

@@ -34,7 +34,8 @@ std::vector<float> RunLogits(const std::string& type, const EngineOptions& base)
   options.load_tokenizer = false;
   options.n_threads = 2;
   options.context = 64;
-  auto engine = Engine::Load(SharedDir() + "/models/synth-tiny/tiny-v2048-" + lower + ".gguf", options);
+  auto engine =
+      Engine::Load(SharedDir() + "/models/synth-tiny/tiny-v2048-" + lower + ".gguf", options);
   EXPECT_TRUE(engine.ok()) << engine.status().message();
   if (!engine.ok()) return {};
   const nlohmann::json parity = testing::ReadJson(SharedDir() + "/golden/synth-tiny/parity.json");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -329,45 +330,76 @@ TEST(StreamDecoder, HoldsBackPartialCharacters) {
   EXPECT_EQ(streamed + stream.Flush(), "🦙");
 }
 
-TEST(TokenizerFuzz, RandomBytesNeverCrash) {
-  std::mt19937 rng(1234);
+// Random text: single bytes (valid or not), random code points (surrogates and non-characters
+// included), pieces that look like special tokens or byte tokens, and plain letters.
+std::string RandomFuzzText(std::mt19937& rng) {
   const char* const kPieces[] = {"<|end_story|>", "<s>",  "</s>", "<unk>", "[CLS]",
                                  "<|endoftext|>", " ",    "\n",   "▁",     "é",
                                  "日本",          "🦙", "'s",   "##",    "<0x41>"};
-  for (int iteration = 0; iteration < 2000; ++iteration) {
-    std::string text;
-    const int n_parts = static_cast<int>(rng() % 24);
-    for (int part = 0; part < n_parts; ++part) {
-      switch (rng() % 4) {
-        case 0:  // any byte, valid or not
-          text.push_back(static_cast<char>(rng() % 256));
-          break;
-        case 1:  // a random code point (surrogates included: they must be rejected)
-          for (uint32_t cpt = rng() % 0x110000, k = 0; k < 1; ++k) {
-            if (cpt < 0x80) {
-              text.push_back(static_cast<char>(cpt));
-            } else if (cpt < 0x800) {
-              text += {static_cast<char>(0xC0 | (cpt >> 6)), static_cast<char>(0x80 | (cpt & 63))};
-            } else if (cpt < 0x10000) {
-              text += {static_cast<char>(0xE0 | (cpt >> 12)),
-                       static_cast<char>(0x80 | ((cpt >> 6) & 63)),
-                       static_cast<char>(0x80 | (cpt & 63))};
-            } else {
-              text += {static_cast<char>(0xF0 | (cpt >> 18)),
-                       static_cast<char>(0x80 | ((cpt >> 12) & 63)),
-                       static_cast<char>(0x80 | ((cpt >> 6) & 63)),
-                       static_cast<char>(0x80 | (cpt & 63))};
-            }
-          }
-          break;
-        case 2:
-          text += kPieces[rng() % std::size(kPieces)];
-          break;
-        default:
-          text.push_back(static_cast<char>('a' + rng() % 26));
+  std::string text;
+  const int n_parts = static_cast<int>(rng() % 24);
+  for (int part = 0; part < n_parts; ++part) {
+    switch (rng() % 4) {
+      case 0:  // any byte, valid or not
+        text.push_back(static_cast<char>(rng() % 256));
+        break;
+      case 1: {  // a random code point (surrogates included: they must be rejected)
+        const uint32_t cpt = rng() % 0x110000;
+        if (cpt < 0x80) {
+          text.push_back(static_cast<char>(cpt));
+        } else if (cpt < 0x800) {
+          text += {static_cast<char>(0xC0 | (cpt >> 6)), static_cast<char>(0x80 | (cpt & 63))};
+        } else if (cpt < 0x10000) {
+          text += {static_cast<char>(0xE0 | (cpt >> 12)),
+                   static_cast<char>(0x80 | ((cpt >> 6) & 63)),
+                   static_cast<char>(0x80 | (cpt & 63))};
+        } else {
+          text += {static_cast<char>(0xF0 | (cpt >> 18)),
+                   static_cast<char>(0x80 | ((cpt >> 12) & 63)),
+                   static_cast<char>(0x80 | ((cpt >> 6) & 63)),
+                   static_cast<char>(0x80 | (cpt & 63))};
+        }
+        break;
       }
+      case 2:
+        text += kPieces[rng() % std::size(kPieces)];
+        break;
+      default:
+        text.push_back(static_cast<char>('a' + rng() % 26));
     }
+  }
+  return text;
+}
+
+// Decode and stream-decode `ids` both ways; every output must be valid UTF-8 and the stream must
+// add up to Decode().
+void CheckDecodes(const std::string& name, const Tokenizer& tokenizer,
+                  const std::vector<int32_t>& ids, const std::string& text) {
+  for (const bool skip_special : {false, true}) {
+    const std::string decoded = tokenizer.Decode(ids, skip_special);
+    EXPECT_TRUE(IsValidUtf8(decoded)) << name;
+    StreamDecoder stream(tokenizer, skip_special);
+    std::string streamed;
+    for (const int32_t id : ids) {
+      const std::string piece = stream.Push(id);
+      EXPECT_TRUE(IsValidUtf8(piece)) << name;
+      streamed += piece;
+    }
+    streamed += stream.Flush();
+    EXPECT_EQ(streamed, decoded) << name << " skip_special " << skip_special << " text: " << text;
+  }
+}
+
+// 10 000 random strings through every tokenizer: encode with and without parse_special (and
+// BOS/EOS on every other string), decode both ways, stream decode; then random id sequences
+// (invalid ids included) through the decoders. Runs under ASan/UBSan in scripts/test.sh.
+TEST(TokenizerFuzz, RandomBytesNeverCrash) {
+  constexpr int kIterations = 10000;
+  std::mt19937 rng(1234);
+  for (int iteration = 0; iteration < kIterations; ++iteration) {
+    const std::string text = RandomFuzzText(rng);
     for (const auto& [name, tokenizer] : Tokenizers().list) {
+      ASSERT_NE(tokenizer, nullptr) << name;
       for (const bool parse_special : {false, true}) {
         EncodeOptions options;
         options.parse_special = parse_special;
@@ -376,9 +408,22 @@ TEST(TokenizerFuzz, RandomBytesNeverCrash) {
         for (const int32_t id : ids) {
           ASSERT_TRUE(id >= 0 && static_cast<size_t>(id) < tokenizer->n_vocab()) << name;
         }
-        EXPECT_TRUE(IsValidUtf8(tokenizer->Decode(ids, false))) << name;
-        EXPECT_TRUE(IsValidUtf8(tokenizer->Decode(ids, true))) << name;
+        CheckDecodes(name, *tokenizer, ids, text);
       }
+    }
+    if (::testing::Test::HasFailure()) break;  // one report, not thousands
+  }
+  for (const auto& [name, tokenizer] : Tokenizers().list) {
+    ASSERT_NE(tokenizer, nullptr) << name;
+    const auto n_vocab = static_cast<int32_t>(tokenizer->n_vocab());
+    for (int iteration = 0; iteration < 200 && !::testing::Test::HasFailure(); ++iteration) {
+      std::vector<int32_t> ids(rng() % 16);
+      for (int32_t& id : ids) id = static_cast<int32_t>(rng() % n_vocab);
+      CheckDecodes(name, *tokenizer, ids, "(random ids)");
+      ids.push_back(-1);
+      ids.push_back(n_vocab);
+      ids.push_back(INT32_MAX);
+      EXPECT_TRUE(IsValidUtf8(tokenizer->Decode(ids, false))) << name;
     }
   }
 }

@@ -26,7 +26,8 @@ Runner AddQuantizeCommand(CLI::App& app) {
   cmd->add_flag("--list", args->list, "print each tensor's new type");
   return [args]() -> int {
     std::optional<QuantMix> mix = ParseQuantMix(args->type);
-    if (!mix) return Fail(Error("quantize: '%s' is not a type or mix we can write", args->type.c_str()));
+    if (!mix)
+      return Fail(Error("quantize: '%s' is not a type or mix we can write", args->type.c_str()));
     mix->pure = args->pure;
     const Status status = QuantizeGgufModel(args->input, args->output, *mix, args->list);
     if (!status.ok()) return Fail(status);

@@ -35,6 +35,7 @@ using Runner = std::function<int()>;
 Runner AddRunCommand(CLI::App& app);
 Runner AddLogitsCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
+Runner AddDetokenizeCommand(CLI::App& app);
 Runner AddInfoCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
 Runner AddSynthCommand(CLI::App& app);

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   std::map<CLI::App*, Runner> runners;
   for (auto add : {&AddRunCommand, &AddLogitsCommand, &AddTokenizeCommand, &AddInfoCommand,
                    &AddBenchCommand, &AddSynthCommand, &AddTemplateCommand,
-                   &AddQuantizeCommand}) {
+                   &AddQuantizeCommand, &AddDetokenizeCommand}) {
     const size_t before = app.get_subcommands({}).size();
     Runner runner = add(app);
     runners[app.get_subcommands({})[before]] = std::move(runner);

@@ -81,8 +81,8 @@ DType ChooseTensorType(const QuantMix& mix, const std::string& name, int64_t n_i
                        int n_layers) {
   if (n_dims < 2) return DType::kF32;
   DType type = mix.base;
-  const bool is_float = mix.base == DType::kF32 || mix.base == DType::kF16 ||
-                        mix.base == DType::kBF16;
+  const bool is_float =
+      mix.base == DType::kF32 || mix.base == DType::kF16 || mix.base == DType::kBF16;
   if (!mix.pure && !is_float) {
     const int layer = LayerOf(name);
     const bool more_bits = layer >= 0 && UseMoreBits(layer, n_layers);
@@ -132,22 +132,38 @@ uint32_t GgufFileType(const QuantMix& mix) {
       break;
   }
   switch (mix.base) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ4_1: return 3;
-    case DType::kQ8_0: return 7;
-    case DType::kQ5_0: return 8;
-    case DType::kQ5_1: return 9;
-    case DType::kQ2_K: return 10;
-    case DType::kQ3_K: return 12;
-    case DType::kQ4_K: return 15;
-    case DType::kQ5_K: return 17;
-    case DType::kQ6_K: return 18;
-    case DType::kIQ4_NL: return 25;
-    case DType::kIQ4_XS: return 30;
-    case DType::kBF16: return 32;
-    default: return 0;
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kQ5_0:
+      return 8;
+    case DType::kQ5_1:
+      return 9;
+    case DType::kQ2_K:
+      return 10;
+    case DType::kQ3_K:
+      return 12;
+    case DType::kQ4_K:
+      return 15;
+    case DType::kQ5_K:
+      return 17;
+    case DType::kQ6_K:
+      return 18;
+    case DType::kIQ4_NL:
+      return 25;
+    case DType::kIQ4_XS:
+      return 30;
+    case DType::kBF16:
+      return 32;
+    default:
+      return 0;
   }
 }
 

@@ -10,16 +10,13 @@
 #include "quant/quantize.h"
 
 namespace petrel {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
                          const QuantMix& mix, bool verbose) {
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> in, GgufFile::Open(in_path));
   PETREL_ASSIGN_OR_RETURN(std::string_view arch, in->GetString("general.architecture"));
-  PETREL_ASSIGN_OR_RETURN(uint64_t n_layers,
-                          in->GetUint(std::string(arch) + ".block_count"));
+  PETREL_ASSIGN_OR_RETURN(uint64_t n_layers, in->GetUint(std::string(arch) + ".block_count"));
   GgufWriter writer;
   for (const auto& [key, value] : in->metadata()) {
     if (key == "general.file_type" || key == "general.alignment" ||

@@ -1,4 +1,5 @@
-// attention: one token's softmax(q k^T * scale) v over a paged F32 or F16 KV cache, per head.
+// attention: one token's softmax(q k^T * scale) v over a paged F32 or F16 KV cache, computed
+// flash-attention style (tiles of keys, online softmax) with K/V rows shared across GQA heads.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/attention.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -11,8 +12,6 @@
 #include "core/status.h"  // PETREL_CHECK, PETREL_DCHECK
 #include "cpu/kernel_entry_points.h"
 #include "cpu/simd-inl.h"               // Dot, LoadAsF32, CopyPadded
-#include "hwy/contrib/math/math-inl.h"  // Exp
-#include "hwy/foreach_target.h"         // IWYU pragma: keep
 #include "quant/f16.h"                  // F16ToF32
 
 HWY_BEFORE_NAMESPACE();
@@ -27,30 +26,15 @@ HWY_INLINE float ScalarToF32(hwy::float16_t value) {
   return F16ToF32(bits);
 }
 
-// scores[p] = exp(scores[p] - max_score) for p in [0, n); returns their sum.
-template <class D>
-HWY_INLINE float ExpAndSum(D d, float* HWY_RESTRICT scores, size_t n, float max_score) {
-  const size_t lanes = hn::Lanes(d);
-  const auto max_v = hn::Set(d, max_score);
-  auto sum = hn::Zero(d);
-  size_t p = 0;
-  for (; p + lanes <= n; p += lanes) {
-    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, scores + p), max_v));
-    hn::StoreU(e, d, scores + p);
-    sum = hn::Add(sum, e);
-  }
-  if (p < n) {
-    // Padding lanes hold max_score (exp(0), in Exp's valid range) and are masked from the sum.
-    HWY_ALIGN float tail[kMaxF32Lanes];
-    for (size_t j = 0; j < lanes; ++j) tail[j] = p + j < n ? scores[p + j] : max_score;
-    const auto e = hn::Exp(d, hn::Sub(hn::Load(d, tail), max_v));
-    hn::Store(e, d, tail);
-    sum = hn::Add(sum, hn::IfThenElseZero(hn::FirstN(d, n - p), e));
-    for (size_t j = 0; p + j < n; ++j) scores[p + j] = tail[j];
-  }
-  return hn::GetLane(hn::SumOfLanes(d, sum));
-}
+// Keys per tile of the online softmax: scores of one tile for every query head of a KV group
+// stay in registers/L1 and are never materialised for the whole context.
+constexpr size_t kKeyTile = 16;
 
+// Flash-attention-style decode/prefill for one token: for each KV head, walk the sequence's
+// blocks in tiles of keys; each K row is loaded once for all query heads that share it (GQA),
+// each head keeps a running max `m`, a running sum `l` and an unnormalised output, rescaled when
+// the max grows. A head's result depends only on its own q and the cache, never on which other
+// heads or tokens are computed alongside.
 template <typename TKV>
 void AttentionHeads(const AttentionArgs& args, size_t head_begin, size_t head_end) {
   const hn::ScalableTag<float> d;
@@ -61,43 +45,73 @@ void AttentionHeads(const AttentionArgs& args, size_t head_begin, size_t head_en
   const size_t dim_vec = head_dim - head_dim % lanes;
   const TKV* HWY_RESTRICT k_cache = static_cast<const TKV*>(kv.k);
   const TKV* HWY_RESTRICT v_cache = static_cast<const TKV*>(kv.v);
-  float* HWY_RESTRICT scores = args.scores;  // (n_ctx)
-  // Element offset of position `kv_pos`'s row for `kv_head` in K or V.
-  auto row_offset = [&](size_t kv_pos, size_t kv_head) {
-    const size_t block = size_t(args.block_table[kv_pos / kv.block_tokens]);
-    const size_t slot = kv_pos % kv.block_tokens;
-    return (block * kv.block_tokens + slot) * kv.row_elems + kv_head * head_dim;
-  };
 
-  for (size_t h = head_begin; h < head_end; ++h) {
-    const size_t kv_head = h / group;
-    const float* HWY_RESTRICT q = args.q + h * head_dim;  // (head_dim)
-    float* HWY_RESTRICT out = args.out + h * head_dim;    // (head_dim)
-    HWY_ALIGN float q_tail[kMaxF32Lanes];
-    CopyPadded(q + dim_vec, head_dim - dim_vec, q_tail);
-
-    float max_score = -INFINITY;
-    for (size_t p = 0; p < args.n_ctx; ++p) {
-      scores[p] = args.scale * Dot(d, q, q_tail, k_cache + row_offset(p, kv_head), head_dim);
-      max_score = HWY_MAX(max_score, scores[p]);
-    }
-    const float sum = ExpAndSum(d, scores, args.n_ctx, max_score);
-
-    // out = sum_p scores[p] * v_p, normalised once at the end.
-    std::memset(out, 0, head_dim * sizeof(float));
-    for (size_t p = 0; p < args.n_ctx; ++p) {
-      const TKV* HWY_RESTRICT v = v_cache + row_offset(p, kv_head);  // (head_dim)
-      const auto weight = hn::Set(d, scores[p]);
-      size_t i = 0;
-      for (; i < dim_vec; i += lanes) {
-        hn::StoreU(hn::MulAdd(weight, LoadAsF32(d, v + i), hn::LoadU(d, out + i)), d, out + i);
+  for (size_t kv_head = head_begin / group; kv_head * group < head_end; ++kv_head) {
+    const size_t h0 = HWY_MAX(head_begin, kv_head * group);
+    const size_t h1 = HWY_MIN(head_end, (kv_head + 1) * group);
+    const size_t n_q = h1 - h0;  // query heads of this group handled here
+    // Per head: padded q tail, running max and sum; output accumulates in place.
+    HWY_ALIGN float q_tails[64][kMaxF32Lanes];
+    float running_max[64], running_sum[64];
+    for (size_t base = h0; base < h1; base += 64) {
+      const size_t n_chunk = HWY_MIN(size_t(64), h1 - base);
+      for (size_t i = 0; i < n_chunk; ++i) {
+        const float* q = args.q + (base + i) * head_dim;
+        CopyPadded(q + dim_vec, head_dim - dim_vec, q_tails[i]);
+        running_max[i] = -INFINITY;
+        running_sum[i] = 0.0f;
+        std::memset(args.out + (base + i) * head_dim, 0, head_dim * sizeof(float));
       }
-      for (; i < head_dim; ++i) out[i] += scores[p] * ScalarToF32(v[i]);
+      float scores[64][kKeyTile];
+      for (size_t p0 = 0; p0 < args.n_ctx;) {
+        // A tile never crosses a block, so its K/V rows are contiguous.
+        const size_t block = size_t(args.block_table[p0 / kv.block_tokens]);
+        const size_t slot = p0 % kv.block_tokens;
+        const size_t n_keys = HWY_MIN(HWY_MIN(kKeyTile, kv.block_tokens - slot), args.n_ctx - p0);
+        const size_t row0 = (block * kv.block_tokens + slot) * kv.row_elems + kv_head * head_dim;
+        for (size_t key = 0; key < n_keys; ++key) {
+          const TKV* HWY_RESTRICT k_row = k_cache + row0 + key * kv.row_elems;
+          for (size_t i = 0; i < n_chunk; ++i) {
+            scores[i][key] = args.scale * Dot(d, args.q + (base + i) * head_dim, q_tails[i], k_row, head_dim);
+          }
+        }
+        for (size_t i = 0; i < n_chunk; ++i) {
+          float tile_max = running_max[i];
+          for (size_t key = 0; key < n_keys; ++key) tile_max = HWY_MAX(tile_max, scores[i][key]);
+          const float correction = std::exp(running_max[i] - tile_max);  // 0 on the first tile
+          float* HWY_RESTRICT out = args.out + (base + i) * head_dim;
+          if (correction != 1.0f) {
+            const auto c = hn::Set(d, correction);
+            size_t j = 0;
+            for (; j < dim_vec; j += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, out + j), c), d, out + j);
+            for (; j < head_dim; ++j) out[j] *= correction;
+          }
+          float tile_sum = 0.0f;
+          for (size_t key = 0; key < n_keys; ++key) {
+            const float weight = std::exp(scores[i][key] - tile_max);
+            tile_sum += weight;
+            const TKV* HWY_RESTRICT v = v_cache + row0 + key * kv.row_elems;  // (head_dim)
+            const auto w = hn::Set(d, weight);
+            size_t j = 0;
+            for (; j < dim_vec; j += lanes) {
+              hn::StoreU(hn::MulAdd(w, LoadAsF32(d, v + j), hn::LoadU(d, out + j)), d, out + j);
+            }
+            for (; j < head_dim; ++j) out[j] += weight * ScalarToF32(v[j]);
+          }
+          running_sum[i] = running_sum[i] * correction + tile_sum;
+          running_max[i] = tile_max;
+        }
+        p0 += n_keys;
+      }
+      for (size_t i = 0; i < n_chunk; ++i) {
+        float* HWY_RESTRICT out = args.out + (base + i) * head_dim;
+        const float inv_sum = 1.0f / running_sum[i];
+        const auto inv = hn::Set(d, inv_sum);
+        size_t j = 0;
+        for (; j < dim_vec; j += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, out + j), inv), d, out + j);
+        for (; j < head_dim; ++j) out[j] *= inv_sum;
+      }
     }
-    const auto inv_sum = hn::Set(d, 1.0f / sum);
-    size_t i = 0;
-    for (; i < dim_vec; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, out + i), inv_sum), d, out + i);
-    for (; i < head_dim; ++i) out[i] *= 1.0f / sum;
   }
 }
 

@@ -36,8 +36,10 @@ struct Format {
           const auto b = hn::PromoteTo(d16, hn::LoadU(d8, ql + i + 32));
           const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh + i));
           const auto q1 = hn::Or(hn::And(a, mask), hn::ShiftLeft<4>(hn::And(h, three)));
-          const auto q2 = hn::Or(hn::And(b, mask), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three)));
-          const auto q3 = hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three)));
+          const auto q2 =
+              hn::Or(hn::And(b, mask), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three)));
+          const auto q3 =
+              hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three)));
           const auto q4 = hn::Or(hn::ShiftRight<4>(b), hn::ShiftLeft<4>(hn::ShiftRight<6>(h)));
           int16_t* q = u.q + 128 * half + i;
           hn::StoreU(hn::Mul(hn::Sub(q1, bias), hn::Set(d16, block.scales[sub])), d16, q);
@@ -73,9 +75,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ6_KT);
 
-void MatMulQ6_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                size_t out_stride, size_t row_begin, size_t row_end) {
+void MatMulQ6_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
+                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
+                size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ6_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

@@ -100,8 +100,8 @@ HWY_INLINE void AddHighBits32(uint32_t qh, int16_t offset, int16_t* HWY_RESTRICT
 // per tile.
 template <class Format>
 HWY_INLINE void MatMulQuantImpl(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                                size_t xq_row_bytes, size_t n_tokens, const float* bias,
-                                float* out, size_t out_stride, size_t row_begin, size_t row_end) {
+                                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                                size_t out_stride, size_t row_begin, size_t row_end) {
   using WBlock = typename Format::WBlock;
   using XBlock = typename Format::XBlock;
   constexpr size_t kTile = 4;
@@ -124,7 +124,8 @@ HWY_INLINE void MatMulQuantImpl(const void* w, size_t w_row_bytes, size_t n_in, 
       }
       for (size_t b = 0; b < n_blocks; ++b) {
         Format::Unpack(w_blocks[b], unpacked);
-        for (size_t j = 0; j < tile; ++j) Format::Dot(unpacked, x_blocks[j][b], acc[j], acc_scalar[j]);
+        for (size_t j = 0; j < tile; ++j)
+          Format::Dot(unpacked, x_blocks[j][b], acc[j], acc_scalar[j]);
       }
       for (size_t j = 0; j < tile; ++j) {
         const float dot = hn::GetLane(hn::SumOfLanes(df, acc[j])) + acc_scalar[j];

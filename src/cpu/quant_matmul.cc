@@ -56,18 +56,42 @@ void MatMulQuantized(DType w_type, const void* w, size_t w_row_bytes, size_t n_i
                       float*, size_t, size_t, size_t);
   Fn fn = nullptr;
   switch (w_type) {
-    case DType::kQ4_0: fn = MatMulQ4_0; break;
-    case DType::kQ4_1: fn = MatMulQ4_1; break;
-    case DType::kQ5_0: fn = MatMulQ5_0; break;
-    case DType::kQ5_1: fn = MatMulQ5_1; break;
-    case DType::kQ8_0: fn = MatMulQ8_0; break;
-    case DType::kIQ4_NL: fn = MatMulIQ4_NL; break;
-    case DType::kQ2_K: fn = MatMulQ2_K; break;
-    case DType::kQ3_K: fn = MatMulQ3_K; break;
-    case DType::kQ4_K: fn = MatMulQ4_K; break;
-    case DType::kQ5_K: fn = MatMulQ5_K; break;
-    case DType::kQ6_K: fn = MatMulQ6_K; break;
-    case DType::kIQ4_XS: fn = MatMulIQ4_XS; break;
+    case DType::kQ4_0:
+      fn = MatMulQ4_0;
+      break;
+    case DType::kQ4_1:
+      fn = MatMulQ4_1;
+      break;
+    case DType::kQ5_0:
+      fn = MatMulQ5_0;
+      break;
+    case DType::kQ5_1:
+      fn = MatMulQ5_1;
+      break;
+    case DType::kQ8_0:
+      fn = MatMulQ8_0;
+      break;
+    case DType::kIQ4_NL:
+      fn = MatMulIQ4_NL;
+      break;
+    case DType::kQ2_K:
+      fn = MatMulQ2_K;
+      break;
+    case DType::kQ3_K:
+      fn = MatMulQ3_K;
+      break;
+    case DType::kQ4_K:
+      fn = MatMulQ4_K;
+      break;
+    case DType::kQ5_K:
+      fn = MatMulQ5_K;
+      break;
+    case DType::kQ6_K:
+      fn = MatMulQ6_K;
+      break;
+    case DType::kIQ4_XS:
+      fn = MatMulIQ4_XS;
+      break;
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:

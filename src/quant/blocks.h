@@ -7,7 +7,7 @@
 
 namespace petrel::quant {
 
-constexpr size_t kQK = 32;    // elements per block of the 32-block formats
+constexpr size_t kQK = 32;     // elements per block of the 32-block formats
 constexpr size_t kQK_K = 256;  // elements per super-block of the K-quants and IQ4_XS
 
 // Scales `d` (and mins `m`) are IEEE half bit patterns, as in ggml's `ggml_half`.
@@ -79,7 +79,7 @@ struct BlockIQ4_NL {
 };
 struct BlockIQ4_XS {
   uint16_t d;
-  uint16_t scales_h;        // high 2 bits of the eight 6-bit scales
+  uint16_t scales_h;             // high 2 bits of the eight 6-bit scales
   uint8_t scales_l[kQK_K / 64];  // low 4 bits
   uint8_t qs[kQK_K / 2];
 };

@@ -9,8 +9,8 @@
 
 namespace petrel::quant {
 
-#define PETREL_QUANT_FORMAT(name)                                  \
-  void Dequantize##name(const void* src, float* dst, size_t n);    \
+#define PETREL_QUANT_FORMAT(name)                               \
+  void Dequantize##name(const void* src, float* dst, size_t n); \
   void Quantize##name(const float* src, void* dst, size_t n);
 PETREL_QUANT_FORMAT(Q4_0)
 PETREL_QUANT_FORMAT(Q4_1)

@@ -28,9 +28,9 @@ Value ResolvePath(Interpreter& interp, const Value& item, const Value& path) {
   while (true) {
     const size_t dot = text.find('.', start);
     const std::string part = text.substr(start, dot == std::string::npos ? dot : dot - start);
-    const bool numeric =
-        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return isdigit(c); });
-    current = numeric ? interp.GetItem(current, Value(int64_t(std::stoll(part))))
+    const bool numeric = !part.empty() && part.size() < 18 &&
+                         std::all_of(part.begin(), part.end(), [](char c) { return isdigit(c); });
+    current = numeric ? interp.GetItem(current, Value(int64_t(std::strtoll(part.c_str(), nullptr, 10))))
                       : interp.GetItem(current, Value(part));
     if (dot == std::string::npos || current.is_undefined()) return current;
     start = dot + 1;
@@ -355,6 +355,34 @@ Result<Value> FilterSort(Interpreter& interp, const Value& subject, Args& args) 
   return Value::List(std::move(out));
 }
 
+Result<Value> FilterGroupBy(Interpreter& interp, const Value& subject, Args& args) {
+  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("groupby", args, {{"attribute", {}, true},
+                                                             {"default", Value::None()},
+                                                             {"case_sensitive", Value(false)}}));
+  PETREL_ASSIGN_OR_RETURN(auto items, Items(subject));
+  PETREL_RETURN_IF_ERROR(interp.Step(items.size() * 8));
+  auto key_of = [&](const Value& item) {
+    Value key = ResolvePath(interp, item, a[0]);
+    if (key.is_undefined() && !a[1].is_none()) key = a[1];
+    return key;
+  };
+  std::vector<std::pair<std::vector<Value>, Value>> rows;
+  for (const Value& item : items) rows.push_back({{Folded(key_of(item), a[2].Truthy())}, item});
+  PETREL_RETURN_IF_ERROR(SortByKeys(&rows, false));
+  std::vector<Value> groups;
+  for (size_t i = 0; i < rows.size();) {
+    size_t end = i;
+    std::vector<Value> members;
+    while (end < rows.size() && Equals(rows[end].first[0], rows[i].first[0])) {
+      members.push_back(rows[end++].second);
+    }
+    groups.push_back(
+        Value::List({key_of(rows[i].second), Value::List(std::move(members))}, SeqKind::kTuple));
+    i = end;
+  }
+  return Value::List(std::move(groups));
+}
+
 Result<Value> FilterDictSort(Interpreter& interp, const Value& subject, Args& args) {
   PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("dictsort", args, {{"case_sensitive", Value(false)},
                                                               {"by", Value("key")},
@@ -591,6 +619,7 @@ const std::unordered_map<std::string_view, FilterFn>& FilterTable() {
       {"float", FilterFloat},
       {"forceescape", FilterEscape<true>},
       {"format", FilterFormat},
+      {"groupby", FilterGroupBy},
       {"indent", FilterIndent},
       {"int", FilterInt},
       {"items", FilterItems},

@@ -312,7 +312,7 @@ Result<Value> Interpreter::CallMacro(const Node& node, const std::weak_ptr<Scope
                                                   node.params[i] + "' was not provided"));
     }
   }
-  if (node.uses_varargs) scope->Set("varargs", Value::List(std::move(varargs)));
+  if (node.uses_varargs) scope->Set("varargs", Value::List(std::move(varargs), SeqKind::kTuple));
   if (node.uses_kwargs) scope->Set("kwargs", std::move(kwargs));
   if (node.uses_caller && !has_caller) {
     scope->Set("caller", Value::Undefined("UndefinedError: 'caller' is undefined"));

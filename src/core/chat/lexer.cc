@@ -40,7 +40,8 @@ class Lexer {
   void EmitText(std::string text, size_t offset);
   // Length of Python whitespace (`\s`) starting at `pos`.
   size_t SpaceRun(size_t pos) const;
-  // Handles `{% raw %}` at `start` if it is one; returns false otherwise.
+  // Handles `{% raw %}` at `start` if it is one, emitting `text` (the text before it, whitespace
+  // control applied) first; returns false otherwise.
   Result<bool> TryRaw(size_t start, std::string* text);
   Status LexTag(size_t start, bool is_block);
   Status LexString(size_t* pos);
@@ -97,7 +98,6 @@ size_t Lexer::SpaceRun(size_t pos) const {
 
 Result<bool> Lexer::TryRaw(size_t start, std::string* text) {
   size_t p = start + 2;
-  const bool strip_before = p < src_.size() && src_[p] == '-';
   if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) ++p;
   while (p < src_.size() && IsTagSpace(src_[p])) ++p;
   if (src_.compare(p, 3, "raw") != 0 || (p + 3 < src_.size() && IsNameChar(src_[p + 3]))) {
@@ -131,7 +131,6 @@ Result<bool> Lexer::TryRaw(size_t start, std::string* text) {
       continue;
     }
     q += 2;
-    if (strip_before) *text = PyStrip(*text, std::nullopt, false, true);
     EmitText(std::move(*text), start);
     std::string content = src_.substr(p, open - p);
     if (strip_after_begin) content = PyStrip(content, std::nullopt, true, false);
@@ -375,10 +374,6 @@ Result<std::vector<Token>> Lexer::Run() {
     std::string text = src_.substr(pos_, start - pos_);
     const char kind = src_[start + 1];
     const char sign = start + 2 < src_.size() ? src_[start + 2] : 0;
-    if (kind == '%') {
-      PETREL_ASSIGN_OR_RETURN(const bool was_raw, TryRaw(start, &text));
-      if (was_raw) continue;
-    }
     if (sign == '-') {
       text = PyStrip(text, std::nullopt, false, true);
     } else if (sign != '+' && kind != '{') {
@@ -388,6 +383,10 @@ Result<std::vector<Token>> Lexer::Run() {
         const size_t run = SpaceRun(pos_ + line_begin);
         if (run > 0 && line_begin + run == text.size()) text.resize(line_begin);
       }
+    }
+    if (kind == '%') {
+      PETREL_ASSIGN_OR_RETURN(const bool was_raw, TryRaw(start, &text));
+      if (was_raw) continue;
     }
     EmitText(std::move(text), pos_);
     if (kind == '#') {

@@ -37,6 +37,32 @@ std::string MapCodePoints(std::string_view text, Fn fn) {
   return out;
 }
 
+// The common one-to-many mappings of Unicode SpecialCasing.txt that Python applies (upper, title).
+const char* SpecialUpper(char32_t c, bool title) {
+  switch (c) {
+    case 0xDF: return title ? "Ss" : "SS";
+    case 0xFB00: return title ? "Ff" : "FF";
+    case 0xFB01: return title ? "Fi" : "FI";
+    case 0xFB02: return title ? "Fl" : "FL";
+    case 0xFB03: return title ? "Ffi" : "FFI";
+    case 0xFB04: return title ? "Ffl" : "FFL";
+    case 0xFB05:
+    case 0xFB06: return title ? "St" : "ST";
+    case 0x149: return "\u02BCN";
+    default: return nullptr;
+  }
+}
+
+void AppendUpper(char32_t c, bool title, std::string* out) {
+  if (c >= 0x80) {
+    if (const char* special = SpecialUpper(c, title)) {
+      *out += special;
+      return;
+    }
+  }
+  AppendUtf8(title ? ToTitle(c) : ToUpper(c), out);
+}
+
 // Python's printable set: everything except categories C* and Z*, with ' ' allowed.
 bool IsPrintable(char32_t c) {
   if (c == ' ') return true;
@@ -275,7 +301,12 @@ std::string PyReplace(std::string_view text, std::string_view old_text, std::str
   return out;
 }
 
-std::string PyUpper(std::string_view text) { return MapCodePoints(text, ToUpper); }
+std::string PyUpper(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char32_t c : DecodeUtf8(text)) AppendUpper(c, false, &out);
+  return out;
+}
 std::string PyLower(std::string_view text) { return MapCodePoints(text, ToLower); }
 std::string PySwapCase(std::string_view text) {
   return MapCodePoints(text, [](char32_t c) {
@@ -290,7 +321,11 @@ std::string PyCapitalize(std::string_view text) {
   std::string out;
   bool first = true;
   for (char32_t c : DecodeUtf8(text)) {
-    AppendUtf8(first ? ToTitle(c) : ToLower(c), &out);
+    if (first) {
+      AppendUpper(c, true, &out);
+    } else {
+      AppendUtf8(ToLower(c), &out);
+    }
     first = false;
   }
   return out;
@@ -300,9 +335,12 @@ std::string PyTitle(std::string_view text) {
   std::string out;
   bool previous_cased = false;
   for (char32_t c : DecodeUtf8(text)) {
-    const char32_t mapped = previous_cased ? ToLower(c) : ToTitle(c);
+    if (previous_cased) {
+      AppendUtf8(ToLower(c), &out);
+    } else {
+      AppendUpper(c, true, &out);
+    }
     previous_cased = IsCased(c);
-    AppendUtf8(mapped, &out);
   }
   return out;
 }
