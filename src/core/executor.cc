@@ -34,7 +34,22 @@ size_t Executor::arena_bytes() const {
   return total;
 }
 
+bool Executor::SameShapeAsPlanned(const Graph& graph) const {
+  if (graph.values.size() != planned_values_.size() || graph.nodes.size() != planned_nodes_) return false;
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    if (graph.values[v].rows != planned_values_[v].rows || graph.values[v].cols != planned_values_[v].cols) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Status Executor::Plan(const Graph& graph) {
+  // A graph is a pure function of (model, batch shape), so decode steps of one shape reuse the
+  // plan and allocate nothing.
+  if (SameShapeAsPlanned(graph)) return Status::Ok();
+  planned_values_.clear();
+  planned_nodes_ = 0;
   const size_t n_values = graph.values.size();
   const size_t n_backends = backends_.size();
   const size_t never = graph.nodes.size();  // the logits live to the end
@@ -112,6 +127,9 @@ Status Executor::Plan(const Graph& graph) {
       PETREL_ASSIGN_OR_RETURN(arenas_[b], backends_[b]->Allocate(arena_needed_[b]));
     }
   }
+  copied_.assign(n_values * n_backends, 0);
+  planned_values_ = graph.values;
+  planned_nodes_ = graph.nodes.size();
   return Status::Ok();
 }
 
@@ -125,7 +143,8 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
     char* base = static_cast<char*>(arenas_[size_t(b)]->data());
     return TensorView{TensorDesc::Make(DType::kF32, {desc.cols, desc.rows}), base + offset, b};
   };
-  std::vector<std::vector<uint8_t>> copied(n_values, std::vector<uint8_t>(backends_.size(), 0));
+  std::fill(copied_.begin(), copied_.end(), 0);
+  auto copied = [&](ValueId v, BackendId b) -> uint8_t& { return copied_[size_t(v) * backends_.size() + size_t(b)]; };
   last_copy_count_ = 0;
   for (const Node& node : graph.nodes) {
     const BackendId b = placement_.Of(node.layer);
@@ -138,14 +157,14 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
       }
       const size_t offset = size_t(copy_at_[size_t(v)][size_t(b)]);
       bound_[size_t(v)] = view(v, b, offset);
-      if (!copied[size_t(v)][size_t(b)]) {
+      if (!copied(v, b)) {
         // Hidden-state rows cross the boundary through host memory.
         const TensorView src = view(v, home.backend, home.offset);
         const size_t bytes = graph.values[size_t(v)].bytes();
         staging_.resize(bytes);
         backends_[size_t(home.backend)]->CopyToHost(src.data, staging_.data(), bytes);
         backends_[size_t(b)]->CopyFromHost(staging_.data(), bound_[size_t(v)].data, bytes);
-        copied[size_t(v)][size_t(b)] = 1;
+        copied(v, b) = 1;
         ++last_copy_count_;
       }
     }

@@ -30,6 +30,7 @@ class Executor {
     size_t offset = 0;
   };
   Status Plan(const Graph& graph);
+  bool SameShapeAsPlanned(const Graph& graph) const;
 
   std::vector<Backend*> backends_;
   Placement placement_;
@@ -40,6 +41,9 @@ class Executor {
   std::vector<std::vector<int64_t>> copy_at_; // per value, per backend: offset of its copy (-1 none)
   std::vector<TensorView> bound_;             // per value, re-pointed per node
   std::vector<uint8_t> staging_;
+  std::vector<uint8_t> copied_;               // per (value, backend): copy made in this run
+  std::vector<ValueDesc> planned_values_;     // the graph shape the plan above is for
+  size_t planned_nodes_ = 0;
   size_t last_copy_count_ = 0;
 };
 

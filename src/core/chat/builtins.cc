@@ -165,8 +165,9 @@ Status FillDict(Args& args, Value* dict) {
   return Status::Ok();
 }
 
-Result<Value> GlobalNamespace(Interpreter&, Args& args) {
+Result<Value> GlobalNamespace(Interpreter& interp, Args& args) {
   Value ns = Value::Namespace();
+  interp.TrackNamespace(ns);
   PETREL_RETURN_IF_ERROR(FillDict(args, &ns));
   return ns;
 }

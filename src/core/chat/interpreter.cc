@@ -39,6 +39,9 @@ Result<std::string> Interpreter::Render(const NodeList& nodes, const Value& cont
   // Break cycles between scopes and the macros defined in them.
   top->vars.clear();
   globals_->vars.clear();
+  for (const auto& weak : namespaces_) {
+    if (auto ns = weak.lock()) ns->entries.clear();
+  }
   if (status.ok()) return out;
   if (raised_) return status;
   if (error_line_ > 0) {

@@ -56,6 +56,9 @@ class Interpreter {
   // does them: misses give an undefined value carrying the error its use would raise.
   Value GetAttr(const Value& object, const std::string& name);
   Value GetItem(const Value& object, const Value& key);
+  // Namespaces are the only mutable values, hence the only way to build a reference cycle; the
+  // render empties every namespace it created when it ends.
+  void TrackNamespace(const Value& ns) { namespaces_.push_back(ns.dict_ptr()); }
   // Marks the error being returned as the template's own `raise_exception`.
   void MarkRaised() { raised_ = true; }
 
@@ -90,6 +93,7 @@ class Interpreter {
   int error_line_ = 0;
   int error_column_ = 0;
   ScopePtr globals_;
+  std::vector<std::weak_ptr<DictData>> namespaces_;
 };
 
 }  // namespace petrel::chat

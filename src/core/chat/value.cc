@@ -305,6 +305,55 @@ Value ValueFromJson(const Json& json) {
 
 }  // namespace
 
+namespace {
+
+// Containers whose last owner is being destroyed, waiting to be freed by the outermost
+// container destructor, one at a time (see ListData).
+thread_local std::vector<std::shared_ptr<void>>* g_pending_release = nullptr;
+
+// Runs `defer_children` (which moves uniquely owned child containers to the pending list), then,
+// if no outer destructor is already doing so, frees the pending containers iteratively.
+template <typename Fn>
+void ReleaseIteratively(Fn defer_children) {
+  const bool outermost = g_pending_release == nullptr;
+  std::vector<std::shared_ptr<void>> pending;
+  if (outermost) g_pending_release = &pending;
+  defer_children();
+  if (!outermost) return;
+  while (!pending.empty()) {
+    std::shared_ptr<void> next = std::move(pending.back());
+    pending.pop_back();
+    next.reset();  // its destructor defers its own children onto `pending`
+  }
+  g_pending_release = nullptr;
+}
+
+}  // namespace
+
+void DeferRelease(Value& value) {
+  if (value.list_ && value.list_.use_count() == 1) {
+    g_pending_release->push_back(std::move(value.list_));
+  }
+  if (value.dict_ && value.dict_.use_count() == 1) {
+    g_pending_release->push_back(std::move(value.dict_));
+  }
+}
+
+ListData::~ListData() {
+  ReleaseIteratively([this] {
+    for (Value& item : items) DeferRelease(item);
+  });
+}
+
+DictData::~DictData() {
+  ReleaseIteratively([this] {
+    for (auto& [key, value] : entries) {
+      DeferRelease(key);
+      DeferRelease(value);
+    }
+  });
+}
+
 const Value* DictData::Find(const Value& key) const {
   if (key.is_string()) return Find(std::string_view(key.str()));
   for (const auto& [k, v] : entries) {
@@ -464,7 +513,17 @@ std::string UndefinedMessage(const Value& undefined) {
 
 bool Equals(const Value& a, const Value& b) { return EqualsAt(a, b, 0); }
 
+namespace {
+Result<int> CompareAt(const Value& a, const Value& b, const char* op, int depth);
+}
+
 Result<int> Compare(const Value& a, const Value& b, const char* op) {
+  return CompareAt(a, b, op, 0);
+}
+
+namespace {
+Result<int> CompareAt(const Value& a, const Value& b, const char* op, int depth) {
+  if (depth > kMaxPrintDepth) return Error("RecursionError: maximum recursion depth exceeded in comparison");
   if (a.is_undefined()) return ErrorMessage(UndefinedMessage(a));
   if (b.is_undefined()) return ErrorMessage(UndefinedMessage(b));
   if (a.is_number() && b.is_number()) {
@@ -485,13 +544,14 @@ Result<int> Compare(const Value& a, const Value& b, const char* op) {
     const auto& y = b.list().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (Equals(x[i], y[i])) continue;
-      return Compare(x[i], y[i], op);
+      return CompareAt(x[i], y[i], op, depth + 1);
     }
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
   return Error("TypeError: '%s' not supported between instances of '%s' and '%s'", op,
                a.TypeName(), b.TypeName());
 }
+}  // namespace
 
 Result<std::vector<Value>> Iterate(const Value& value) {
   switch (value.kind()) {

@@ -44,7 +44,14 @@ enum class ValueKind : uint8_t {
 // print and serialise differently but iterate alike.
 enum class SeqKind : uint8_t { kList, kTuple, kIterator };
 
+// Containers free their nested containers iteratively, so that dropping a deeply nested value
+// (a template can build one a million levels deep) cannot exhaust the stack.
 struct ListData {
+  ListData() = default;
+  ListData(const ListData&) = delete;
+  ListData& operator=(const ListData&) = delete;
+  ~ListData();
+
   std::vector<Value> items;
   SeqKind kind = SeqKind::kList;
   std::string type_name;  // for iterators: "generator", "list_reverseiterator", ...
@@ -52,6 +59,11 @@ struct ListData {
 
 // Keys in insertion order, like a Python dict. Lookups are linear: template dicts are small.
 struct DictData {
+  DictData() = default;
+  DictData(const DictData&) = delete;
+  DictData& operator=(const DictData&) = delete;
+  ~DictData();
+
   std::vector<std::pair<Value, Value>> entries;
   bool is_namespace = false;  // `namespace()`: attributes assignable with `set ns.x = ...`
 
@@ -114,6 +126,7 @@ class Value {
   ListData& list() const { return *list_; }
   DictData& dict() const { return *dict_; }
   const FunctionData& function() const { return *fn_; }
+  const std::shared_ptr<DictData>& dict_ptr() const { return dict_; }
   // Identity for `is sameas` on containers.
   const void* identity() const;
 
@@ -123,6 +136,8 @@ class Value {
   const char* TypeName() const;  // Python type name: "NoneType", "str", "dict", ...
 
  private:
+  friend void DeferRelease(Value& value);
+
   ValueKind kind_ = ValueKind::kUndefined;
   bool bool_ = false;
   int64_t int_ = 0;
@@ -132,6 +147,10 @@ class Value {
   std::shared_ptr<DictData> dict_;
   std::shared_ptr<FunctionData> fn_;
 };
+
+// Internal to the container destructors: moves `value`'s container to the pending list if this
+// is its last owner.
+void DeferRelease(Value& value);
 
 // The message an undefined value raises when used.
 std::string UndefinedMessage(const Value& undefined);

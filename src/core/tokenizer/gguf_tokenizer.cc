@@ -100,7 +100,7 @@ std::vector<int32_t> GgufTokenizer::Encode(std::string_view text,
             spm_text.push_back(c);
           }
         }
-        SpmTokenize(spm_text, vocab_, mergeable_, unk_id_, &ids);
+        SpmTokenize(spm_text, vocab_, mergeable_, joinable_, unk_id_, &ids);
         break;
       }
       case GgufModel::kBpe:

@@ -41,6 +41,7 @@ class GgufTokenizer final : public Tokenizer {
   GgufModel model_ = GgufModel::kSpm;
   Vocab vocab_;
   std::vector<bool> mergeable_;              // (n_vocab) SPM: may result from a merge
+  CharPairSet joinable_;                     // SPM: character pairs inside mergeable pieces
   std::vector<int32_t> specials_by_length_;  // CONTROL / USER_DEFINED / UNKNOWN, longest first
   BpeMerges merges_;
   std::vector<std::unique_ptr<Regex>> regexes_;

@@ -140,6 +140,9 @@ Result<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& file) {
     const TokenKind kind = tok.vocab_.kinds[id];
     tok.mergeable_[id] = kind == TokenKind::kNormal || kind == TokenKind::kUserDefined ||
                          kind == TokenKind::kUndefined;
+    if (tok.model_ == GgufModel::kSpm && tok.mergeable_[id]) {
+      tok.joinable_.AddPiece(tok.vocab_.pieces[id]);
+    }
     const bool partition = kind == TokenKind::kControl || kind == TokenKind::kUserDefined ||
                            kind == TokenKind::kUnknown;
     const std::string& piece = tok.vocab_.pieces[id];

@@ -229,11 +229,17 @@ void HfTokenizer::BpeTokenize(std::string_view piece, std::vector<int32_t>* out)
     }
   }
   std::vector<int32_t> symbols;
+  // Where `symbols` splits into parts that merge independently: before a character whose pair
+  // with the previous one occurs in no merge result (see CharPairSet). Characters that became
+  // byte or unknown tokens never start a part.
+  std::vector<size_t> part_starts{0};
+  uint32_t previous = 0;
+  bool previous_plain = false;
   bool pending_unk = false;
   std::string key;
   for (size_t pos = 0; pos < piece.size();) {
     const size_t start = pos;
-    pos += Utf8CharLen(piece, pos);
+    const uint32_t cpt = DecodeUtf8(piece, &pos);
     key.clear();
     if (start > 0) key.append(model_.continuing_subword_prefix);
     key.append(piece.substr(start, pos - start));
@@ -242,9 +248,16 @@ void HfTokenizer::BpeTokenize(std::string_view piece, std::vector<int32_t>* out)
     if (id >= 0) {
       if (pending_unk) symbols.push_back(model_.unk_id);
       pending_unk = false;
+      const bool plain = !(cpt == kReplacementChar && pos - start == 1);
+      if (previous_plain && plain && !model_.joinable.Contains(previous, cpt)) {
+        part_starts.push_back(symbols.size());
+      }
       symbols.push_back(id);
+      previous = cpt;
+      previous_plain = plain;
       continue;
     }
+    previous_plain = false;
     if (model_.byte_fallback) {
       bool all_bytes = true;
       for (const char c : key) all_bytes &= vocab_.byte_ids[static_cast<uint8_t>(c)] >= 0;
@@ -258,8 +271,19 @@ void HfTokenizer::BpeTokenize(std::string_view piece, std::vector<int32_t>* out)
     pending_unk = true;
   }
   if (pending_unk) symbols.push_back(model_.unk_id);
-  model_.merges.Apply(&symbols);
-  out->insert(out->end(), symbols.begin(), symbols.end());
+  if (part_starts.size() == 1) {
+    model_.merges.Apply(&symbols);
+    out->insert(out->end(), symbols.begin(), symbols.end());
+    return;
+  }
+  part_starts.push_back(symbols.size());
+  std::vector<int32_t> part;
+  for (size_t i = 0; i + 1 < part_starts.size(); ++i) {
+    part.assign(symbols.begin() + static_cast<std::ptrdiff_t>(part_starts[i]),
+                symbols.begin() + static_cast<std::ptrdiff_t>(part_starts[i + 1]));
+    model_.merges.Apply(&part);
+    out->insert(out->end(), part.begin(), part.end());
+  }
 }
 
 void HfTokenizer::ModelTokenize(std::string_view piece, std::vector<int32_t>* out) const {

@@ -65,6 +65,7 @@ enum class HfModelKind { kBpe, kWordPiece, kWordLevel };
 struct HfModel {
   HfModelKind kind = HfModelKind::kBpe;
   BpeMerges merges;
+  CharPairSet joinable;  // character pairs inside merge results: where a piece may split
   bool ignore_merges = false;
   bool byte_fallback = false;
   bool fuse_unk = false;

@@ -147,6 +147,7 @@ Status HfJsonLoader::LoadModel(const json& model) {
       return Error("merge %d (%s %s): token not in vocab", rank, left.c_str(), right.c_str());
     }
     out.merges.Add(left_id, right_id, rank++, merged_id);
+    out.joinable.AddPiece(merged);
   }
   return Status::Ok();
 }
