@@ -1,59 +1,81 @@
-// `petrel run`: generate a continuation of a prompt, streamed to stdout.
+// `petrel run`: generate a continuation of a prompt (or, with --chat, a reply to it rendered
+// through the model's chat template), streamed to stdout or returned as one JSON object.
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "core/chat/chat_prompt.h"
 #include "core/generate.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tools/common.h"
+#include "tools/sampling_options.h"
 
 namespace petrel::tools {
+namespace {
+
+nlohmann::json LogprobsJson(const Tokenizer& tokenizer, const std::vector<GeneratedToken>& tokens) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const GeneratedToken& token : tokens) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const TokenLogprob& alt : token.top) {
+      top.push_back({{"id", alt.id}, {"token", std::string(tokenizer.TokenText(alt.id))}, {"logprob", alt.logprob}});
+    }
+    out.push_back({{"id", token.id}, {"token", std::string(tokenizer.TokenText(token.id))},
+                   {"logprob", token.logprob}, {"top_logprobs", top}});
+  }
+  return out;
+}
+
+}  // namespace
 
 Runner AddRunCommand(CLI::App& app) {
   struct Args {
     ModelOptions model;
+    SamplingOptions sampling;
     std::string prompt;
-    size_t n_predict = 64;
-    float temperature = 0.8f;
-    int32_t top_k = 40;
-    float top_p = 0.95f;
-    uint64_t seed = 0;
+    std::string system;
+    bool chat = false;
     bool json = false;
-    bool ignore_eos = false;
     bool no_bos = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
   args->model.AddTo(*cmd);
+  args->sampling.AddTo(*cmd);
   cmd->add_option("-p,--prompt", args->prompt, "prompt text");
-  cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate (default 64)");
-  cmd->add_option("--temp", args->temperature, "temperature; 0 = greedy (default 0.8)");
-  cmd->add_option("--top-k", args->top_k, "top-k (default 40; 0 = off)");
-  cmd->add_option("--top-p", args->top_p, "top-p (default 0.95; 1 = off)");
-  cmd->add_option("--seed", args->seed, "random seed (default 0)");
+  cmd->add_flag("--chat", args->chat, "treat the prompt as a user message of the model's chat template");
+  cmd->add_option("--system", args->system, "system prompt (with --chat)");
   cmd->add_flag("--json", args->json, "print one JSON object instead of streaming");
-  cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating past end-of-generation tokens");
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
   return [args]() -> int {
+    auto options = args->sampling.ToGenerateOptions();
+    if (!options.ok()) return Fail(options.status());
     auto engine = args->model.LoadEngine();
     if (!engine.ok()) return Fail(engine.status());
     const Tokenizer* tokenizer = (*engine)->tokenizer();
     if (!tokenizer) return Fail(Error("the model has no tokenizer"));
-    EncodeOptions encode;
-    encode.add_special = !args->no_bos;
-    std::vector<int32_t> prompt_ids = tokenizer->Encode(args->prompt, encode);
+    std::vector<int32_t> prompt_ids;
+    if (args->chat) {
+      auto chat = ChatPrompt::Load(args->model.model_path);
+      if (!chat.ok()) return Fail(chat.status());
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+      if (!args->system.empty()) messages.push_back({{"role", "system"}, {"content", args->system}});
+      messages.push_back({{"role", "user"}, {"content", args->prompt}});
+      auto ids = chat->Tokenize(*tokenizer, messages, /*add_generation_prompt=*/true);
+      if (!ids.ok()) return Fail(ids.status());
+      prompt_ids = std::move(ids).value();
+    } else {
+      EncodeOptions encode;
+      encode.add_special = !args->no_bos;
+      prompt_ids = tokenizer->Encode(args->prompt, encode);
+    }
     if (prompt_ids.empty()) return Fail(Error("the prompt is empty and the model adds no BOS token"));
 
-    GenerateOptions options;
-    options.max_new_tokens = args->n_predict;
-    options.sampling = {args->temperature, args->top_k, args->top_p, args->seed};
-    options.stop_at_end_of_generation = !args->ignore_eos;
-    StreamDecoder stream(*tokenizer);
     const SeqId seq = (*engine)->NewSequence();
-    auto result = Generate(**engine, seq, prompt_ids, options, [&](int32_t token) {
-      if (!args->json) {
-        std::fputs(stream.Push(token).c_str(), stdout);
+    auto result = Generate(**engine, seq, prompt_ids, *options, [&](const GeneratedToken&, std::string_view text) {
+      if (!args->json && !text.empty()) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
       }
       return true;
@@ -63,12 +85,13 @@ Runner AddRunCommand(CLI::App& app) {
     const size_t decoded = result->new_ids.size() > 0 ? result->new_ids.size() - 1 : 0;
     const double gen_tps = decoded / std::max(result->generate_seconds, 1e-9);
     if (args->json) {
-      std::vector<int32_t> text_ids = result->new_ids;
       nlohmann::json out;
       out["prompt_ids"] = prompt_ids;
       out["new_ids"] = result->new_ids;
-      out["text"] = tokenizer->Decode(text_ids, /*skip_special=*/true);
+      out["text"] = result->text;
       out["stop_reason"] = result->stop_reason;
+      if (!result->stop_string.empty()) out["stop_string"] = result->stop_string;
+      if (options->sampling.n_probs > 0) out["logprobs"] = LogprobsJson(*tokenizer, result->tokens);
       out["timings"] = {{"prompt_tokens", result->prompt_tokens},
                         {"prompt_seconds", result->prompt_seconds},
                         {"prompt_tokens_per_second", prompt_tps},
@@ -78,7 +101,6 @@ Runner AddRunCommand(CLI::App& app) {
                         {"peak_rss_bytes", PeakRssBytes()}};
       std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
-      std::fputs(stream.Flush().c_str(), stdout);
       std::fputs("\n", stdout);
       std::fflush(stdout);
       std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s; stop: %s\n",

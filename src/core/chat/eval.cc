@@ -9,11 +9,6 @@
 namespace petrel::chat {
 namespace {
 
-// Deepest expression / statement recursion allowed in one render. Each level costs a few hundred
-// bytes of stack; this keeps a render well inside a default 8 MiB thread stack whatever
-// max_depth says.
-constexpr size_t kMaxEvalNesting = 3000;
-
 // jinja2's object_type_repr: "None", "dict object", "str object", ...
 std::string ObjectTypeRepr(const Value& value) {
   if (value.is_none()) return "None";
@@ -137,13 +132,9 @@ Status Interpreter::EvalArgs(const Expr& expr, size_t first, const ScopePtr& sco
 }
 
 Result<Value> Interpreter::Eval(const Expr& expr, const ScopePtr& scope) {
-  if (eval_depth_ >= kMaxEvalNesting) {
-    return Error("RecursionError: template nesting exceeded %zu levels", kMaxEvalNesting);
-  }
+  PETREL_RETURN_IF_ERROR(CheckStack());
   PETREL_RETURN_IF_ERROR(Step());
-  ++eval_depth_;
   Result<Value> result = EvalInner(expr, scope);
-  --eval_depth_;
   if (!result.ok()) {
     return NoteError(result.status(), expr.line, expr.column);
   }

@@ -1,9 +1,29 @@
 // Template execution (see interpreter.h): statements here, expressions in eval.cc.
 #include "core/chat/interpreter.h"
 
+#include <pthread.h>
+
+#include <algorithm>
+
 #include "core/chat/builtins.h"
 
 namespace petrel::chat {
+namespace {
+
+// Half of this thread's stack: recursion (macros calling macros, nested expressions) stops with
+// an error well before it could overflow, whatever the build's frame sizes.
+size_t StackBudgetBytes() {
+  size_t stack_bytes = 0;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstacksize(&attr, &stack_bytes);
+    pthread_attr_destroy(&attr);
+  }
+  if (stack_bytes == 0) stack_bytes = 1 << 20;
+  return std::min<size_t>(stack_bytes / 2, 64 << 20);
+}
+
+}  // namespace
 
 const Value* Scope::Find(std::string_view name) const {
   for (const Scope* scope = this; scope; scope = scope->parent.get()) {
@@ -25,6 +45,8 @@ void Scope::Set(std::string_view name, Value value) {
 }
 
 Result<std::string> Interpreter::Render(const NodeList& nodes, const Value& context) {
+  stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  stack_budget_bytes_ = StackBudgetBytes();
   globals_ = std::make_shared<Scope>();
   if (context.is_dict()) {
     for (const auto& [key, value] : context.dict().entries) {
@@ -48,6 +70,15 @@ Result<std::string> Interpreter::Render(const NodeList& nodes, const Value& cont
     return Error("%d:%d: %s", error_line_, error_column_, status.message().c_str());
   }
   return status;
+}
+
+Status Interpreter::CheckStack() const {
+  const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (stack_base_ > here && stack_base_ - here > stack_budget_bytes_) {
+    return Error("RecursionError: template nesting too deep for the stack (%zu KiB used)",
+                 size_t(stack_base_ - here) >> 10);
+  }
+  return Status::Ok();
 }
 
 Status Interpreter::Step(size_t n) {
@@ -88,6 +119,7 @@ Status Interpreter::Exec(const NodeList& nodes, const ScopePtr& scope, std::stri
 }
 
 Status Interpreter::ExecNode(const Node& node, const ScopePtr& scope, std::string* out) {
+  PETREL_RETURN_IF_ERROR(CheckStack());
   PETREL_RETURN_IF_ERROR(Step());
   switch (node.kind) {
     case NodeKind::kText:

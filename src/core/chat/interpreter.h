@@ -83,11 +83,14 @@ class Interpreter {
   Status EvalArgs(const Expr& expr, size_t first, const ScopePtr& scope, CallArgs* args);
   Result<Value> Lookup(const std::string& name, const ScopePtr& scope);
   Status NoteError(const Status& status, int line, int column);
+  // Fails when recursion has used up the render's share of the thread stack.
+  Status CheckStack() const;
 
   RenderLimits limits_;
   size_t steps_ = 0;
   size_t call_depth_ = 0;
-  size_t eval_depth_ = 0;
+  uintptr_t stack_base_ = 0;    // frame address where Render started
+  size_t stack_budget_bytes_ = 0;  // how much of this thread's stack a render may use
   Flow flow_ = Flow::kNormal;
   bool raised_ = false;
   int error_line_ = 0;

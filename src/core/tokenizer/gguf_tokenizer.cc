@@ -14,8 +14,16 @@ namespace petrel::tok {
 std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(std::string_view text,
                                                               bool parse_special) const {
   std::vector<Fragment> fragments;
-  if (!text.empty()) fragments.push_back({0, text.size(), -1});
-  for (const int32_t id : specials_by_length_) {
+  if (text.empty()) return fragments;
+  fragments.push_back({0, text.size(), -1});
+  // One pass over the text finds which special texts occur at all; only those need a pass.
+  std::vector<bool> occurs(n_special_texts_, false);
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    special_trie_.ForEachAt(text, pos, [&](int32_t number) { occurs[number] = true; });
+  }
+  for (size_t index = 0; index < specials_by_length_.size(); ++index) {
+    const int32_t id = specials_by_length_[index];
+    if (!occurs[special_text_[index]]) continue;
     if (!parse_special && vocab_.kinds[id] != TokenKind::kUserDefined) continue;
     const std::string& piece = vocab_.pieces[id];
     std::vector<Fragment> next;

@@ -43,6 +43,12 @@ class GgufTokenizer final : public Tokenizer {
   std::vector<bool> mergeable_;              // (n_vocab) SPM: may result from a merge
   CharPairSet joinable_;                     // SPM: character pairs inside mergeable pieces
   std::vector<int32_t> specials_by_length_;  // CONTROL / USER_DEFINED / UNKNOWN, longest first
+  // The distinct texts of `specials_by_length_`: `special_text_[i]` numbers the text of entry i,
+  // the trie maps each text to its number. Partition() uses them to skip the specials that do
+  // not occur in a text, so that its cost does not grow with the number of special tokens.
+  std::vector<int32_t> special_text_;
+  TokenTrie special_trie_;
+  size_t n_special_texts_ = 0;
   BpeMerges merges_;
   std::vector<std::unique_ptr<Regex>> regexes_;
   bool ignore_merges_ = false;

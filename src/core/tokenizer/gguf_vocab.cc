@@ -154,6 +154,17 @@ Result<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& file) {
                    [&](int32_t a, int32_t b) {
                      return tok.vocab_.pieces[a].size() > tok.vocab_.pieces[b].size();
                    });
+  StringMap<int32_t> text_numbers;
+  for (const int32_t id : tok.specials_by_length_) {
+    const std::string& piece = tok.vocab_.pieces[id];
+    const auto [it, inserted] =
+        text_numbers.emplace(piece, static_cast<int32_t>(tok.n_special_texts_));
+    if (inserted) {
+      tok.special_trie_.Add(piece, it->second);
+      ++tok.n_special_texts_;
+    }
+    tok.special_text_.push_back(it->second);
+  }
   return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }
 

@@ -37,6 +37,7 @@ int32_t Vocab::Find(std::string_view text) const {
 
 void TokenTrie::Add(std::string_view text, int32_t value) {
   if (text.empty()) return;
+  first_bytes_[static_cast<uint8_t>(text[0])] = true;
   int32_t node = 0;
   for (const char c : text) {
     const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(c);

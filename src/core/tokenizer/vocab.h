@@ -51,6 +51,19 @@ class TokenTrie {
   // Returns the value of the longest pattern that starts at `text[pos]` (its length in *length),
   // or -1.
   int32_t LongestAt(std::string_view text, size_t pos, size_t* length) const;
+  // Calls `fn(value)` for every pattern that starts at `text[pos]`, shortest first.
+  template <typename Fn>
+  void ForEachAt(std::string_view text, size_t pos, Fn&& fn) const {
+    if (pos >= text.size() || !first_bytes_[static_cast<uint8_t>(text[pos])]) return;
+    int32_t node = 0;
+    for (size_t i = pos; i < text.size(); ++i) {
+      const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(text[i]);
+      const auto it = edges_.find(key);
+      if (it == edges_.end()) return;
+      node = it->second;
+      if (nodes_[node].value >= 0) fn(nodes_[node].value);
+    }
+  }
 
  private:
   struct Node {
@@ -58,6 +71,7 @@ class TokenTrie {
   };
   std::vector<Node> nodes_{Node{}};
   std::unordered_map<uint64_t, int32_t> edges_;  // (node << 8 | byte) -> child node
+  bool first_bytes_[256] = {};                   // some pattern starts with this byte
   size_t n_patterns_ = 0;
 };
 

@@ -1,0 +1,42 @@
+// ChatPrompt: template lookup, rendering with bos/eos variables, tokenization.
+#include "core/chat/chat_prompt.h"
+
+#include "core/chat/model_template.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace petrel {
+
+Result<ChatPrompt> ChatPrompt::Load(const std::string& path) {
+  PETREL_ASSIGN_OR_RETURN(ModelChatTemplate found, LoadModelChatTemplate(path));
+  if (found.source.empty()) return Error("%s: the model has no chat template", path.c_str());
+  auto chat = FromSource(found.source, found.bos_token, found.eos_token);
+  if (!chat.ok()) return chat.status().Wrap(path + ": chat template");
+  return chat;
+}
+
+Result<ChatPrompt> ChatPrompt::FromSource(const std::string& source, std::string bos, std::string eos) {
+  PETREL_ASSIGN_OR_RETURN(ChatTemplate parsed, ChatTemplate::Parse(source));
+  return ChatPrompt(std::move(parsed), std::move(bos), std::move(eos));
+}
+
+Result<std::string> ChatPrompt::Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                       const nlohmann::ordered_json& extra) const {
+  nlohmann::ordered_json context = extra.is_object() ? extra : nlohmann::ordered_json::object();
+  context["messages"] = messages;
+  context["add_generation_prompt"] = add_generation_prompt;
+  context["bos_token"] = bos_;
+  context["eos_token"] = eos_;
+  return template_.Render(context);
+}
+
+Result<std::vector<int32_t>> ChatPrompt::Tokenize(const Tokenizer& tokenizer,
+                                                  const nlohmann::ordered_json& messages,
+                                                  bool add_generation_prompt) const {
+  PETREL_ASSIGN_OR_RETURN(std::string text, Render(messages, add_generation_prompt));
+  EncodeOptions options;
+  options.parse_special = true;  // the template writes the control tokens as text
+  options.add_special = bos_.empty() || text.rfind(bos_, 0) != 0;
+  return tokenizer.Encode(text, options);
+}
+
+}  // namespace petrel
