@@ -1,0 +1,247 @@
+// Sampler stages on hand-made distributions with hand-computed results, the factory, the draw's
+// statistics (chi-squared), and stop-string matching across token boundaries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/sampling/sampler.h"
+#include "core/stop_matcher.h"
+
+namespace petrel {
+namespace {
+
+// Logits of a distribution with probabilities proportional to `weights`.
+std::vector<float> LogitsOf(const std::vector<double>& weights) {
+  std::vector<float> logits;
+  for (double w : weights) logits.push_back(w > 0 ? float(std::log(w)) : -INFINITY);
+  return logits;
+}
+
+std::vector<int32_t> Ids(const Candidates& c) {
+  std::vector<int32_t> ids;
+  for (const Candidate& item : c.items) ids.push_back(item.id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Candidates Apply(SamplerStage& stage, const std::vector<float>& logits, SamplerContext* context = nullptr) {
+  SamplerContext local;
+  Candidates c;
+  c.Reset(logits.data(), logits.size());
+  stage.Apply(c, context ? *context : local);
+  return c;
+}
+
+// p = 0.4, 0.3, 0.2, 0.1 for ids 0..3
+const std::vector<float> kFour = LogitsOf({4, 3, 2, 1});
+
+TEST(SamplerStages, TopKKeepsTheKMostLikely) {
+  EXPECT_EQ(Ids(Apply(*MakeTopK(2), kFour)), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(Ids(Apply(*MakeTopK(0), kFour)).size(), 4u);
+  EXPECT_EQ(Ids(Apply(*MakeTopK(9), kFour)).size(), 4u);
+}
+
+TEST(SamplerStages, TopPKeepsTheSmallestSetReachingP) {
+  // cumulative 0.4, 0.7, 0.9, 1.0
+  EXPECT_EQ(Ids(Apply(*MakeTopP(0.65f), kFour)), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(Ids(Apply(*MakeTopP(0.75f), kFour)), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(Ids(Apply(*MakeTopP(0.1f), kFour)), (std::vector<int32_t>{0}));
+}
+
+TEST(SamplerStages, MinPKeepsTokensAboveAFractionOfTheBest) {
+  // p >= 0.5 * 0.4 = 0.2 keeps ids 0, 1, 2.
+  EXPECT_EQ(Ids(Apply(*MakeMinP(0.5f), kFour)), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(Ids(Apply(*MakeMinP(0.8f), kFour)), (std::vector<int32_t>{0}));  // 0.3 < 0.8 * 0.4
+}
+
+TEST(SamplerStages, TypicalPKeepsTokensNearTheEntropy) {
+  // H = -Σ p ln p = 1.2799; surprises: 0.916, 1.204, 1.609, 2.303 -> distances 0.364, 0.076,
+  // 0.330, 1.023: order 1, 2, 0, 3; mass 0.3, 0.5, 0.9.
+  EXPECT_EQ(Ids(Apply(*MakeTypicalP(0.45f), kFour)), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(Ids(Apply(*MakeTypicalP(0.85f), kFour)), (std::vector<int32_t>{0, 1, 2}));
+}
+
+TEST(SamplerStages, TemperatureScalesLogits) {
+  auto c = Apply(*MakeTemperature(2.0f, 0.0f, 1.0f), kFour);
+  for (const Candidate& item : c.items) EXPECT_FLOAT_EQ(item.logit, kFour[size_t(item.id)] / 2.0f);
+  auto greedy = Apply(*MakeTemperature(0.0f, 0.0f, 1.0f), kFour);
+  EXPECT_EQ(Ids(greedy), (std::vector<int32_t>{0}));
+}
+
+TEST(SamplerStages, DynamicTemperatureFollowsEntropy) {
+  // Uniform over 4: normalised entropy 1 -> temperature = t + range = 1.5.
+  const std::vector<float> flat(4, 0.5f);
+  auto c = Apply(*MakeTemperature(1.0f, 0.5f, 1.0f), flat);
+  for (const Candidate& item : c.items) EXPECT_NEAR(item.logit, 0.5f / 1.5f, 1e-6);
+}
+
+TEST(SamplerStages, LogitBiasAddsAndBans) {
+  auto c = Apply(*MakeLogitBias({{0, -INFINITY}, {3, 2.0f}}), kFour);
+  std::map<int32_t, float> by_id;
+  for (const Candidate& item : c.items) by_id[item.id] = item.logit;
+  EXPECT_TRUE(std::isinf(by_id[0]) && by_id[0] < 0);
+  EXPECT_FLOAT_EQ(by_id[3], kFour[3] + 2.0f);
+}
+
+TEST(SamplerStages, PenaltiesFollowLlamaCppRules) {
+  SamplerContext context;
+  context.history = {1, 1, 2, 9};
+  const std::vector<float> logits = {1.0f, 2.0f, -1.0f, 0.5f};
+  auto c = Apply(*MakePenalties(2.0f, 0.5f, 0.25f, 64), logits, &context);
+  std::map<int32_t, float> by_id;
+  for (const Candidate& item : c.items) by_id[item.id] = item.logit;
+  EXPECT_FLOAT_EQ(by_id[0], 1.0f);                       // not in history
+  EXPECT_FLOAT_EQ(by_id[1], 2.0f / 2.0f - 2 * 0.5f - 0.25f);  // positive: divided
+  EXPECT_FLOAT_EQ(by_id[2], -1.0f * 2.0f - 0.5f - 0.25f);     // negative: multiplied
+  // A window of 1 sees only the last token (9).
+  auto windowed = Apply(*MakePenalties(2.0f, 0.0f, 0.0f, 1), logits, &context);
+  for (const Candidate& item : windowed.items) EXPECT_FLOAT_EQ(item.logit, logits[size_t(item.id)]);
+}
+
+TEST(SamplerStages, DryPenalisesTheTokenThatExtendsARepeat) {
+  SamplerContext context;
+  // "5 6 7 8 ... 5 6 7": the next token 8 would extend a repeat of length 3.
+  context.history = {5, 6, 7, 8, 1, 2, 5, 6, 7};
+  std::vector<float> logits(10, 0.0f);
+  auto c = Apply(*MakeDry(1.0f, 2.0f, 2, -1, {}), logits, &context);
+  for (const Candidate& item : c.items) {
+    // length 3, allowed 2: penalty 1 * 2^(3-2) = 2.
+    EXPECT_FLOAT_EQ(item.logit, item.id == 8 ? -2.0f : 0.0f) << item.id;
+  }
+  // A sequence breaker in the tail stops the match.
+  context.token_text = [](int32_t id) -> std::string_view { return id == 6 ? "\n" : "x"; };
+  auto broken = Apply(*MakeDry(1.0f, 2.0f, 2, -1, {"\n"}), logits, &context);
+  for (const Candidate& item : broken.items) EXPECT_FLOAT_EQ(item.logit, 0.0f) << item.id;
+}
+
+TEST(SamplerStages, XtcRemovesTopChoicesButTheLeastLikelyOfThem) {
+  SamplerContext context;
+  auto c = Apply(*MakeXtc(1.0f, 0.25f), kFour, &context);  // above 0.25: ids 0 (0.4), 1 (0.3)
+  EXPECT_EQ(Ids(c), (std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST(SamplerChainTest, GreedyAppliesBiasAndPenaltiesThenArgmax) {
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.logit_bias = {{0, -10.0f}};
+  auto chain = SamplerChain::Create(params);
+  ASSERT_TRUE(chain.ok());
+  EXPECT_EQ((*chain)->Sample(kFour.data(), 4).id, 1);
+}
+
+TEST(SamplerChainTest, RejectsWhatItDoesNotSupport) {
+  SamplingParams params;
+  params.mirostat = 1;
+  EXPECT_FALSE(SamplerChain::Create(params).ok());
+  params = {};
+  params.top_p = 0.0f;
+  EXPECT_FALSE(SamplerChain::Create(params).ok());
+  params = {};
+  params.order = {"top_k", "wibble"};
+  EXPECT_FALSE(SamplerChain::Create(params).ok());
+  EXPECT_FALSE(ParseSamplerOrder("top_k;nonsense").ok());
+  EXPECT_TRUE(ParseSamplerOrder("penalties;dry;top_k;typ_p;top_p;min_p;xtc;temperature").ok());
+  SamplingParams from_json;
+  EXPECT_FALSE(SamplingParamsFromJson(nlohmann::json{{"temperature", "hot"}}, &from_json).ok());
+  EXPECT_FALSE(SamplingParamsFromJson(nlohmann::json{{"logit_bias", {{"x", 1}}}}, &from_json).ok());
+  ASSERT_TRUE(SamplingParamsFromJson(nlohmann::json{{"logit_bias", {{"3", -100}}}, {"seed", 9}, {"top_logprobs", 2}}, &from_json).ok());
+  EXPECT_FLOAT_EQ(from_json.logit_bias[3], -100.0f);
+  EXPECT_EQ(from_json.seed, 9u);
+  EXPECT_EQ(from_json.n_probs, 2);
+}
+
+TEST(SamplerChainTest, EveryKnownStageIsBuilt) {
+  SamplingParams params;
+  params.temperature = 0.7f;
+  params.order = DefaultSamplerOrder();
+  auto chain = SamplerChain::Create(params);
+  ASSERT_TRUE(chain.ok());
+  const auto names = (*chain)->StageNames();
+  for (const std::string& stage : DefaultSamplerOrder()) {
+    EXPECT_NE(std::find(names.begin(), names.end(), stage), names.end()) << stage;
+  }
+  EXPECT_EQ(names.back(), "dist");
+  params.mirostat = 2;
+  EXPECT_EQ((*SamplerChain::Create(params))->StageNames().back(), "mirostat_v2");
+}
+
+TEST(SamplerChainTest, LogprobsAreOfTheRawDistribution) {
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.n_probs = 2;
+  auto chain = SamplerChain::Create(params);
+  const SampleResult r = (*chain)->Sample(kFour.data(), 4);
+  EXPECT_NEAR(r.logprob, std::log(0.4), 1e-6);
+  ASSERT_EQ(r.top.size(), 2u);
+  EXPECT_EQ(r.top[1].id, 1);
+  EXPECT_NEAR(r.top[1].logprob, std::log(0.3), 1e-6);
+}
+
+// Draws at temperature T from p must follow softmax(log p / T): chi-squared over many draws.
+TEST(SamplerChainTest, DrawsMatchTheTemperedDistribution) {
+  const std::vector<double> p = {0.5, 0.25, 0.15, 0.07, 0.03};
+  const std::vector<float> logits = LogitsOf(p);
+  for (float temperature : {1.0f, 0.7f, 1.5f}) {
+    SamplingParams params;
+    params.temperature = temperature;
+    params.top_k = 0;
+    params.top_p = 1.0f;
+    params.min_p = 0.0f;
+    params.seed = 1234;
+    auto chain = SamplerChain::Create(params);
+    ASSERT_TRUE(chain.ok());
+    const int draws = 40000;
+    std::vector<int> counts(p.size());
+    for (int i = 0; i < draws; ++i) ++counts[size_t((*chain)->Sample(logits.data(), logits.size()).id)];
+    std::vector<double> expected(p.size());
+    double z = 0.0;
+    for (size_t i = 0; i < p.size(); ++i) z += expected[i] = std::pow(p[i], 1.0 / temperature);
+    double chi2 = 0.0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double e = expected[i] / z * draws;
+      chi2 += (counts[i] - e) * (counts[i] - e) / e;
+    }
+    EXPECT_LT(chi2, 18.47) << "temperature " << temperature;  // p = 0.001 at 4 degrees of freedom
+  }
+}
+
+TEST(SamplerChainTest, SameSeedSameTokens) {
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.seed = 42;
+  std::vector<float> logits(50);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i)));
+  auto a = SamplerChain::Create(params), b = SamplerChain::Create(params);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ((*a)->Sample(logits.data(), logits.size()).id, (*b)->Sample(logits.data(), logits.size()).id);
+  }
+}
+
+TEST(StopMatcherTest, StopSpanningTokensIsNeverLeaked) {
+  StopMatcher stops({"<end>", "STOP"});
+  std::string emitted;
+  for (const char* piece : {"Hello ", "wor", "ld <e", "n", "d> tail"}) emitted += stops.Push(piece);
+  EXPECT_TRUE(stops.matched());
+  EXPECT_EQ(stops.matched_stop(), "<end>");
+  EXPECT_EQ(emitted, "Hello world ");
+}
+
+TEST(StopMatcherTest, PartialMatchesAreHeldBackThenReleased) {
+  StopMatcher stops({"STOP"});
+  EXPECT_EQ(stops.Push("ab ST"), "ab ");
+  EXPECT_EQ(stops.Push("O"), "");
+  EXPECT_EQ(stops.Push("P!"), "");  // STOP completed
+  EXPECT_TRUE(stops.matched());
+  StopMatcher again({"STOP"});
+  EXPECT_EQ(again.Push("ST"), "");
+  EXPECT_EQ(again.Push("ART"), "START");
+  EXPECT_EQ(again.Push("x ST"), "x ");
+  EXPECT_EQ(again.Flush(), "ST");
+  EXPECT_FALSE(again.matched());
+}
+
+}  // namespace
+}  // namespace petrel
