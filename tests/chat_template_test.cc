@@ -4,10 +4,9 @@
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
 #include "util/test_data.h"
@@ -122,9 +121,10 @@ TEST(ChatTemplateGolden, EveryRecord) {
   for (size_t i = 0; i < failures.size() && i < 40; ++i) {
     std::printf("FAIL %s\n", failures[i].c_str());
   }
-  std::printf("chat templates: %zu/%zu records pass (%zu expected errors; %zu of the Python "
-              "exception messages reproduced word for word)\n",
-              passed, total, errors_total, errors_same_text);
+  std::printf(
+      "chat templates: %zu/%zu records pass (%zu expected errors; %zu of the Python "
+      "exception messages reproduced word for word)\n",
+      passed, total, errors_total, errors_same_text);
   EXPECT_EQ(total, 1520u);
   EXPECT_EQ(passed, total);
 }
@@ -181,8 +181,9 @@ TEST(ChatTemplateLanguage, Statements) {
   EXPECT_EQ(Render("{% set ns = namespace(c=0) %}{% for i in range(3) %}{% set ns.c = ns.c + 1 %}"
                    "{% endfor %}{{ ns.c }}"),
             "3");
-  EXPECT_EQ(Render("{% macro m(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(2, b=3) }}"),
-            "[1B][23]");
+  EXPECT_EQ(
+      Render("{% macro m(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(2, b=3) }}"),
+      "[1B][23]");
   EXPECT_EQ(Render("{% macro w() %}<{{ caller() }}>{% endmacro %}{% call w() %}in{% endcall %}"),
             "<in>");
   EXPECT_EQ(Render("{% set x %}a{{ 1 }}{% endset %}{{ x }}{% filter upper %}b{% endfilter %}"),
@@ -196,8 +197,9 @@ TEST(ChatTemplateLanguage, FiltersAndMethods) {
   EXPECT_EQ(Render("{{ {'a': [1, 'é'], 'b': none} | tojson }}"), R"({"a": [1, "é"], "b": null})");
   EXPECT_EQ(Render("{{ {'a': [1], 'e': {}} | tojson(indent=2) }}"),
             "{\n  \"a\": [\n    1\n  ],\n  \"e\": {}\n}");
-  EXPECT_EQ(Render("{{ ' a b '.strip().split(' ') }}{{ 'a,b'.split(',', 1) }}{{ '  x y '.split() }}"),
-            "['a', 'b']['a', 'b']['x', 'y']");
+  EXPECT_EQ(
+      Render("{{ ' a b '.strip().split(' ') }}{{ 'a,b'.split(',', 1) }}{{ '  x y '.split() }}"),
+      "['a', 'b']['a', 'b']['x', 'y']");
   EXPECT_EQ(Render("{{ [3,1,2] | sort | join(',') }}{{ ['b','A'] | sort | first }}"), "1,2,3A");
   EXPECT_EQ(Render("{{ x | selectattr('r', 'equalto', 'u') | map(attribute='c') | list }}",
                    R"({"x": [{"r": "u", "c": 1}, {"r": "a", "c": 2}]})"),
@@ -207,9 +209,9 @@ TEST(ChatTemplateLanguage, FiltersAndMethods) {
   EXPECT_EQ(Render("{{ '{} is {:>3}'.format('a', 1) }}|{{ '%s-%03d' % ('a', 5) }}"),
             "a is   1|a-005");
   EXPECT_EQ(Render("{{ {'b': 1, 'A': 2} | dictsort }}"), "[('A', 2), ('b', 1)]");
-  EXPECT_EQ(Render("{{ strftime_now('%d %b %Y') }}", "{}",
-                   RenderLimits{.now_unix_seconds = kGoldenNow}),
-            "15 Jan 2026");
+  EXPECT_EQ(
+      Render("{{ strftime_now('%d %b %Y') }}", "{}", RenderLimits{.now_unix_seconds = kGoldenNow}),
+      "15 Jan 2026");
 }
 
 TEST(ChatTemplateErrors, RuntimeErrors) {
@@ -248,9 +250,9 @@ TEST(ChatTemplateErrors, MalformedTemplates) {
 TEST(ChatTemplateLimits, Steps) {
   RenderLimits limits;
   limits.max_steps = 100000;
-  const std::string out = Render(
-      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "{}",
-      limits);
+  const std::string out =
+      Render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+             "{}", limits);
   EXPECT_NE(out.find("step limit"), std::string::npos) << out;
 }
 
@@ -294,13 +296,15 @@ TEST(ChatTemplateLimits, DeepValuesAndCycles) {
 TEST(ChatTemplateLimits, Output) {
   RenderLimits limits;
   limits.max_output_bytes = 1 << 20;
-  std::string out = Render("{% for i in range(100000) %}0123456789abcdef{% endfor %}", "{}", limits);
+  std::string out =
+      Render("{% for i in range(100000) %}0123456789abcdef{% endfor %}", "{}", limits);
   EXPECT_NE(out.find("size limit"), std::string::npos) << out.substr(0, 100);
   out = Render("{{ 'x' * 100000000000 }}", "{}", limits);
   EXPECT_NE(out.find("size limit"), std::string::npos) << out.substr(0, 100);
-  out = Render("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
-               "{% endfor %}",
-               "{}", limits);
+  out = Render(
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}",
+      "{}", limits);
   EXPECT_NE(out.find("size limit"), std::string::npos) << out.substr(0, 100);
 }
 

@@ -89,6 +89,60 @@ TEST(Cli, SeededSamplingIsReproducible) {
   EXPECT_EQ(nlohmann::json::parse(a.out)["new_ids"], nlohmann::json::parse(b.out)["new_ids"]);
 }
 
+TEST(Cli, SeededSamplingIsTheSameOnOneAndTwoThreads) {
+  auto run = [](const char* threads) {
+    const Output out = Petrel({"run", "-m", StoryGguf(), "-p", "Tim and Sue", "-n", "40", "--temp", "0.9",
+                               "--top-k", "0", "--top-p", "0.95", "--min-p", "0.02", "--repeat-penalty", "1.1",
+                               "--seed", "1234", "-t", threads, "--json"});
+    EXPECT_EQ(out.exit_code, 0) << out.err;
+    return nlohmann::json::parse(out.out)["new_ids"];
+  };
+  const auto one = run("1");
+  EXPECT_EQ(one, run("2"));
+  EXPECT_EQ(one, run("1"));
+}
+
+TEST(Cli, StopStringSpanningTokensEndsTheText) {
+  // Greedy from the empty prompt reads "Once upon a time, there was a little girl named Lily."
+  const Output out = Petrel({"run", "-m", StoryGguf(), "-p", "", "-n", "64", "--temp", "0", "--stop",
+                             "named Lily. She had", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  const auto json = nlohmann::json::parse(out.out);
+  EXPECT_EQ(json["stop_reason"], "stop");
+  // Tokens: "little▁girl▁named▁" "Lily.▁She▁" "had▁a▁": the stop string spans three of them.
+  EXPECT_EQ(json["text"], "Once upon a time, there was a little girl ");
+  // The stop string was completed by a token that does not hold all of it.
+  const Output last = Petrel({"detokenize", "-m", StoryGguf(), std::to_string(json["new_ids"].back().get<int>())});
+  ASSERT_EQ(last.exit_code, 0) << last.err;
+  EXPECT_EQ(last.out.find("named Lily. She had"), std::string::npos) << last.out;
+}
+
+TEST(Cli, LogitBiasBansATokenAndLogprobsAreReported) {
+  // Greedy's first token after BOS is 147; banning it must change the first token.
+  const Output out = Petrel({"run", "-m", StoryGguf(), "-p", "", "-n", "3", "--temp", "0", "-l", "147-inf",
+                             "--n-probs", "2", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  const auto json = nlohmann::json::parse(out.out);
+  EXPECT_NE(json["new_ids"][0], 147);
+  ASSERT_EQ(json["logprobs"].size(), 3u);
+  EXPECT_EQ(json["logprobs"][0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(json["logprobs"][0]["top_logprobs"][0]["id"], 147);  // of the raw distribution
+}
+
+TEST(Cli, BeamSearchIsDeterministicAndAtLeastAsLikelyAsGreedy) {
+  auto beams = [](const char* n) {
+    const Output out = Petrel({"run", "-m", StoryGguf(), "-p", "The cat", "-n", "12", "--beams", n, "--json"});
+    EXPECT_EQ(out.exit_code, 0) << out.err;
+    return nlohmann::json::parse(out.out);
+  };
+  const auto four = beams("4");
+  EXPECT_EQ(four, beams("4"));
+  const auto one = beams("1");
+  EXPECT_GE(four["logprob"].get<double>(), one["logprob"].get<double>() - 1e-4);
+  const Output greedy = Petrel({"run", "-m", StoryGguf(), "-p", "The cat", "-n", "12", "--temp", "0", "--json"});
+  EXPECT_EQ(one["new_ids"], nlohmann::json::parse(greedy.out)["new_ids"]);
+}
+
 TEST(Cli, LogitsFileMatchesGolden) {
   const nlohmann::json cases = testing::ReadJson(SharedDir() + "/golden/story/logits.json");
   const auto& entry = cases[2];
@@ -159,7 +213,86 @@ TEST(Cli, BadInputGivesOneLineErrors) {
   ExpectOneLineError(Petrel({"run", "-m", StoryGguf(), "-p", "x", "--device", "warp"}), "unknown device");
   ExpectOneLineError(Petrel({"run", "-m", StoryGguf(), "-p", "x", "--cache-type", "q3"}), "cache-type");
   ExpectOneLineError(Petrel({"synth", "--shape", "7x1", "-o", "/dev/null"}), "shape");
+  ExpectOneLineError(Petrel({"run", "-m", StoryGguf(), "-p", "x", "--mirostat", "1"}), "mirostat");
+  ExpectOneLineError(Petrel({"run", "-m", StoryGguf(), "-p", "x", "--samplers", "top_k;magic"}), "unknown sampler");
+  ExpectOneLineError(Petrel({"run", "-m", StoryGguf(), "-p", "x", "-l", "abc"}), "logit-bias");
+  ExpectOneLineError(Petrel({"run", "-m", StoryGguf(), "-p", "x", "-l", "999999+1"}), "vocabulary");
+  ExpectOneLineError(Petrel({"run", "-m", StoryGguf(), "-p", "x", "--chat"}), "chat_template");
   ExpectOneLineError(Petrel({"frobnicate"}), "");
+}
+
+// `tokenize` options (issue 3): --file, --show-pieces, --parse-special, and their errors.
+TEST(Cli, TokenizeFileShowPiecesAndParseSpecial) {
+  const std::string path = testing::ScratchDir() + "/petrel_cli_tokenize_" + std::to_string(getpid());
+  { std::ofstream(path, std::ios::binary) << "One day, Tim went to the park with his mom."; }
+  const Output from_file = Petrel({"tokenize", "-m", Story(), "--file", path});
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  EXPECT_EQ(from_file.out, "[1,80,299,285,1482,1943,10]\n");
+  const Output no_bos = Petrel({"tokenize", "-m", Story(), "--no-bos", "--file", path});
+  EXPECT_EQ(no_bos.out, "[80,299,285,1482,1943,10]\n");
+  ExpectOneLineError(Petrel({"tokenize", "-m", Story(), "--file", path, "extra text"}), "");
+  std::remove(path.c_str());
+  ExpectOneLineError(Petrel({"tokenize", "-m", Story(), "--file", path}), "cannot open");
+  ExpectOneLineError(Petrel({"tokenize", "-m", Story()}), "exactly one");
+
+  // One `id<TAB>piece` line per token; control characters and backslashes are escaped.
+  const Output pieces = Petrel({"tokenize", "-m", StoryGguf(), "--show-pieces", "Hi\nx\\y"});
+  ASSERT_EQ(pieces.exit_code, 0) << pieces.err;
+  EXPECT_EQ(pieces.out.rfind("1\t<|start_story|>\n", 0), 0u) << pieces.out;
+  EXPECT_NE(pieces.out.find("\t\\n\n"), std::string::npos) << pieces.out;
+  const Output backslash = Petrel({"tokenize", "-m", SharedDir() + "/golden/tokenizer/ggml-vocab-llama-spm.gguf",
+                                   "--show-pieces", "--no-bos", "a\\b"});
+  EXPECT_NE(backslash.out.find("\t\\\\\n"), std::string::npos) << backslash.out;
+  EXPECT_EQ(std::count(pieces.out.begin(), pieces.out.end(), '\n'),
+            std::count(pieces.out.begin(), pieces.out.end(), '\t'));
+
+  // A special token spelled in the text is plain text unless --parse-special.
+  const Output plain = Petrel({"tokenize", "-m", StoryGguf(), "<|end_story|>x"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find(",2,"), std::string::npos) << plain.out;
+  const Output parsed = Petrel({"tokenize", "-m", StoryGguf(), "--parse-special", "<|end_story|>x"});
+  ASSERT_EQ(parsed.exit_code, 0) << parsed.err;
+  EXPECT_EQ(parsed.out, "[1,2,80,76]\n");
+}
+
+TEST(Cli, DetokenizeAcceptsEveryListFormAndRoundTrips) {
+  const std::string text = "One day, Tim went to the park with his mom.";
+  for (const std::string& model : {Story(), StoryGguf()}) {
+    for (const std::vector<std::string>& ids :
+         std::vector<std::vector<std::string>>{{"1,80,299,285,1482,1943,10"},
+                                               {"1 80 299 285 1482 1943 10"},
+                                               {"[1, 80, 299, 285, 1482, 1943, 10]"},
+                                               {"1", "80", "299", "285", "1482", "1943", "10"}}) {
+      std::vector<std::string> args = {"detokenize", "-m", model};
+      args.insert(args.end(), ids.begin(), ids.end());
+      const Output output = Petrel(args);
+      ASSERT_EQ(output.exit_code, 0) << output.err;
+      EXPECT_EQ(output.out, text + "\n") << model << " " << ids[0];
+    }
+  }
+  // Special tokens are skipped unless --keep-special.
+  const Output skipped = Petrel({"detokenize", "-m", StoryGguf(), "1,80,299,2"});
+  EXPECT_EQ(skipped.out, "One day, \n");
+  const Output kept = Petrel({"detokenize", "-m", StoryGguf(), "--keep-special", "1,80,299,2"});
+  EXPECT_NE(kept.out.find("<|end_story|>"), std::string::npos) << kept.out;
+  // tokenize | detokenize is the identity for a byte-fallback vocabulary.
+  const std::string vocab = SharedDir() + "/golden/tokenizer/ggml-vocab-llama-spm.gguf";
+  const std::string unicode = "Héllo 🦙 wörld\ttabs  and   spaces";
+  const Output ids = Petrel({"tokenize", "-m", vocab, unicode});
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  const Output back = Petrel({"detokenize", "-m", vocab, ids.out});
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(back.out, unicode + "\n");
+}
+
+TEST(Cli, DetokenizeBadIdsGiveOneLineErrors) {
+  ExpectOneLineError(Petrel({"detokenize", "-m", Story(), "1,99999"}), "outside the vocabulary");
+  ExpectOneLineError(Petrel({"detokenize", "-m", Story(), "1,x"}), "'x' is not a token id");
+  ExpectOneLineError(Petrel({"detokenize", "-m", Story(), "[1,2"}), "JSON array");
+  ExpectOneLineError(Petrel({"detokenize", "-m", Story(), "--", "-3"}), "'-3' is not a token id");
+  ExpectOneLineError(Petrel({"detokenize", "-m", Story(), "99999999999"}), "not a token id");
+  ExpectOneLineError(Petrel({"detokenize", "-m", "/nonexistent/model.gguf", "1"}), "no such file");
+  ExpectOneLineError(Petrel({"detokenize", "-m", Story()}), "ids");
 }
 
 }  // namespace

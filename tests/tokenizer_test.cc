@@ -350,14 +350,13 @@ std::string RandomFuzzText(std::mt19937& rng) {
         } else if (cpt < 0x800) {
           text += {static_cast<char>(0xC0 | (cpt >> 6)), static_cast<char>(0x80 | (cpt & 63))};
         } else if (cpt < 0x10000) {
-          text += {static_cast<char>(0xE0 | (cpt >> 12)),
-                   static_cast<char>(0x80 | ((cpt >> 6) & 63)),
-                   static_cast<char>(0x80 | (cpt & 63))};
+          text +=
+              {static_cast<char>(0xE0 | (cpt >> 12)), static_cast<char>(0x80 | ((cpt >> 6) & 63)),
+               static_cast<char>(0x80 | (cpt & 63))};
         } else {
-          text += {static_cast<char>(0xF0 | (cpt >> 18)),
-                   static_cast<char>(0x80 | ((cpt >> 12) & 63)),
-                   static_cast<char>(0x80 | ((cpt >> 6) & 63)),
-                   static_cast<char>(0x80 | (cpt & 63))};
+          text +=
+              {static_cast<char>(0xF0 | (cpt >> 18)), static_cast<char>(0x80 | ((cpt >> 12) & 63)),
+               static_cast<char>(0x80 | ((cpt >> 6) & 63)), static_cast<char>(0x80 | (cpt & 63))};
         }
         break;
       }
@@ -371,13 +370,16 @@ std::string RandomFuzzText(std::mt19937& rng) {
   return text;
 }
 
-// Decode and stream-decode `ids` both ways; every output must be valid UTF-8 and the stream must
-// add up to Decode().
+// Decodes `ids` both ways (skipping specials or not) and stream-decodes them one way: every output
+// must be valid UTF-8 and the stream must add up to Decode(). (One stream mode per call keeps the
+// sanitizer run short; the callers alternate it.)
 void CheckDecodes(const std::string& name, const Tokenizer& tokenizer,
-                  const std::vector<int32_t>& ids, const std::string& text) {
+                  const std::vector<int32_t>& ids, const std::string& text,
+                  bool stream_skip_special) {
   for (const bool skip_special : {false, true}) {
     const std::string decoded = tokenizer.Decode(ids, skip_special);
     EXPECT_TRUE(IsValidUtf8(decoded)) << name;
+    if (skip_special != stream_skip_special) continue;
     StreamDecoder stream(tokenizer, skip_special);
     std::string streamed;
     for (const int32_t id : ids) {
@@ -391,7 +393,8 @@ void CheckDecodes(const std::string& name, const Tokenizer& tokenizer,
 }
 
 // 10 000 random strings through every tokenizer: encode with and without parse_special (and
-// BOS/EOS on every other string), decode both ways, stream decode; then random id sequences
+// BOS/EOS on every other string), decode both ways, stream decode (each skip_special mode on half
+// of the strings, with and without BOS, with and without parse_special); then random id sequences
 // (invalid ids included) through the decoders. Runs under ASan/UBSan in scripts/test.sh.
 TEST(TokenizerFuzz, RandomBytesNeverCrash) {
   constexpr int kIterations = 10000;
@@ -408,7 +411,7 @@ TEST(TokenizerFuzz, RandomBytesNeverCrash) {
         for (const int32_t id : ids) {
           ASSERT_TRUE(id >= 0 && static_cast<size_t>(id) < tokenizer->n_vocab()) << name;
         }
-        CheckDecodes(name, *tokenizer, ids, text);
+        CheckDecodes(name, *tokenizer, ids, text, ((iteration / 2) % 2 == 0) != parse_special);
       }
     }
     if (::testing::Test::HasFailure()) break;  // one report, not thousands
@@ -419,7 +422,7 @@ TEST(TokenizerFuzz, RandomBytesNeverCrash) {
     for (int iteration = 0; iteration < 200 && !::testing::Test::HasFailure(); ++iteration) {
       std::vector<int32_t> ids(rng() % 16);
       for (int32_t& id : ids) id = static_cast<int32_t>(rng() % n_vocab);
-      CheckDecodes(name, *tokenizer, ids, "(random ids)");
+      CheckDecodes(name, *tokenizer, ids, "(random ids)", iteration % 2 == 0);
       ids.push_back(-1);
       ids.push_back(n_vocab);
       ids.push_back(INT32_MAX);
@@ -507,6 +510,36 @@ TEST(HfJsonTokenizer, MetaspaceWithByteFallback) {
   EXPECT_EQ(Join((*tokenizer)->Encode("a ab")), Join({4, 4, 3}));
   EXPECT_EQ(Join((*tokenizer)->Encode("é")), Join({1, 5 + 0xC3, 5 + 0xA9}));
   EXPECT_EQ((*tokenizer)->Decode((*tokenizer)->Encode("a ab é")), "a ab é");
+}
+
+// Malformed tokenizer.json documents: a clear error (or a usable tokenizer), never an assertion
+// or a crash on a missing key or a short array.
+TEST(HfJsonTokenizer, MalformedDocumentsGiveErrors) {
+  const std::string model = R"("model":{"type":"BPE","vocab":{"a":0,"b":1}})";
+  const std::vector<std::string> bad = {
+      "{" + model +
+          R"(,"post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"X"}}]}})",
+      "{" + model + R"(,"post_processor":{"type":"BertProcessing"}})",
+      "{" + model + R"(,"post_processor":{"type":"BertProcessing","cls":["a"],"sep":[]}})",
+      "{" + model + R"(,"normalizer":{"type":"Replace"}})",
+      "{" + model + R"(,"pre_tokenizer":{"type":"Split","pattern":{}}})",
+      "{" + model +
+          R"(,"decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":3}]}})",
+      "{" + model + R"(,"added_tokens":[{"id":5}]})",
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[["a"]]}})",
+      R"({"model":7})",
+      R"({"model":{"type":"BPE","vocab":[]}})",
+      "[]",
+      "{",
+  };
+  for (const std::string& json : bad) {
+    const auto tokenizer = Tokenizer::FromHfJson(json);
+    EXPECT_FALSE(tokenizer.ok()) << json;
+  }
+  const auto empty_sequence =
+      Tokenizer::FromHfJson("{" + model + R"(,"normalizer":{"type":"Sequence"}})");
+  ASSERT_TRUE(empty_sequence.ok()) << empty_sequence.status().message();
+  EXPECT_EQ((*empty_sequence)->Encode("ab"), (std::vector<int32_t>{0, 1}));
 }
 
 }  // namespace

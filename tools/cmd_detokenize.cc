@@ -27,8 +27,8 @@ Result<std::vector<int32_t>> ParseIdList(const std::vector<std::string>& args) {
   size_t pos = 0;
   while (pos < list.size()) {
     const size_t item_end = list.find_first_of(", \t\r\n", pos);
-    const std::string item = list.substr(pos, item_end == std::string::npos ? std::string::npos
-                                                                          : item_end - pos);
+    const std::string item =
+        list.substr(pos, item_end == std::string::npos ? std::string::npos : item_end - pos);
     if (!item.empty()) {
       char* parse_end = nullptr;
       errno = 0;

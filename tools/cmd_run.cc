@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/beam_search.h"
 #include "core/chat/chat_prompt.h"
 #include "core/generate.h"
 #include "core/tokenizer/tokenizer.h"
@@ -38,6 +39,8 @@ Runner AddRunCommand(CLI::App& app) {
     bool chat = false;
     bool json = false;
     bool no_bos = false;
+    size_t beams = 0;
+    float length_penalty = 1.0f;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
@@ -48,10 +51,13 @@ Runner AddRunCommand(CLI::App& app) {
   cmd->add_option("--system", args->system, "system prompt (with --chat)");
   cmd->add_flag("--json", args->json, "print one JSON object instead of streaming");
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
+  cmd->add_option("--beams", args->beams, "beam search with N beams instead of sampling");
+  cmd->add_option("--length-penalty", args->length_penalty, "beam score = log-prob / length^P (default 1)");
   return [args]() -> int {
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
-    auto engine = args->model.LoadEngine();
+    if (args->beams > 64) return Fail(Error("--beams %zu is out of range (1..64)", args->beams));
+    auto engine = args->model.LoadEngine(args->beams > 0 ? args->beams + 1 : 1);
     if (!engine.ok()) return Fail(engine.status());
     const Tokenizer* tokenizer = (*engine)->tokenizer();
     if (!tokenizer) return Fail(Error("the model has no tokenizer"));
@@ -73,6 +79,25 @@ Runner AddRunCommand(CLI::App& app) {
     if (prompt_ids.empty()) return Fail(Error("the prompt is empty and the model adds no BOS token"));
 
     const SeqId seq = (*engine)->NewSequence();
+    if (args->beams > 0) {
+      BeamSearchOptions beam;
+      beam.n_beams = args->beams;
+      beam.max_new_tokens = options->max_new_tokens;
+      beam.length_penalty = args->length_penalty;
+      beam.stop_at_end_of_generation = !options->ignore_eos;
+      auto found = BeamSearch(**engine, seq, prompt_ids, beam);
+      if (!found.ok()) return Fail(found.status());
+      const std::string text = tokenizer->Decode(found->new_ids, /*skip_special=*/true);
+      if (args->json) {
+        nlohmann::json out = {{"prompt_ids", prompt_ids}, {"new_ids", found->new_ids}, {"text", text},
+                              {"score", found->score}, {"logprob", found->logprob},
+                              {"stop_reason", found->new_ids.size() < beam.max_new_tokens ? "eos" : "length"}};
+        std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      } else {
+        std::printf("%s\n", text.c_str());
+      }
+      return 0;
+    }
     auto result = Generate(**engine, seq, prompt_ids, *options, [&](const GeneratedToken&, std::string_view text) {
       if (!args->json && !text.empty()) {
         std::fwrite(text.data(), 1, text.size(), stdout);

@@ -4,10 +4,9 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "core/chat/chat_template.h"
 #include "core/chat/model_template.h"

@@ -2,10 +2,9 @@
 // `id<TAB>piece` line per token.
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "core/loader.h"
 #include "core/tokenizer/tokenizer.h"

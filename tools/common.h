@@ -33,6 +33,7 @@ int Fail(const Status& status);
 // Registration of each subcommand: adds it to `app`, returns the function to run after parsing.
 using Runner = std::function<int()>;
 Runner AddRunCommand(CLI::App& app);
+Runner AddChatCommand(CLI::App& app);
 Runner AddLogitsCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddDetokenizeCommand(CLI::App& app);

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "log more to stderr");
   std::map<CLI::App*, Runner> runners;
-  for (auto add : {&AddRunCommand, &AddLogitsCommand, &AddTokenizeCommand, &AddInfoCommand,
+  for (auto add : {&AddRunCommand, &AddChatCommand, &AddLogitsCommand, &AddTokenizeCommand, &AddInfoCommand,
                    &AddBenchCommand, &AddSynthCommand, &AddTemplateCommand,
                    &AddQuantizeCommand, &AddDetokenizeCommand}) {
     const size_t before = app.get_subcommands({}).size();

@@ -157,4 +157,34 @@ size_t KvCache::bytes() const {
   return layers_.size() * 2 * options_.n_blocks * options_.block_tokens * row_bytes_;
 }
 
+Status KvCache::ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return Error("sequence %d does not exist", seq);
+  if (layer >= layers_.size()) return Error("layer %zu does not exist", layer);
+  const Layer& L = layers_[layer];
+  const size_t bt = options_.block_tokens;
+  for (size_t pos = 0; pos < it->second.length; ++pos) {
+    const size_t slot = size_t(it->second.blocks[pos / bt]) * bt + pos % bt;
+    L.backend->CopyToHost(static_cast<char*>(L.view.k) + slot * row_bytes_, k_out + pos * row_bytes_, row_bytes_);
+    L.backend->CopyToHost(static_cast<char*>(L.view.v) + slot * row_bytes_, v_out + pos * row_bytes_, row_bytes_);
+  }
+  return Status::Ok();
+}
+
+Status KvCache::WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const uint8_t* v_in) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return Error("sequence %d does not exist", seq);
+  if (layer >= layers_.size()) return Error("layer %zu does not exist", layer);
+  Layer& L = layers_[layer];
+  const size_t bt = options_.block_tokens;
+  for (size_t pos = 0; pos < it->second.length; ++pos) {
+    const int32_t block = it->second.blocks[pos / bt];
+    if (refcount_[size_t(block)] > 1) return Error("sequence %d shares block %d; cannot overwrite it", seq, block);
+    const size_t slot = size_t(block) * bt + pos % bt;
+    L.backend->CopyFromHost(k_in + pos * row_bytes_, static_cast<char*>(L.view.k) + slot * row_bytes_, row_bytes_);
+    L.backend->CopyFromHost(v_in + pos * row_bytes_, static_cast<char*>(L.view.v) + slot * row_bytes_, row_bytes_);
+  }
+  return Status::Ok();
+}
+
 }  // namespace petrel

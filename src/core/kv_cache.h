@@ -45,6 +45,13 @@ class KvCache {
   Result<std::vector<int32_t>> Append(SeqId seq, size_t n_new);
   const std::vector<int32_t>& BlockTable(SeqId seq) const;
 
+  // Copies positions [0, Length(seq)) of one layer's K and V rows to/from host buffers of
+  // Length(seq) * row_bytes() bytes each (session files).
+  Status ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const;
+  Status WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const uint8_t* v_in);
+  size_t row_bytes() const { return row_bytes_; }
+  DType dtype() const { return options_.dtype; }
+
   const PagedKvView& LayerView(size_t layer) const { return layers_[layer].view; }
   size_t n_layers() const { return layers_.size(); }
   size_t free_blocks() const { return free_.size(); }

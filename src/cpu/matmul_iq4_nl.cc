@@ -16,22 +16,39 @@ namespace {
 
 struct Format {
   using WBlock = quant::BlockIQ4_NL;
-  using XBlock = quant::BlockQ8_0;
-  using Unpacked = Unpacked32;
+  static constexpr DType kType = DType::kIQ4_NL;
+  static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_0;
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  static constexpr bool kHasMin = false;
+  static constexpr size_t kDecodeRows = 4;
+  static constexpr size_t kTileRows = kQuantTileRows32;
+  static constexpr size_t kTileTokens = kQuantTileTokens32;
 
-  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
-    // A 16-entry table lookup per element; the grid is not affine, so no shift/mask form exists.
-    for (size_t j = 0; j < quant::kQK / 2; ++j) {
-      u.q[j] = quant::kIQ4NLValues[block.qs[j] & 0xF];
-      u.q[j + 16] = quant::kIQ4NLValues[block.qs[j] >> 4];
+  // The 16-entry int8 grid in every 128-bit block of a vector, for TableLookupBytes.
+  static HWY_INLINE QVI8 Grid() {
+    const QDI8 d8;
+    if constexpr (kQVecs == 1) {
+      const hn::Half<QDI8> dh;
+      const auto half = hn::LoadU(dh, quant::kIQ4NLValues);
+      return hn::Combine(d8, half, half);
+    } else {
+      return hn::LoadU(d8, quant::kIQ4NLValues);
     }
-    u.d = HalfToF32(block.d);
   }
-  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
-    (void)acc_scalar;
-    DotQ8_0Block(u, x, acc);
+  // Nibbles index the non-linear grid: one byte shuffle per vector.
+  static HWY_INLINE void Decode(const WBlock& block, Decoded32<kSigned>& w) {
+    const QDI8 d8;
+    const QVI8 grid = Grid();
+    QVU8 idx[kQVecs];
+    DecodeNibbles32(block.qs, idx);
+    for (size_t v = 0; v < kQVecs; ++v) w.q[v] = hn::TableLookupBytes(grid, hn::BitCast(d8, idx[v]));
+    w.d = HalfToF32(block.d);
   }
+#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace

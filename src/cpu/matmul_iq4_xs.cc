@@ -16,27 +16,50 @@ namespace {
 
 struct Format {
   using WBlock = quant::BlockIQ4_XS;
-  using XBlock = quant::BlockQ8_K;
-  using Unpacked = Unpacked256;
+  static constexpr DType kType = DType::kIQ4_XS;
+  static constexpr DType kActType = DType::kQ8_K;
   static constexpr size_t kElems = quant::kQK_K;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_K;
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  static constexpr bool kHasMins = false;
+  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kTileRows = 1;
+  static constexpr size_t kTileTokens = 4;
 
-  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
-    // Grid values times each 32-block's 6-bit scale (|value * scale| <= 127 * 32 fits int16).
-    for (size_t ib = 0; ib < quant::kQK_K / quant::kQK; ++ib) {
-      const int scale = quant::IQ4XSScale(block, ib);
-      const uint8_t* qs = block.qs + 16 * ib;
-      int16_t* q = u.q + 32 * ib;
-      for (size_t j = 0; j < 16; ++j) {
-        q[j] = int16_t(quant::kIQ4NLValues[qs[j] & 0xF] * scale);
-        q[j + 16] = int16_t(quant::kIQ4NLValues[qs[j] >> 4] * scale);
-      }
+  // The 16-entry int8 grid in every 128-bit block of a vector, for TableLookupBytes.
+  static HWY_INLINE QVI8 Grid() {
+    const QDI8 d8;
+    if constexpr (kQVecs == 1) {
+      const hn::Half<QDI8> dh;
+      const auto half = hn::LoadU(dh, quant::kIQ4NLValues);
+      return hn::Combine(d8, half, half);
+    } else {
+      return hn::LoadU(d8, quant::kIQ4NLValues);
     }
-    u.d = HalfToF32(block.d);
-    u.dmin = 0.0f;
   }
-  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
-    DotQ8_KBlock(u, x, acc, acc_scalar, /*has_mins=*/false);
+  // Chunk ib: nibbles of qs[16 ib..] index the grid (as IQ4_NL); a 6-bit scale per 32 elements.
+  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
+    const QDI8 d8;
+    const QDU8 du8;
+    constexpr size_t kLanes = hn::MaxLanes(QDU8());
+    const QVI8 grid = Grid();
+    int16_t scale32[8];
+    for (size_t ib = 0; ib < 8; ++ib) {
+      QVU8 idx[kQVecs];
+      DecodeNibbles32(block.qs + 16 * ib, idx);
+      for (size_t v = 0; v < kQVecs; ++v) {
+        hn::Store(hn::BitCast(du8, hn::TableLookupBytes(grid, hn::BitCast(d8, idx[v]))), du8,
+                  w.q + 32 * ib + v * kLanes);
+      }
+      scale32[ib] = int16_t(quant::IQ4XSScale(block, ib));
+    }
+    SetChunkScales32(scale32, w);
+    w.d = HalfToF32(block.d);
+    w.dmin = 0.0f;
   }
+#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace

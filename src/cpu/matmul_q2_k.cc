@@ -16,36 +16,46 @@ namespace {
 
 struct Format {
   using WBlock = quant::BlockQ2_K;
-  using XBlock = quant::BlockQ8_K;
-  using Unpacked = Unpacked256;
+  static constexpr DType kType = DType::kQ2_K;
+  static constexpr DType kActType = DType::kQ8_K;
   static constexpr size_t kElems = quant::kQK_K;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+  static constexpr bool kHasMins = true;
+  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kTileRows = 1;
+  static constexpr size_t kTileTokens = 4;
 
-  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
-    // Element half * 128 + plane * 32 + l holds bits 2 * plane of qs[half * 32 + l]; each 16
-    // elements share scales[e / 16] (scale in the low nibble, min in the high one).
-    const hn::CappedTag<int16_t, 16> d16;
-    const hn::Rebind<uint8_t, decltype(d16)> d8;
-    const auto three = hn::Set(d16, 3);
+  // Chunk C = 4 half + s: levels (qs[32 half + l] >> 2s) & 3; per 16 elements a 4-bit scale
+  // (low nibble of scales[i]) and a 4-bit min (high nibble).
+  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
+    const QDU8 du8;
+    const hn::Repartition<uint16_t, QDU8> du16;
+    constexpr size_t kLanes = hn::MaxLanes(QDU8());
+    const auto three = hn::Set(du8, 3);
     for (size_t half = 0; half < 2; ++half) {
-      for (int plane = 0; plane < 4; ++plane) {
-        for (size_t k = 0; k < 2; ++k) {
-          const size_t sub = half * 8 + size_t(plane) * 2 + k;
-          const auto scale = hn::Set(d16, int16_t(block.scales[sub] & 0xF));
-          u.mins[sub] = int16_t(block.scales[sub] >> 4);
-          for (size_t i = 0; i < 16; i += hn::Lanes(d16)) {
-            const auto v = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + half * 32 + k * 16 + i));
-            const auto level = hn::And(hn::ShiftRightSame(v, 2 * plane), three);
-            hn::StoreU(hn::Mul(level, scale), d16, u.q + sub * 16 + i);
-          }
-        }
+      for (size_t v = 0; v < kQVecs; ++v) {
+        const size_t i = v * kLanes;
+        const auto q16 = hn::BitCast(du16, hn::LoadU(du8, block.qs + 32 * half + i));
+        uint8_t* q = w.q + 128 * half + i;
+        hn::Store(hn::And(hn::BitCast(du8, q16), three), du8, q);
+        hn::Store(hn::And(hn::BitCast(du8, hn::ShiftRight<2>(q16)), three), du8, q + 32);
+        hn::Store(hn::And(hn::BitCast(du8, hn::ShiftRight<4>(q16)), three), du8, q + 64);
+        hn::Store(hn::And(hn::BitCast(du8, hn::ShiftRight<6>(q16)), three), du8, q + 96);
       }
     }
-    u.d = HalfToF32(block.d);
-    u.dmin = HalfToF32(block.dmin);
+    int16_t scale16[16];
+    for (size_t i = 0; i < 16; ++i) {
+      scale16[i] = block.scales[i] & 0xF;
+      w.mins[i] = block.scales[i] >> 4;
+    }
+    SetChunkScales16(scale16, w);
+    w.d = HalfToF32(block.d);
+    w.dmin = HalfToF32(block.dmin);
   }
-  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
-    DotQ8_KBlock(u, x, acc, acc_scalar, /*has_mins=*/true);
-  }
+#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace
@@ -66,9 +76,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ2_KT);
 
-void MatMulQ2_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
+void MatMulQ2_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                size_t out_stride, size_t row_begin, size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ2_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

@@ -16,39 +16,51 @@ namespace {
 
 struct Format {
   using WBlock = quant::BlockQ3_K;
-  using XBlock = quant::BlockQ8_K;
-  using Unpacked = Unpacked256;
+  static constexpr DType kType = DType::kQ3_K;
+  static constexpr DType kActType = DType::kQ8_K;
   static constexpr size_t kElems = quant::kQK_K;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 4;
+  static constexpr bool kHasMins = false;
+  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kTileRows = 1;
+  static constexpr size_t kTileTokens = 4;
 
-  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
-    // As Q2_K, plus a high bit per element in hmask[e % 32] bit e / 32: level = low - 4 + 4 * high.
-    int8_t scales[16];
-    quant::UnpackQ3KScales(block.scales, scales);
-    const hn::CappedTag<int16_t, 16> d16;
-    const hn::Rebind<uint8_t, decltype(d16)> d8;
-    const auto three = hn::Set(d16, 3), one = hn::Set(d16, 1), four = hn::Set(d16, 4);
+  // Chunk C = 4 half + s: low 2 bits (qs[32 half + l] >> 2s) & 3, high bit C of hmask[l];
+  // levels low | high << 2 (0..7) with offset 4, a signed 6-bit scale per 16 elements.
+  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
+    const QDU8 du8;
+    const hn::Repartition<uint16_t, QDU8> du16;
+    constexpr size_t kLanes = hn::MaxLanes(QDU8());
+    const auto three = hn::Set(du8, 3), four = hn::Set(du8, 4);
     for (size_t half = 0; half < 2; ++half) {
-      for (int plane = 0; plane < 4; ++plane) {
-        for (size_t k = 0; k < 2; ++k) {
-          const size_t sub = half * 8 + size_t(plane) * 2 + k;
-          const auto scale = hn::Set(d16, int16_t(scales[sub]));
-          for (size_t i = 0; i < 16; i += hn::Lanes(d16)) {
-            const auto v = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + half * 32 + k * 16 + i));
-            const auto h = hn::PromoteTo(d16, hn::LoadU(d8, block.hmask + k * 16 + i));
-            const auto low = hn::And(hn::ShiftRightSame(v, 2 * plane), three);
-            const auto high = hn::And(hn::ShiftRightSame(h, int(half) * 4 + plane), one);
-            const auto level = hn::Sub(hn::Add(low, hn::ShiftLeft<2>(high)), four);
-            hn::StoreU(hn::Mul(level, scale), d16, u.q + sub * 16 + i);
-          }
+      for (size_t v = 0; v < kQVecs; ++v) {
+        const size_t i = v * kLanes;
+        const auto q16 = hn::BitCast(du16, hn::LoadU(du8, block.qs + 32 * half + i));
+        const auto h = hn::LoadU(du8, block.hmask + i);
+        const auto lows = {hn::BitCast(du8, q16), hn::BitCast(du8, hn::ShiftRight<2>(q16)),
+                           hn::BitCast(du8, hn::ShiftRight<4>(q16)),
+                           hn::BitCast(du8, hn::ShiftRight<6>(q16))};
+        size_t s = 0;
+        for (const auto& low : lows) {
+          const size_t chunk = 4 * half + s++;
+          const auto bit = hn::Set(du8, uint8_t(1u << chunk));
+          hn::Store(hn::Or(hn::And(low, three), hn::IfThenElseZero(hn::TestBit(h, bit), four)), du8,
+                    w.q + 32 * chunk + i);
         }
       }
     }
-    u.d = HalfToF32(block.d);
-    u.dmin = 0.0f;
+    int8_t scales[16];
+    quant::UnpackQ3KScales(block.scales, scales);
+    int16_t scale16[16];
+    for (size_t i = 0; i < 16; ++i) scale16[i] = scales[i];
+    SetChunkScales16(scale16, w);
+    w.d = HalfToF32(block.d);
+    w.dmin = 0.0f;
   }
-  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
-    DotQ8_KBlock(u, x, acc, acc_scalar, /*has_mins=*/false);
-  }
+#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace
@@ -69,9 +81,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ3_KT);
 
-void MatMulQ3_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
+void MatMulQ3_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                size_t out_stride, size_t row_begin, size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ3_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

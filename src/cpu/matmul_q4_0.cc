@@ -16,18 +16,24 @@ namespace {
 
 struct Format {
   using WBlock = quant::BlockQ4_0;
-  using XBlock = quant::BlockQ8_0;
-  using Unpacked = Unpacked32;
+  static constexpr DType kType = DType::kQ4_0;
+  static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_0;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 8;
+  static constexpr bool kHasMin = false;
+  static constexpr size_t kDecodeRows = 4;
+  static constexpr size_t kTileRows = kQuantTileRows32;
+  static constexpr size_t kTileTokens = kQuantTileTokens32;
 
-  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
-    UnpackNibbles(block.qs, 8, u.q, u.q + 16);
-    u.d = HalfToF32(block.d);
+  // Levels 0..15 with offset 8.
+  static HWY_INLINE void Decode(const WBlock& block, Decoded32<kSigned>& w) {
+    DecodeNibbles32(block.qs, w.q);
+    w.d = HalfToF32(block.d);
   }
-  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
-    (void)acc_scalar;
-    DotQ8_0Block(u, x, acc);
-  }
+#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace
@@ -48,9 +54,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ4_0T);
 
-void MatMulQ4_0(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
+void MatMulQ4_0(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                size_t out_stride, size_t row_begin, size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ4_0T)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

@@ -16,39 +16,50 @@ namespace {
 
 struct Format {
   using WBlock = quant::BlockQ5_K;
-  using XBlock = quant::BlockQ8_K;
-  using Unpacked = Unpacked256;
+  static constexpr DType kType = DType::kQ5_K;
+  static constexpr DType kActType = DType::kQ8_K;
   static constexpr size_t kElems = quant::kQK_K;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+  static constexpr bool kHasMins = true;
+  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kTileRows = 1;
+  static constexpr size_t kTileTokens = 4;
 
-  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
-    // As Q4_K, plus the fifth bit of element l of sub-block s in bit s of qh[l].
-    const hn::CappedTag<int16_t, 16> d16;
-    const hn::Rebind<uint8_t, decltype(d16)> d8;
-    const auto mask = hn::Set(d16, 0x0F), one = hn::Set(d16, 1);
+  // As Q4_K plus a fifth bit per element: bit 2j of qh[l] for chunk 2j, bit 2j + 1 for 2j + 1.
+  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
+    const QDU8 du8;
+    const hn::Repartition<uint16_t, QDU8> du16;
+    constexpr size_t kLanes = hn::MaxLanes(QDU8());
+    const auto mask = hn::Set(du8, 0x0F), sixteen = hn::Set(du8, 0x10);
     for (size_t j = 0; j < 4; ++j) {
-      int16_t* q = u.q + 64 * j;
-      for (size_t i = 0; i < 32; i += hn::Lanes(d16)) {
-        const auto v = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + 32 * j + i));
-        const auto h = hn::PromoteTo(d16, hn::LoadU(d8, block.qh + i));
-        const auto high0 = hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, int(2 * j)), one));
-        const auto high1 = hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, int(2 * j + 1)), one));
-        hn::StoreU(hn::Or(hn::And(v, mask), high0), d16, q + i);
-        hn::StoreU(hn::Or(hn::ShiftRight<4>(v), high1), d16, q + 32 + i);
+      const auto bit_lo = hn::Set(du8, uint8_t(1u << (2 * j)));
+      const auto bit_hi = hn::Set(du8, uint8_t(2u << (2 * j)));
+      for (size_t v = 0; v < kQVecs; ++v) {
+        const auto q = hn::LoadU(du8, block.qs + 32 * j + v * kLanes);
+        const auto h = hn::LoadU(du8, block.qh + v * kLanes);
+        const auto lo = hn::Or(hn::And(q, mask), hn::IfThenElseZero(hn::TestBit(h, bit_lo), sixteen));
+        const auto hi =
+            hn::Or(hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q))), mask),
+                   hn::IfThenElseZero(hn::TestBit(h, bit_hi), sixteen));
+        hn::Store(lo, du8, w.q + 64 * j + v * kLanes);
+        hn::Store(hi, du8, w.q + 64 * j + 32 + v * kLanes);
       }
-      uint8_t sc, m;
-      quant::ScaleMinK4(2 * j, block.scales, &sc, &m);
-      ScaleLevels(q, 32, sc);
-      u.mins[4 * j] = u.mins[4 * j + 1] = m;
-      quant::ScaleMinK4(2 * j + 1, block.scales, &sc, &m);
-      ScaleLevels(q + 32, 32, sc);
-      u.mins[4 * j + 2] = u.mins[4 * j + 3] = m;
     }
-    u.d = HalfToF32(block.d);
-    u.dmin = HalfToF32(block.dmin);
+    int16_t scale32[8];
+    for (size_t j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      quant::ScaleMinK4(j, block.scales, &sc, &m);
+      scale32[j] = sc;
+      w.mins[2 * j] = w.mins[2 * j + 1] = m;
+    }
+    SetChunkScales32(scale32, w);
+    w.d = HalfToF32(block.d);
+    w.dmin = HalfToF32(block.dmin);
   }
-  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
-    DotQ8_KBlock(u, x, acc, acc_scalar, /*has_mins=*/true);
-  }
+#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace
@@ -69,9 +80,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ5_KT);
 
-void MatMulQ5_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
+void MatMulQ5_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                size_t out_stride, size_t row_begin, size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ5_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

@@ -16,45 +16,84 @@ namespace {
 
 struct Format {
   using WBlock = quant::BlockQ6_K;
-  using XBlock = quant::BlockQ8_K;
-  using Unpacked = Unpacked256;
+  static constexpr DType kType = DType::kQ6_K;
+  static constexpr DType kActType = DType::kQ8_K;
   static constexpr size_t kElems = quant::kQK_K;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 32;
+  static constexpr bool kHasMins = false;
+  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kTileRows = 1;
+  static constexpr size_t kTileTokens = 4;
 
-  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
-    // Per 128 elements: 64 bytes of low nibbles (ql), 32 bytes of 2-bit high parts (qh); element
-    // l + 32 k (k = 0..3) takes nibble k / 2 of ql[l + 32 (k % 2)] and bits 2k of qh[l].
-    const hn::CappedTag<int16_t, 16> d16;
-    const hn::Rebind<uint8_t, decltype(d16)> d8;
-    const auto mask = hn::Set(d16, 0x0F), three = hn::Set(d16, 3), bias = hn::Set(d16, 32);
+  static constexpr bool kDirect = true;
+
+  // Per 128 elements: 64 bytes of low nibbles (ql) and 32 bytes of 2-bit high parts (qh); chunk
+  // 4 half + k takes nibble k / 2 of ql[l + 32 (k % 2)] and bits 2k of qh[l]. Levels 0..63 with
+  // offset 32 and a signed 8-bit scale per 16 elements: isum = sum(scale * level * x), and the
+  // offset goes through the activation block sums as min_sum = sum(32 * scale * bsum), dmin = d.
+  template <size_t T>
+  static HWY_INLINE void DotDirect(const WBlock& block, const quant::BlockQ8_K* const (&x)[T],
+                                   QVI32 (&isum)[T], int32_t (&min_sum)[T], float& d,
+                                   float& dmin) {
+    const QDU8 du8;
+    const QDI8 d8;
+    const QDI16 d16;
+    const hn::Repartition<uint16_t, QDU8> du16;
+    constexpr size_t kLanes = hn::MaxLanes(QDU8());
+    const auto mask = hn::Set(du8, 0x0F), high = hn::Set(du8, 0x30);
+    for (size_t t = 0; t < T; ++t) isum[t] = hn::Zero(QDI32());
     for (size_t half = 0; half < 2; ++half) {
       const uint8_t* ql = block.ql + 64 * half;
       const uint8_t* qh = block.qh + 32 * half;
-      for (size_t c = 0; c < 32; c += 16) {
-        const size_t sub = half * 8 + c / 16;  // sub-block of element half * 128 + c
-        for (size_t i = c; i < c + 16; i += hn::Lanes(d16)) {
-          const auto a = hn::PromoteTo(d16, hn::LoadU(d8, ql + i));
-          const auto b = hn::PromoteTo(d16, hn::LoadU(d8, ql + i + 32));
-          const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh + i));
-          const auto q1 = hn::Or(hn::And(a, mask), hn::ShiftLeft<4>(hn::And(h, three)));
-          const auto q2 =
-              hn::Or(hn::And(b, mask), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three)));
-          const auto q3 =
-              hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three)));
-          const auto q4 = hn::Or(hn::ShiftRight<4>(b), hn::ShiftLeft<4>(hn::ShiftRight<6>(h)));
-          int16_t* q = u.q + 128 * half + i;
-          hn::StoreU(hn::Mul(hn::Sub(q1, bias), hn::Set(d16, block.scales[sub])), d16, q);
-          hn::StoreU(hn::Mul(hn::Sub(q2, bias), hn::Set(d16, block.scales[sub + 2])), d16, q + 32);
-          hn::StoreU(hn::Mul(hn::Sub(q3, bias), hn::Set(d16, block.scales[sub + 4])), d16, q + 64);
-          hn::StoreU(hn::Mul(hn::Sub(q4, bias), hn::Set(d16, block.scales[sub + 6])), d16, q + 96);
+      QVI16 sc[4][kQVecs];
+      for (size_t k = 0; k < 4; ++k) {
+        const size_t chunk = 4 * half + k;
+        ChunkScales16(block.scales[2 * chunk], block.scales[2 * chunk + 1], sc[k]);
+      }
+      for (size_t v = 0; v < kQVecs; ++v) {
+        const size_t i = v * kLanes;
+        const auto a = hn::LoadU(du8, ql + i);
+        const auto b = hn::LoadU(du8, ql + 32 + i);
+        const auto h = hn::BitCast(du16, hn::LoadU(du8, qh + i));
+        const auto a16 = hn::BitCast(du16, a), b16 = hn::BitCast(du16, b);
+        QVU8 q[4];
+        q[0] = hn::Or(hn::And(a, mask), hn::And(hn::BitCast(du8, hn::ShiftLeft<4>(h)), high));
+        q[1] = hn::Or(hn::And(b, mask), hn::And(hn::BitCast(du8, hn::ShiftLeft<2>(h)), high));
+        q[2] = hn::Or(hn::And(hn::BitCast(du8, hn::ShiftRight<4>(a16)), mask),
+                      hn::And(hn::BitCast(du8, h), high));
+        q[3] = hn::Or(hn::And(hn::BitCast(du8, hn::ShiftRight<4>(b16)), mask),
+                      hn::And(hn::BitCast(du8, hn::ShiftRight<2>(h)), high));
+        for (size_t t = 0; t < T; ++t) {
+          const int8_t* xq = x[t]->qs + 128 * half + i;
+          QVI32 s = hn::Zero(QDI32());
+          for (size_t k = 0; k < 4; ++k) {
+            s = hn::Add(s, MulPairsI16(MulPairsU8I8(q[k], hn::LoadU(d8, xq + 32 * k)), sc[k][v]));
+          }
+          isum[t] = hn::Add(isum[t], s);
         }
       }
     }
-    u.d = HalfToF32(block.d);
-    u.dmin = 0.0f;
+    const QDI32 d32;
+    constexpr size_t kLanes16 = hn::MaxLanes(QDI16());
+    QVI16 scales16[kQVecs];
+    for (size_t v = 0; v < kQVecs; ++v) {
+      const hn::Rebind<int8_t, QDI16> d8h;
+      scales16[v] = hn::PromoteTo(d16, hn::LoadU(d8h, block.scales + v * kLanes16));
+    }
+    for (size_t t = 0; t < T; ++t) {
+      QVI32 m = hn::Zero(d32);
+      for (size_t v = 0; v < kQVecs; ++v) {
+        m = hn::Add(m, MulPairsI16(scales16[v], hn::LoadU(d16, x[t]->bsums + v * kLanes16)));
+      }
+      min_sum[t] = 32 * hn::GetLane(hn::SumOfLanes(d32, m));
+    }
+    d = HalfToF32(block.d);
+    dmin = d;
   }
-  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
-    DotQ8_KBlock(u, x, acc, acc_scalar, /*has_mins=*/false);
-  }
+#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace
@@ -75,9 +114,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ6_KT);
 
-void MatMulQ6_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
+void MatMulQ6_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                size_t out_stride, size_t row_begin, size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ6_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

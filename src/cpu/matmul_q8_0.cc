@@ -16,22 +16,25 @@ namespace {
 
 struct Format {
   using WBlock = quant::BlockQ8_0;
-  using XBlock = quant::BlockQ8_0;
-  using Unpacked = Unpacked32;
+  static constexpr DType kType = DType::kQ8_0;
+  static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_0;
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  static constexpr bool kHasMin = false;
+  static constexpr size_t kDecodeRows = 4;
+  static constexpr size_t kTileRows = kQuantTileRows32;
+  static constexpr size_t kTileTokens = kQuantTileTokens32;
 
-  static HWY_INLINE void Unpack(const WBlock& block, Unpacked& u) {
-    const hn::CappedTag<int16_t, 16> d16;
-    const hn::Rebind<int8_t, decltype(d16)> d8;
-    for (size_t i = 0; i < quant::kQK; i += hn::Lanes(d16)) {
-      hn::StoreU(hn::PromoteTo(d16, hn::LoadU(d8, block.qs + i)), d16, u.q + i);
-    }
-    u.d = HalfToF32(block.d);
+  // Already int8: the block is its own decoded form.
+  static HWY_INLINE void Decode(const WBlock& block, Decoded32<kSigned>& w) {
+    const QDI8 d8;
+    for (size_t v = 0; v < kQVecs; ++v) w.q[v] = hn::LoadU(d8, block.qs + v * hn::MaxLanes(d8));
+    w.d = HalfToF32(block.d);
   }
-  static HWY_INLINE void Dot(const Unpacked& u, const XBlock& x, QVecF& acc, float& acc_scalar) {
-    (void)acc_scalar;
-    DotQ8_0Block(u, x, acc);
-  }
+#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace
@@ -52,9 +55,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ8_0T);
 
-void MatMulQ8_0(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
+void MatMulQ8_0(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                size_t out_stride, size_t row_begin, size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ8_0T)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

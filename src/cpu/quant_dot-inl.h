@@ -1,13 +1,19 @@
-// Per-target integer dot products of quantized weight blocks with 8-bit activation blocks, and the
-// mat_mul driver every per-format TU (matmul_q4_0.cc, ...) instantiates with its block decoder.
+// Per-target int8 dot products of quantized weight blocks with 8-bit activation blocks, and the
+// register-tiled mat_mul driver every per-format TU (matmul_q4_0.cc, ...) instantiates.
 //
-// Scheme (as ggml's CPU backend): the activation row is quantized once per op and token to Q8_0,
-// Q8_1 or Q8_K; a weight block is decoded to int16 levels already multiplied by its integer
-// sub-block scale (every format's level x scale fits int16), multiplied with the int8
-// activations into int32 lane sums, and scaled by the two float block scales into an f32 vector
-// accumulator. Min terms (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) go into a scalar accumulator through
-// the activation block sums. A row's result depends only on its blocks and the token's
-// activation blocks, in a fixed order: the same in any batch and any thread split.
+// Scheme (as ggml's and llamafile's CPU kernels): the activation row is quantized once per op and
+// token to Q8_0, Q8_1 or Q8_K. A weight block is decoded straight into int8 vectors in registers
+// (unsigned levels, or signed levels for Q8_0 and the IQ4 grids), multiplied with the int8
+// activations by the u8 x i8 pairwise multiply-add (x86: pmaddubsw, then pmaddwd against ones
+// or the sub-block scales) into int32 lanes, converted to float and scaled by the two block
+// scales into one f32 vector accumulator per (row, token). Level offsets (Q4_0's 8, Q6_K's 32)
+// are subtracted in the int16 pair sums through `offset * (x0 + x1)`, so the int32 lanes equal
+// those of the signed product exactly. Min terms go into a scalar accumulator per (row, token).
+//
+// Batch invariance: a tile of R rows x T tokens decodes each weight block once and uses it for
+// its T tokens, but every (row, token) pair goes through the same integer and float operations
+// in the same block order whatever R and T are, so a result never depends on the batch size,
+// the tile shape or the row split.
 
 #if defined(PETREL_CPU_QUANT_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef PETREL_CPU_QUANT_DOT_INL_H_
@@ -20,159 +26,548 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include <vector>
+
+#include "hwy/cache_control.h"  // Prefetch
 #include "hwy/highway.h"
 #include "quant/blocks.h"
-#include "quant/f16.h"  // F16ToF32 (inf/NaN scales only)
+#include "quant/f16.h"       // F16ToF32
+#include "quant/quantize.h"  // DequantizeRow (HWY_SCALAR fallback)
+
+// HWY_SCALAR has one lane per vector, too few for the pairwise byte products: it takes the
+// dequantizing fallback at the end of this file (correct, slow; only CPUs without SSE4 use it).
+#undef PETREL_QUANT_SIMD
+#if HWY_TARGET == HWY_SCALAR
+#define PETREL_QUANT_SIMD 0
+#else
+#define PETREL_QUANT_SIMD 1
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// int16 lanes of one dot step; capped at 32 so a 32-element block is a whole number of steps.
-using QD16 = hn::CappedTag<int16_t, 32>;
-using QD32 = hn::Repartition<int32_t, QD16>;
-using QDF = hn::Repartition<float, QD16>;
+#if PETREL_QUANT_SIMD
+// One dot step is up to 32 int8 lanes (one AVX2 register; AVX3 uses the same 256-bit width
+// because a 32-element block is the unit); SSE4 and EMU128 take two 16-lane vectors per block.
+using QDI8 = hn::CappedTag<int8_t, 32>;
+using QDU8 = hn::Repartition<uint8_t, QDI8>;
+using QDI16 = hn::Repartition<int16_t, QDI8>;
+using QDI32 = hn::Repartition<int32_t, QDI8>;
+using QDF = hn::Repartition<float, QDI8>;
+using QVI8 = hn::Vec<QDI8>;
+using QVU8 = hn::Vec<QDU8>;
+using QVI16 = hn::Vec<QDI16>;
+using QVI32 = hn::Vec<QDI32>;
 using QVecF = hn::Vec<QDF>;
+static_assert(hn::MaxLanes(QDI8()) >= 16, "quantized kernels need at least 16 int8 lanes");
+constexpr size_t kQVecs = quant::kQK / hn::MaxLanes(QDI8());  // vectors per 32 elements
 
-// IEEE half to float by moving the bits into place and rescaling by 2^112: exact for normal and
-// subnormal halves, a few instructions instead of the generic branchy conversion.
+// ---------------------------------------------------------------------------------------------
+// The three integer primitives. x86 (SSSE3 and up) has them as single instructions; elsewhere
+// they are emulated lane by lane (correct, not fast).
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
+// Lane i: a[2i] * b[2i] + a[2i+1] * b[2i+1], a unsigned, b signed, saturated to int16 (our
+// operands never saturate: |a| <= 128 with |b| <= 127, or a <= 63).
+HWY_INLINE hn::Vec128<int16_t> MulPairsU8I8(hn::Vec128<uint8_t> a, hn::Vec128<int8_t> b) {
+  return hn::Vec128<int16_t>{_mm_maddubs_epi16(a.raw, b.raw)};
+}
+// Lane i: a[2i] * b[2i] + a[2i+1] * b[2i+1] in int32.
+HWY_INLINE hn::Vec128<int32_t> MulPairsI16(hn::Vec128<int16_t> a, hn::Vec128<int16_t> b) {
+  return hn::Vec128<int32_t>{_mm_madd_epi16(a.raw, b.raw)};
+}
+// x * sign(s): x where s > 0, -x where s < 0, 0 where s == 0.
+HWY_INLINE hn::Vec128<int8_t> ApplySign(hn::Vec128<int8_t> x, hn::Vec128<int8_t> s) {
+  return hn::Vec128<int8_t>{_mm_sign_epi8(x.raw, s.raw)};
+}
+#if HWY_TARGET <= HWY_AVX2
+HWY_INLINE hn::Vec256<int16_t> MulPairsU8I8(hn::Vec256<uint8_t> a, hn::Vec256<int8_t> b) {
+  return hn::Vec256<int16_t>{_mm256_maddubs_epi16(a.raw, b.raw)};
+}
+HWY_INLINE hn::Vec256<int32_t> MulPairsI16(hn::Vec256<int16_t> a, hn::Vec256<int16_t> b) {
+  return hn::Vec256<int32_t>{_mm256_madd_epi16(a.raw, b.raw)};
+}
+HWY_INLINE hn::Vec256<int8_t> ApplySign(hn::Vec256<int8_t> x, hn::Vec256<int8_t> s) {
+  return hn::Vec256<int8_t>{_mm256_sign_epi8(x.raw, s.raw)};
+}
+#endif
+#else
+HWY_INLINE QVI16 MulPairsU8I8(QVU8 a, QVI8 b) {
+  constexpr size_t kLanes = hn::MaxLanes(QDI8());
+  HWY_ALIGN uint8_t av[kLanes];
+  HWY_ALIGN int8_t bv[kLanes];
+  HWY_ALIGN int16_t out[kLanes / 2];
+  hn::Store(a, QDU8(), av);
+  hn::Store(b, QDI8(), bv);
+  for (size_t i = 0; i < kLanes / 2; ++i) {
+    const int sum = av[2 * i] * bv[2 * i] + av[2 * i + 1] * bv[2 * i + 1];
+    out[i] = int16_t(std::min(32767, std::max(-32768, sum)));
+  }
+  return hn::Load(QDI16(), out);
+}
+HWY_INLINE QVI32 MulPairsI16(QVI16 a, QVI16 b) {
+  constexpr size_t kLanes = hn::MaxLanes(QDI16());
+  HWY_ALIGN int16_t av[kLanes], bv[kLanes];
+  HWY_ALIGN int32_t out[kLanes / 2];
+  hn::Store(a, QDI16(), av);
+  hn::Store(b, QDI16(), bv);
+  for (size_t i = 0; i < kLanes / 2; ++i) {
+    out[i] = int32_t(av[2 * i]) * bv[2 * i] + int32_t(av[2 * i + 1]) * bv[2 * i + 1];
+  }
+  return hn::Load(QDI32(), out);
+}
+HWY_INLINE QVI8 ApplySign(QVI8 x, QVI8 s) {
+  const QDI8 d;
+  const auto zero = hn::Zero(d);
+  return hn::IfThenZeroElse(hn::Eq(s, zero), hn::IfThenElse(hn::Lt(s, zero), hn::Neg(x), x));
+}
+#endif
+
+#endif  // PETREL_QUANT_SIMD
+
+// IEEE half to float. F16C where the target has it, else by moving the bits into place and
+// rescaling by 2^112 (exact for normal and subnormal halves). Both are exact, so every target
+// computes the same scale.
 HWY_INLINE float HalfToF32(uint16_t bits) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  return _cvtsh_ss(bits);
+#else
   if ((bits & 0x7C00) == 0x7C00) return F16ToF32(bits);
   const uint32_t magnitude = uint32_t(bits & 0x7FFF) << 13;
   float value;
   std::memcpy(&value, &magnitude, sizeof(value));
   value *= 0x1p112f;
   return (bits & 0x8000) ? -value : value;
+#endif
 }
 
-// int32 lane sums of w[i] * x[i], i in [0, count); count is 32 or 256.
-HWY_INLINE hn::Vec<QD32> DotI16I8(const int16_t* HWY_RESTRICT w, const int8_t* HWY_RESTRICT x,
-                                  size_t count) {
-  const QD16 d16;
-  const QD32 d32;
-  const hn::Rebind<int8_t, QD16> d8;
-  auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
-  for (size_t i = 0; i < count; i += hn::Lanes(d16)) {
-    const auto xv = hn::PromoteTo(d16, hn::LoadU(d8, x + i));
-    sum0 = hn::ReorderWidenMulAccumulate(d32, hn::LoadU(d16, w + i), xv, sum0, sum1);
+#if PETREL_QUANT_SIMD
+// ---------------------------------------------------------------------------------------------
+// Block decoders: 32 elements as kQVecs vectors.
+
+// 16 packed bytes -> 32 unsigned levels: element j (j < 16) is the low nibble of qs[j], element
+// j + 16 the high nibble.
+HWY_INLINE void DecodeNibbles32(const uint8_t* HWY_RESTRICT qs, QVU8 (&u)[kQVecs]) {
+  const QDU8 du8;
+  const hn::Repartition<uint16_t, QDU8> du16;
+  const auto mask = hn::Set(du8, 0x0F);
+  if constexpr (kQVecs == 1) {
+    const hn::Half<QDU8> dh;
+    const hn::Repartition<uint16_t, decltype(dh)> dh16;
+    const auto v = hn::LoadU(dh, qs);
+    const auto hi = hn::BitCast(dh, hn::ShiftRight<4>(hn::BitCast(dh16, v)));
+    u[0] = hn::And(hn::Combine(du8, hi, v), mask);
+  } else {
+    const auto v = hn::LoadU(du8, qs);
+    u[0] = hn::And(v, mask);
+    u[1] = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, v))), mask);
   }
-  return hn::Add(sum0, sum1);
 }
 
-// acc += float(isum lanes) * scale.
-HWY_INLINE void AccumulateScaled(hn::Vec<QD32> isum, float scale, QVecF& acc) {
+// Adds 16 to element j where bit j of the 32-bit little-endian `qh` is set (Q5_0/Q5_1).
+HWY_INLINE void AddFifthBits32(const uint8_t* HWY_RESTRICT qh, QVU8 (&u)[kQVecs]) {
+  const QDU8 du8;
+  const auto sixteen = hn::Set(du8, 0x10);
+  constexpr size_t kLanes = hn::MaxLanes(QDU8());
+  for (size_t v = 0; v < kQVecs; ++v) {
+    u[v] = hn::Or(u[v], hn::IfThenElseZero(hn::LoadMaskBits(du8, qh + v * kLanes / 8), sixteen));
+  }
+}
+
+// int32 lanes of sum(u * x) over 32 elements, u unsigned levels; with `kOffset`, the levels
+// are u - kOffset (`xo` = MulPairsU8I8(kOffset, x), computed once per activation block).
+template <int kOffset>
+HWY_INLINE QVI32 DotUnsigned32(const QVU8 (&u)[kQVecs], const QVI8 (&x)[kQVecs],
+                               const QVI16 (&xo)[kQVecs]) {
+  const QDI16 d16;
+  const auto ones = hn::Set(d16, 1);
+  QVI32 sum = hn::Zero(QDI32());
+  for (size_t v = 0; v < kQVecs; ++v) {
+    auto p = MulPairsU8I8(u[v], x[v]);
+    if constexpr (kOffset != 0) p = hn::Sub(p, xo[v]);
+    sum = hn::Add(sum, MulPairsI16(p, ones));
+  }
+  return sum;
+}
+
+// int32 lanes of sum(w * x) over 32 elements, w signed (|w| <= 127 or w = -128).
+HWY_INLINE QVI32 DotSigned32(const QVI8 (&w)[kQVecs], const QVI8 (&x)[kQVecs]) {
+  const QDU8 du8;
+  const auto ones = hn::Set(QDI16(), 1);
+  QVI32 sum = hn::Zero(QDI32());
+  for (size_t v = 0; v < kQVecs; ++v) {
+    const auto p = MulPairsU8I8(hn::BitCast(du8, hn::Abs(w[v])), ApplySign(x[v], w[v]));
+    sum = hn::Add(sum, MulPairsI16(p, ones));
+  }
+  return sum;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 32-element block formats. A Format provides WBlock, XBlock (BlockQ8_0 or BlockQ8_1), kSigned,
+// kOffset, kHasMin, and Decode(block, Decoded32<kSigned>&), which fills the levels, d and m.
+
+// How far ahead of the current block each weight row is prefetched: the hardware prefetcher
+// alone leaves the first load of a block waiting on memory when several rows stream at once.
+constexpr size_t kQuantPrefetchBytes = 1024;
+
+template <bool kSigned>
+struct Decoded32 {
+  using V = hn::Vec<std::conditional_t<kSigned, QDI8, QDU8>>;
+  V q[kQVecs];
+  float d;
+  float m;
+};
+
+// Tile of R rows x T tokens over all blocks of a row: each weight block is decoded once (in
+// registers) and used for T tokens; each activation block is loaded once and used for R rows.
+template <class F, size_t R, size_t T>
+HWY_INLINE void QuantTile32(const uint8_t* const* HWY_RESTRICT w_rows,
+                            const uint8_t* const* HWY_RESTRICT x_rows, size_t n_blocks,
+                            QVecF (&acc)[R][T], float (&acc_scalar)[R][T]) {
+  using WBlock = typename F::WBlock;
+  using XBlock = typename F::XBlock;
+  const QDI8 d8;
   const QDF df;
-  acc = hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, scale), acc);
-}
-
-// 16 packed bytes -> low nibbles (elements 0..15) and high nibbles (16..31), minus `offset`.
-HWY_INLINE void UnpackNibbles(const uint8_t* HWY_RESTRICT qs, int16_t offset,
-                              int16_t* HWY_RESTRICT low, int16_t* HWY_RESTRICT high) {
-  const hn::CappedTag<int16_t, 16> d16;
-  const hn::Rebind<uint8_t, decltype(d16)> d8;
-  const auto mask = hn::Set(d16, 0x0F), off = hn::Set(d16, offset);
-  for (size_t i = 0; i < 16; i += hn::Lanes(d16)) {
-    const auto v = hn::PromoteTo(d16, hn::LoadU(d8, qs + i));
-    hn::StoreU(hn::Sub(hn::And(v, mask), off), d16, low + i);
-    hn::StoreU(hn::Sub(hn::ShiftRight<4>(v), off), d16, high + i);
-  }
-}
-
-// q[i] *= scale for i in [0, count), count a multiple of 16.
-HWY_INLINE void ScaleLevels(int16_t* HWY_RESTRICT q, size_t count, int16_t scale) {
-  const hn::CappedTag<int16_t, 16> d16;
-  const auto s = hn::Set(d16, scale);
-  for (size_t i = 0; i < count; i += hn::Lanes(d16)) {
-    hn::StoreU(hn::Mul(hn::LoadU(d16, q + i), s), d16, q + i);
-  }
-}
-
-// Adds the fifth bit of each of 32 levels (bit j of `qh` for element j) and subtracts `offset`.
-HWY_INLINE void AddHighBits32(uint32_t qh, int16_t offset, int16_t* HWY_RESTRICT q) {
-  for (size_t j = 0; j < 32; ++j) q[j] = int16_t((q[j] | (((qh >> j) & 1) << 4)) - offset);
-}
-
-// The mat_mul driver. `Format` provides WBlock, XBlock, kElems, Unpacked, Unpack and Dot:
-// Unpack decodes one weight block, Dot adds its product with one activation block to a token's
-// vector and scalar accumulators. Tokens go in tiles of 4 so each weight block is decoded once
-// per tile.
-template <class Format>
-HWY_INLINE void MatMulQuantImpl(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                                size_t out_stride, size_t row_begin, size_t row_end) {
-  using WBlock = typename Format::WBlock;
-  using XBlock = typename Format::XBlock;
-  constexpr size_t kTile = 4;
-  const QDF df;
-  const size_t n_blocks = n_in / Format::kElems;
-  typename Format::Unpacked unpacked;
-  for (size_t row = row_begin; row < row_end; ++row) {
-    const WBlock* w_blocks =
-        reinterpret_cast<const WBlock*>(static_cast<const char*>(w) + row * w_row_bytes);
-    for (size_t t0 = 0; t0 < n_tokens; t0 += kTile) {
-      const size_t tile = std::min(kTile, n_tokens - t0);
-      const XBlock* x_blocks[kTile];
-      QVecF acc[kTile];
-      float acc_scalar[kTile];
-      for (size_t j = 0; j < kTile; ++j) {
-        x_blocks[j] = reinterpret_cast<const XBlock*>(static_cast<const char*>(xq) +
-                                                      (t0 + std::min(j, tile - 1)) * xq_row_bytes);
-        acc[j] = hn::Zero(df);
-        acc_scalar[j] = 0.0f;
+  constexpr size_t kLanes = hn::MaxLanes(QDI8());
+  for (size_t b = 0; b < n_blocks; ++b) {
+    Decoded32<F::kSigned> w[R];
+    for (size_t r = 0; r < R; ++r) {
+      hwy::Prefetch(w_rows[r] + b * sizeof(WBlock) + kQuantPrefetchBytes);
+      F::Decode(reinterpret_cast<const WBlock*>(w_rows[r])[b], w[r]);
+    }
+    for (size_t t = 0; t < T; ++t) {
+      const XBlock& xb = reinterpret_cast<const XBlock*>(x_rows[t])[b];
+      QVI8 x[kQVecs];
+      QVI16 xo[kQVecs];
+      for (size_t v = 0; v < kQVecs; ++v) {
+        x[v] = hn::LoadU(d8, xb.qs + v * kLanes);
+        if constexpr (F::kOffset != 0) {
+          xo[v] = MulPairsU8I8(hn::Set(QDU8(), uint8_t(F::kOffset)), x[v]);
+        }
       }
-      for (size_t b = 0; b < n_blocks; ++b) {
-        Format::Unpack(w_blocks[b], unpacked);
-        for (size_t j = 0; j < tile; ++j)
-          Format::Dot(unpacked, x_blocks[j][b], acc[j], acc_scalar[j]);
-      }
-      for (size_t j = 0; j < tile; ++j) {
-        const float dot = hn::GetLane(hn::SumOfLanes(df, acc[j])) + acc_scalar[j];
-        out[(t0 + j) * out_stride + row] = dot + (bias ? bias[row] : 0.0f);
+      const float dx = HalfToF32(xb.d);
+      for (size_t r = 0; r < R; ++r) {
+        QVI32 isum;
+        if constexpr (F::kSigned) {
+          isum = DotSigned32(w[r].q, x);
+        } else {
+          isum = DotUnsigned32<F::kOffset>(w[r].q, x, xo);
+        }
+        acc[r][t] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, w[r].d * dx), acc[r][t]);
+        if constexpr (F::kHasMin) acc_scalar[r][t] += w[r].m * HalfToF32(xb.s);
       }
     }
   }
 }
 
-// Decoded 32-element block: int16 levels, scale, and (formats with a min) the min.
-struct Unpacked32 {
-  HWY_ALIGN int16_t q[quant::kQK];
-  float d;
-  float m;
-};
+// ---------------------------------------------------------------------------------------------
+// 256-element super-block formats (K-quants, IQ4_XS) against Q8_K. A super-block is decoded
+// once per tile into L1 (levels, per-chunk scale vectors, per-16 mins) and then dotted with the
+// tile's tokens: Format::Decode(block, DecodedK&) with kSigned, kOffset, kHasMins.
 
-// Decoded 256-element super-block: scaled int16 levels, d, dmin and the integer min of each
-// 16 elements (zero for formats without mins).
-struct Unpacked256 {
-  HWY_ALIGN int16_t q[quant::kQK_K];
+struct DecodedK {
+  HWY_ALIGN uint8_t q[quant::kQK_K];  // levels; int8 bit patterns when signed
+  // Chunk c (elements 32c..32c+31) in int16 pair lanes: 8 x the scale of elements 32c..32c+15,
+  // then 8 x that of 32c+16..32c+31.
+  HWY_ALIGN int16_t scales[8][16];
+  HWY_ALIGN int16_t mins[16];  // integer min (or offset x scale) per 16 elements
   float d;
   float dmin;
-  int16_t mins[quant::kQK_K / 16];
 };
 
-// Dot of a 32-block with a Q8_0 block (no min).
-HWY_INLINE void DotQ8_0Block(const Unpacked32& w, const quant::BlockQ8_0& x, QVecF& acc) {
-  AccumulateScaled(DotI16I8(w.q, x.qs, quant::kQK), w.d * HalfToF32(x.d), acc);
-}
-
-// Dot of a 32-block with a min against a Q8_1 block: d_w d_x sum(q_w q_x) + m_w s_x.
-HWY_INLINE void DotQ8_1Block(const Unpacked32& w, const quant::BlockQ8_1& x, QVecF& acc,
-                             float& acc_scalar) {
-  AccumulateScaled(DotI16I8(w.q, x.qs, quant::kQK), w.d * HalfToF32(x.d), acc);
-  acc_scalar += w.m * HalfToF32(x.s);
-}
-
-// Dot of a super-block with a Q8_K block: d d_x sum(q_w q_x) - dmin d_x sum(min_k bsum_k).
-HWY_INLINE void DotQ8_KBlock(const Unpacked256& w, const quant::BlockQ8_K& x, QVecF& acc,
-                             float& acc_scalar, bool has_mins) {
-  AccumulateScaled(DotI16I8(w.q, x.qs, quant::kQK_K), w.d * x.d, acc);
-  if (has_mins) {
-    int32_t min_sum = 0;
-    for (size_t k = 0; k < quant::kQK_K / 16; ++k) min_sum += int32_t(w.mins[k]) * x.bsums[k];
-    acc_scalar -= w.dmin * x.d * float(min_sum);
+// The int16 pair-lane scale vector(s) of one 32-element chunk whose halves have scales s0, s1:
+// built in registers (two half-width stores then a full-width load would stall store forwarding).
+HWY_INLINE void ChunkScales16(int16_t s0, int16_t s1, QVI16 (&out)[kQVecs]) {
+  const QDI16 d16;
+  if constexpr (kQVecs == 1) {
+    const hn::Half<QDI16> dh;
+    out[0] = hn::Combine(d16, hn::Set(dh, s1), hn::Set(dh, s0));
+  } else {
+    out[0] = hn::Set(d16, s0);
+    out[1] = hn::Set(d16, s1);
   }
 }
+
+// 16 bytes (one 128-bit vector) zero-extended to 16 int16 lanes in kQVecs vectors. `du16` is
+// Repartition<uint16_t, QDU8>, a parameter so that only the taken branch is instantiated.
+template <class DU16, class V>
+HWY_INLINE void PromoteBytes16(DU16 du16, V bytes, QVI16 (&out)[kQVecs]) {
+  const QDI16 d16;
+  if constexpr (hn::MaxLanes(DU16()) == 16) {
+    out[0] = hn::BitCast(d16, hn::PromoteTo(du16, bytes));
+  } else {
+    const hn::Rebind<uint8_t, DU16> d8;
+    out[0] = hn::BitCast(d16, hn::PromoteTo(du16, hn::LowerHalf(d8, bytes)));
+    out[1] = hn::BitCast(d16, hn::PromoteTo(du16, hn::UpperHalf(d8, bytes)));
+  }
+}
+
+// scales[c] from one int16 scale per 16 elements.
+HWY_INLINE void SetChunkScales16(const int16_t* HWY_RESTRICT scale16, DecodedK& w) {
+  const QDI16 d16;
+  constexpr size_t kLanes16 = hn::MaxLanes(QDI16());
+  for (size_t c = 0; c < 8; ++c) {
+    QVI16 v[kQVecs];
+    ChunkScales16(scale16[2 * c], scale16[2 * c + 1], v);
+    for (size_t i = 0; i < kQVecs; ++i) hn::Store(v[i], d16, w.scales[c] + i * kLanes16);
+  }
+}
+
+// scales[c] from one int16 scale per 32 elements.
+HWY_INLINE void SetChunkScales32(const int16_t* HWY_RESTRICT scale32, DecodedK& w) {
+  const hn::CappedTag<int16_t, 16> d16;
+  for (size_t c = 0; c < 8; ++c) {
+    for (size_t i = 0; i < 16; i += hn::Lanes(d16)) {
+      hn::StoreU(hn::Set(d16, scale32[c]), d16, w.scales[c] + i);
+    }
+  }
+}
+
+// sum(mins[k] * bsums[k]), k < 16.
+HWY_INLINE int32_t MinSumK(const int16_t* HWY_RESTRICT mins, const int16_t* HWY_RESTRICT bsums) {
+  const QDI16 d16;
+  const QDI32 d32;
+  constexpr size_t kLanes = hn::MaxLanes(QDI16());
+  QVI32 sum = hn::Zero(d32);
+  for (size_t i = 0; i < 16; i += kLanes) {
+    sum = hn::Add(sum, MulPairsI16(hn::Load(d16, mins + i), hn::LoadU(d16, bsums + i)));
+  }
+  return hn::GetLane(hn::SumOfLanes(d32, sum));
+}
+
+// int32 lanes of sum over the super-block of scale * (level - kOffset) * x.
+template <bool kSigned, int kOffset>
+HWY_INLINE QVI32 DotK(const DecodedK& w, const int8_t* HWY_RESTRICT x,
+                      const QVI16* HWY_RESTRICT xo) {
+  const QDU8 du8;
+  const QDI8 d8;
+  const QDI16 d16;
+  constexpr size_t kLanes = hn::MaxLanes(QDI8());
+  QVI32 sum0 = hn::Zero(QDI32()), sum1 = hn::Zero(QDI32());
+  for (size_t c = 0; c < 8; ++c) {
+    for (size_t v = 0; v < kQVecs; ++v) {
+      const size_t i = 32 * c + v * kLanes;
+      const auto xv = hn::LoadU(d8, x + i);
+      QVI16 p;
+      if constexpr (kSigned) {
+        const auto wv = hn::BitCast(d8, hn::Load(du8, w.q + i));
+        p = MulPairsU8I8(hn::BitCast(du8, hn::Abs(wv)), ApplySign(xv, wv));
+      } else {
+        p = MulPairsU8I8(hn::Load(du8, w.q + i), xv);
+        if constexpr (kOffset != 0) p = hn::Sub(p, xo[c * kQVecs + v]);
+      }
+      const auto prod = MulPairsI16(p, hn::Load(d16, w.scales[c] + v * kLanes / 2));
+      if (c % 2 == 0) {
+        sum0 = hn::Add(sum0, prod);
+      } else {
+        sum1 = hn::Add(sum1, prod);
+      }
+    }
+  }
+  return hn::Add(sum0, sum1);
+}
+
+// Formats with `kDirect` decode each super-block in registers, chunk by chunk, and dot it with
+// the T tokens at once (Format::DotDirect); the others go through DecodedK in L1.
+template <class F, size_t R, size_t T>
+HWY_INLINE void QuantTileK(const uint8_t* const* HWY_RESTRICT w_rows,
+                           const uint8_t* const* HWY_RESTRICT x_rows, size_t n_blocks,
+                           QVecF (&acc)[R][T], float (&acc_scalar)[R][T]) {
+  using WBlock = typename F::WBlock;
+  using XBlock = quant::BlockQ8_K;
+  const QDF df;
+  const QDI8 d8;
+  constexpr size_t kLanes = hn::MaxLanes(QDI8());
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const XBlock* xb[T];
+    for (size_t t = 0; t < T; ++t) xb[t] = reinterpret_cast<const XBlock*>(x_rows[t]) + b;
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t i = 0; i < sizeof(WBlock); i += 64) {
+        hwy::Prefetch(w_rows[r] + b * sizeof(WBlock) + i + kQuantPrefetchBytes);
+      }
+    }
+    if constexpr (requires { F::kDirect; }) {
+      for (size_t r = 0; r < R; ++r) {
+        QVI32 isum[T];
+        int32_t min_sum[T];
+        float d, dmin;
+        F::template DotDirect<T>(reinterpret_cast<const WBlock*>(w_rows[r])[b], xb, isum, min_sum,
+                                 d, dmin);
+        for (size_t t = 0; t < T; ++t) {
+          acc[r][t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Set(df, d * xb[t]->d), acc[r][t]);
+          acc_scalar[r][t] -= dmin * xb[t]->d * float(min_sum[t]);
+        }
+      }
+    } else {
+      DecodedK w[R];
+      for (size_t r = 0; r < R; ++r) {
+        F::Decode(reinterpret_cast<const WBlock*>(w_rows[r])[b], w[r]);
+      }
+      for (size_t t = 0; t < T; ++t) {
+        QVI16 xo[F::kOffset != 0 ? 8 * kQVecs : 1];
+        if constexpr (F::kOffset != 0) {
+          const auto offset = hn::Set(QDU8(), uint8_t(F::kOffset));
+          for (size_t i = 0; i < 8 * kQVecs; ++i) {
+            xo[i] = MulPairsU8I8(offset, hn::LoadU(d8, xb[t]->qs + i * kLanes));
+          }
+        }
+        for (size_t r = 0; r < R; ++r) {
+          const QVI32 isum = DotK<F::kSigned, F::kOffset>(w[r], xb[t]->qs, xo);
+          acc[r][t] =
+              hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, w[r].d * xb[t]->d), acc[r][t]);
+          if constexpr (F::kHasMins) {
+            acc_scalar[r][t] -= w[r].dmin * xb[t]->d * float(MinSumK(w[r].mins, xb[t]->bsums));
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The driver.
+
+template <class F, size_t R, size_t T>
+HWY_INLINE void QuantTile(const uint8_t* HWY_RESTRICT w, size_t w_row_bytes, size_t row,
+                          const uint8_t* HWY_RESTRICT xq, size_t xq_row_bytes, size_t token,
+                          size_t n_blocks, const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
+                          size_t out_stride) {
+  const QDF df;
+  const uint8_t* w_rows[R];
+  const uint8_t* x_rows[T];
+  QVecF acc[R][T];
+  float acc_scalar[R][T];
+  for (size_t r = 0; r < R; ++r) w_rows[r] = w + (row + r) * w_row_bytes;
+  for (size_t t = 0; t < T; ++t) x_rows[t] = xq + (token + t) * xq_row_bytes;
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t t = 0; t < T; ++t) {
+      acc[r][t] = hn::Zero(df);
+      acc_scalar[r][t] = 0.0f;
+    }
+  }
+  if constexpr (F::kElems == quant::kQK) {
+    QuantTile32<F, R, T>(w_rows, x_rows, n_blocks, acc, acc_scalar);
+  } else {
+    QuantTileK<F, R, T>(w_rows, x_rows, n_blocks, acc, acc_scalar);
+  }
+  for (size_t t = 0; t < T; ++t) {
+    for (size_t r = 0; r < R; ++r) {
+      const float dot = hn::GetLane(hn::SumOfLanes(df, acc[r][t])) + acc_scalar[r][t];
+      out[(token + t) * out_stride + row + r] = dot + (bias ? bias[row + r] : 0.0f);
+    }
+  }
+}
+
+// Rows [row, row + R) for tokens [t_begin, t_end) in tiles of T, then single tokens.
+template <class F, size_t R, size_t T>
+HWY_INLINE void QuantRowBlock(const uint8_t* w, size_t w_row_bytes, size_t row, const uint8_t* xq,
+                              size_t xq_row_bytes, size_t t_begin, size_t t_end, size_t n_blocks,
+                              const float* bias, float* out, size_t out_stride) {
+  size_t t = t_begin;
+  for (; t + T <= t_end; t += T) {
+    QuantTile<F, R, T>(w, w_row_bytes, row, xq, xq_row_bytes, t, n_blocks, bias, out, out_stride);
+  }
+  for (; t < t_end; ++t) {
+    QuantTile<F, R, 1>(w, w_row_bytes, row, xq, xq_row_bytes, t, n_blocks, bias, out, out_stride);
+  }
+}
+
+// Tokens whose activation blocks stay in L2 while a thread streams its weight rows past them.
+constexpr size_t kQuantTokenChunk = 64;
+
+#endif  // PETREL_QUANT_SIMD
+
+// HWY_SCALAR: each weight row and activation row dequantized exactly and dotted in double, with
+// Q8_1's stored block sum for the min term (as the integer kernels use it).
+template <class F>
+HWY_NOINLINE void MatMulQuantScalar(const void* w, size_t w_row_bytes, size_t n_in,
+                                    const void* xq, size_t xq_row_bytes, size_t n_tokens,
+                                    const float* bias, float* out, size_t out_stride,
+                                    size_t row_begin, size_t row_end) {
+  thread_local std::vector<float> w_row, x_row;  // (n_in) each
+  w_row.resize(n_in);
+  x_row.resize(n_in);
+  for (size_t row = row_begin; row < row_end; ++row) {
+    const uint8_t* w_bytes = static_cast<const uint8_t*>(w) + row * w_row_bytes;
+    DequantizeRow(F::kType, w_bytes, w_row.data(), n_in);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      const uint8_t* x_bytes = static_cast<const uint8_t*>(xq) + t * xq_row_bytes;
+      DequantizeRow(F::kActType, x_bytes, x_row.data(), n_in);
+      double sum = 0;
+      for (size_t i = 0; i < n_in; ++i) sum += double(w_row[i]) * x_row[i];
+      if constexpr (F::kActType == DType::kQ8_1) {
+        // The min (the f16 after d in Q4_1/Q5_1) times s - sum(x) of each block.
+        const auto* xb = reinterpret_cast<const quant::BlockQ8_1*>(x_bytes);
+        for (size_t b = 0; b < n_in / quant::kQK; ++b) {
+          uint16_t m_bits;
+          std::memcpy(&m_bits, w_bytes + b * sizeof(typename F::WBlock) + 2, sizeof(m_bits));
+          double x_sum = 0;
+          for (size_t i = 0; i < quant::kQK; ++i) x_sum += x_row[b * quant::kQK + i];
+          sum += double(F16ToF32(m_bits)) * (double(F16ToF32(xb[b].s)) - x_sum);
+        }
+      }
+      out[t * out_stride + row] = float(sum) + (bias ? bias[row] : 0.0f);
+    }
+  }
+}
+
+// The HostKernels::mat_mul_quantized contract for one weight format. Format also provides the
+// tile shapes: kDecodeRows (rows per pass for one token) and kTileRows x kTileTokens.
+template <class F>
+HWY_INLINE void MatMulQuantImpl(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
+                                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                                size_t out_stride, size_t row_begin, size_t row_end) {
+#if !PETREL_QUANT_SIMD
+  MatMulQuantScalar<F>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
+                       row_begin, row_end);
+#else
+  const uint8_t* w_bytes = static_cast<const uint8_t*>(w);
+  const uint8_t* x_bytes = static_cast<const uint8_t*>(xq);
+  const size_t n_blocks = n_in / F::kElems;
+  if (n_tokens == 1) {
+    // Matrix-vector: memory-bound, so several rows (weight streams) per pass.
+    size_t row = row_begin;
+    for (; row + F::kDecodeRows <= row_end; row += F::kDecodeRows) {
+      QuantTile<F, F::kDecodeRows, 1>(w_bytes, w_row_bytes, row, x_bytes, xq_row_bytes, 0,
+                                      n_blocks, bias, out, out_stride);
+    }
+    for (; row < row_end; ++row) {
+      QuantTile<F, 1, 1>(w_bytes, w_row_bytes, row, x_bytes, xq_row_bytes, 0, n_blocks, bias, out,
+                         out_stride);
+    }
+    return;
+  }
+  for (size_t t0 = 0; t0 < n_tokens; t0 += kQuantTokenChunk) {
+    const size_t t1 = std::min(n_tokens, t0 + kQuantTokenChunk);
+    size_t row = row_begin;
+    for (; row + F::kTileRows <= row_end; row += F::kTileRows) {
+      QuantRowBlock<F, F::kTileRows, F::kTileTokens>(w_bytes, w_row_bytes, row, x_bytes,
+                                                     xq_row_bytes, t0, t1, n_blocks, bias, out,
+                                                     out_stride);
+    }
+    for (; row < row_end; ++row) {
+      QuantRowBlock<F, 1, F::kTileTokens>(w_bytes, w_row_bytes, row, x_bytes, xq_row_bytes, t0,
+                                          t1, n_blocks, bias, out, out_stride);
+    }
+  }
+#endif  // PETREL_QUANT_SIMD
+}
+
+#if PETREL_QUANT_SIMD
+// Tile shapes: accumulators (R x T vectors) plus the decoded rows and one activation block must
+// fit the registers (16 on SSE4/AVX2, 32 on AVX-512).
+#if HWY_TARGET <= HWY_AVX3
+constexpr size_t kQuantTileRows32 = 4;
+constexpr size_t kQuantTileTokens32 = 4;
+#else
+constexpr size_t kQuantTileRows32 = 2;
+constexpr size_t kQuantTileTokens32 = 4;
+#endif
+#endif  // PETREL_QUANT_SIMD
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu

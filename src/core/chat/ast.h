@@ -79,8 +79,8 @@ struct Node {
   ExprPtr expr;
   std::vector<IfBranch> branches;
   std::vector<std::string> targets;
-  std::string attr;    // kSet on a namespace attribute: targets[0].attr
-  ExprPtr condition;   // kFor inline `if`
+  std::string attr;   // kSet on a namespace attribute: targets[0].attr
+  ExprPtr condition;  // kFor inline `if`
   NodeList body;
   NodeList else_body;
   std::vector<ExprPtr> filters;  // kSetBlock / kFilterBlock: kFilter nodes with a null subject

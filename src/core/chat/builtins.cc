@@ -28,7 +28,9 @@ Result<bool> TestUndefined(Interpreter&, const Value& v, Args&) { return v.is_un
 Result<bool> TestNone(Interpreter&, const Value& v, Args&) { return v.is_none(); }
 Result<bool> TestBoolean(Interpreter&, const Value& v, Args&) { return v.is_bool(); }
 Result<bool> TestTrue(Interpreter&, const Value& v, Args&) { return v.is_bool() && v.bool_value(); }
-Result<bool> TestFalse(Interpreter&, const Value& v, Args&) { return v.is_bool() && !v.bool_value(); }
+Result<bool> TestFalse(Interpreter&, const Value& v, Args&) {
+  return v.is_bool() && !v.bool_value();
+}
 Result<bool> TestInteger(Interpreter&, const Value& v, Args&) { return v.is_int(); }
 Result<bool> TestFloat(Interpreter&, const Value& v, Args&) { return v.is_float(); }
 Result<bool> TestNumber(Interpreter&, const Value& v, Args&) { return v.is_number(); }
@@ -37,7 +39,8 @@ Result<bool> TestMapping(Interpreter&, const Value& v, Args&) {
   return v.is_dict() && !v.dict().is_namespace;
 }
 Result<bool> TestIterable(Interpreter&, const Value& v, Args&) {
-  return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.dict().is_namespace);
+  return v.is_undefined() || v.is_string() || v.is_list() ||
+         (v.is_dict() && !v.dict().is_namespace);
 }
 Result<bool> TestSequence(Interpreter&, const Value& v, Args&) {
   return v.is_undefined() || v.is_string() || (v.is_list() && !v.is_iterator()) ||
@@ -93,25 +96,44 @@ Result<bool> TestTest(Interpreter&, const Value& v, Args&) {
 
 const std::unordered_map<std::string_view, TestFn>& TestTable() {
   static const auto* table = new std::unordered_map<std::string_view, TestFn>{
-      {"boolean", TestBoolean},   {"callable", TestCallable},
-      {"defined", TestDefined},   {"divisibleby", TestDivisibleBy},
-      {"eq", TestEq},             {"equalto", TestEq},
-      {"==", TestEq},             {"escaped", TestEscaped},
-      {"even", TestEven},         {"false", TestFalse},
-      {"filter", TestFilter},     {"float", TestFloat},
-      {"ge", TestOrder<1, true>}, {">=", TestOrder<1, true>},
-      {"gt", TestOrder<1, false>}, {"greaterthan", TestOrder<1, false>},
-      {">", TestOrder<1, false>}, {"in", TestIn},
-      {"integer", TestInteger},   {"iterable", TestIterable},
-      {"le", TestOrder<-1, true>}, {"<=", TestOrder<-1, true>},
-      {"lower", TestLower},       {"lt", TestOrder<-1, false>},
-      {"lessthan", TestOrder<-1, false>}, {"<", TestOrder<-1, false>},
-      {"mapping", TestMapping},   {"ne", TestNe},
-      {"!=", TestNe},             {"none", TestNone},
-      {"number", TestNumber},     {"odd", TestOdd},
-      {"sameas", TestSameAs},     {"sequence", TestSequence},
-      {"string", TestString},     {"test", TestTest},
-      {"true", TestTrue},         {"undefined", TestUndefined},
+      {"boolean", TestBoolean},
+      {"callable", TestCallable},
+      {"defined", TestDefined},
+      {"divisibleby", TestDivisibleBy},
+      {"eq", TestEq},
+      {"equalto", TestEq},
+      {"==", TestEq},
+      {"escaped", TestEscaped},
+      {"even", TestEven},
+      {"false", TestFalse},
+      {"filter", TestFilter},
+      {"float", TestFloat},
+      {"ge", TestOrder<1, true>},
+      {">=", TestOrder<1, true>},
+      {"gt", TestOrder<1, false>},
+      {"greaterthan", TestOrder<1, false>},
+      {">", TestOrder<1, false>},
+      {"in", TestIn},
+      {"integer", TestInteger},
+      {"iterable", TestIterable},
+      {"le", TestOrder<-1, true>},
+      {"<=", TestOrder<-1, true>},
+      {"lower", TestLower},
+      {"lt", TestOrder<-1, false>},
+      {"lessthan", TestOrder<-1, false>},
+      {"<", TestOrder<-1, false>},
+      {"mapping", TestMapping},
+      {"ne", TestNe},
+      {"!=", TestNe},
+      {"none", TestNone},
+      {"number", TestNumber},
+      {"odd", TestOdd},
+      {"sameas", TestSameAs},
+      {"sequence", TestSequence},
+      {"string", TestString},
+      {"test", TestTest},
+      {"true", TestTrue},
+      {"undefined", TestUndefined},
       {"upper", TestUpper},
   };
   return *table;
@@ -136,10 +158,13 @@ Result<Value> GlobalRange(Interpreter& interp, Args& args) {
   }
   if (step == 0) return Error("ValueError: range() arg 3 must not be zero");
   const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
-  const __int128 count = span <= 0 ? 0 : (span + (step > 0 ? step : -step) - 1) / (step > 0 ? step : -step);
+  const __int128 count =
+      span <= 0 ? 0 : (span + (step > 0 ? step : -step) - 1) / (step > 0 ? step : -step);
   if (count > kMaxRange) {
-    return Error("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE "
-                 "(%lld).", static_cast<long long>(kMaxRange));
+    return Error(
+        "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE "
+        "(%lld).",
+        static_cast<long long>(kMaxRange));
   }
   PETREL_RETURN_IF_ERROR(interp.Step(size_t(count)));
   std::vector<Value> items;
@@ -157,7 +182,8 @@ Status FillDict(Args& args, Value* dict) {
     PETREL_ASSIGN_OR_RETURN(auto pairs, Iterate(positional));
     for (const Value& pair : pairs) {
       PETREL_ASSIGN_OR_RETURN(auto kv, Iterate(pair));
-      if (kv.size() != 2) return Error("ValueError: dictionary update sequence element has wrong length");
+      if (kv.size() != 2)
+        return Error("ValueError: dictionary update sequence element has wrong length");
       dict->dict().Set(kv[0], kv[1]);
     }
   }
@@ -246,9 +272,12 @@ Value FindGlobal(std::string_view name) {
     Result<Value> (*fn)(Interpreter&, Args&);
   };
   static const Global kGlobals[] = {
-      {"range", GlobalRange},           {"namespace", GlobalNamespace},
-      {"dict", GlobalDict},             {"raise_exception", GlobalRaise},
-      {"strftime_now", GlobalStrftimeNow}, {"joiner", GlobalJoiner},
+      {"range", GlobalRange},
+      {"namespace", GlobalNamespace},
+      {"dict", GlobalDict},
+      {"raise_exception", GlobalRaise},
+      {"strftime_now", GlobalStrftimeNow},
+      {"joiner", GlobalJoiner},
       {"cycler", GlobalCycler},
   };
   for (const Global& global : kGlobals) {

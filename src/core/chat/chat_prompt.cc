@@ -14,12 +14,14 @@ Result<ChatPrompt> ChatPrompt::Load(const std::string& path) {
   return chat;
 }
 
-Result<ChatPrompt> ChatPrompt::FromSource(const std::string& source, std::string bos, std::string eos) {
+Result<ChatPrompt> ChatPrompt::FromSource(const std::string& source, std::string bos,
+                                          std::string eos) {
   PETREL_ASSIGN_OR_RETURN(ChatTemplate parsed, ChatTemplate::Parse(source));
   return ChatPrompt(std::move(parsed), std::move(bos), std::move(eos));
 }
 
-Result<std::string> ChatPrompt::Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+Result<std::string> ChatPrompt::Render(const nlohmann::ordered_json& messages,
+                                       bool add_generation_prompt,
                                        const nlohmann::ordered_json& extra) const {
   nlohmann::ordered_json context = extra.is_object() ? extra : nlohmann::ordered_json::object();
   context["messages"] = messages;

@@ -2,10 +2,9 @@
 // with special tokens parsed (the template writes them as text).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/chat/chat_template.h"
 #include "core/status.h"
@@ -22,10 +21,12 @@ class ChatPrompt {
 
   // Renders `messages` (an array of {role, content, …}); `extra` adds template variables such as
   // `tools`.
-  Result<std::string> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                             const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+  Result<std::string> Render(
+      const nlohmann::ordered_json& messages, bool add_generation_prompt,
+      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
   // Render + tokenize. The BOS token is added only when the rendered text does not start with it.
-  Result<std::vector<int32_t>> Tokenize(const Tokenizer& tokenizer, const nlohmann::ordered_json& messages,
+  Result<std::vector<int32_t>> Tokenize(const Tokenizer& tokenizer,
+                                        const nlohmann::ordered_json& messages,
                                         bool add_generation_prompt) const;
 
  private:

@@ -103,8 +103,7 @@ Result<Value> Interpreter::ApplyFilter(const std::string& name, const Value& sub
   return filter(*this, subject, args);
 }
 
-Result<bool> Interpreter::ApplyTest(const std::string& name, const Value& subject,
-                                    CallArgs args) {
+Result<bool> Interpreter::ApplyTest(const std::string& name, const Value& subject, CallArgs args) {
   const TestFn test = FindTest(name);
   if (!test) return Error("TemplateRuntimeError: No test named '%s' found.", name.c_str());
   PETREL_RETURN_IF_ERROR(Step());
@@ -261,8 +260,9 @@ Result<Value> Interpreter::EvalInner(const Expr& expr, const ScopePtr& scope) {
       PETREL_ASSIGN_OR_RETURN(Value condition, Eval(*expr.children[0], scope));
       if (condition.Truthy()) return Eval(*expr.children[1], scope);
       if (expr.children[2]) return Eval(*expr.children[2], scope);
-      return Value::Undefined("UndefinedError: the inline if-expression evaluated to false and "
-                              "no else section was defined.");
+      return Value::Undefined(
+          "UndefinedError: the inline if-expression evaluated to false and "
+          "no else section was defined.");
     }
   }
   return Error("internal: unknown expression kind");

@@ -30,8 +30,9 @@ Value ResolvePath(Interpreter& interp, const Value& item, const Value& path) {
     const std::string part = text.substr(start, dot == std::string::npos ? dot : dot - start);
     const bool numeric = !part.empty() && part.size() < 18 &&
                          std::all_of(part.begin(), part.end(), [](char c) { return isdigit(c); });
-    current = numeric ? interp.GetItem(current, Value(int64_t(std::strtoll(part.c_str(), nullptr, 10))))
-                      : interp.GetItem(current, Value(part));
+    current = numeric
+                  ? interp.GetItem(current, Value(int64_t(std::strtoll(part.c_str(), nullptr, 10))))
+                  : interp.GetItem(current, Value(part));
     if (dot == std::string::npos || current.is_undefined()) return current;
     start = dot + 1;
   }
@@ -63,8 +64,8 @@ Result<Value> FilterLast(Interpreter&, const Value& subject, Args&) {
 }
 
 Result<Value> FilterJoin(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("join", args, {{"d", Value("")},
-                                                          {"attribute", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(auto a,
+                          BindArgs("join", args, {{"d", Value("")}, {"attribute", Value::None()}}));
   PETREL_ASSIGN_OR_RETURN(auto items, Items(subject));
   std::string out;
   const std::string separator = a[0].Str();
@@ -112,9 +113,9 @@ Result<Value> FilterTrim(Interpreter&, const Value& subject, Args& args) {
 }
 
 Result<Value> FilterReplace(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("replace", args, {{"old", {}, true},
-                                                             {"new", {}, true},
-                                                             {"count", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a,
+      BindArgs("replace", args, {{"old", {}, true}, {"new", {}, true}, {"count", Value::None()}}));
   int64_t count = -1;
   if (!a[2].is_none()) {
     PETREL_ASSIGN_OR_RETURN(count, ToInt(a[2], "count"));
@@ -125,17 +126,18 @@ Result<Value> FilterReplace(Interpreter& interp, const Value& subject, Args& arg
 }
 
 Result<Value> FilterDefault(Interpreter&, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("default", args, {{"default_value", Value("")},
-                                                             {"boolean", Value(false)}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs("default", args, {{"default_value", Value("")}, {"boolean", Value(false)}}));
   if (subject.is_undefined() || (a[1].Truthy() && !subject.Truthy())) return a[0];
   return subject;
 }
 
 Result<Value> FilterToJson(Interpreter&, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("tojson", args, {{"ensure_ascii", Value(false)},
-                                                            {"indent", Value::None()},
-                                                            {"separators", Value::None()},
-                                                            {"sort_keys", Value(false)}}));
+  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("tojson", args,
+                                           {{"ensure_ascii", Value(false)},
+                                            {"indent", Value::None()},
+                                            {"separators", Value::None()},
+                                            {"sort_keys", Value(false)}}));
   JsonOptions options;
   options.ensure_ascii = a[0].Truthy();
   if (a[1].is_string()) {
@@ -182,8 +184,8 @@ std::optional<double> ParseFloat(const std::string& raw) {
 }
 
 Result<Value> FilterInt(Interpreter&, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("int", args, {{"default", Value(0)},
-                                                         {"base", Value(10)}}));
+  PETREL_ASSIGN_OR_RETURN(auto a,
+                          BindArgs("int", args, {{"default", Value(0)}, {"base", Value(10)}}));
   if (subject.is_string()) {
     PETREL_ASSIGN_OR_RETURN(int64_t base, ToInt(a[1], "base"));
     if (auto v = ParseInt(subject.str(), int(base))) return Value(*v);
@@ -292,8 +294,9 @@ Result<Value> FilterSelect(Interpreter& interp, const Value& subject, Args& args
 }
 
 Result<Value> FilterUnique(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("unique", args, {{"case_sensitive", Value(false)},
-                                                            {"attribute", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a,
+      BindArgs("unique", args, {{"case_sensitive", Value(false)}, {"attribute", Value::None()}}));
   PETREL_ASSIGN_OR_RETURN(auto items, Items(subject));
   PETREL_RETURN_IF_ERROR(interp.Step(items.size() * (items.size() + 1) / 2));
   std::vector<Value> seen, out;
@@ -327,9 +330,10 @@ Status SortByKeys(std::vector<std::pair<std::vector<Value>, Value>>* rows, bool 
 }
 
 Result<Value> FilterSort(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("sort", args, {{"reverse", Value(false)},
-                                                          {"case_sensitive", Value(false)},
-                                                          {"attribute", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("sort", args,
+                                           {{"reverse", Value(false)},
+                                            {"case_sensitive", Value(false)},
+                                            {"attribute", Value::None()}}));
   PETREL_ASSIGN_OR_RETURN(auto items, Items(subject));
   PETREL_RETURN_IF_ERROR(interp.Step(items.size() * 8));
   std::vector<Value> paths;
@@ -356,9 +360,10 @@ Result<Value> FilterSort(Interpreter& interp, const Value& subject, Args& args) 
 }
 
 Result<Value> FilterGroupBy(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("groupby", args, {{"attribute", {}, true},
-                                                             {"default", Value::None()},
-                                                             {"case_sensitive", Value(false)}}));
+  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("groupby", args,
+                                           {{"attribute", {}, true},
+                                            {"default", Value::None()},
+                                            {"case_sensitive", Value(false)}}));
   PETREL_ASSIGN_OR_RETURN(auto items, Items(subject));
   PETREL_RETURN_IF_ERROR(interp.Step(items.size() * 8));
   auto key_of = [&](const Value& item) {
@@ -384,9 +389,10 @@ Result<Value> FilterGroupBy(Interpreter& interp, const Value& subject, Args& arg
 }
 
 Result<Value> FilterDictSort(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("dictsort", args, {{"case_sensitive", Value(false)},
-                                                              {"by", Value("key")},
-                                                              {"reverse", Value(false)}}));
+  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("dictsort", args,
+                                           {{"case_sensitive", Value(false)},
+                                            {"by", Value("key")},
+                                            {"reverse", Value(false)}}));
   if (!subject.is_dict()) return Error("TypeError: dictsort requires a mapping");
   PETREL_RETURN_IF_ERROR(interp.Step(subject.dict().entries.size() * 8));
   const bool by_value = a[1].Str() == "value";
@@ -429,8 +435,8 @@ Result<Value> FilterAbs(Interpreter&, const Value& subject, Args&) {
 }
 
 Result<Value> FilterRound(Interpreter&, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("round", args, {{"precision", Value(0)},
-                                                           {"method", Value("common")}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs("round", args, {{"precision", Value(0)}, {"method", Value("common")}}));
   PETREL_ASSIGN_OR_RETURN(int64_t precision, ToInt(a[0], "precision"));
   const std::string method = a[1].Str();
   if (!subject.is_number()) {
@@ -463,9 +469,9 @@ Result<Value> FilterEscape(Interpreter&, const Value& subject, Args&) {
 }
 
 Result<Value> FilterIndent(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("indent", args, {{"width", Value(4)},
-                                                            {"first", Value(false)},
-                                                            {"blank", Value(false)}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs("indent", args,
+                       {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}}));
   std::string indentation;
   if (a[0].is_string()) {
     indentation = a[0].str();
@@ -497,8 +503,8 @@ Result<Value> FilterWordCount(Interpreter&, const Value& subject, Args&) {
 }
 
 Result<Value> FilterBatch(Interpreter&, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("batch", args, {{"linecount", {}, true},
-                                                           {"fill_with", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs("batch", args, {{"linecount", {}, true}, {"fill_with", Value::None()}}));
   PETREL_ASSIGN_OR_RETURN(int64_t size, ToInt(a[0], "linecount"));
   if (size <= 0) return Error("ValueError: batch size must be positive");
   PETREL_ASSIGN_OR_RETURN(auto items, Items(subject));
@@ -518,8 +524,8 @@ Result<Value> FilterBatch(Interpreter&, const Value& subject, Args& args) {
 }
 
 Result<Value> FilterSum(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("sum", args, {{"attribute", Value::None()},
-                                                         {"start", Value(0)}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs("sum", args, {{"attribute", Value::None()}, {"start", Value(0)}}));
   PETREL_ASSIGN_OR_RETURN(auto items, Items(subject));
   Value total = a[1];
   for (const Value& item : items) {
@@ -531,9 +537,9 @@ Result<Value> FilterSum(Interpreter& interp, const Value& subject, Args& args) {
 
 template <bool kMax>
 Result<Value> FilterMinMax(Interpreter& interp, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs(kMax ? "max" : "min", args,
-                                           {{"case_sensitive", Value(false)},
-                                            {"attribute", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs(kMax ? "max" : "min", args,
+                       {{"case_sensitive", Value(false)}, {"attribute", Value::None()}}));
   PETREL_ASSIGN_OR_RETURN(auto items, Items(subject));
   if (items.empty()) {
     return Value::Undefined(kMax ? "UndefinedError: No largest item, sequence was empty."
@@ -564,10 +570,11 @@ Result<Value> FilterCenter(Interpreter&, const Value& subject, Args& args) {
 }
 
 Result<Value> FilterTruncate(Interpreter&, const Value& subject, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("truncate", args, {{"length", Value(255)},
-                                                              {"killwords", Value(false)},
-                                                              {"end", Value("...")},
-                                                              {"leeway", Value(5)}}));
+  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("truncate", args,
+                                           {{"length", Value(255)},
+                                            {"killwords", Value(false)},
+                                            {"end", Value("...")},
+                                            {"leeway", Value(5)}}));
   PETREL_ASSIGN_OR_RETURN(int64_t length, ToInt(a[0], "length"));
   PETREL_ASSIGN_OR_RETURN(int64_t leeway, ToInt(a[3], "leeway"));
   const std::string end = a[2].Str();
@@ -597,8 +604,9 @@ Result<Value> FilterFormat(Interpreter&, const Value& subject, Args& args) {
     PETREL_ASSIGN_OR_RETURN(std::string text, PercentFormat(subject.Str(), dict));
     return Value(std::move(text));
   }
-  PETREL_ASSIGN_OR_RETURN(std::string text,
-                          PercentFormat(subject.Str(), Value::List(args.positional, SeqKind::kTuple)));
+  PETREL_ASSIGN_OR_RETURN(
+      std::string text,
+      PercentFormat(subject.Str(), Value::List(args.positional, SeqKind::kTuple)));
   return Value(std::move(text));
 }
 

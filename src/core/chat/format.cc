@@ -1,8 +1,8 @@
 // Python's string formatting: `"%s" % args` (printf style) and `"{}".format(...)`.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "core/chat/builtins.h"
@@ -107,12 +107,13 @@ Result<std::string> FormatNumber(const Value& value, Spec spec) {
              (dot == std::string::npos ? "" : body.substr(dot));
     }
   }
-  const std::string sign = negative ? "-" : spec.sign == '+' ? "+" : spec.sign == ' ' ? " " : "";
+  std::string signed_body = negative ? "-" : spec.sign == '+' ? "+" : spec.sign == ' ' ? " " : "";
+  signed_body += body;
   if (spec.zero && !spec.align) {
     spec.fill = "0";
     spec.align = '=';
   }
-  return Pad(sign + body, spec, '>');
+  return Pad(std::move(signed_body), spec, '>');
 }
 
 Result<std::string> FormatValue(const Value& value, const Spec& spec) {
@@ -148,7 +149,8 @@ Result<Spec> ParseSpec(const std::string& text) {
     spec.align = char(cps[0]);
     i = 1;
   }
-  if (i < cps.size() && (cps[i] == '+' || cps[i] == '-' || cps[i] == ' ')) spec.sign = char(cps[i++]);
+  if (i < cps.size() && (cps[i] == '+' || cps[i] == '-' || cps[i] == ' '))
+    spec.sign = char(cps[i++]);
   if (i < cps.size() && cps[i] == '#') spec.alternate = (++i, true);
   if (i < cps.size() && cps[i] == '0') spec.zero = (++i, true);
   auto number = [&]() {
@@ -211,8 +213,8 @@ Result<std::string> PercentFormat(const std::string& format, const Value& args) 
       if (format[i] == '0') spec.zero = true;
     }
     for (; i < format.size() && isdigit(uint8_t(format[i])); ++i) {
-      spec.width = std::min<int64_t>((spec.width < 0 ? 0 : spec.width) * 10 + (format[i] - '0'),
-                                     1 << 20);
+      spec.width =
+          std::min<int64_t>((spec.width < 0 ? 0 : spec.width) * 10 + (format[i] - '0'), 1 << 20);
     }
     if (i < format.size() && format[i] == '.') {
       spec.precision = 0;
@@ -242,8 +244,9 @@ Result<std::string> PercentFormat(const std::string& format, const Value& args) 
         spec.type = 0;
         spec.zero = false;
         if (!spec.align) spec.align = '>';
-        PETREL_ASSIGN_OR_RETURN(std::string piece,
-                                FormatValue(Value(type == 's' ? value->Str() : value->Repr()), spec));
+        PETREL_ASSIGN_OR_RETURN(
+            std::string piece,
+            FormatValue(Value(type == 's' ? value->Str() : value->Repr()), spec));
         out += piece;
         continue;
       }
@@ -314,7 +317,8 @@ Result<std::string> BraceFormat(Interpreter& interp, const std::string& format, 
       continue;
     }
     const size_t close = format.find('}', i);
-    if (close == std::string::npos) return Error("ValueError: Single '{' encountered in format string");
+    if (close == std::string::npos)
+      return Error("ValueError: Single '{' encountered in format string");
     std::string field = format.substr(i + 1, close - i - 1);
     i = close;
     std::string spec_text;
@@ -357,14 +361,16 @@ Result<std::string> BraceFormat(Interpreter& interp, const std::string& format, 
     while (end != std::string::npos && end < field.size()) {
       if (field[end] == '.') {
         const size_t next = field.find_first_of(".[", end + 1);
-        value = interp.GetAttr(value, field.substr(end + 1, next == std::string::npos ? next : next - end - 1));
+        value = interp.GetAttr(
+            value, field.substr(end + 1, next == std::string::npos ? next : next - end - 1));
         end = next;
       } else {
         const size_t bracket = field.find(']', end);
         if (bracket == std::string::npos) return Error("ValueError: Missing ']' in format string");
         const std::string key = field.substr(end + 1, bracket - end - 1);
-        const bool numeric = !key.empty() && key.size() < 10 &&
-                             std::all_of(key.begin(), key.end(), [](char d) { return isdigit(uint8_t(d)); });
+        const bool numeric =
+            !key.empty() && key.size() < 10 &&
+            std::all_of(key.begin(), key.end(), [](char d) { return isdigit(uint8_t(d)); });
         value = interp.GetItem(value, numeric ? Value(int64_t(std::stoll(key))) : Value(key));
         end = bracket + 1;
       }

@@ -192,8 +192,8 @@ Status Interpreter::Assign(const std::vector<std::string>& targets, const Value&
   }
   PETREL_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
   if (items.size() < targets.size()) {
-    return Error("ValueError: not enough values to unpack (expected %zu, got %zu)",
-                 targets.size(), items.size());
+    return Error("ValueError: not enough values to unpack (expected %zu, got %zu)", targets.size(),
+                 items.size());
   }
   if (items.size() > targets.size()) {
     return Error("ValueError: too many values to unpack (expected %zu)", targets.size());
@@ -296,8 +296,7 @@ Result<Value> Interpreter::CallMacro(const Node& node, const std::weak_ptr<Scope
                                      CallArgs& args) {
   const std::string name = node.name.empty() ? "caller" : node.name;
   if (call_depth_ >= limits_.max_depth) {
-    return Error("RecursionError: template call depth exceeded the limit (%zu)",
-                 limits_.max_depth);
+    return Error("RecursionError: template call depth exceeded the limit (%zu)", limits_.max_depth);
   }
   auto scope = std::make_shared<Scope>();
   scope->parent = closure.lock();
@@ -343,8 +342,8 @@ Result<Value> Interpreter::CallMacro(const Node& node, const std::weak_ptr<Scope
       PETREL_ASSIGN_OR_RETURN(Value value, Eval(*node.defaults[i], scope));
       scope->Set(node.params[i], std::move(value));
     } else {
-      scope->Set(node.params[i], Value::Undefined("UndefinedError: parameter '" +
-                                                  node.params[i] + "' was not provided"));
+      scope->Set(node.params[i], Value::Undefined("UndefinedError: parameter '" + node.params[i] +
+                                                  "' was not provided"));
     }
   }
   if (node.uses_varargs) scope->Set("varargs", Value::List(std::move(varargs), SeqKind::kTuple));

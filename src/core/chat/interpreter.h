@@ -16,9 +16,9 @@ namespace petrel::chat {
 
 // Bounds on one render, so that a hostile or buggy template fails cleanly.
 struct RenderLimits {
-  size_t max_steps = 10'000'000;         // statements, expressions and loop iterations
-  size_t max_output_bytes = 16 << 20;    // the rendered text, and any one string built on the way
-  size_t max_depth = 256;                // nested macro / caller calls
+  size_t max_steps = 10'000'000;       // statements, expressions and loop iterations
+  size_t max_output_bytes = 16 << 20;  // the rendered text, and any one string built on the way
+  size_t max_depth = 256;              // nested macro / caller calls
   // The moment `strftime_now` formats, in seconds since the epoch (formatted as UTC); unset:
   // the current local time.
   std::optional<int64_t> now_unix_seconds;
@@ -89,7 +89,7 @@ class Interpreter {
   RenderLimits limits_;
   size_t steps_ = 0;
   size_t call_depth_ = 0;
-  uintptr_t stack_base_ = 0;    // frame address where Render started
+  uintptr_t stack_base_ = 0;       // frame address where Render started
   size_t stack_budget_bytes_ = 0;  // how much of this thread's stack a render may use
   Flow flow_ = Flow::kNormal;
   bool raised_ = false;

@@ -15,7 +15,9 @@ namespace {
 bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool IsNameChar(char c) { return IsNameStart(c) || (c >= '0' && c <= '9'); }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsTagSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool IsTagSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 class Lexer {
  public:
@@ -169,8 +171,10 @@ Status Lexer::LexString(size_t* pos) {
       char32_t cp = 0;
       for (int i = 0; i < digits; ++i) {
         const char h = src_[p + size_t(i)];
-        const int v = IsDigit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                           : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+        const int v = IsDigit(h)               ? h - '0'
+                      : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                      : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                               : -1;
         if (v < 0) return std::nullopt;
         cp = cp * 16 + char32_t(v);
       }
@@ -178,17 +182,38 @@ Status Lexer::LexString(size_t* pos) {
       return cp;
     };
     switch (e) {
-      case '\n': break;
-      case '\\': value += '\\'; break;
-      case '\'': value += '\''; break;
-      case '"': value += '"'; break;
-      case 'a': value += '\a'; break;
-      case 'b': value += '\b'; break;
-      case 'f': value += '\f'; break;
-      case 'n': value += '\n'; break;
-      case 'r': value += '\r'; break;
-      case 't': value += '\t'; break;
-      case 'v': value += '\v'; break;
+      case '\n':
+        break;
+      case '\\':
+        value += '\\';
+        break;
+      case '\'':
+        value += '\'';
+        break;
+      case '"':
+        value += '"';
+        break;
+      case 'a':
+        value += '\a';
+        break;
+      case 'b':
+        value += '\b';
+        break;
+      case 'f':
+        value += '\f';
+        break;
+      case 'n':
+        value += '\n';
+        break;
+      case 'r':
+        value += '\r';
+        break;
+      case 't':
+        value += '\t';
+        break;
+      case 'v':
+        value += '\v';
+        break;
       case 'x':
       case 'u':
       case 'U': {
@@ -220,7 +245,9 @@ Status Lexer::LexNumber(size_t* pos) {
   size_t p = start;
   auto digits = [&](auto is_digit) {
     const size_t begin = p;
-    while (p < src_.size() && (is_digit(src_[p]) || (src_[p] == '_' && p > begin && p + 1 < src_.size() && is_digit(src_[p + 1])))) ++p;
+    while (p < src_.size() && (is_digit(src_[p]) || (src_[p] == '_' && p > begin &&
+                                                     p + 1 < src_.size() && is_digit(src_[p + 1]))))
+      ++p;
     return p > begin;
   };
   std::string clean;

@@ -34,8 +34,8 @@ Result<Value> StrStrip(Interpreter&, const Value& self, Args& args) {
 
 template <bool kRight>
 Result<Value> StrSplit(Interpreter&, const Value& self, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("split", args, {{"sep", Value::None()},
-                                                           {"maxsplit", Value(-1)}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs("split", args, {{"sep", Value::None()}, {"maxsplit", Value(-1)}}));
   const std::optional<std::string> sep = OptionalString(a[0]);
   if (sep && sep->empty()) return Error("ValueError: empty separator");
   PETREL_ASSIGN_OR_RETURN(int64_t max_split, ToInt(a[1], "maxsplit"));
@@ -66,10 +66,9 @@ std::pair<size_t, size_t> ByteRange(const std::string& text, const Value& start,
 
 template <bool kEnds>
 Result<Value> StrStartsWith(Interpreter&, const Value& self, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs(kEnds ? "endswith" : "startswith", args,
-                                           {{"prefix", {}, true},
-                                            {"start", Value::None()},
-                                            {"end", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs(kEnds ? "endswith" : "startswith", args,
+                       {{"prefix", {}, true}, {"start", Value::None()}, {"end", Value::None()}}));
   const auto [begin, stop] = ByteRange(self.str(), a[1], a[2]);
   const std::string_view text = std::string_view(self.str()).substr(begin, stop - begin);
   std::vector<Value> candidates;
@@ -98,9 +97,9 @@ Result<Value> StrCase(Interpreter&, const Value& self, Args& args) {
 }
 
 Result<Value> StrReplace(Interpreter& interp, const Value& self, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("replace", args, {{"old", {}, true},
-                                                             {"new", {}, true},
-                                                             {"count", Value(-1)}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a,
+      BindArgs("replace", args, {{"old", {}, true}, {"new", {}, true}, {"count", Value(-1)}}));
   if (!a[0].is_string() || !a[1].is_string()) {
     return Error("TypeError: replace() argument must be str");
   }
@@ -113,9 +112,9 @@ Result<Value> StrReplace(Interpreter& interp, const Value& self, Args& args) {
 // find / rfind / index / rindex / count.
 template <bool kReverse, bool kRaise>
 Result<Value> StrFind(Interpreter&, const Value& self, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("find", args, {{"sub", {}, true},
-                                                          {"start", Value::None()},
-                                                          {"end", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(
+      auto a, BindArgs("find", args,
+                       {{"sub", {}, true}, {"start", Value::None()}, {"end", Value::None()}}));
   if (!a[0].is_string()) return Error("TypeError: must be str, not %s", a[0].TypeName());
   const auto [begin, stop] = ByteRange(self.str(), a[1], a[2]);
   const std::string_view text = std::string_view(self.str()).substr(begin, stop - begin);
@@ -175,8 +174,8 @@ Result<Value> StrIsLower(Interpreter&, const Value& self, Args&) {
 // ljust / rjust / center / zfill.
 template <char kAlign>
 Result<Value> StrPad(Interpreter&, const Value& self, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("pad", args, {{"width", {}, true},
-                                                         {"fillchar", Value(" ")}}));
+  PETREL_ASSIGN_OR_RETURN(auto a,
+                          BindArgs("pad", args, {{"width", {}, true}, {"fillchar", Value(" ")}}));
   PETREL_ASSIGN_OR_RETURN(int64_t width, ToInt(a[0], "width"));
   width = std::min<int64_t>(width, 1 << 20);
   const std::string fill = kAlign == 'z' ? "0" : a[1].Str();
@@ -210,9 +209,9 @@ Result<Value> StrPartition(Interpreter&, const Value& self, Args& args) {
     return kReverse ? Value::List({Value(""), Value(""), self}, SeqKind::kTuple)
                     : Value::List({self, Value(""), Value("")}, SeqKind::kTuple);
   }
-  return Value::List({Value(self.str().substr(0, hit)), Value(sep),
-                      Value(self.str().substr(hit + sep.size()))},
-                     SeqKind::kTuple);
+  return Value::List(
+      {Value(self.str().substr(0, hit)), Value(sep), Value(self.str().substr(hit + sep.size()))},
+      SeqKind::kTuple);
 }
 
 template <bool kSuffix>
@@ -253,8 +252,8 @@ Result<Value> DictKeysOrValues(Interpreter&, const Value& self, Args& args) {
 }
 
 Result<Value> DictGet(Interpreter&, const Value& self, Args& args) {
-  PETREL_ASSIGN_OR_RETURN(auto a, BindArgs("get", args, {{"key", {}, true},
-                                                         {"default", Value::None()}}));
+  PETREL_ASSIGN_OR_RETURN(auto a,
+                          BindArgs("get", args, {{"key", {}, true}, {"default", Value::None()}}));
   if (a[0].is_list() || a[0].is_dict()) {
     return Error("TypeError: unhashable type: '%s'", a[0].TypeName());
   }
@@ -288,9 +287,8 @@ Result<Value> ListCount(Interpreter&, const Value& self, Args& args) {
 }
 
 Value Bind(const Value& self, const std::string& name, Method method) {
-  return Value::Function(name, [self, method](Interpreter& interp, Args& args) {
-    return method(interp, self, args);
-  });
+  return Value::Function(
+      name, [self, method](Interpreter& interp, Args& args) { return method(interp, self, args); });
 }
 
 Value Unsafe(const Value& self, const std::string& name) {
@@ -376,8 +374,8 @@ std::optional<Value> FindMethod(const Value& object, const std::string& name) {
       if (name == "count") return Bind(object, name, ListCount);
       if (object.list().kind == SeqKind::kTuple) return std::nullopt;
       if (name == "copy") return Bind(object, name, Copy);
-      if (IsOneOf(name, {"append", "extend", "insert", "pop", "remove", "reverse", "sort",
-                         "clear"})) {
+      if (IsOneOf(name,
+                  {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"})) {
         return Unsafe(object, name);
       }
       return std::nullopt;

@@ -4,9 +4,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/gguf.h"
 
@@ -76,9 +75,9 @@ Result<ModelChatTemplate> FromHuggingFace(const std::string& config_path,
     if (ReadText(folder + "/chat_template.json", &text)) {
       const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
       if (json.is_object() && json.contains("chat_template")) {
-        PETREL_ASSIGN_OR_RETURN(result.source,
-                                TemplateFromConfigValue(json["chat_template"],
-                                                        folder + "/chat_template.json"));
+        PETREL_ASSIGN_OR_RETURN(
+            result.source,
+            TemplateFromConfigValue(json["chat_template"], folder + "/chat_template.json"));
         return result;
       }
     }
@@ -105,7 +104,8 @@ Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& path) {
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
   ModelChatTemplate result;
   const Result<std::string_view> source = file->GetString("tokenizer.chat_template");
-  if (!source.ok()) return Error("%s: no tokenizer.chat_template in the GGUF metadata", path.c_str());
+  if (!source.ok())
+    return Error("%s: no tokenizer.chat_template in the GGUF metadata", path.c_str());
   result.source = std::string(*source);
   result.bos_token = GgufTokenText(*file, "tokenizer.ggml.bos_token_id");
   result.eos_token = GgufTokenText(*file, "tokenizer.ggml.eos_token_id");

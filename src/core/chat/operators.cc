@@ -52,8 +52,7 @@ Result<Value> IntPow(int64_t base, int64_t exponent) {
 
 }  // namespace
 
-Result<Value> BinaryOp(Interpreter& interp, std::string_view op, const Value& a,
-                       const Value& b) {
+Result<Value> BinaryOp(Interpreter& interp, std::string_view op, const Value& a, const Value& b) {
   if (op == "~") {
     std::string out = a.Str();
     const std::string right = b.Str();
@@ -212,8 +211,7 @@ Result<Value> Slice(const Value& container, const Value& start_value, const Valu
   auto bound = [](const Value& v) -> Result<std::optional<int64_t>> {
     if (v.is_none()) return std::optional<int64_t>();
     if (v.is_int() || v.is_bool()) return std::optional<int64_t>(v.int_value());
-    return Error(
-        "TypeError: slice indices must be integers or None or have an __index__ method");
+    return Error("TypeError: slice indices must be integers or None or have an __index__ method");
   };
   PETREL_ASSIGN_OR_RETURN(std::optional<int64_t> start, bound(start_value));
   PETREL_ASSIGN_OR_RETURN(std::optional<int64_t> stop, bound(stop_value));

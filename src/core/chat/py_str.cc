@@ -12,8 +12,7 @@ namespace {
 
 bool IsCased(char32_t c) {
   const utf8proc_category_t cat = utf8proc_category(int32_t(c));
-  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL ||
-         cat == UTF8PROC_CATEGORY_LT;
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
 }
 
 char32_t ToUpper(char32_t c) {
@@ -40,16 +39,25 @@ std::string MapCodePoints(std::string_view text, Fn fn) {
 // The common one-to-many mappings of Unicode SpecialCasing.txt that Python applies (upper, title).
 const char* SpecialUpper(char32_t c, bool title) {
   switch (c) {
-    case 0xDF: return title ? "Ss" : "SS";
-    case 0xFB00: return title ? "Ff" : "FF";
-    case 0xFB01: return title ? "Fi" : "FI";
-    case 0xFB02: return title ? "Fl" : "FL";
-    case 0xFB03: return title ? "Ffi" : "FFI";
-    case 0xFB04: return title ? "Ffl" : "FFL";
+    case 0xDF:
+      return title ? "Ss" : "SS";
+    case 0xFB00:
+      return title ? "Ff" : "FF";
+    case 0xFB01:
+      return title ? "Fi" : "FI";
+    case 0xFB02:
+      return title ? "Fl" : "FL";
+    case 0xFB03:
+      return title ? "Ffi" : "FFI";
+    case 0xFB04:
+      return title ? "Ffl" : "FFL";
     case 0xFB05:
-    case 0xFB06: return title ? "St" : "ST";
-    case 0x149: return "\u02BCN";
-    default: return nullptr;
+    case 0xFB06:
+      return title ? "St" : "ST";
+    case 0x149:
+      return "\u02BCN";
+    default:
+      return nullptr;
   }
 }
 
@@ -161,8 +169,8 @@ size_t CodePointCount(std::string_view text) {
 
 bool IsPySpace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 std::string PyStrip(std::string_view text, const std::optional<std::string>& chars, bool left,
@@ -369,9 +377,7 @@ bool IsPyAlpha(char32_t c) {
   const utf8proc_category_t cat = utf8proc_category(int32_t(c));
   return cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
 }
-bool IsPyDigit(char32_t c) {
-  return utf8proc_category(int32_t(c)) == UTF8PROC_CATEGORY_ND;
-}
+bool IsPyDigit(char32_t c) { return utf8proc_category(int32_t(c)) == UTF8PROC_CATEGORY_ND; }
 bool IsPyAlnum(char32_t c) {
   const utf8proc_category_t cat = utf8proc_category(int32_t(c));
   return IsPyAlpha(c) || (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
@@ -461,17 +467,26 @@ std::string PyFloatRepr(double value) {
     if (exponent >= 0) {
       const size_t int_digits = size_t(exponent) + 1;
       if (digits.size() <= int_digits) {
-        out += digits + std::string(int_digits - digits.size(), '0') + ".0";
+        out += digits;
+        out.append(int_digits - digits.size(), '0');
+        out += ".0";
       } else {
-        out += digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+        out += digits.substr(0, int_digits);
+        out += '.';
+        out += digits.substr(int_digits);
       }
     } else {
-      out += "0." + std::string(size_t(-exponent - 1), '0') + digits;
+      out += "0.";
+      out.append(size_t(-exponent - 1), '0');
+      out += digits;
     }
     return out;
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) {
+    out += '.';
+    out += digits.substr(1);
+  }
   char exp_buf[16];
   std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
   return out + exp_buf;

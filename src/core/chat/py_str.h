@@ -1,4 +1,5 @@
-// Python `str` semantics over UTF-8 bytes: code points, whitespace, case, split/strip, repr, floats.
+// Python `str` semantics over UTF-8 bytes: code points, whitespace, case, split/strip, repr,
+// floats.
 #pragma once
 
 #include <cstdint>

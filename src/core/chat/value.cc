@@ -523,7 +523,8 @@ Result<int> Compare(const Value& a, const Value& b, const char* op) {
 
 namespace {
 Result<int> CompareAt(const Value& a, const Value& b, const char* op, int depth) {
-  if (depth > kMaxPrintDepth) return Error("RecursionError: maximum recursion depth exceeded in comparison");
+  if (depth > kMaxPrintDepth)
+    return Error("RecursionError: maximum recursion depth exceeded in comparison");
   if (a.is_undefined()) return ErrorMessage(UndefinedMessage(a));
   if (b.is_undefined()) return ErrorMessage(UndefinedMessage(b));
   if (a.is_number() && b.is_number()) {
@@ -548,8 +549,8 @@ Result<int> CompareAt(const Value& a, const Value& b, const char* op, int depth)
     }
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
-  return Error("TypeError: '%s' not supported between instances of '%s' and '%s'", op,
-               a.TypeName(), b.TypeName());
+  return Error("TypeError: '%s' not supported between instances of '%s' and '%s'", op, a.TypeName(),
+               b.TypeName());
 }
 }  // namespace
 

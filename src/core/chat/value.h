@@ -5,12 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
 
@@ -79,11 +78,11 @@ struct FunctionData {
 
 class Value {
  public:
-  Value() = default;  // undefined
-  Value(bool value) : kind_(ValueKind::kBool), bool_(value) {}            // NOLINT
-  Value(int64_t value) : kind_(ValueKind::kInt), int_(value) {}           // NOLINT
-  Value(int value) : kind_(ValueKind::kInt), int_(value) {}               // NOLINT
-  Value(double value) : kind_(ValueKind::kFloat), float_(value) {}        // NOLINT
+  Value() = default;                                                               // undefined
+  Value(bool value) : kind_(ValueKind::kBool), bool_(value) {}                     // NOLINT
+  Value(int64_t value) : kind_(ValueKind::kInt), int_(value) {}                    // NOLINT
+  Value(int value) : kind_(ValueKind::kInt), int_(value) {}                        // NOLINT
+  Value(double value) : kind_(ValueKind::kFloat), float_(value) {}                 // NOLINT
   Value(std::string value) : kind_(ValueKind::kString), str_(std::move(value)) {}  // NOLINT
   Value(std::string_view value) : kind_(ValueKind::kString), str_(value) {}        // NOLINT
   Value(const char* value) : kind_(ValueKind::kString), str_(value) {}             // NOLINT
@@ -131,8 +130,8 @@ class Value {
   const void* identity() const;
 
   bool Truthy() const;
-  std::string Str() const;   // Python str()
-  std::string Repr() const;  // Python repr()
+  std::string Str() const;       // Python str()
+  std::string Repr() const;      // Python repr()
   const char* TypeName() const;  // Python type name: "NoneType", "str", "dict", ...
 
  private:

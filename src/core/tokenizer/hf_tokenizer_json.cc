@@ -19,12 +19,12 @@ class HfJsonLoader {
 
  private:
   explicit HfJsonLoader(HfTokenizer* tok) : tok_(*tok) {}
-  Status LoadModel(const json& model);
-  Status LoadAddedTokens(const json& added);
-  Status LoadNormalizer(const json& node);
-  Status LoadPreTokenizer(const json& node);
-  Status LoadPostProcessor(const json& node);
-  Status LoadDecoder(const json& node);
+  Status LoadModel(json& model);
+  Status LoadAddedTokens(json& added);
+  Status LoadNormalizer(json& node);
+  Status LoadPreTokenizer(json& node);
+  Status LoadPostProcessor(json& node);
+  Status LoadDecoder(json& node);
   Status LoadConfigs(std::string_view config_json, std::string_view generation_json);
   int32_t IdOf(std::string_view text) const { return tok_.vocab_.Find(text); }
 
@@ -33,17 +33,17 @@ class HfJsonLoader {
 
 namespace {
 
-std::string StringOr(const json& node, const char* key, std::string fallback) {
+std::string StringOr(json& node, const char* key, std::string fallback) {
   const auto it = node.find(key);
   return it != node.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
-bool BoolOr(const json& node, const char* key, bool fallback) {
+bool BoolOr(json& node, const char* key, bool fallback) {
   const auto it = node.find(key);
   return it != node.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
 // `{"String": "x"}` -> literal; `{"Regex": "..."}` -> compiled regex.
-Status LoadPattern(const json& node, std::string* literal, std::unique_ptr<Regex>* regex) {
+Status LoadPattern(json& node, std::string* literal, std::unique_ptr<Regex>* regex) {
   if (!node.is_object()) return Error("pattern: expected an object");
   if (node.contains("String")) {
     *literal = node["String"].get<std::string>();
@@ -74,7 +74,7 @@ Result<SplitBehavior> ParseBehavior(const std::string& name) {
   return Error("unknown split behavior %s", name.c_str());
 }
 
-PrependScheme ParsePrependScheme(const json& node) {
+PrependScheme ParsePrependScheme(json& node) {
   const std::string scheme = StringOr(node, "prepend_scheme", "");
   if (scheme == "first") return PrependScheme::kFirst;
   if (scheme == "never") return PrependScheme::kNever;
@@ -84,7 +84,7 @@ PrependScheme ParsePrependScheme(const json& node) {
 
 }  // namespace
 
-Status HfJsonLoader::LoadModel(const json& model) {
+Status HfJsonLoader::LoadModel(json& model) {
   HfModel& out = tok_.model_;
   const std::string type = StringOr(model, "type", "BPE");
   if (type != "BPE" && type != "WordPiece" && type != "WordLevel") {
@@ -123,7 +123,7 @@ Status HfJsonLoader::LoadModel(const json& model) {
   if (!model.contains("merges") || !model["merges"].is_array()) return Status::Ok();
   const size_t prefix_size = out.continuing_subword_prefix.size();
   int32_t rank = 0;
-  for (const json& merge : model["merges"]) {
+  for (json& merge : model["merges"]) {
     std::string left, right;
     if (merge.is_string()) {
       const std::string text = merge.get<std::string>();
@@ -152,9 +152,9 @@ Status HfJsonLoader::LoadModel(const json& model) {
   return Status::Ok();
 }
 
-Status HfJsonLoader::LoadAddedTokens(const json& added) {
+Status HfJsonLoader::LoadAddedTokens(json& added) {
   if (!added.is_array()) return Status::Ok();
-  for (const json& entry : added) {
+  for (json& entry : added) {
     HfAddedToken token;
     token.id = entry.value("id", -1);
     token.content = StringOr(entry, "content", "");
@@ -171,11 +171,11 @@ Status HfJsonLoader::LoadAddedTokens(const json& added) {
   return Status::Ok();
 }
 
-Status HfJsonLoader::LoadNormalizer(const json& node) {
+Status HfJsonLoader::LoadNormalizer(json& node) {
   if (node.is_null()) return Status::Ok();
   const std::string type = StringOr(node, "type", "");
   if (type == "Sequence") {
-    for (const json& child : node["normalizers"]) PETREL_RETURN_IF_ERROR(LoadNormalizer(child));
+    for (json& child : node["normalizers"]) PETREL_RETURN_IF_ERROR(LoadNormalizer(child));
     return Status::Ok();
   }
   HfNormalizer step{};
@@ -212,11 +212,11 @@ Status HfJsonLoader::LoadNormalizer(const json& node) {
   return Status::Ok();
 }
 
-Status HfJsonLoader::LoadPreTokenizer(const json& node) {
+Status HfJsonLoader::LoadPreTokenizer(json& node) {
   if (node.is_null()) return Status::Ok();
   const std::string type = StringOr(node, "type", "");
   if (type == "Sequence") {
-    for (const json& child : node["pretokenizers"]) {
+    for (json& child : node["pretokenizers"]) {
       PETREL_RETURN_IF_ERROR(LoadPreTokenizer(child));
     }
     return Status::Ok();
@@ -267,23 +267,23 @@ Status HfJsonLoader::LoadPreTokenizer(const json& node) {
   return Status::Ok();
 }
 
-Status HfJsonLoader::LoadPostProcessor(const json& node) {
+Status HfJsonLoader::LoadPostProcessor(json& node) {
   if (node.is_null()) return Status::Ok();
   const std::string type = StringOr(node, "type", "");
   if (type == "Sequence") {
-    for (const json& child : node["processors"]) PETREL_RETURN_IF_ERROR(LoadPostProcessor(child));
+    for (json& child : node["processors"]) PETREL_RETURN_IF_ERROR(LoadPostProcessor(child));
   } else if (type == "TemplateProcessing") {
     bool after_sequence = false;
-    for (const json& item : node["single"]) {
+    for (json& item : node["single"]) {
       if (item.contains("Sequence")) {
         after_sequence = true;
         continue;
       }
       if (!item.contains("SpecialToken")) return Error("TemplateProcessing: unknown item");
       const std::string name = item["SpecialToken"].value("id", "");
-      const json& specials = node["special_tokens"];
+      json& specials = node["special_tokens"];
       if (!specials.contains(name)) return Error("TemplateProcessing: no token %s", name.c_str());
-      for (const json& id : specials[name]["ids"]) {
+      for (json& id : specials[name]["ids"]) {
         (after_sequence ? tok_.post_suffix_ : tok_.post_prefix_).push_back(id.get<int32_t>());
       }
     }
@@ -296,12 +296,12 @@ Status HfJsonLoader::LoadPostProcessor(const json& node) {
   return Status::Ok();
 }
 
-Status HfJsonLoader::LoadDecoder(const json& node) {
+Status HfJsonLoader::LoadDecoder(json& node) {
   if (node.is_null()) return Status::Ok();
   tok_.has_decoder_ = true;
   const std::string type = StringOr(node, "type", "");
   if (type == "Sequence") {
-    for (const json& child : node["decoders"]) PETREL_RETURN_IF_ERROR(LoadDecoder(child));
+    for (json& child : node["decoders"]) PETREL_RETURN_IF_ERROR(LoadDecoder(child));
     return Status::Ok();
   }
   HfDecoder step{};
@@ -339,13 +339,13 @@ Status HfJsonLoader::LoadDecoder(const json& node) {
 }
 
 Status HfJsonLoader::LoadConfigs(std::string_view config_json, std::string_view generation_json) {
-  auto token_name = [](const json& node) -> std::string {
+  auto token_name = [](json& node) -> std::string {
     if (node.is_string()) return node.get<std::string>();
     if (node.is_object()) return StringOr(node, "content", "");
     return "";
   };
   if (!config_json.empty()) {
-    const json config = json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+    json config = json::parse(config_json, nullptr, /*allow_exceptions=*/false);
     if (config.is_discarded()) return Error("tokenizer_config.json: invalid JSON");
     if (config.contains("bos_token")) tok_.bos_id_ = IdOf(token_name(config["bos_token"]));
     if (config.contains("eos_token")) tok_.eos_id_ = IdOf(token_name(config["eos_token"]));
@@ -355,12 +355,12 @@ Status HfJsonLoader::LoadConfigs(std::string_view config_json, std::string_view 
   }
   if (tok_.eos_id_ >= 0) tok_.eog_ids_.insert(tok_.eos_id_);
   if (!generation_json.empty()) {
-    const json generation = json::parse(generation_json, nullptr, false);
+    json generation = json::parse(generation_json, nullptr, false);
     if (generation.is_discarded()) return Error("generation_config.json: invalid JSON");
-    const json eos = generation.value("eos_token_id", json());
+    json eos = generation.value("eos_token_id", json());
     if (eos.is_number_integer()) tok_.eog_ids_.insert(eos.get<int32_t>());
     if (eos.is_array()) {
-      for (const json& id : eos) {
+      for (json& id : eos) {
         if (id.is_number_integer()) tok_.eog_ids_.insert(id.get<int32_t>());
       }
     }
@@ -380,7 +380,9 @@ Status HfJsonLoader::LoadConfigs(std::string_view config_json, std::string_view 
 Result<std::unique_ptr<Tokenizer>> HfJsonLoader::Load(std::string_view tokenizer_json,
                                                       std::string_view config_json,
                                                       std::string_view generation_json) {
-  const json root = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
+  // Mutable on purpose: a missing key then reads as null (and throws on use) instead of hitting
+  // nlohmann's assertion for operator[] on a const object.
+  json root = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) return Error("tokenizer.json: invalid JSON");
   auto tokenizer = std::unique_ptr<HfTokenizer>(new HfTokenizer());
   HfJsonLoader loader(tokenizer.get());
@@ -388,11 +390,11 @@ Result<std::unique_ptr<Tokenizer>> HfJsonLoader::Load(std::string_view tokenizer
   try {
     if (!root.contains("model")) return Error("tokenizer.json: no model");
     PETREL_RETURN_IF_ERROR(loader.LoadModel(root["model"]).Wrap("tokenizer.json model"));
-    PETREL_RETURN_IF_ERROR(loader.LoadAddedTokens(root.value("added_tokens", json())));
-    PETREL_RETURN_IF_ERROR(loader.LoadNormalizer(root.value("normalizer", json())));
-    PETREL_RETURN_IF_ERROR(loader.LoadPreTokenizer(root.value("pre_tokenizer", json())));
-    PETREL_RETURN_IF_ERROR(loader.LoadPostProcessor(root.value("post_processor", json())));
-    PETREL_RETURN_IF_ERROR(loader.LoadDecoder(root.value("decoder", json())));
+    PETREL_RETURN_IF_ERROR(loader.LoadAddedTokens(root["added_tokens"]));
+    PETREL_RETURN_IF_ERROR(loader.LoadNormalizer(root["normalizer"]));
+    PETREL_RETURN_IF_ERROR(loader.LoadPreTokenizer(root["pre_tokenizer"]));
+    PETREL_RETURN_IF_ERROR(loader.LoadPostProcessor(root["post_processor"]));
+    PETREL_RETURN_IF_ERROR(loader.LoadDecoder(root["decoder"]));
     PETREL_RETURN_IF_ERROR(loader.LoadConfigs(config_json, generation_json));
   } catch (const json::exception& e) {
     return Error("tokenizer.json: %s", e.what());

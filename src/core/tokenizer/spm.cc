@@ -117,8 +117,7 @@ void SpmTokenize(std::string_view text, const Vocab& vocab, const std::vector<bo
     // An invalid byte decodes as U+FFFD but is not that character: never split next to it.
     const bool valid = !(cpt == kReplacementChar && pos - start == 1);
     if (start > part_start && valid && previous_valid && !joinable.Contains(previous, cpt)) {
-      MergePart(text.substr(part_start, start - part_start), vocab, mergeable, unk_id, &state,
-                out);
+      MergePart(text.substr(part_start, start - part_start), vocab, mergeable, unk_id, &state, out);
       part_start = start;
     }
     previous = cpt;

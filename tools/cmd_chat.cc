@@ -1,0 +1,190 @@
+// `petrel chat`: an interactive multi-turn chat in the terminal. The KV cache is kept across
+// turns: each turn renders the whole conversation, reuses the cached prefix it shares with what
+// the model has already seen, and processes only the rest. Ctrl-C stops a reply, not the program.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/chat/chat_prompt.h"
+#include "core/generate.h"
+#include "core/session_file.h"
+#include "core/tokenizer/tokenizer.h"
+#include "tools/common.h"
+#include "tools/sampling_options.h"
+
+namespace petrel::tools {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void OnInterrupt(int) { g_interrupted = 1; }
+
+void InstallInterruptHandler() {
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // a Ctrl-C at the prompt must not end the input stream
+  sigaction(SIGINT, &action, nullptr);
+}
+
+const char* kHelp =
+    "commands: /reset  /system TEXT  /save FILE  /load FILE  /help  /exit   (Ctrl-C stops a reply)\n";
+
+class ChatSession {
+ public:
+  ChatSession(Engine& engine, const ChatPrompt& prompt, GenerateOptions options)
+      : engine_(engine), prompt_(prompt), options_(std::move(options)), seq_(engine.NewSequence()) {}
+
+  void SetSystem(const std::string& text) {
+    system_ = text;
+    Reset();
+  }
+  void Reset() {
+    messages_ = nlohmann::ordered_json::array();
+    if (!system_.empty()) messages_.push_back({{"role", "system"}, {"content", system_}});
+  }
+
+  Status Turn(const std::string& user_text) {
+    nlohmann::ordered_json messages = messages_;
+    messages.push_back({{"role", "user"}, {"content", user_text}});
+    PETREL_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_.Tokenize(*engine_.tokenizer(), messages, true));
+    // Reuse the longest prefix the cache already holds; keep one token to feed so there are
+    // logits to sample from.
+    size_t common = 0;
+    while (common < cached_.size() && common < ids.size() && cached_[common] == ids[common]) ++common;
+    if (common == ids.size()) --common;
+    PETREL_RETURN_IF_ERROR(engine_.kv_cache().Truncate(seq_, common));
+    cached_.resize(common);
+    const std::vector<int32_t> fresh(ids.begin() + long(common), ids.end());
+    g_interrupted = 0;
+    std::string reply;
+    auto result = Generate(engine_, seq_, fresh, options_, [&](const GeneratedToken&, std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      reply.append(text);
+      return g_interrupted == 0;
+    });
+    if (!result.ok()) {
+      (void)engine_.kv_cache().Truncate(seq_, cached_.size());
+      return result.status();
+    }
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    // The cache now holds the prompt and every generated token but the last (never fed back).
+    cached_.insert(cached_.end(), fresh.begin(), fresh.end());
+    cached_.insert(cached_.end(), result->new_ids.begin(), result->new_ids.end() - (result->new_ids.empty() ? 0 : 1));
+    messages_ = std::move(messages);
+    messages_.push_back({{"role", "assistant"}, {"content", reply}});
+    std::fprintf(stderr, "[prompt: %zu new tokens, %zu reused from the cache; reply: %zu tokens, %.1f tokens/s; stop: %s]\n",
+                 fresh.size(), common, result->new_ids.size(),
+                 result->new_ids.size() / std::max(result->generate_seconds, 1e-9), result->stop_reason.c_str());
+    return Status::Ok();
+  }
+
+  Status Save(const std::string& path) {
+    nlohmann::ordered_json metadata = {{"system", system_}, {"messages", messages_}};
+    return SaveSession(engine_, seq_, cached_, metadata.dump(), path);
+  }
+
+  Status Load(const std::string& path) {
+    PETREL_ASSIGN_OR_RETURN(LoadedSession session, LoadSession(engine_, seq_, path));
+    auto metadata = nlohmann::ordered_json::parse(session.metadata, nullptr, false);
+    if (!metadata.is_object() || !metadata["messages"].is_array() || !metadata["system"].is_string()) {
+      (void)engine_.kv_cache().Truncate(seq_, 0);
+      cached_.clear();
+      return Error("%s: session metadata is not a chat", path.c_str());
+    }
+    cached_ = std::move(session.tokens);
+    system_ = metadata["system"].get<std::string>();
+    messages_ = metadata["messages"];
+    return Status::Ok();
+  }
+
+  size_t turns() const { return messages_.size(); }
+
+ private:
+  Engine& engine_;
+  const ChatPrompt& prompt_;
+  GenerateOptions options_;
+  SeqId seq_;
+  std::string system_;
+  nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
+  std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds, in order
+};
+
+}  // namespace
+
+Runner AddChatCommand(CLI::App& app) {
+  struct Args {
+    ModelOptions model;
+    SamplingOptions sampling;
+    std::string system;
+    std::string template_file;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("chat", "chat with a model in the terminal");
+  args->model.AddTo(*cmd);
+  args->sampling.AddTo(*cmd);
+  cmd->add_option("--system", args->system, "system prompt");
+  cmd->add_option("--chat-template-file", args->template_file, "use this Jinja template instead of the model's");
+  return [args]() -> int {
+    auto options = args->sampling.ToGenerateOptions();
+    if (!options.ok()) return Fail(options.status());
+    Result<ChatPrompt> prompt = Error("no template");
+    if (!args->template_file.empty()) {
+      std::ifstream in(args->template_file, std::ios::binary);
+      if (!in) return Fail(Error("%s: cannot open", args->template_file.c_str()));
+      std::stringstream text;
+      text << in.rdbuf();
+      prompt = ChatPrompt::FromSource(text.str(), "", "");
+    } else {
+      prompt = ChatPrompt::Load(args->model.model_path);
+    }
+    if (!prompt.ok()) return Fail(prompt.status());
+    ModelOptions model = args->model;
+    auto engine = model.LoadEngine();
+    if (!engine.ok()) return Fail(engine.status());
+    if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
+    InstallInterruptHandler();
+    ChatSession session(**engine, *prompt, *options);
+    session.SetSystem(args->system);
+    std::fputs(kHelp, stderr);
+    std::string line;
+    for (;;) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+      if (!std::getline(std::cin, line)) break;
+      if (line.empty()) continue;
+      Status status;
+      if (line == "/exit" || line == "/quit") break;
+      if (line == "/help") {
+        std::fputs(kHelp, stderr);
+      } else if (line == "/reset") {
+        session.Reset();
+        std::fputs("[conversation reset]\n", stderr);
+      } else if (line.rfind("/system ", 0) == 0) {
+        session.SetSystem(line.substr(8));
+        std::fputs("[system prompt set; conversation reset]\n", stderr);
+      } else if (line.rfind("/save ", 0) == 0) {
+        status = session.Save(line.substr(6));
+        if (status.ok()) std::fprintf(stderr, "[saved to %s]\n", line.substr(6).c_str());
+      } else if (line.rfind("/load ", 0) == 0) {
+        status = session.Load(line.substr(6));
+        if (status.ok()) std::fprintf(stderr, "[loaded %s: %zu messages]\n", line.substr(6).c_str(), session.turns());
+      } else if (line[0] == '/') {
+        status = Error("unknown command '%s'", line.c_str());
+      } else {
+        status = session.Turn(line);
+      }
+      if (!status.ok()) std::fprintf(stderr, "error: %s\n", status.message().c_str());
+    }
+    std::fputs("\n", stdout);
+    return 0;
+  };
+}
+
+}  // namespace petrel::tools
