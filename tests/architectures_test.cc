@@ -48,6 +48,44 @@ TEST_P(Architectures, HuggingFaceFolderAndGgufAgree) {
   rmdir(base.c_str());
 }
 
+// A Q8_0 KV cache (heads of 64 = two Q8_0 blocks): the CPU and ref backends compute on the same
+// quantized rows, so they agree tightly; against an f32 cache the error is the quantization's.
+TEST(KvCacheTypes, Q8_0CacheMatchesRefAndStaysCloseToF32) {
+  testing::TinyModelSpec spec;
+  spec.dim = 128;
+  spec.n_heads = 2;
+  spec.n_kv_heads = 1;
+  spec.seed = 11;
+  const std::string base = testing::ScratchDir() + "/petrel_kvq8_" + std::to_string(getpid());
+  ASSERT_EQ(testing::WriteTinyModel(spec, base, base + ".gguf"), "");
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 50; ++i) ids.push_back((i * 53 + 7) % spec.n_vocab);
+  EngineOptions q8;
+  q8.kv_type = DType::kQ8_0;
+  EngineOptions q8_ref = q8;
+  q8_ref.device = "ref";
+  q8_ref.device_layers = 100;
+  const auto f32 = Logits(base + ".gguf", ids);
+  const auto cpu = Logits(base + ".gguf", ids, q8);
+  const auto ref = Logits(base + ".gguf", ids, q8_ref);
+  const auto exact = testing::CompareLogits(cpu, ref, size_t(spec.n_vocab));
+  const auto lossy = testing::CompareLogits(cpu, f32, size_t(spec.n_vocab));
+  std::printf("Q8_0 KV: cpu vs ref %s; vs f32 cache %s\n", exact.ToString().c_str(), lossy.ToString().c_str());
+  EXPECT_LE(exact.max_abs, 1e-3);
+  EXPECT_TRUE(testing::Within(lossy, testing::Tolerance{1.0, 0.05, 0.85})) << lossy.ToString();
+  // Heads that are not whole blocks are refused with a clear error.
+  EngineOptions bad = q8;
+  bad.n_threads = 1;
+  bad.load_tokenizer = false;
+  auto story = Engine::Load(testing::SharedDir() + "/models/story-gguf/story-f32.gguf", bad);
+  ASSERT_FALSE(story.ok());
+  EXPECT_NE(story.status().message().find("Q8_0"), std::string::npos) << story.status().message();
+  std::remove((base + ".gguf").c_str());
+  std::remove((base + "/config.json").c_str());
+  std::remove((base + "/model.safetensors").c_str());
+  rmdir(base.c_str());
+}
+
 testing::TinyModelSpec Spec(const char* arch, bool tied, bool bias, bool llama3, unsigned seed) {
   testing::TinyModelSpec spec;
   spec.arch = arch;

@@ -15,7 +15,7 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
   app.add_option("--device", device, "backend for offloaded layers: cpu, ref");
   app.add_option("--gpu-layers,--n-gpu-layers", gpu_layers, "blocks to place on --device (default: all)");
   app.add_option("-c,--ctx-size", context, "context length per sequence (default: model's, <= 4096)");
-  app.add_option("--cache-type", kv_type, "KV cache type: f32, f16");
+  app.add_option("--cache-type", kv_type, "KV cache type: f32, f16, q8_0");
   app.add_option("-b,--batch-size", batch, "maximum tokens per forward pass");
   app.add_flag("--cpu-affinity", pin_threads, "pin worker threads to cores");
 }
@@ -32,8 +32,10 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
     options.kv_type = DType::kF32;
   } else if (kv_type == "f16") {
     options.kv_type = DType::kF16;
+  } else if (kv_type == "q8_0") {
+    options.kv_type = DType::kQ8_0;
   } else {
-    return Error("--cache-type '%s' is not supported (use f32 or f16)", kv_type.c_str());
+    return Error("--cache-type '%s' is not supported (use f32, f16 or q8_0)", kv_type.c_str());
   }
   return options;
 }

@@ -90,6 +90,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     }
   }
 
+  if (!RowBytes(opts.kv_type, uint64_t(config.head_dim))) {
+    return Error("KV cache type %s needs heads of whole %u-element blocks; this model's heads have %lld",
+                 DTypeName(opts.kv_type), Traits(opts.kv_type).block_elems, (long long)config.head_dim);
+  }
   KvCacheOptions kv_options;
   kv_options.block_tokens = opts.kv_block_tokens;
   kv_options.dtype = opts.kv_type;

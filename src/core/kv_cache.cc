@@ -9,8 +9,12 @@ namespace petrel {
 Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& layer_backends,
                                                  size_t kv_row_elems,
                                                  const KvCacheOptions& options) {
-  if (options.dtype != DType::kF32 && options.dtype != DType::kF16) {
-    return Error("KV cache type %s is not supported (use f32 or f16)", DTypeName(options.dtype));
+  if (options.dtype != DType::kF32 && options.dtype != DType::kF16 && options.dtype != DType::kQ8_0) {
+    return Error("KV cache type %s is not supported (use f32, f16 or q8_0)", DTypeName(options.dtype));
+  }
+  if (!RowBytes(options.dtype, kv_row_elems)) {
+    return Error("KV cache type %s needs rows of whole %u-element blocks; this model's are %zu",
+                 DTypeName(options.dtype), Traits(options.dtype).block_elems, kv_row_elems);
   }
   if (options.block_tokens == 0 || options.block_tokens > 4096) {
     return Error("KV block size %zu is invalid", options.block_tokens);
@@ -23,7 +27,7 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
   }
   const size_t n_blocks = cache->options_.n_blocks;
   if (n_blocks > (size_t(1) << 30)) return Error("KV block count %zu is too large", n_blocks);
-  cache->row_bytes_ = kv_row_elems * Traits(options.dtype).block_bytes;
+  cache->row_bytes_ = size_t(*RowBytes(options.dtype, kv_row_elems));
   const size_t layer_bytes = n_blocks * options.block_tokens * cache->row_bytes_;
   for (Backend* backend : layer_backends) {
     if (!backend->SupportsKv(options.dtype)) {

@@ -18,7 +18,7 @@ struct KvCacheOptions {
   size_t block_tokens = 16;  // tokens per block
   size_t n_blocks = 0;       // blocks per layer (0: enough for `context` tokens of one sequence)
   size_t context = 2048;     // tokens per sequence at most
-  DType dtype = DType::kF32; // kF32 or kF16
+  DType dtype = DType::kF32; // kF32, kF16 or kQ8_0 (heads must be whole Q8_0 blocks)
 };
 
 class KvCache {

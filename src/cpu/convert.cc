@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "core/status.h"  // PETREL_CHECK
-#include "quant/quantize.h"  // DequantizeRow
+#include "quant/quantize.h"  // DequantizeRow, QuantizeRow
 #include "cpu/kernel_entry_points.h"
 #include "quant/f16.h"  // F16ToF32Row, F32ToF16Row, BF16ToF32Row, F32ToBF16Row
 
@@ -98,6 +98,9 @@ void RowFromF32(DType type, const float* row, size_t n, void* out) {
     case DType::kBF16:  // Rare (no bf16 KV cache yet), so the scalar code is enough.
       return F32ToBF16Row(row, static_cast<uint16_t*>(out), n);
     default:
+      // Block types (the Q8_0 KV cache): the reference quantizer, so every backend stores the
+      // same bytes.
+      if (QuantizeRow(type, row, out, n)) return;
       break;
   }
   PETREL_CHECK(false && "row_from_f32: unsupported element type");

@@ -100,12 +100,12 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
   float* out = values[node.output].as<float>();
   const size_t q_dim = batch.n_heads * batch.head_dim;
   const size_t kv_dim = kv.row_elems;
-  const size_t kv_elem_bytes = Traits(kv.dtype).block_bytes;
+  const size_t kv_row_bytes = *RowBytes(kv.dtype, kv_dim);  // checked when the cache was made
   // 1. Write this batch's K/V rows into their slots, so later tokens of a sequence in the same
   //    batch see earlier ones.
   pool_.ParallelFor(batch.n_tokens, [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) {
-      const size_t slot_offset = size_t(batch.kv_slot[t]) * kv_dim * kv_elem_bytes;
+      const size_t slot_offset = size_t(batch.kv_slot[t]) * kv_row_bytes;
       kernels_.row_from_f32(kv.dtype, k + t * kv_dim, kv_dim,
                             static_cast<char*>(kv.k) + slot_offset);
       kernels_.row_from_f32(kv.dtype, v + t * kv_dim, kv_dim,

@@ -20,7 +20,9 @@ class HostBackend final : public Backend {
   const char* Name() const override { return name_; }
   BackendId id() const override { return id_; }
   bool SupportsWeight(DType type) const override { return supports_weight_(type); }
-  bool SupportsKv(DType type) const override { return type == DType::kF32 || type == DType::kF16; }
+  bool SupportsKv(DType type) const override {
+    return type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0;
+  }
   Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override;
   Result<TensorView> PrepareWeight(const TensorView& host_view) override;
   void CopyToHost(const void* src, void* host_dst, size_t bytes) override;

@@ -12,11 +12,12 @@
 namespace petrel {
 
 // One layer's paged K/V as the attention kernel reads it. Storage per layer is
-// (n_blocks, block_tokens, n_kv_heads * head_dim) for K and the same for V.
+// (n_blocks, block_tokens, n_kv_heads * head_dim) elements for K and the same for V; a row of
+// Q8_0 is RowBytes(kQ8_0, row_elems) bytes and a head starts at head * head_dim / 32 blocks.
 struct PagedKvView {
   void* k = nullptr;
   void* v = nullptr;
-  DType dtype = DType::kF32;   // kF32 or kF16
+  DType dtype = DType::kF32;   // kF32, kF16 or kQ8_0 (each head a whole number of blocks)
   size_t block_tokens = 0;
   size_t row_elems = 0;        // n_kv_heads * head_dim
 };
@@ -64,7 +65,7 @@ struct HostKernels {
   // Converts `n` elements of a row of `type` (F32, F16, BF16 or a block format) to f32:
   // embedding lookups.
   void (*row_to_f32)(DType type, const void* row, size_t n, float* out);
-  // Converts an f32 row into `type` (F32, F16): KV cache writes.
+  // Converts an f32 row into `type` (F32, F16, Q8_0): KV cache writes.
   void (*row_from_f32)(DType type, const float* row, size_t n, void* out);
 
   // out = x * weight / sqrt(mean(x^2) + eps), n elements.

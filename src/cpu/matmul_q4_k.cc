@@ -54,10 +54,17 @@ struct Format {
     std::memcpy(scale_min, utmp, 16);
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Zero(QDI32());
     const auto mask = hn::Set(du8, 0x0F);
-    for (size_t j = 0; j < 4; ++j) {
-      const auto s_lo = hn::Set(d16, int16_t(scale_min[2 * j]));
-      const auto s_hi = hn::Set(d16, int16_t(scale_min[2 * j + 1]));
+    // The eight scales as int16 in every 128-bit block (hn::Broadcast works per block).
+    const hn::CappedTag<uint8_t, 16> d16b;
+    const auto sm = hn::Load(d16b, scale_min);
+    const auto sc_bytes = hn::ConcatLowerLower(d16b, sm, sm);
+    QVI16 sc[kQVecs];
+    PromoteBytes16(du16, sc_bytes, sc);
+    Unroll<4>([&](auto j_constant) HWY_ATTR {
+      constexpr size_t j = decltype(j_constant)::value;
       for (size_t v = 0; v < kQVecs; ++v) {
+        const auto s_lo = hn::Broadcast<2 * j>(sc[v]);
+        const auto s_hi = hn::Broadcast<2 * j + 1>(sc[v]);
         const auto q = hn::LoadU(du8, block.qs + 32 * j + v * kLanes);
         const auto lo = hn::And(q, mask);
         const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q))), mask);
@@ -68,10 +75,8 @@ struct Format {
           isum[t] = hn::Add(isum[t], hn::Add(p_lo, p_hi));
         }
       }
-    }
+    });
     // Each min covers 32 elements, i.e. two bsums: the mins interleaved with themselves.
-    const hn::CappedTag<uint8_t, 16> d16b;
-    const auto sm = hn::Load(d16b, scale_min);
     const auto mins_pairs = hn::InterleaveUpper(d16b, sm, sm);
     QVI16 mins16[kQVecs];
     PromoteBytes16(du16, mins_pairs, mins16);

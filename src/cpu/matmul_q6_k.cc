@@ -45,13 +45,24 @@ struct Format {
     constexpr size_t kLanes = hn::MaxLanes(QDU8());
     const auto mask = hn::Set(du8, 0x0F), high = hn::Set(du8, 0x30);
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Zero(QDI32());
-    for (size_t half = 0; half < 2; ++half) {
+    // Scales of even sub-blocks (first halves of chunks) in the low 8 bytes, odd in the high 8,
+    // widened: lane C of block 0 / block 1 (AVX2) or of vector 0 / 1 (SSE4) scales chunk C.
+    const hn::CappedTag<int8_t, 16> d16b;
+    HWY_ALIGN static constexpr int8_t kEvenOdd[16] = {0, 2, 4, 6, 8, 10, 12, 14,
+                                                      1, 3, 5, 7, 9, 11, 13, 15};
+    const auto eo = hn::TableLookupBytes(hn::LoadU(d16b, block.scales), hn::Load(d16b, kEvenOdd));
+    QVI16 sc_eo[kQVecs];
+    PromoteBytes16(hn::Repartition<int16_t, QDU8>(), eo, sc_eo);
+    Unroll<2>([&](auto half_constant) HWY_ATTR {
+      constexpr size_t half = decltype(half_constant)::value;
       const uint8_t* ql = block.ql + 64 * half;
       const uint8_t* qh = block.qh + 32 * half;
       QVI16 sc[4][kQVecs];
-      for (size_t k = 0; k < 4; ++k) {
-        const size_t chunk = 4 * half + k;
-        ChunkScales16(block.scales[2 * chunk], block.scales[2 * chunk + 1], sc[k]);
+      for (size_t v = 0; v < kQVecs; ++v) {
+        sc[0][v] = hn::Broadcast<4 * half + 0>(sc_eo[v]);
+        sc[1][v] = hn::Broadcast<4 * half + 1>(sc_eo[v]);
+        sc[2][v] = hn::Broadcast<4 * half + 2>(sc_eo[v]);
+        sc[3][v] = hn::Broadcast<4 * half + 3>(sc_eo[v]);
       }
       for (size_t v = 0; v < kQVecs; ++v) {
         const size_t i = v * kLanes;
@@ -75,7 +86,7 @@ struct Format {
           isum[t] = hn::Add(isum[t], s);
         }
       }
-    }
+    });
     const QDI32 d32;
     constexpr size_t kLanes16 = hn::MaxLanes(QDI16());
     QVI16 scales16[kQVecs];

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include <vector>
 
@@ -257,6 +258,7 @@ HWY_INLINE void QuantTile32(const uint8_t* const* HWY_RESTRICT w_rows,
         } else {
           isum = DotUnsigned32<F::kOffset>(w[r].q, x, xo);
         }
+        // The scale product is one float multiply wherever it is computed.
         acc[r][t] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, w[r].d * dx), acc[r][t]);
         if constexpr (F::kHasMin) acc_scalar[r][t] += w[r].m * HalfToF32(xb.s);
       }
@@ -292,7 +294,18 @@ HWY_INLINE void ChunkScales16(int16_t s0, int16_t s1, QVI16 (&out)[kQVecs]) {
   }
 }
 
-// 16 bytes (one 128-bit vector) zero-extended to 16 int16 lanes in kQVecs vectors. `du16` is
+// Calls body(std::integral_constant<size_t, i>()) for i in [0, kCount): compile-time lane
+// indices for hn::Broadcast.
+template <size_t kCount, class Body, size_t... kI>
+HWY_INLINE void UnrollImpl(const Body& body, std::index_sequence<kI...>) {
+  (body(std::integral_constant<size_t, kI>()), ...);
+}
+template <size_t kCount, class Body>
+HWY_INLINE void Unroll(const Body& body) {
+  UnrollImpl<kCount>(body, std::make_index_sequence<kCount>());
+}
+
+// 16 bytes (one 128-bit vector) zero-extended (u8) or sign-extended (i8) to 16 int16 lanes in kQVecs vectors. `du16` is
 // Repartition<uint16_t, QDU8>, a parameter so that only the taken branch is instantiated.
 template <class DU16, class V>
 HWY_INLINE void PromoteBytes16(DU16 du16, V bytes, QVI16 (&out)[kQVecs]) {
@@ -300,7 +313,7 @@ HWY_INLINE void PromoteBytes16(DU16 du16, V bytes, QVI16 (&out)[kQVecs]) {
   if constexpr (hn::MaxLanes(DU16()) == 16) {
     out[0] = hn::BitCast(d16, hn::PromoteTo(du16, bytes));
   } else {
-    const hn::Rebind<uint8_t, DU16> d8;
+    const hn::Rebind<hn::TFromV<V>, DU16> d8;
     out[0] = hn::BitCast(d16, hn::PromoteTo(du16, hn::LowerHalf(d8, bytes)));
     out[1] = hn::BitCast(d16, hn::PromoteTo(du16, hn::UpperHalf(d8, bytes)));
   }
@@ -565,7 +578,7 @@ constexpr size_t kQuantTileRows32 = 4;
 constexpr size_t kQuantTileTokens32 = 4;
 #else
 constexpr size_t kQuantTileRows32 = 2;
-constexpr size_t kQuantTileTokens32 = 4;
+constexpr size_t kQuantTileTokens32 = 3;
 #endif
 #endif  // PETREL_QUANT_SIMD
 

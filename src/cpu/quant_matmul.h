@@ -15,6 +15,10 @@ DType QuantActivationType(DType w_type);
 // Quantizes one activation row of n floats to `act_type` (QuantActivationType's result).
 void QuantizeActivation(DType act_type, const float* x, size_t n, void* out);
 
+// quantize_activation.cc: the Highway quantizers behind QuantizeActivation (Q8_0, Q8_1, Q8_K;
+// bit-identical to QuantizeRow). False for any other type.
+bool QuantizeActivationRow(DType act_type, const float* x, size_t n, void* out);
+
 // HostKernels::mat_mul_quantized for the CPU backend.
 void MatMulQuantized(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                      size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,

@@ -8,26 +8,10 @@
 
 #include "core/status.h"  // PETREL_CHECK
 #include "quant/f16.h"    // F16ToF32, BF16ToF32, F32ToF16, F32ToBF16
-#include "quant/quantize.h"  // DequantizeRow, CanDequantize
+#include "quant/quantize.h"  // DequantizeRow, QuantizeRow, CanDequantize
 
 namespace petrel::ref {
 namespace {
-
-// Element `i` of a row of `type` as float. Only the dense float types are valid here.
-float LoadElem(DType type, const void* row, size_t i) {
-  switch (type) {
-    case DType::kF32:
-      return static_cast<const float*>(row)[i];
-    case DType::kF16:
-      return F16ToF32(static_cast<const uint16_t*>(row)[i]);
-    case DType::kBF16:
-      return BF16ToF32(static_cast<const uint16_t*>(row)[i]);
-    default:
-      break;
-  }
-  PETREL_CHECK(false && "reference kernel: unsupported element type");
-  return 0.0f;
-}
 
 void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const float* x,
             size_t x_stride, size_t n_tokens, const float* bias, float* out, size_t out_stride,
@@ -65,6 +49,7 @@ void RowFromF32(DType type, const float* row, size_t n, void* out) {
       for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = F32ToBF16(row[i]);
       return;
     default:
+      if (QuantizeRow(type, row, out, n)) return;
       break;
   }
   PETREL_CHECK(false && "row_from_f32: unsupported element type");
@@ -99,28 +84,33 @@ void Rope(float* x, size_t n_heads, size_t head_dim, size_t rot_dims, const floa
   }
 }
 
+// One head's K or V slice of the row at `kv_pos`, as f32 (any cache type).
+void LoadHead(const AttentionArgs& args, const void* base, size_t kv_pos, size_t kv_head, float* out) {
+  const PagedKvView& kv = *args.kv;
+  const size_t block = size_t(args.block_table[kv_pos / kv.block_tokens]);
+  const size_t slot = block * kv.block_tokens + kv_pos % kv.block_tokens;
+  const size_t row_bytes = *RowBytes(kv.dtype, kv.row_elems);
+  const size_t head_bytes = *RowBytes(kv.dtype, args.head_dim);
+  const char* head = static_cast<const char*>(base) + slot * row_bytes + kv_head * head_bytes;
+  PETREL_CHECK(DequantizeRow(kv.dtype, head, out, args.head_dim));
+}
+
 void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end) {
   const PagedKvView& kv = *args.kv;
-  PETREL_CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kF16);
+  PETREL_CHECK(RowBytes(kv.dtype, args.head_dim).has_value());
   PETREL_CHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0);
   const size_t group = args.n_heads / args.n_kv_heads;  // query heads per KV head
-  const size_t elem_bytes = kv.dtype == DType::kF32 ? 4 : 2;
-  // Byte offset of position `kv_pos`'s row for `kv_head` in K or V.
-  auto row_offset = [&](size_t kv_pos, size_t kv_head) {
-    const size_t block = size_t(args.block_table[kv_pos / kv.block_tokens]);
-    const size_t slot = kv_pos % kv.block_tokens;
-    return ((block * kv.block_tokens + slot) * kv.row_elems + kv_head * args.head_dim) * elem_bytes;
-  };
   std::vector<double> probs(args.n_ctx);
   std::vector<double> acc(args.head_dim);
+  std::vector<float> row(args.head_dim);
   for (size_t h = head_begin; h < head_end; ++h) {
     const size_t kv_head = h / group;
     const float* q = args.q + h * args.head_dim;  // (head_dim)
     double max_score = -INFINITY;
     for (size_t p = 0; p < args.n_ctx; ++p) {
-      const char* k = static_cast<const char*>(kv.k) + row_offset(p, kv_head);
+      LoadHead(args, kv.k, p, kv_head, row.data());
       double dot = 0.0;
-      for (size_t d = 0; d < args.head_dim; ++d) dot += double(q[d]) * LoadElem(kv.dtype, k, d);
+      for (size_t d = 0; d < args.head_dim; ++d) dot += double(q[d]) * row[d];
       probs[p] = double(args.scale) * dot;
       max_score = std::max(max_score, probs[p]);
     }
@@ -131,9 +121,9 @@ void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end) {
     }
     std::fill(acc.begin(), acc.end(), 0.0);
     for (size_t p = 0; p < args.n_ctx; ++p) {
-      const char* v = static_cast<const char*>(kv.v) + row_offset(p, kv_head);
+      LoadHead(args, kv.v, p, kv_head, row.data());
       const double prob = probs[p] / sum;
-      for (size_t d = 0; d < args.head_dim; ++d) acc[d] += prob * LoadElem(kv.dtype, v, d);
+      for (size_t d = 0; d < args.head_dim; ++d) acc[d] += prob * row[d];
     }
     for (size_t d = 0; d < args.head_dim; ++d) args.out[h * args.head_dim + d] = float(acc[d]);
   }

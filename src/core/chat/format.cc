@@ -110,7 +110,7 @@ Result<std::string> FormatNumber(const Value& value, Spec spec) {
   std::string signed_body = negative ? "-" : spec.sign == '+' ? "+" : spec.sign == ' ' ? " " : "";
   signed_body += body;
   if (spec.zero && !spec.align) {
-    spec.fill = "0";
+    spec.fill.assign(1, '0');
     spec.align = '=';
   }
   return Pad(std::move(signed_body), spec, '>');
