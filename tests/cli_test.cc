@@ -143,6 +143,21 @@ TEST(Cli, BeamSearchIsDeterministicAndAtLeastAsLikelyAsGreedy) {
   EXPECT_EQ(one["new_ids"], nlohmann::json::parse(greedy.out)["new_ids"]);
 }
 
+TEST(Cli, TemplateRendersFromFileAndContext) {
+  const std::string dir = testing::ScratchDir();
+  const std::string tpl = dir + "/petrel_cli_template.jinja", ctx = dir + "/petrel_cli_context.json";
+  std::ofstream(tpl) << "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>{% endfor %}"
+                        "{% if add_generation_prompt %}<assistant>{% endif %}";
+  std::ofstream(ctx) << R"({"messages": [{"role": "user", "content": " héllo "}], "add_generation_prompt": true, "bos_token": "<s>"})";
+  const Output out = Petrel({"template", "--file", tpl, "--context", ctx});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(out.out, "<s><user>héllo</user><assistant>");
+  std::ofstream(tpl) << "{% for m in messages %}{{ m.content }";
+  ExpectOneLineError(Petrel({"template", "--file", tpl, "--context", ctx}), "");
+  std::remove(tpl.c_str());
+  std::remove(ctx.c_str());
+}
+
 TEST(Cli, LogitsFileMatchesGolden) {
   const nlohmann::json cases = testing::ReadJson(SharedDir() + "/golden/story/logits.json");
   const auto& entry = cases[2];
