@@ -9,6 +9,9 @@
 namespace petrel {
 namespace {
 
+// Row chunks of the matrix products are multiples of this, so kernels keep their row blocks.
+constexpr size_t kRowGrain = 8;
+
 class HostBuffer final : public BackendBuffer {
  public:
   explicit HostBuffer(size_t bytes) : bytes_(bytes) {
@@ -81,7 +84,7 @@ void HostBackend::RunMatMul(const Node& node, const TensorView* values) {
     pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
       kernels_.mat_mul_quantized(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, xq, xq_row_bytes,
                                  n_tokens, bias, out.as<float>(), n_out, row_begin, row_end);
-    });
+    }, kRowGrain);
     return;
   }
   // Split output rows: every thread streams a disjoint slice of the weight matrix once, for all
@@ -89,7 +92,7 @@ void HostBackend::RunMatMul(const Node& node, const TensorView* values) {
   pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
     kernels_.mat_mul(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, x.as<const float>(), n_in,
                      n_tokens, bias, out.as<float>(), n_out, row_begin, row_end);
-  });
+  }, kRowGrain);
 }
 
 void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv,

@@ -31,10 +31,10 @@ struct Format {
   static constexpr bool kDirect = true;
 
   // Each 32 bytes of qs hold chunk 2j (low nibbles) and chunk 2j + 1 (high nibbles); a 6-bit
-  // scale and min per 32 elements. isum = sum(scale * level * x), min_sum = sum(min * bsum).
+  // scale and min per 32 elements. isum = sum(scale * level * x), min_sum lanes sum to sum(min * bsum).
   template <size_t T>
   static HWY_INLINE void DotDirect(const WBlock& block, const quant::BlockQ8_K* const (&x)[T],
-                                   QVI32 (&isum)[T], int32_t (&min_sum)[T], float& d,
+                                   QVI32 (&isum)[T], QVI32 (&min_sum)[T], float& d,
                                    float& dmin) {
     const QDU8 du8;
     const QDI8 d8;
@@ -87,7 +87,7 @@ struct Format {
       for (size_t v = 0; v < kQVecs; ++v) {
         m = hn::Add(m, MulPairsI16(mins16[v], hn::LoadU(d16, x[t]->bsums + v * kLanes16)));
       }
-      min_sum[t] = hn::GetLane(hn::SumOfLanes(d32, m));
+      min_sum[t] = m;
     }
     d = HalfToF32(block.d);
     dmin = HalfToF32(block.dmin);

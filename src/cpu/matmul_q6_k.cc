@@ -33,10 +33,11 @@ struct Format {
   // Per 128 elements: 64 bytes of low nibbles (ql) and 32 bytes of 2-bit high parts (qh); chunk
   // 4 half + k takes nibble k / 2 of ql[l + 32 (k % 2)] and bits 2k of qh[l]. Levels 0..63 with
   // offset 32 and a signed 8-bit scale per 16 elements: isum = sum(scale * level * x), and the
-  // offset goes through the activation block sums as min_sum = sum(32 * scale * bsum), dmin = d.
+  // offset goes through the activation block sums: min_sum lanes sum to sum(32 * scale * bsum),
+  // dmin = d.
   template <size_t T>
   static HWY_INLINE void DotDirect(const WBlock& block, const quant::BlockQ8_K* const (&x)[T],
-                                   QVI32 (&isum)[T], int32_t (&min_sum)[T], float& d,
+                                   QVI32 (&isum)[T], QVI32 (&min_sum)[T], float& d,
                                    float& dmin) {
     const QDU8 du8;
     const QDI8 d8;
@@ -99,7 +100,7 @@ struct Format {
       for (size_t v = 0; v < kQVecs; ++v) {
         m = hn::Add(m, MulPairsI16(scales16[v], hn::LoadU(d16, x[t]->bsums + v * kLanes16)));
       }
-      min_sum[t] = 32 * hn::GetLane(hn::SumOfLanes(d32, m));
+      min_sum[t] = hn::ShiftLeft<5>(m);  // x 32
     }
     d = HalfToF32(block.d);
     dmin = d;

@@ -405,14 +405,15 @@ HWY_INLINE void QuantTileK(const uint8_t* const* HWY_RESTRICT w_rows,
     }
     if constexpr (requires { F::kDirect; }) {
       for (size_t r = 0; r < R; ++r) {
-        QVI32 isum[T];
-        int32_t min_sum[T];
+        QVI32 isum[T], min_sum[T];
         float d, dmin;
         F::template DotDirect<T>(reinterpret_cast<const WBlock*>(w_rows[r])[b], xb, isum, min_sum,
                                  d, dmin);
+        // The min terms stay in lanes too: two conversions and FMAs instead of a horizontal sum.
         for (size_t t = 0; t < T; ++t) {
           acc[r][t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Set(df, d * xb[t]->d), acc[r][t]);
-          acc_scalar[r][t] -= dmin * xb[t]->d * float(min_sum[t]);
+          acc[r][t] =
+              hn::MulAdd(hn::ConvertTo(df, min_sum[t]), hn::Set(df, -(dmin * xb[t]->d)), acc[r][t]);
         }
       }
     } else {

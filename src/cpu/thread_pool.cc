@@ -48,15 +48,22 @@ ThreadPool::~ThreadPool() {
   for (std::thread& worker : workers_) worker.join();
 }
 
-void ThreadPool::RunChunk(size_t thread_index) const {
-  const size_t base = job_n_ / n_threads_, extra = job_n_ % n_threads_;
-  const size_t begin = thread_index * base + std::min(thread_index, extra);
-  const size_t end = begin + base + (thread_index < extra ? 1 : 0);
-  if (begin < end) job_fn_(job_ctx_, begin, end);
+void ThreadPool::RunChunks() {
+  for (;;) {
+    const size_t begin = next_chunk_.fetch_add(1, std::memory_order_relaxed) * job_chunk_;
+    if (begin >= job_n_) return;
+    job_fn_(job_ctx_, begin, std::min(job_n_, begin + job_chunk_));
+  }
 }
 
-void ThreadPool::Run(size_t n, const void* ctx, ChunkFn fn) {
+void ThreadPool::Run(size_t n, size_t grain, const void* ctx, ChunkFn fn) {
   PETREL_DCHECK(pending_.load(std::memory_order_relaxed) == 0);
+  // About four chunks per thread: small enough to rebalance around a preempted thread, large
+  // enough that claiming costs nothing next to the work.
+  grain = std::max<size_t>(grain, 1);
+  const size_t target = (n + 4 * n_threads_ - 1) / (4 * n_threads_);
+  job_chunk_ = std::max(grain, (target + grain - 1) / grain * grain);
+  next_chunk_.store(0, std::memory_order_relaxed);
   job_n_ = n;
   job_ctx_ = ctx;
   job_fn_ = fn;
@@ -69,7 +76,7 @@ void ThreadPool::Run(size_t n, const void* ctx, ChunkFn fn) {
     { std::lock_guard<std::mutex> lock(mutex_); }
     wake_.notify_all();
   }
-  RunChunk(0);
+  RunChunks();
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin < kCallerSpins) {
       Pause();
@@ -79,7 +86,7 @@ void ThreadPool::Run(size_t n, const void* ctx, ChunkFn fn) {
   }
 }
 
-void ThreadPool::WorkerLoop(size_t thread_index) {
+void ThreadPool::WorkerLoop(size_t /*thread_index*/) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t generation = generation_.load(std::memory_order_acquire);
@@ -95,7 +102,7 @@ void ThreadPool::WorkerLoop(size_t thread_index) {
     }
     seen = generation;
     if (stop_) return;
-    RunChunk(thread_index);
+    RunChunks();
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

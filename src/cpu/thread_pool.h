@@ -11,10 +11,12 @@
 
 namespace petrel::cpu {
 
-// A pool of `n_threads - 1` workers plus the calling thread. `ParallelFor(n, fn)` splits [0, n)
-// into `size()` contiguous near-equal chunks (chunk i goes to thread i, the caller takes chunk
-// 0), calls `fn(begin, end)` for each non-empty chunk and returns when all are done. The split
-// depends only on n and size(), so the same call always gives every thread the same work.
+// A pool of `n_threads - 1` workers plus the calling thread. `ParallelFor(n, fn)` cuts [0, n)
+// into contiguous chunks (a few per thread, multiples of `grain` except the last), and the
+// threads claim chunks from a shared counter until none are left; it returns when all are done.
+// Claiming instead of a fixed split keeps every core busy when one thread is preempted on a
+// shared host: the others take its share. Kernels must therefore not depend on which thread
+// runs a chunk (ours do not: a row's result depends only on the row).
 //
 // Between calls workers spin briefly (a decode step issues many small ParallelFor calls back to
 // back) and then park on a condition variable, so an idle pool costs no CPU. A call allocates
@@ -30,10 +32,10 @@ class ThreadPool {
 
   // `fn` is any callable `void(size_t begin, size_t end)`; it is called by reference.
   template <class Fn>
-  void ParallelFor(size_t n, const Fn& fn) {
+  void ParallelFor(size_t n, const Fn& fn, size_t grain = 1) {
     if (n == 0) return;
     if (n_threads_ == 1 || n == 1) return fn(size_t{0}, n);
-    Run(n, &fn, [](const void* ctx, size_t begin, size_t end) {
+    Run(n, grain, &fn, [](const void* ctx, size_t begin, size_t end) {
       (*static_cast<const Fn*>(ctx))(begin, end);
     });
   }
@@ -46,8 +48,8 @@ class ThreadPool {
  private:
   using ChunkFn = void (*)(const void* ctx, size_t begin, size_t end);
 
-  void Run(size_t n, const void* ctx, ChunkFn fn);
-  void RunChunk(size_t thread_index) const;
+  void Run(size_t n, size_t grain, const void* ctx, ChunkFn fn);
+  void RunChunks();
   void WorkerLoop(size_t thread_index);
 
   const size_t n_threads_;
@@ -56,12 +58,14 @@ class ThreadPool {
   // The current job, written by Run before `generation_` is bumped (release) and read by the
   // workers after they observe the new generation (acquire).
   size_t job_n_ = 0;
+  size_t job_chunk_ = 1;  // elements per claimed chunk
   const void* job_ctx_ = nullptr;
   ChunkFn job_fn_ = nullptr;
   bool stop_ = false;
 
   alignas(64) std::atomic<uint64_t> generation_{0};
   alignas(64) std::atomic<size_t> pending_{0};   // workers still running the current job
+  alignas(64) std::atomic<size_t> next_chunk_{0};  // first unclaimed chunk of the current job
   alignas(64) std::atomic<size_t> sleepers_{0};  // workers parked (or parking) on `wake_`
   std::mutex mutex_;
   std::condition_variable wake_;
