@@ -10,6 +10,7 @@
 #include <cstddef>
 
 #include "cpu/simd-inl.h"  // LoadAsF32, CopyPadded, Accumulate, FinishDot
+#include "hwy/cache_control.h"  // Prefetch
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -24,7 +25,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // pair is the same for any tile shape, so results do not depend on batching or row splits.
 template <size_t kRows, size_t kTokens, typename TW>
 HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_RESTRICT w_tail,
-                           size_t n_full, size_t tail, const float* HWY_RESTRICT x,
+                           size_t row_stride_elems, size_t n_full, size_t tail,
+                           const float* HWY_RESTRICT x,
                            size_t x_stride, const float* HWY_RESTRICT bias,
                            float* HWY_RESTRICT out, size_t out_stride, size_t row) {
   const hn::ScalableTag<float> d;
@@ -34,8 +36,20 @@ HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_R
   for (size_t j = 0; j < kRows; ++j) {
     for (size_t t = 0; t < kTokens; ++t) acc0[j][t] = acc1[j][t] = hn::Zero(d);
   }
+  // Matrix-vector products stream rows that are short (a few KB) and read kRows at a time, too
+  // briefly for the hardware prefetcher to ramp up on each; prefetch the same place kRows rows
+  // ahead, so the next row block is in flight while this one is computed.
+  // At least ~12 KB ahead: with short rows one block ahead is too close to hide the latency.
+  const size_t block_elems = kRows * row_stride_elems;
+  const size_t ahead = block_elems * (1 + (12288 / sizeof(TW)) / (block_elems + 1));
   size_t k = 0;
   for (; k + 2 <= n_full; k += 2) {
+    if (kTokens == 1 && row_stride_elems != 0) {
+      for (size_t j = 0; j < kRows; ++j) {
+        hwy::Prefetch(w_rows[j] + ahead + k * lanes);
+        hwy::Prefetch(w_rows[j] + ahead + (k + 1) * lanes);
+      }
+    }
     V w0[kRows];
     for (size_t j = 0; j < kRows; ++j) w0[j] = LoadAsF32(d, w_rows[j] + k * lanes);
     for (size_t t = 0; t < kTokens; ++t) {
@@ -97,17 +111,18 @@ HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, s
   const size_t tail = n_in - n_full * lanes;
   const TW* w_rows[kRows];  // each (n_in)
   HWY_ALIGN TW w_tail[kRows * kMaxF32Lanes];
+  const size_t row_stride_elems = w_row_bytes / sizeof(TW);
   for (size_t j = 0; j < kRows; ++j) {
     w_rows[j] = reinterpret_cast<const TW*>(w + (row + j) * w_row_bytes);
     if (tail != 0) CopyPadded(w_rows[j] + n_full * lanes, tail, w_tail + j * kMaxF32Lanes);
   }
   size_t t = 0;
   for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
-    MatMulTile<kRows, kTileTokens, TW>(w_rows, w_tail, n_full, tail, x + t * x_stride, x_stride,
+    MatMulTile<kRows, kTileTokens, TW>(w_rows, w_tail, 0, n_full, tail, x + t * x_stride, x_stride,
                                        bias, out + t * out_stride, out_stride, row);
   }
   for (; t < n_tokens; ++t) {
-    MatMulTile<kRows, 1, TW>(w_rows, w_tail, n_full, tail, x + t * x_stride, x_stride, bias,
+    MatMulTile<kRows, 1, TW>(w_rows, w_tail, row_stride_elems, n_full, tail, x + t * x_stride, x_stride, bias,
                              out + t * out_stride, out_stride, row);
   }
 }
