@@ -152,6 +152,13 @@ TEST(Cli, TemplateRendersFromFileAndContext) {
   const Output out = Petrel({"template", "--file", tpl, "--context", ctx});
   ASSERT_EQ(out.exit_code, 0) << out.err;
   EXPECT_EQ(out.out, "<s><user>héllo</user><assistant>");
+  // One-shot chat through a template file.
+  std::ofstream(tpl) << "{% for m in messages %}{{ m.content }} {% endfor %}";
+  const Output chat = Petrel({"run", "-m", StoryGguf(), "--chat", "--chat-template-file", tpl, "-p",
+                              "Once upon a time", "--system", "Tell a story.", "-n", "4", "--temp", "0", "--json"});
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  const Output rendered = Petrel({"tokenize", "-m", StoryGguf(), "Tell a story. Once upon a time "});
+  EXPECT_EQ(nlohmann::json::parse(chat.out)["prompt_ids"], nlohmann::json::parse(rendered.out)) << chat.out;
   std::ofstream(tpl) << "{% for m in messages %}{{ m.content }";
   ExpectOneLineError(Petrel({"template", "--file", tpl, "--context", ctx}), "");
   std::remove(tpl.c_str());

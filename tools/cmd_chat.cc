@@ -134,16 +134,8 @@ Runner AddChatCommand(CLI::App& app) {
   return [args]() -> int {
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
-    Result<ChatPrompt> prompt = Error("no template");
-    if (!args->template_file.empty()) {
-      std::ifstream in(args->template_file, std::ios::binary);
-      if (!in) return Fail(Error("%s: cannot open", args->template_file.c_str()));
-      std::stringstream text;
-      text << in.rdbuf();
-      prompt = ChatPrompt::FromSource(text.str(), "", "");
-    } else {
-      prompt = ChatPrompt::Load(args->model.model_path);
-    }
+    Result<ChatPrompt> prompt = args->template_file.empty() ? ChatPrompt::Load(args->model.model_path)
+                                                            : ChatPrompt::LoadFile(args->template_file);
     if (!prompt.ok()) return Fail(prompt.status());
     ModelOptions model = args->model;
     auto engine = model.LoadEngine();

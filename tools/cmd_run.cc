@@ -36,6 +36,7 @@ Runner AddRunCommand(CLI::App& app) {
     SamplingOptions sampling;
     std::string prompt;
     std::string system;
+    std::string template_file;
     bool chat = false;
     bool json = false;
     bool no_bos = false;
@@ -49,6 +50,7 @@ Runner AddRunCommand(CLI::App& app) {
   cmd->add_option("-p,--prompt", args->prompt, "prompt text");
   cmd->add_flag("--chat", args->chat, "treat the prompt as a user message of the model's chat template");
   cmd->add_option("--system", args->system, "system prompt (with --chat)");
+  cmd->add_option("--chat-template-file", args->template_file, "with --chat: this Jinja template instead of the model's");
   cmd->add_flag("--json", args->json, "print one JSON object instead of streaming");
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
   cmd->add_option("--beams", args->beams, "beam search with N beams instead of sampling");
@@ -63,7 +65,8 @@ Runner AddRunCommand(CLI::App& app) {
     if (!tokenizer) return Fail(Error("the model has no tokenizer"));
     std::vector<int32_t> prompt_ids;
     if (args->chat) {
-      auto chat = ChatPrompt::Load(args->model.model_path);
+      auto chat = args->template_file.empty() ? ChatPrompt::Load(args->model.model_path)
+                                              : ChatPrompt::LoadFile(args->template_file);
       if (!chat.ok()) return Fail(chat.status());
       nlohmann::ordered_json messages = nlohmann::ordered_json::array();
       if (!args->system.empty()) messages.push_back({{"role", "system"}, {"content", args->system}});

@@ -1,6 +1,9 @@
 // ChatPrompt: template lookup, rendering with bos/eos variables, tokenization.
 #include "core/chat/chat_prompt.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "core/chat/model_template.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -11,6 +14,16 @@ Result<ChatPrompt> ChatPrompt::Load(const std::string& path) {
   if (found.source.empty()) return Error("%s: the model has no chat template", path.c_str());
   auto chat = FromSource(found.source, found.bos_token, found.eos_token);
   if (!chat.ok()) return chat.status().Wrap(path + ": chat template");
+  return chat;
+}
+
+Result<ChatPrompt> ChatPrompt::LoadFile(const std::string& template_path) {
+  std::ifstream in(template_path, std::ios::binary);
+  if (!in) return Error("%s: cannot open", template_path.c_str());
+  std::stringstream text;
+  text << in.rdbuf();
+  auto chat = FromSource(text.str(), "", "");
+  if (!chat.ok()) return chat.status().Wrap(template_path);
   return chat;
 }
 

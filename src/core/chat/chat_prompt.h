@@ -17,6 +17,8 @@ class ChatPrompt {
  public:
   // `path`: a GGUF file or Hugging Face folder (see LoadModelChatTemplate).
   static Result<ChatPrompt> Load(const std::string& path);
+  // A template file of one's own (no BOS/EOS text).
+  static Result<ChatPrompt> LoadFile(const std::string& template_path);
   static Result<ChatPrompt> FromSource(const std::string& source, std::string bos, std::string eos);
 
   // Renders `messages` (an array of {role, content, …}); `extra` adds template variables such as
