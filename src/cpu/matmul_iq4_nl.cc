@@ -24,7 +24,7 @@ struct Format {
   static constexpr bool kSigned = true;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = false;
-  static constexpr size_t kDecodeRows = 4;
+  static constexpr size_t kDecodeRows = 4;  // see MatMulQuantImpl
   static constexpr size_t kTileRows = kQuantTileRows32;
   static constexpr size_t kTileTokens = kQuantTileTokens32;
 
@@ -45,7 +45,8 @@ struct Format {
     const QVI8 grid = Grid();
     QVU8 idx[kQVecs];
     DecodeNibbles32(block.qs, idx);
-    for (size_t v = 0; v < kQVecs; ++v) w.q[v] = hn::TableLookupBytes(grid, hn::BitCast(d8, idx[v]));
+    for (size_t v = 0; v < kQVecs; ++v)
+      w.q[v] = hn::TableLookupBytes(grid, hn::BitCast(d8, idx[v]));
     w.d = HalfToF32(block.d);
   }
 #endif  // PETREL_QUANT_SIMD

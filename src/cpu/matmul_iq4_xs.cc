@@ -24,7 +24,7 @@ struct Format {
   static constexpr bool kSigned = true;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMins = false;
-  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
   static constexpr size_t kTileRows = 1;
   static constexpr size_t kTileTokens = 4;
 

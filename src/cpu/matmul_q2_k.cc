@@ -24,7 +24,7 @@ struct Format {
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMins = true;
-  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
   static constexpr size_t kTileRows = 1;
   static constexpr size_t kTileTokens = 4;
 
@@ -76,9 +76,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ2_KT);
 
-void MatMulQ2_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                size_t out_stride, size_t row_begin, size_t row_end) {
+void MatMulQ2_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
+                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
+                size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ2_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

@@ -24,7 +24,7 @@ struct Format {
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = true;
-  static constexpr size_t kDecodeRows = 4;
+  static constexpr size_t kDecodeRows = 4;  // see MatMulQuantImpl
   static constexpr size_t kTileRows = kQuantTileRows32;
   static constexpr size_t kTileTokens = kQuantTileTokens32;
 
@@ -55,9 +55,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ4_1T);
 
-void MatMulQ4_1(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                size_t out_stride, size_t row_begin, size_t row_end) {
+void MatMulQ4_1(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
+                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
+                size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ4_1T)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

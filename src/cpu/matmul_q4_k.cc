@@ -24,18 +24,18 @@ struct Format {
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMins = true;
-  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
   static constexpr size_t kTileRows = 1;
   static constexpr size_t kTileTokens = 4;
 
   static constexpr bool kDirect = true;
 
   // Each 32 bytes of qs hold chunk 2j (low nibbles) and chunk 2j + 1 (high nibbles); a 6-bit
-  // scale and min per 32 elements. isum = sum(scale * level * x), min_sum lanes sum to sum(min * bsum).
+  // scale and min per 32 elements. isum = sum(scale * level * x), min_sum lanes sum to sum(min *
+  // bsum).
   template <size_t T>
   static HWY_INLINE void DotDirect(const WBlock& block, const quant::BlockQ8_K* const (&x)[T],
-                                   QVI32 (&isum)[T], QVI32 (&min_sum)[T], float& d,
-                                   float& dmin) {
+                                   QVI32 (&isum)[T], QVI32 (&min_sum)[T], float& d, float& dmin) {
     const QDU8 du8;
     const QDI8 d8;
     const QDI16 d16;
@@ -113,9 +113,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ4_KT);
 
-void MatMulQ4_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                size_t out_stride, size_t row_begin, size_t row_end) {
+void MatMulQ4_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
+                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
+                size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ4_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

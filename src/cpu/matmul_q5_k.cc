@@ -24,7 +24,7 @@ struct Format {
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMins = true;
-  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
   static constexpr size_t kTileRows = 1;
   static constexpr size_t kTileTokens = 4;
 
@@ -40,7 +40,8 @@ struct Format {
       for (size_t v = 0; v < kQVecs; ++v) {
         const auto q = hn::LoadU(du8, block.qs + 32 * j + v * kLanes);
         const auto h = hn::LoadU(du8, block.qh + v * kLanes);
-        const auto lo = hn::Or(hn::And(q, mask), hn::IfThenElseZero(hn::TestBit(h, bit_lo), sixteen));
+        const auto lo =
+            hn::Or(hn::And(q, mask), hn::IfThenElseZero(hn::TestBit(h, bit_lo), sixteen));
         const auto hi =
             hn::Or(hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q))), mask),
                    hn::IfThenElseZero(hn::TestBit(h, bit_hi), sixteen));
@@ -80,9 +81,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ5_KT);
 
-void MatMulQ5_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                size_t out_stride, size_t row_begin, size_t row_end) {
+void MatMulQ5_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
+                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
+                size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ5_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

@@ -24,7 +24,7 @@ struct Format {
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 32;
   static constexpr bool kHasMins = false;
-  static constexpr size_t kDecodeRows = 2;
+  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
   static constexpr size_t kTileRows = 1;
   static constexpr size_t kTileTokens = 4;
 
@@ -37,8 +37,7 @@ struct Format {
   // dmin = d.
   template <size_t T>
   static HWY_INLINE void DotDirect(const WBlock& block, const quant::BlockQ8_K* const (&x)[T],
-                                   QVI32 (&isum)[T], QVI32 (&min_sum)[T], float& d,
-                                   float& dmin) {
+                                   QVI32 (&isum)[T], QVI32 (&min_sum)[T], float& d, float& dmin) {
     const QDU8 du8;
     const QDI8 d8;
     const QDI16 d16;
@@ -126,9 +125,9 @@ namespace petrel::cpu {
 
 HWY_EXPORT(MatMulQ6_KT);
 
-void MatMulQ6_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                size_t out_stride, size_t row_begin, size_t row_end) {
+void MatMulQ6_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
+                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
+                size_t row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ6_KT)
   (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
 }

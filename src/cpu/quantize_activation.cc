@@ -109,8 +109,8 @@ void QuantizeQ8_KT(const float* HWY_RESTRICT x, size_t n, void* HWY_RESTRICT out
     for (size_t i = 0; i < quant::kQK_K; i += 16) {
       auto sum = hn::Zero(di32);
       for (size_t j = i; j < i + 16; j += lanes) {
-        const auto q = hn::Min(
-            q_max, hn::ConvertTo(di32, hn::Round(hn::Mul(vscale, hn::LoadU(df, x + j)))));
+        const auto q =
+            hn::Min(q_max, hn::ConvertTo(di32, hn::Round(hn::Mul(vscale, hn::LoadU(df, x + j)))));
         sum = hn::Add(sum, q);
         hn::StoreU(hn::DemoteTo(di8, q), di8, y.qs + j);
       }
