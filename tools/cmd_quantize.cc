@@ -1,7 +1,11 @@
-// `petrel quantize IN OUT TYPE`: re-encode a GGUF model's weights into a block type or a mix.
+// `petrel quantize IN OUT TYPE`: re-encode a GGUF model's (or a Hugging Face folder's) weights
+// into a block type or a mix, as a GGUF file.
 #include <cstdio>
 #include <string>
 
+#include <sys/stat.h>
+
+#include "core/quantize_hf.h"
 #include "core/quantize_model.h"
 #include "tools/common.h"
 
@@ -15,7 +19,7 @@ Runner AddQuantizeCommand(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("quantize", "write a GGUF with weights in another type");
-  cmd->add_option("input", args->input, "source GGUF (F32, F16, BF16 or quantized)")->required();
+  cmd->add_option("input", args->input, "source GGUF (F32, F16, BF16 or quantized) or Hugging Face folder")->required();
   cmd->add_option("output", args->output, "GGUF file to write")->required();
   cmd->add_option("type", args->type,
                   "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS F16 BF16 F32, "
@@ -29,7 +33,10 @@ Runner AddQuantizeCommand(CLI::App& app) {
     if (!mix)
       return Fail(Error("quantize: '%s' is not a type or mix we can write", args->type.c_str()));
     mix->pure = args->pure;
-    const Status status = QuantizeGgufModel(args->input, args->output, *mix, args->list);
+    struct stat info;
+    const bool folder = stat(args->input.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+    const Status status = folder ? QuantizeHfFolder(args->input, args->output, *mix, args->list)
+                                 : QuantizeGgufModel(args->input, args->output, *mix, args->list);
     if (!status.ok()) return Fail(status);
     std::fprintf(stderr, "wrote %s\n", args->output.c_str());
     return 0;

@@ -171,6 +171,19 @@ Result<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& file) {
 }  // namespace tok
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
+  // Files converted from a Hugging Face folder may carry the tokenizer.json itself instead of
+  // `tokenizer.ggml.*` keys; it is then read exactly as the folder's would be.
+  const GgufValue* hf_json = file.Find("tokenizer.huggingface.json");
+  if (!file.Find("tokenizer.ggml.model") && hf_json && hf_json->type == GgufType::kString) {
+    auto text = [&](const char* key) -> std::string_view {
+      const GgufValue* value = file.Find(key);
+      return value && value->type == GgufType::kString ? value->str : std::string_view();
+    };
+    auto tokenizer = FromHfJson(hf_json->str, text("tokenizer.huggingface.config"),
+                                text("tokenizer.huggingface.generation_config"));
+    if (!tokenizer.ok()) return tokenizer.status().Wrap(file.path() + ": tokenizer.huggingface.json");
+    return tokenizer;
+  }
   auto tokenizer = tok::LoadGgufTokenizer(file);
   if (!tokenizer.ok()) return tokenizer.status().Wrap(file.path());
   return tokenizer;
