@@ -138,11 +138,17 @@ TEST(QuantKernelsTest, MatchesBlockMathOnEveryTarget) {
   for (DType type : kWeightTypes) {
     SCOPED_TRACE(DTypeName(type));
     const bool k_quant = Traits(type).block_elems == 256;
-    // Block counts: 1, odd, and the 288- and 768-wide rows of synth-tiny; tokens 1..6 cover the
-    // tile of 4 and its tail; odd row counts.
+    // Block counts: 1, odd, and the 288- and 768-wide rows of synth-tiny; tokens 1..11 cover the
+    // tiles (4 or 8 tokens) and their tails, 70 a chunk of 64 and its tail; row counts below
+    // and above a group of 8, with a tail.
+    struct Shape {
+      size_t n_tokens, n_rows;
+    };
     for (size_t n_blocks : k_quant ? std::vector<size_t>{1, 3} : std::vector<size_t>{1, 3, 9, 24}) {
-      for (size_t n_tokens : {1, 4, 6}) {
-        Problem p = MakeProblem(type, n_blocks, 7, n_tokens, rng);
+      for (Shape shape : {Shape{1, 7}, Shape{4, 7}, Shape{6, 7}, Shape{1, 19}, Shape{11, 19},
+                          Shape{70, 3}}) {
+        const size_t n_tokens = shape.n_tokens;
+        Problem p = MakeProblem(type, n_blocks, shape.n_rows, n_tokens, rng);
         const std::vector<double> want = QuantizedReference(p);
         ForEachTarget([&] {
           std::vector<float> out(n_tokens * p.n_rows, NAN);
@@ -186,11 +192,11 @@ TEST(QuantKernelsTest, BatchAndSplitInvariant) {
   std::mt19937 rng(TestSeed());
   for (DType type : kWeightTypes) {
     SCOPED_TRACE(DTypeName(type));
-    Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 2 : 9, 9, 6, rng);
+    Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 2 : 9, 21, 11, rng);
     ForEachTarget([&] {
       std::vector<float> batched(p.n_tokens * p.n_rows), alone(p.n_rows);
-      // Rows in two uneven ranges, all tokens at once.
-      for (auto [begin, end] : {std::pair<size_t, size_t>{0, 4}, {4, 9}}) {
+      // Rows in uneven ranges (groups of 8 and tails), all tokens at once.
+      for (auto [begin, end] : {std::pair<size_t, size_t>{0, 4}, {4, 17}, {17, 21}}) {
         Cpu().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens,
                       nullptr, batched.data(), p.n_rows, begin, end);
       }

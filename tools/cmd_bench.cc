@@ -1,5 +1,7 @@
 // `petrel bench`: prompt-processing and generation speed, like llama-bench, plus peak RSS.
-// Each test runs once to warm up, then `-r` times; medians and min–max are reported.
+// Each test runs once to warm up, then `-r` times; medians and min–max are reported. Every
+// generation run is paired with a measurement of the read roof (ReadRoof) right after it, and the
+// median of the per-pair ratios says which fraction of the memory bound generation reaches.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpu/kernels.h"  // SimdTargetName
 #include "tools/common.h"
+#include "tools/read_roof.h"
 
 namespace petrel::tools {
 namespace {
@@ -107,9 +111,10 @@ Runner AddBenchCommand(CLI::App& app) {
     size_t longest = 16;
     for (size_t p : *prompts) longest = std::max(longest, p);
     for (size_t n : *gens) longest = std::max(longest, n);
+    std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
     if (!args->json) {
-      std::printf("| model | threads | test | t/s (median) | min – max | peak RSS MiB |\n");
-      std::printf("| --- | --- | --- | --- | --- | --- |\n");
+      std::printf("| model | threads | test | t/s (median) | min – max | of read roof | peak RSS MiB |\n");
+      std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
     }
     for (size_t threads : thread_counts) {
       ModelOptions model = args->model;
@@ -122,26 +127,42 @@ Runner AddBenchCommand(CLI::App& app) {
       std::vector<Test> tests;
       for (size_t p : *prompts) if (p) tests.push_back({"pp" + std::to_string(p), p, 0});
       for (size_t n : *gens) if (n) tests.push_back({"tg" + std::to_string(n), 0, n});
+      const size_t used_threads = (*engine)->options().n_threads;
+      const ReadRoof roof((*engine)->model().weights);
       for (const Test& test : tests) {
-        std::vector<double> rates;
+        std::vector<double> rates, roof_rates, fractions;
         for (size_t r = 0; r <= args->repetitions; ++r) {
           auto rate = RunOnce(**engine, test.n_prompt, test.n_gen, rng);
           if (!rate.ok()) return Fail(rate.status());
-          if (r > 0) rates.push_back(*rate);  // run 0 is the warm-up
+          if (r == 0) continue;  // the warm-up
+          rates.push_back(*rate);
+          if (test.n_gen > 0) {
+            roof_rates.push_back(roof.TokensPerSecond(used_threads));
+            fractions.push_back(*rate / roof_rates.back());
+          }
         }
         const Sample s = Summarize(rates);
         const double rss_mib = double(PeakRssBytes()) / (1024.0 * 1024.0);
-        const size_t used_threads = (*engine)->options().n_threads;
+        const double fraction = fractions.empty() ? 0.0 : Summarize(fractions).median;
         if (args->json) {
           nlohmann::json line = {{"model", model.model_path}, {"threads", used_threads},
                                  {"test", test.name}, {"tokens_per_second", s.median},
                                  {"min", s.min}, {"max", s.max}, {"samples", rates},
                                  {"peak_rss_bytes", PeakRssBytes()},
-                                 {"weight_bytes", (*engine)->model().weight_bytes}};
+                                 {"weight_bytes", (*engine)->model().weight_bytes},
+                                 {"simd_target", cpu::SimdTargetName()}};
+          if (!fractions.empty()) {
+            line["read_roof_tokens_per_second"] = Summarize(roof_rates).median;
+            line["read_roof_bytes_per_token"] = roof.bytes_per_token();
+            line["fraction_of_read_roof"] = fraction;
+          }
           std::printf("%s\n", line.dump().c_str());
         } else {
-          std::printf("| %s | %zu | %s | %.2f | %.2f – %.2f | %.1f |\n", model.model_path.c_str(),
-                      used_threads, test.name.c_str(), s.median, s.min, s.max, rss_mib);
+          const std::string of_roof =
+              fractions.empty() ? "" : std::to_string(fraction).substr(0, 4);
+          std::printf("| %s | %zu | %s | %.2f | %.2f – %.2f | %s | %.1f |\n",
+                      model.model_path.c_str(), used_threads, test.name.c_str(), s.median, s.min,
+                      s.max, of_roof.c_str(), rss_mib);
         }
         std::fflush(stdout);
       }

@@ -5,6 +5,7 @@
 #include "core/kv_cache.h"
 #include "core/loader.h"
 #include "core/tokenizer/tokenizer.h"
+#include "cpu/kernels.h"  // SimdTargetName
 #include "tools/common.h"
 
 namespace petrel::tools {
@@ -52,7 +53,8 @@ Runner AddInfoCommand(CLI::App& app) {
     std::printf("memory           weights %s (mapped from the file), KV cache for %zu tokens (%s) %s\n",
                 Bytes(double(model.weight_bytes)).c_str(), args->context, args->kv_type.c_str(),
                 Bytes(kv_bytes).c_str());
-    std::printf("matmul path      per-row Highway kernels (batch-invariant)\n");
+    std::printf("matmul path      per-row Highway kernels (batch-invariant), SIMD target %s\n",
+                cpu::SimdTargetName().c_str());
     return 0;
   };
 }

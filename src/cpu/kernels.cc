@@ -1,9 +1,14 @@
 // Assembles the CPU backend's HostKernels table from the per-op Highway TUs.
 #include "cpu/kernels.h"
 
+#include <cctype>
+#include <cstdlib>
+
+#include "core/log.h"
 #include "core/status.h"              // PETREL_CHECK
 #include "cpu/kernel_entry_points.h"  // MatMulF32, RmsNorm, ...
 #include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
+#include "hwy/targets.h"              // SupportedTargets, DisableTargets, TargetName
 
 namespace petrel::cpu {
 namespace {
@@ -30,7 +35,32 @@ void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const 
                      row_begin, row_end);
 }
 
+std::string Lowercase(const char* name) {
+  std::string out(name);
+  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// PETREL_CPU_TARGET: disables every target better (a lower bit) than the named one.
+void ApplyTargetCap() {
+  const char* wanted = std::getenv("PETREL_CPU_TARGET");
+  if (wanted == nullptr || *wanted == '\0') return;
+  for (int64_t bit = 1; bit != 0 && bit <= HWY_SCALAR; bit <<= 1) {
+    if (Lowercase(hwy::TargetName(bit)) == Lowercase(wanted)) {
+      hwy::DisableTargets(bit - 1);
+      return;
+    }
+  }
+  PETREL_LOG_WARN("PETREL_CPU_TARGET=%s names no Highway target; using the best one", wanted);
+}
+
 }  // namespace
+
+std::string SimdTargetName() {
+  CpuKernels();  // applies PETREL_CPU_TARGET
+  const int64_t targets = hwy::SupportedTargets();
+  return Lowercase(hwy::TargetName(targets & -targets));
+}
 
 bool SupportsWeightType(DType type) {
   return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16 ||
@@ -38,6 +68,8 @@ bool SupportsWeightType(DType type) {
 }
 
 const HostKernels& CpuKernels() {
+  static const bool kCapped = (ApplyTargetCap(), true);
+  (void)kCapped;
   static const HostKernels kKernels = {
       .name = "cpu",
       .mat_mul = MatMul,

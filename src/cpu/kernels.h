@@ -1,14 +1,21 @@
 // The CPU backend's host kernels: Highway SIMD, dispatched at run time to the best target.
 #pragma once
 
+#include <string>
+
 #include "cpu/kernel_table.h"  // HostKernels
 #include "quant/types.h"       // DType
 
 namespace petrel::cpu {
 
 // The Highway kernel table. Each entry dispatches once per call to the best target the CPU
-// supports (or the one forced by `hwy::SetSupportedTargetsForTest`).
+// supports (or the one forced by `hwy::SetSupportedTargetsForTest`). The environment variable
+// PETREL_CPU_TARGET (avx3_dl, avx3, avx2, sse4, ...: a name `SimdTargetName` prints) caps the
+// targets at the named one, so that one machine can measure the code another CPU would run.
 const HostKernels& CpuKernels();
+
+// The Highway target the kernels dispatch to now, lowercase ("avx2", "avx3", ...).
+std::string SimdTargetName();
 
 // Whether `mat_mul` accepts weights of `type`: F32, F16, BF16, and the block formats with a
 // Highway kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K..Q6_K, IQ4_XS). The engine checks this when it

@@ -1,0 +1,80 @@
+#include "tools/read_roof.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace petrel::tools {
+namespace {
+
+// Sum of the 64-bit words of [p, p + n) (the tail bytes are ignored): eight independent chains
+// so that the loads, not the adds, set the pace.
+uint64_t SumWords(const uint8_t* p, size_t n) {
+  uint64_t acc[8] = {};
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (size_t k = 0; k < 8; ++k) {
+      uint64_t word;
+      std::memcpy(&word, p + i + 8 * k, sizeof(word));
+      acc[k] += word;
+    }
+  }
+  uint64_t sum = 0;
+  for (uint64_t a : acc) sum += a;
+  return sum;
+}
+
+}  // namespace
+
+ReadRoof::ReadRoof(const ModelWeights& weights) {
+  auto add = [&](const TensorView& view) {
+    if (view.data == nullptr) return;
+    const size_t bytes = view.desc.bytes();
+    spans_.push_back({static_cast<const uint8_t*>(view.data), bytes});
+    total_bytes_ += bytes;
+  };
+  for (const LayerWeights& layer : weights.layers) {
+    for (const TensorView* view :
+         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.bq, &layer.bk,
+          &layer.bv, &layer.ffn_norm, &layer.w_gate, &layer.w_up, &layer.w_down}) {
+      add(*view);
+    }
+  }
+  add(weights.output_norm);
+  add(weights.output);  // the embedding table itself when tied: then it is read as the output
+}
+
+double ReadRoof::TokensPerSecond(size_t threads, size_t passes) const {
+  threads = std::max<size_t>(threads, 1);
+  const size_t share = (total_bytes_ + threads - 1) / threads;
+  double best = 1e30;
+  for (size_t pass = 0; pass < std::max<size_t>(passes, 1); ++pass) {
+    std::vector<uint64_t> sums(threads);
+    std::vector<std::thread> workers;
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        // Thread t reads bytes [t * share, (t + 1) * share) of the spans laid end to end.
+        size_t begin = t * share, end = std::min(total_bytes_, begin + share), offset = 0;
+        uint64_t sum = 0;
+        for (const Span& span : spans_) {
+          const size_t lo = std::max(begin, offset), hi = std::min(end, offset + span.bytes);
+          if (lo < hi) sum += SumWords(span.data + (lo - offset), hi - lo);
+          offset += span.bytes;
+        }
+        sums[t] = sum;
+      });
+    }
+    for (std::thread& worker : workers) worker.join();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::min(best, seconds);
+    // The sums are kept so the reads cannot be optimized away.
+    volatile uint64_t sink = 0;
+    for (uint64_t s : sums) sink = sink + s;
+  }
+  return 1.0 / std::max(best, 1e-9);
+}
+
+}  // namespace petrel::tools

@@ -1,0 +1,33 @@
+// The generation roof of a model on this machine: how fast a few threads can merely read the
+// bytes one decode step must read (every weight matrix and norm once; not the token-embedding
+// table, of which a step gathers one row). `petrel bench` measures it next to each generation
+// run, so that the fraction of the bound is a same-machine, same-moment figure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/models/model.h"  // ModelWeights
+
+namespace petrel::tools {
+
+class ReadRoof {
+ public:
+  explicit ReadRoof(const ModelWeights& weights);
+
+  size_t bytes_per_token() const { return total_bytes_; }
+  // Tokens per second of a step that did nothing but read its weights once with `threads`
+  // threads: the best of `passes` timed reads.
+  double TokensPerSecond(size_t threads, size_t passes = 2) const;
+
+ private:
+  struct Span {
+    const uint8_t* data;
+    size_t bytes;
+  };
+  std::vector<Span> spans_;
+  size_t total_bytes_ = 0;
+};
+
+}  // namespace petrel::tools
