@@ -306,58 +306,143 @@ struct PagedKv {
 
 PagedKv MakePagedKv(DType dtype, size_t block_tokens, size_t n_ctx, size_t row_elems, Random& rng) {
   const size_t n_blocks = (n_ctx + block_tokens - 1) / block_tokens + 3;
-  const size_t elem_bytes = dtype == DType::kF32 ? 4 : 2;
+  const size_t row_bytes = *RowBytes(dtype, row_elems);
+  const size_t misalign =
+      dtype == DType::kF32 ? 4 : 2;  // one element (or a Q8_0 scale) past aligned
   PagedKv kv;
   kv.block_table.resize(n_blocks);
   for (size_t i = 0; i < n_blocks; ++i) kv.block_table[i] = int32_t(i);
   std::shuffle(kv.block_table.begin(), kv.block_table.end(), rng.gen());
   for (std::vector<uint8_t>* cache : {&kv.k, &kv.v}) {
-    cache->resize(n_blocks * block_tokens * row_elems * elem_bytes + 4);
+    cache->resize(n_blocks * block_tokens * row_bytes + misalign);
     const size_t n_rows = n_blocks * block_tokens;
     for (size_t row = 0; row < n_rows; ++row) {
       const std::vector<float> values = rng.Floats(row_elems);
       Ref().row_from_f32(dtype, values.data() + 1, row_elems,
-                         cache->data() + elem_bytes + row * row_elems * elem_bytes);
+                         cache->data() + misalign + row * row_bytes);
     }
   }
-  kv.view = {.k = kv.k.data() + elem_bytes,
-             .v = kv.v.data() + elem_bytes,
+  kv.view = {.k = kv.k.data() + misalign,
+             .v = kv.v.data() + misalign,
              .dtype = dtype,
              .block_tokens = block_tokens,
              .row_elems = row_elems};
   return kv;
 }
 
+// Q8_0 caches need whole 32-element blocks per head.
+bool KvSupportsHeadDim(DType dtype, size_t head_dim) {
+  return dtype != DType::kQ8_0 || head_dim % 32 == 0;
+}
+
 TEST(KernelsTest, AttentionMatchesReference) {
   Random rng;
   ForEachTarget([&] {
-    for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
       for (size_t head_dim : {16, 48, 64, 128, 20}) {
+        if (!KvSupportsHeadDim(dtype, head_dim)) continue;
         for (size_t group : {1, 2, 4}) {
           const size_t n_kv_heads = 2, n_heads = n_kv_heads * group;
           const size_t block_tokens = group == 2 ? 5 : 16;  // 5: many blocks, odd sizes
           const PagedKv kv = MakePagedKv(dtype, block_tokens, 70, n_kv_heads * head_dim, rng);
-          for (size_t n_ctx : {1, 2, 15, 16, 17, 33, 70}) {
-            SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " head_dim " << head_dim
-                                              << " group " << group << " n_ctx " << n_ctx);
-            const std::vector<float> q = rng.Floats(n_heads * head_dim, -2.0f, 2.0f);
-            std::vector<float> scores(n_ctx);
-            std::vector<float> want(n_heads * head_dim + 1, 7.0f), got = want;
+          for (int32_t n_ctx : {1, 2, 15, 16, 17, 33, 70}) {
+            // 1 to 3 queries, the last attending n_ctx keys and earlier ones fewer, as in a prompt.
+            const size_t n_queries = 1 + size_t(n_ctx) % 3;
+            std::vector<int32_t> query_ctx(n_queries);
+            for (size_t i = 0; i < n_queries; ++i) {
+              query_ctx[i] = std::max<int32_t>(1, n_ctx - 7 * int32_t(n_queries - 1 - i));
+            }
+            SCOPED_TRACE(::testing::Message()
+                         << DTypeName(dtype) << " head_dim " << head_dim << " group " << group
+                         << " n_ctx " << n_ctx << " n_queries " << n_queries);
+            const size_t out_elems = n_queries * n_heads * head_dim;
+            const std::vector<float> q = rng.Floats(out_elems, -2.0f, 2.0f);
+            std::vector<float> want(out_elems + 1, 7.0f), got = want;
             AttentionArgs args = {.q = q.data() + 1,
                                   .kv = &kv.view,
                                   .block_table = kv.block_table.data(),
-                                  .n_ctx = n_ctx,
+                                  .n_ctx = query_ctx.data(),
+                                  .n_queries = n_queries,
                                   .n_heads = n_heads,
                                   .n_kv_heads = n_kv_heads,
                                   .head_dim = head_dim,
                                   .scale = 1.0f / std::sqrt(float(head_dim)),
-                                  .scores = scores.data(),
                                   .out = want.data() + 1};
             const size_t head_begin = n_heads > 2 ? 1 : 0, head_end = n_heads;
             Ref().attention(args, head_begin, head_end);
             args.out = got.data() + 1;
             Cpu().attention(args, head_begin, head_end);
             ExpectClose(want.data(), got.data(), want.size(), nullptr, 1e-5f, 2e-6f, "attention");
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  });
+}
+
+// A prompt's queries computed in one call must give the same bits as each token alone (decode),
+// each head alone, or the prompt cut into pieces: every query's float operations depend only on
+// its own q and keys. This covers the staged-tile path (many rows per tile) against the direct
+// one (one row).
+TEST(KernelsTest, AttentionIsBatchInvariant) {
+  Random rng;
+  ForEachTarget([&] {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+      for (size_t head_dim : {20, 32, 64}) {
+        if (!KvSupportsHeadDim(dtype, head_dim)) continue;
+        for (size_t group : {1, 3}) {
+          for (size_t block_tokens : {5, 16}) {
+            SCOPED_TRACE(::testing::Message()
+                         << DTypeName(dtype) << " head_dim " << head_dim << " group " << group
+                         << " block_tokens " << block_tokens);
+            const size_t n_kv_heads = 2, n_heads = n_kv_heads * group;
+            const size_t start = 11, n_prompt = 37;  // positions [11, 48)
+            const size_t row_elems = n_heads * head_dim;
+            const PagedKv kv =
+                MakePagedKv(dtype, block_tokens, start + n_prompt, n_kv_heads * head_dim, rng);
+            const std::vector<float> q = rng.Floats(n_prompt * row_elems, -2.0f, 2.0f);
+            std::vector<int32_t> n_ctx(n_prompt);
+            for (size_t i = 0; i < n_prompt; ++i) n_ctx[i] = int32_t(start + i + 1);
+            AttentionArgs args = {.q = q.data() + 1,
+                                  .kv = &kv.view,
+                                  .block_table = kv.block_table.data(),
+                                  .n_ctx = n_ctx.data(),
+                                  .n_queries = n_prompt,
+                                  .n_heads = n_heads,
+                                  .n_kv_heads = n_kv_heads,
+                                  .head_dim = head_dim,
+                                  .scale = 1.0f / std::sqrt(float(head_dim))};
+            std::vector<float> whole(n_prompt * row_elems);
+            args.out = whole.data();
+            Cpu().attention(args, 0, n_heads);
+
+            // Queries [first, first + count), heads [head_begin, head_end) into `got`.
+            std::vector<float> got(whole.size(), 7.0f);
+            auto run = [&](size_t first, size_t count, size_t head_begin, size_t head_end) {
+              AttentionArgs part = args;
+              part.q = args.q + first * row_elems;
+              part.n_ctx = n_ctx.data() + first;
+              part.n_queries = count;
+              part.out = got.data() + first * row_elems;
+              Cpu().attention(part, head_begin, head_end);
+            };
+            for (size_t i = 0; i < n_prompt; ++i) run(i, 1, 0, n_heads);
+            EXPECT_EQ(0, std::memcmp(whole.data(), got.data(), whole.size() * sizeof(float)))
+                << "one token at a time";
+            std::fill(got.begin(), got.end(), 7.0f);
+            for (size_t i = 0; i < n_prompt; ++i) {
+              for (size_t h = 0; h < n_heads; ++h) run(i, 1, h, h + 1);
+            }
+            EXPECT_EQ(0, std::memcmp(whole.data(), got.data(), whole.size() * sizeof(float)))
+                << "one token and head at a time";
+            std::fill(got.begin(), got.end(), 7.0f);
+            run(0, 16, 0, n_heads);
+            run(16, 5, 0, 1);
+            run(16, 5, 1, n_heads);
+            run(21, n_prompt - 21, 0, n_heads);
+            EXPECT_EQ(0, std::memcmp(whole.data(), got.data(), whole.size() * sizeof(float)))
+                << "prompt in pieces";
             if (::testing::Test::HasFailure()) return;
           }
         }

@@ -2,30 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <thread>
 
+#include "cpu/kernels.h"  // StreamRead
+
 namespace petrel::tools {
-namespace {
-
-// Sum of the 64-bit words of [p, p + n) (the tail bytes are ignored): eight independent chains
-// so that the loads, not the adds, set the pace.
-uint64_t SumWords(const uint8_t* p, size_t n) {
-  uint64_t acc[8] = {};
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    for (size_t k = 0; k < 8; ++k) {
-      uint64_t word;
-      std::memcpy(&word, p + i + 8 * k, sizeof(word));
-      acc[k] += word;
-    }
-  }
-  uint64_t sum = 0;
-  for (uint64_t a : acc) sum += a;
-  return sum;
-}
-
-}  // namespace
 
 ReadRoof::ReadRoof(const ModelWeights& weights) {
   auto add = [&](const TensorView& view) {
@@ -60,7 +41,7 @@ double ReadRoof::TokensPerSecond(size_t threads, size_t passes) const {
         uint64_t sum = 0;
         for (const Span& span : spans_) {
           const size_t lo = std::max(begin, offset), hi = std::min(end, offset + span.bytes);
-          if (lo < hi) sum += SumWords(span.data + (lo - offset), hi - lo);
+          if (lo < hi) sum += cpu::StreamRead(span.data + (lo - offset), hi - lo);
           offset += span.bytes;
         }
         sums[t] = sum;

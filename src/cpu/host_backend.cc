@@ -12,6 +12,10 @@ namespace {
 // Row chunks of the matrix products are multiples of this, so kernels keep their row blocks.
 constexpr size_t kRowGrain = 8;
 
+// Query tokens per attention work item: enough to amortise staging each K/V tile as f32 over
+// many rows, few enough that a 128-token prompt still makes several items per thread.
+constexpr size_t kAttentionQueries = 16;
+
 class HostBuffer final : public BackendBuffer {
  public:
   explicit HostBuffer(size_t bytes) : bytes_(bytes) {
@@ -115,31 +119,51 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
                             static_cast<char*>(kv.v) + slot_offset);
     }
   });
-  // 2. Each (token, head) pair is independent; its result never depends on the split.
+  // 2. Work items of up to kAttentionQueries tokens of one sequence (consecutive in the batch,
+  //    as a prompt's are) and one KV head with its GQA query heads: the kernel loads each K/V
+  //    tile once for the item. A token's result never depends on the item it lands in.
+  attention_chunks_.clear();
+  for (size_t t = 0; t < batch.n_tokens;) {
+    size_t end = t + 1;
+    while (end < batch.n_tokens && end - t < kAttentionQueries &&
+           batch.block_tables[end] == batch.block_tables[t]) {
+      ++end;
+    }
+    size_t cost = 0;  // keys read, summed over the chunk's tokens
+    for (size_t u = t; u < end; ++u) cost += size_t(batch.n_ctx[u]);
+    attention_chunks_.push_back({t, end - t, cost});
+    t = end;
+  }
+  // Costliest first: threads claim chunks of items in order, so the cheap ones even out the end.
+  // std::sort, not stable_sort, which may allocate; ties keep batch order.
+  std::sort(attention_chunks_.begin(), attention_chunks_.end(),
+            [](const AttentionChunk& a, const AttentionChunk& b) {
+              return a.cost != b.cost ? a.cost > b.cost : a.first_token < b.first_token;
+            });
   const float scale = 1.0f / std::sqrt(float(batch.head_dim));
-  const size_t n_items = batch.n_tokens * batch.n_heads;
+  // An item takes a KV head's whole GQA group, which then shares each K/V tile, unless that
+  // leaves threads idle (decoding one token with few KV heads): then one query head per item.
+  const size_t group = batch.n_heads / batch.n_kv_heads;
+  const size_t heads_per_item =
+      attention_chunks_.size() * batch.n_kv_heads >= 2 * pool_.size() ? group : 1;
+  const size_t items_per_chunk = batch.n_heads / heads_per_item;
+  const size_t n_items = attention_chunks_.size() * items_per_chunk;
   pool_.ParallelFor(n_items, [&](size_t begin, size_t end) {
-    // Scores scratch per thread; grows to the longest context seen, then stays.
-    thread_local std::vector<float> scratch;
-    if (scratch.size() < batch.max_ctx) scratch.resize(batch.max_ctx);
-    float* scores = scratch.data();
-    for (size_t item = begin; item < end;) {
-      const size_t t = item / batch.n_heads;
-      const size_t head_begin = item % batch.n_heads;
-      const size_t head_end = std::min(batch.n_heads, head_begin + (end - item));
+    for (size_t item = begin; item < end; ++item) {
+      const AttentionChunk& chunk = attention_chunks_[item / items_per_chunk];
+      const size_t head_begin = item % items_per_chunk * heads_per_item;
       AttentionArgs args;
-      args.q = q + t * q_dim;
+      args.q = q + chunk.first_token * q_dim;
       args.kv = &kv;
-      args.block_table = batch.block_tables[t];
-      args.n_ctx = size_t(batch.n_ctx[t]);
+      args.block_table = batch.block_tables[chunk.first_token];
+      args.n_ctx = batch.n_ctx + chunk.first_token;
+      args.n_queries = chunk.n_tokens;
       args.n_heads = batch.n_heads;
       args.n_kv_heads = batch.n_kv_heads;
       args.head_dim = batch.head_dim;
       args.scale = scale;
-      args.scores = scores;
-      args.out = out + t * q_dim;
-      kernels_.attention(args, head_begin, head_end);
-      item += head_end - head_begin;
+      args.out = out + chunk.first_token * q_dim;
+      kernels_.attention(args, head_begin, head_begin + heads_per_item);
     }
   });
 }

@@ -42,6 +42,12 @@ class HostBackend final : public Backend {
   const HostKernels& kernels_;
   WeightTypeFilter supports_weight_;
   cpu::ThreadPool pool_;
+  // Attention work: runs of one sequence's tokens in the batch, costliest first.
+  struct AttentionChunk {
+    size_t first_token, n_tokens;
+    size_t cost;  // keys read: sum of the tokens' n_ctx
+  };
+  std::vector<AttentionChunk> attention_chunks_;
   std::vector<uint8_t> act_scratch_;  // quantized activations of one mat_mul, (n_tokens, row bytes)
 };
 

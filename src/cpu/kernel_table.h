@@ -22,19 +22,22 @@ struct PagedKvView {
   size_t row_elems = 0;        // n_kv_heads * head_dim
 };
 
-// Arguments of one token's attention. `block_table` lists the sequence's blocks in position
-// order; positions [0, n_ctx) are attended (causal: n_ctx = position + 1).
+// Arguments of the attention of `n_queries` tokens of one sequence (a prompt's tokens, or one
+// decode token). `block_table` lists the sequence's blocks in position order; query i attends
+// positions [0, n_ctx[i]) (causal: n_ctx[i] = its position + 1). Every query's result is a fixed
+// function of its own q and keys: computing it alone, with other queries or other heads gives
+// the same bits, so callers may group queries freely to share K/V reads.
 struct AttentionArgs {
-  const float* q = nullptr;     // (n_heads, head_dim)
+  const float* q = nullptr;  // (n_queries, n_heads, head_dim)
   const PagedKvView* kv = nullptr;
   const int32_t* block_table = nullptr;
-  size_t n_ctx = 0;
+  const int32_t* n_ctx = nullptr;  // (n_queries), each >= 1
+  size_t n_queries = 1;
   size_t n_heads = 0;
   size_t n_kv_heads = 0;
   size_t head_dim = 0;
   float scale = 1.0f;
-  float* scores = nullptr;      // scratch, (n_ctx) floats, owned by the calling thread
-  float* out = nullptr;         // (n_heads, head_dim)
+  float* out = nullptr;  // (n_queries, n_heads, head_dim)
 };
 
 struct HostKernels {
@@ -76,7 +79,7 @@ struct HostKernels {
   void (*rope)(float* x, size_t n_heads, size_t head_dim, size_t rot_dims, const float* cos,
                const float* sin, RopeStyle style);
 
-  // Heads [head_begin, head_end) of one token's attention.
+  // Heads [head_begin, head_end) of every query's attention.
   void (*attention)(const AttentionArgs& args, size_t head_begin, size_t head_end);
 
   void (*silu_mul)(const float* gate, const float* up, size_t n, float* out);

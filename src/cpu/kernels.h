@@ -1,6 +1,8 @@
 // The CPU backend's host kernels: Highway SIMD, dispatched at run time to the best target.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "cpu/kernel_table.h"  // HostKernels
@@ -13,6 +15,10 @@ namespace petrel::cpu {
 // PETREL_CPU_TARGET (avx3_dl, avx3, avx2, sse4, ...: a name `SimdTargetName` prints) caps the
 // targets at the named one, so that one machine can measure the code another CPU would run.
 const HostKernels& CpuKernels();
+
+// Reads [data, data + n) once with SIMD loads and returns a sum of its bytes' words (so the
+// reads cannot be elided): the memory-read roof `petrel bench` measures generation against.
+uint64_t StreamRead(const void* data, size_t n);
 
 // The Highway target the kernels dispatch to now, lowercase ("avx2", "avx3", ...).
 std::string SimdTargetName();

@@ -1,5 +1,9 @@
-// mat_mul for Q8_0 weights against Q8_0 activations: one Highway foreach_target TU (the
-// driver and dot helpers are in quant_dot-inl.h).
+// mat_mul for Q8_0 weights against Q8_0 activations: one Highway foreach_target TU over the
+// rows-in-lanes driver (quant_lanes-inl.h).
+//
+// Lane l of packed vector g holds bytes 4g..4g+3 of row l (element group g). Both operands are
+// signed, so each group takes the sign trick (|w| times x with w's sign) and is widened to int32
+// at once: two pairs of 127 x 127 products would not fit 16 bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q8_0.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -7,7 +11,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
-#include "cpu/quant_dot-inl.h"
+#include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
@@ -20,19 +24,36 @@ struct Format {
   static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
-  using XBlock = quant::BlockQ8_0;
-  static constexpr bool kSigned = true;
+  static constexpr size_t kPacked = 8;
   static constexpr int kOffset = 0;
-  static constexpr bool kHasMin = false;
-  static constexpr size_t kDecodeRows = 4;  // see MatMulQuantImpl
-  static constexpr size_t kTileRows = kQuantTileRows32;
-  static constexpr size_t kTileTokens = kQuantTileTokens32;
 
-  // Already int8: the block is its own decoded form.
-  static HWY_INLINE void Decode(const WBlock& block, Decoded32<kSigned>& w) {
+  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                              QVU8Full (&p)[kPacked]) {
+    const uint8_t* src[kLaneRows];
+    QVU8Full half[4];
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t l = 0; l < kLaneRows; ++l) src[l] = reinterpret_cast<const uint8_t*>(rows[l][b].qs) + 16 * h;
+      TransposeWords(src, half);
+      for (size_t s = 0; s < 4; ++s) p[4 * h + s] = half[s];
+    }
+  }
+
+  template <size_t T>
+  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked],
+                                const quant::BlockQ8_0* const* HWY_RESTRICT x, size_t b,
+                                hn::Vec<QDI32> (&isum)[T]) {
     const QDI8 d8;
-    for (size_t v = 0; v < kQVecs; ++v) w.q[v] = hn::LoadU(d8, block.qs + v * hn::MaxLanes(d8));
-    w.d = HalfToF32(block.d);
+    const QDU8 du8;
+    const auto ones = hn::Set(QDI16(), 1);
+    for (size_t g = 0; g < kPacked; ++g) {
+      const auto w = hn::BitCast(d8, p[g]);
+      const auto w_abs = hn::BitCast(du8, hn::Abs(w));
+      for (size_t t = 0; t < T; ++t) {
+        const auto prod =
+            MulPairsI16(MulPairsU8I8(w_abs, ApplySign(BroadcastQuad(x[t][b], g), w)), ones);
+        isum[t] = g == 0 ? prod : hn::Add(isum[t], prod);
+      }
+    }
   }
 #endif  // PETREL_QUANT_SIMD
 };
@@ -42,8 +63,8 @@ struct Format {
 void MatMulQ8_0T(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                  size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                  size_t out_stride, size_t row_begin, size_t row_end) {
-  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                          row_begin, row_end);
+  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
+                         row_begin, row_end);
 }
 
 }  // namespace HWY_NAMESPACE

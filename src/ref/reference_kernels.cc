@@ -95,37 +95,44 @@ void LoadHead(const AttentionArgs& args, const void* base, size_t kv_pos, size_t
   PETREL_CHECK(DequantizeRow(kv.dtype, head, out, args.head_dim));
 }
 
+// Each query and head on its own, in double, with an exact softmax over all its keys.
 void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end) {
   const PagedKvView& kv = *args.kv;
   PETREL_CHECK(RowBytes(kv.dtype, args.head_dim).has_value());
   PETREL_CHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0);
   const size_t group = args.n_heads / args.n_kv_heads;  // query heads per KV head
-  std::vector<double> probs(args.n_ctx);
   std::vector<double> acc(args.head_dim);
   std::vector<float> row(args.head_dim);
-  for (size_t h = head_begin; h < head_end; ++h) {
-    const size_t kv_head = h / group;
-    const float* q = args.q + h * args.head_dim;  // (head_dim)
-    double max_score = -INFINITY;
-    for (size_t p = 0; p < args.n_ctx; ++p) {
-      LoadHead(args, kv.k, p, kv_head, row.data());
-      double dot = 0.0;
-      for (size_t d = 0; d < args.head_dim; ++d) dot += double(q[d]) * row[d];
-      probs[p] = double(args.scale) * dot;
-      max_score = std::max(max_score, probs[p]);
+  for (size_t query = 0; query < args.n_queries; ++query) {
+    const size_t n_ctx = size_t(args.n_ctx[query]);
+    PETREL_CHECK(n_ctx > 0);
+    std::vector<double> probs(n_ctx);
+    for (size_t h = head_begin; h < head_end; ++h) {
+      const size_t kv_head = h / group;
+      const size_t row_index = query * args.n_heads + h;
+      const float* q = args.q + row_index * args.head_dim;  // (head_dim)
+      double max_score = -INFINITY;
+      for (size_t p = 0; p < n_ctx; ++p) {
+        LoadHead(args, kv.k, p, kv_head, row.data());
+        double dot = 0.0;
+        for (size_t d = 0; d < args.head_dim; ++d) dot += double(q[d]) * row[d];
+        probs[p] = double(args.scale) * dot;
+        max_score = std::max(max_score, probs[p]);
+      }
+      double sum = 0.0;
+      for (size_t p = 0; p < n_ctx; ++p) {
+        probs[p] = std::exp(probs[p] - max_score);
+        sum += probs[p];
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (size_t p = 0; p < n_ctx; ++p) {
+        LoadHead(args, kv.v, p, kv_head, row.data());
+        const double prob = probs[p] / sum;
+        for (size_t d = 0; d < args.head_dim; ++d) acc[d] += prob * row[d];
+      }
+      for (size_t d = 0; d < args.head_dim; ++d)
+        args.out[row_index * args.head_dim + d] = float(acc[d]);
     }
-    double sum = 0.0;
-    for (size_t p = 0; p < args.n_ctx; ++p) {
-      probs[p] = std::exp(probs[p] - max_score);
-      sum += probs[p];
-    }
-    std::fill(acc.begin(), acc.end(), 0.0);
-    for (size_t p = 0; p < args.n_ctx; ++p) {
-      LoadHead(args, kv.v, p, kv_head, row.data());
-      const double prob = probs[p] / sum;
-      for (size_t d = 0; d < args.head_dim; ++d) acc[d] += prob * row[d];
-    }
-    for (size_t d = 0; d < args.head_dim; ++d) args.out[h * args.head_dim + d] = float(acc[d]);
   }
 }
 

@@ -1,4 +1,5 @@
-// mat_mul throughput for one token (decode): weight bytes read per second, f32/f16/bf16.
+// mat_mul throughput for one token (decode): weight bytes read per second, f32/f16/bf16; and
+// attention over an F16 KV cache: a 512-token prompt and one decode token at depth 512.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -54,6 +55,85 @@ void Shapes(benchmark::internal::Benchmark* bench) {
 BENCHMARK_CAPTURE(BM_MatMul, f32, DType::kF32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, f16, DType::kF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, bf16, DType::kBF16)->Apply(Shapes);
+
+// One layer's attention for `tokens` query tokens of one sequence after `depth` cached
+// positions, split like HostBackend does: items of up to 16 tokens x one KV head, costliest
+// first. Shape of a small llama: 12 heads (no GQA), head_dim 64, F16 cache, 16-token blocks.
+// Args: tokens, depth, threads. GFLOP/s counts 4 * head_dim flops per (query, head, key).
+void BM_Attention(benchmark::State& state) {
+  const size_t n_tokens = size_t(state.range(0)), depth = size_t(state.range(1));
+  const size_t n_threads = size_t(state.range(2));
+  const size_t n_heads = 12, n_kv_heads = 12, head_dim = 64, block_tokens = 16;
+  const size_t queries_per_item = 16;
+  const size_t row_elems = n_kv_heads * head_dim;
+  const size_t row_bytes = row_elems * 2;  // f16
+  const size_t n_blocks = (depth + n_tokens + block_tokens - 1) / block_tokens;
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<uint8_t> k_cache(n_blocks * block_tokens * row_bytes), v_cache(k_cache.size());
+  std::vector<float> row(row_elems);
+  for (std::vector<uint8_t>* cache : {&k_cache, &v_cache}) {
+    for (size_t r = 0; r < n_blocks * block_tokens; ++r) {
+      for (float& x : row) x = uniform(gen);
+      ref::ReferenceKernels().row_from_f32(DType::kF16, row.data(), row_elems,
+                                           cache->data() + r * row_bytes);
+    }
+  }
+  std::vector<int32_t> block_table(n_blocks);
+  for (size_t b = 0; b < n_blocks; ++b) block_table[b] = int32_t(b);
+  const PagedKvView kv = {.k = k_cache.data(),
+                          .v = v_cache.data(),
+                          .dtype = DType::kF16,
+                          .block_tokens = block_tokens,
+                          .row_elems = row_elems};
+  const size_t q_dim = n_heads * head_dim;
+  std::vector<float> q(n_tokens * q_dim), out(q.size());
+  for (float& x : q) x = uniform(gen);
+  std::vector<int32_t> n_ctx(n_tokens);
+  double flops = 0.0;
+  for (size_t t = 0; t < n_tokens; ++t) {
+    n_ctx[t] = int32_t(depth + t + 1);
+    flops += 4.0 * double(head_dim * n_heads) * double(n_ctx[t]);
+  }
+  const size_t n_chunks = (n_tokens + queries_per_item - 1) / queries_per_item;
+  const HostKernels& kernels = cpu::CpuKernels();
+  cpu::ThreadPool pool(n_threads);
+  for (auto _ : state) {
+    pool.ParallelFor(n_chunks * n_kv_heads, [&](size_t begin, size_t end) {
+      for (size_t item = begin; item < end; ++item) {
+        const size_t chunk = n_chunks - 1 - item / n_kv_heads;  // last (costliest) first
+        const size_t kv_head = item % n_kv_heads;
+        const size_t first = chunk * queries_per_item;
+        const AttentionArgs args = {.q = q.data() + first * q_dim,
+                                    .kv = &kv,
+                                    .block_table = block_table.data(),
+                                    .n_ctx = n_ctx.data() + first,
+                                    .n_queries = std::min(queries_per_item, n_tokens - first),
+                                    .n_heads = n_heads,
+                                    .n_kv_heads = n_kv_heads,
+                                    .head_dim = head_dim,
+                                    .scale = 0.125f,
+                                    .out = out.data() + first * q_dim};
+        const size_t group = n_heads / n_kv_heads;
+        kernels.attention(args, kv_head * group, (kv_head + 1) * group);
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens/s"] = benchmark::Counter(double(n_tokens) * double(state.iterations()),
+                                                  benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_Attention)
+    ->ArgNames({"tokens", "depth", "threads"})
+    ->Args({512, 0, 1})  // prefill of a 512-token prompt
+    ->Args({512, 0, 2})
+    ->Args({1, 512, 1})  // decode at depth 512
+    ->Args({1, 512, 2})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace petrel

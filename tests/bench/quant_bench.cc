@@ -1,8 +1,13 @@
-// Quantized mat_mul throughput for one token (decode): weight bytes read per second per format,
-// on one thread, with the activation row already quantized (as HostBackend does once per op).
+// Quantized mat_mul throughput on one thread, with the activation rows already quantized (as
+// HostBackend does once per op): for one token (decode), weight bytes read per second per
+// format; for a prompt of many tokens, integer operations per second (2 per weight and token,
+// against the int8 roof of ../shared/BASELINES.md).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <random>
 #include <vector>
 
@@ -36,8 +41,75 @@ void BM_QuantMatMul(benchmark::State& state, DType type) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.size()));
 }
 
-#define PETREL_QUANT_BENCH(name) \
-  BENCHMARK_CAPTURE(BM_QuantMatMul, name, DType::k##name)->Args({4096, 4096})->UseRealTime();
+// Args: rows, n_in, tokens.
+void BM_QuantMatMulPrompt(benchmark::State& state, DType type) {
+  const size_t rows = size_t(state.range(0)), n_in = size_t(state.range(1));
+  const size_t n_tokens = size_t(state.range(2));
+  const HostKernels& cpu = cpu::CpuKernels();
+  const size_t row_bytes = *RowBytes(type, n_in);
+  const DType act = cpu.activation_type(type);
+  const size_t xq_row_bytes = *RowBytes(act, n_in);
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> row(n_in), out(rows * n_tokens);
+  std::vector<uint8_t> w(rows * row_bytes), xq(n_tokens * xq_row_bytes);
+  for (size_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = normal(gen);
+    QuantizeRow(type, row.data(), w.data() + r * row_bytes, n_in);
+  }
+  for (size_t t = 0; t < n_tokens; ++t) {
+    for (float& v : row) v = normal(gen);
+    cpu.quantize_activation(act, row.data(), n_in, xq.data() + t * xq_row_bytes);
+  }
+  for (auto _ : state) {
+    cpu.mat_mul_quantized(type, w.data(), row_bytes, n_in, xq.data(), xq_row_bytes, n_tokens,
+                          nullptr, out.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GOP/s"] = benchmark::Counter(
+      double(state.iterations()) * 2.0 * double(rows * n_in * n_tokens) * 1e-9,
+      benchmark::Counter::kIsRate);
+}
+
+#if defined(__x86_64__)
+// The machine's int8 dot-product roof as ../shared/BASELINES.md measures it: independent
+// chains of vpmaddubsw + vpmaddwd + convert + FMA over 32 bytes, counted as 64 operations (32
+// multiply-adds). Prompt GOP/s divided by this is the fraction of the roof a format reaches.
+__attribute__((target("avx2,fma"))) void BM_Int8RoofAvx2(benchmark::State& state) {
+  // The unsigned operand comes from an L1-resident buffer (a load, not an ALU op), so that no
+  // product is loop-invariant.
+  alignas(32) uint8_t a_bytes[64 * 32];
+  for (size_t i = 0; i < sizeof(a_bytes); ++i) a_bytes[i] = uint8_t(i * 7 % 16);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 scale = _mm256_set1_ps(1e-9f);
+  __m256i b[8];
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) {
+    b[k] = _mm256_set1_epi8(char(k + 1));
+    acc[k] = _mm256_setzero_ps();
+  }
+  constexpr int64_t kSteps = 1 << 16;
+  for (auto _ : state) {
+    for (int64_t i = 0; i < kSteps; ++i) {
+      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(a_bytes + (i & 63) * 32));
+      for (int k = 0; k < 8; ++k) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, b[k]), ones);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[k]);
+      }
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GOP/s"] = benchmark::Counter(double(state.iterations()) * kSteps * 8 * 64 * 1e-9,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Int8RoofAvx2)->Threads(1)->Threads(2)->UseRealTime();
+#endif
+
+#define PETREL_QUANT_BENCH(name)                                                              \
+  BENCHMARK_CAPTURE(BM_QuantMatMul, name, DType::k##name)->Args({4096, 4096})->UseRealTime(); \
+  BENCHMARK_CAPTURE(BM_QuantMatMulPrompt, name, DType::k##name)                             \
+      ->Args({512, 2048, 128})                                                               \
+      ->UseRealTime();
 PETREL_QUANT_BENCH(Q4_0)
 PETREL_QUANT_BENCH(Q4_1)
 PETREL_QUANT_BENCH(Q5_0)
