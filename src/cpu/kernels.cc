@@ -48,6 +48,10 @@ void ApplyTargetCap() {
   for (int64_t bit = 1; bit != 0 && bit <= HWY_SCALAR; bit <<= 1) {
     if (Lowercase(hwy::TargetName(bit)) == Lowercase(wanted)) {
       hwy::DisableTargets(bit - 1);
+      // SupportedTargets() applies the mask but re-points dispatch at the unmasked set first;
+      // point it at the masked set again.
+      const int64_t allowed = hwy::SupportedTargets();
+      hwy::GetChosenTarget().Update(allowed);
       return;
     }
   }
@@ -59,6 +63,7 @@ void ApplyTargetCap() {
 std::string SimdTargetName() {
   CpuKernels();  // applies PETREL_CPU_TARGET
   const int64_t targets = hwy::SupportedTargets();
+  hwy::GetChosenTarget().Update(targets);  // see ApplyTargetCap
   return Lowercase(hwy::TargetName(targets & -targets));
 }
 

@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-#include "cpu/simd-inl.h"  // LoadAsF32, CopyPadded, Accumulate, FinishDot
+#include "cpu/simd-inl.h"  // LoadAsF32, CopyPadded
 #include "hwy/cache_control.h"  // Prefetch
 #include "hwy/highway.h"
 
@@ -18,24 +18,25 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Register tile: kRows weight rows x kTokens tokens, two accumulators per (row, token) with the
-// layout of simd-inl.h's `Dot` (full vector k into acc[k % 2], padded tail into acc[n_full % 2]).
-// Each weight vector is loaded (and widened) once per tile and used for kTokens tokens; each
-// activation vector once and used for kRows rows. The summation order of every (row, token)
-// pair is the same for any tile shape, so results do not depend on batching or row splits.
+// Register tile: kRows weight rows x kTokens tokens, one accumulator per (row, token): full
+// vector k of the row, then the zero-padded tail, go into it in order, and the result is its
+// SumOfLanes. Each weight vector is loaded (and widened) once per tile and used for kTokens
+// tokens; each activation vector once and used for kRows rows. The summation order of every
+// (row, token) pair is the same for any tile shape, so results do not depend on batching or
+// row splits. (One accumulator per pair rather than two leaves registers for a 3 x 4 tile on
+// 16-register targets, which is what keeps the FMA units, not the loads, the limit.)
 template <size_t kRows, size_t kTokens, typename TW>
 HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_RESTRICT w_tail,
                            size_t row_stride_elems, size_t n_full, size_t tail,
-                           const float* HWY_RESTRICT x,
-                           size_t x_stride, const float* HWY_RESTRICT bias,
-                           float* HWY_RESTRICT out, size_t out_stride, size_t row,
-                           size_t row_step) {
+                           const float* HWY_RESTRICT x, size_t x_stride,
+                           const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
+                           size_t out_stride, size_t row, size_t row_step) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const size_t lanes = hn::Lanes(d);
-  V acc0[kRows][kTokens], acc1[kRows][kTokens];
+  V acc[kRows][kTokens];
   for (size_t j = 0; j < kRows; ++j) {
-    for (size_t t = 0; t < kTokens; ++t) acc0[j][t] = acc1[j][t] = hn::Zero(d);
+    for (size_t t = 0; t < kTokens; ++t) acc[j][t] = hn::Zero(d);
   }
   // Matrix-vector products stream rows that are short (a few KB) and read kRows at a time, too
   // briefly for the hardware prefetcher to ramp up on each; prefetch the same place kRows rows
@@ -43,32 +44,18 @@ HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_R
   // At least ~12 KB ahead: with short rows one block ahead is too close to hide the latency.
   const size_t block_elems = kRows * row_stride_elems;
   const size_t ahead = block_elems * (1 + (12288 / sizeof(TW)) / (block_elems + 1));
-  size_t k = 0;
-  for (; k + 2 <= n_full; k += 2) {
-    if (kTokens == 1 && row_stride_elems != 0) {
+  for (size_t k = 0; k < n_full; ++k) {
+    if (kTokens == 1 && row_stride_elems != 0 && k % 2 == 0) {
       for (size_t j = 0; j < kRows; ++j) {
         hwy::Prefetch(w_rows[j] + ahead + k * lanes);
         hwy::Prefetch(w_rows[j] + ahead + (k + 1) * lanes);
       }
     }
-    V w0[kRows];
-    for (size_t j = 0; j < kRows; ++j) w0[j] = LoadAsF32(d, w_rows[j] + k * lanes);
+    V wv[kRows];
+    for (size_t j = 0; j < kRows; ++j) wv[j] = LoadAsF32(d, w_rows[j] + k * lanes);
     for (size_t t = 0; t < kTokens; ++t) {
       const V xv = hn::LoadU(d, x + t * x_stride + k * lanes);
-      for (size_t j = 0; j < kRows; ++j) acc0[j][t] = hn::MulAdd(w0[j], xv, acc0[j][t]);
-    }
-    for (size_t j = 0; j < kRows; ++j) w0[j] = LoadAsF32(d, w_rows[j] + (k + 1) * lanes);
-    for (size_t t = 0; t < kTokens; ++t) {
-      const V xv = hn::LoadU(d, x + t * x_stride + (k + 1) * lanes);
-      for (size_t j = 0; j < kRows; ++j) acc1[j][t] = hn::MulAdd(w0[j], xv, acc1[j][t]);
-    }
-  }
-  if (k < n_full) {
-    for (size_t j = 0; j < kRows; ++j) {
-      const V wv = LoadAsF32(d, w_rows[j] + k * lanes);
-      for (size_t t = 0; t < kTokens; ++t) {
-        acc0[j][t] = hn::MulAdd(wv, hn::LoadU(d, x + t * x_stride + k * lanes), acc0[j][t]);
-      }
+      for (size_t j = 0; j < kRows; ++j) acc[j][t] = hn::MulAdd(wv[j], xv, acc[j][t]);
     }
   }
   if (tail != 0) {
@@ -77,26 +64,27 @@ HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_R
       CopyPadded(x + t * x_stride + n_full * lanes, tail, x_tail);
       const V xv = hn::Load(d, x_tail);
       for (size_t j = 0; j < kRows; ++j) {
-        Accumulate(n_full, LoadAsF32(d, w_tail + j * kMaxF32Lanes), xv, acc0[j][t], acc1[j][t]);
+        acc[j][t] = hn::MulAdd(LoadAsF32(d, w_tail + j * kMaxF32Lanes), xv, acc[j][t]);
       }
     }
   }
   for (size_t t = 0; t < kTokens; ++t) {
     for (size_t j = 0; j < kRows; ++j) {
       const size_t r = row + j * row_step;
-      out[t * out_stride + r] = FinishDot(d, acc0[j][t], acc1[j][t]) + (bias ? bias[r] : 0.0f);
+      out[t * out_stride + r] = hn::GetLane(hn::SumOfLanes(d, acc[j][t])) + (bias ? bias[r] : 0.0f);
     }
   }
 }
 
-// Tokens per register tile: the accumulators (2 x rows x tokens) plus the row vectors must fit
-// the target's vector registers (16 on AVX2/SSE4, 32 on AVX-512).
+// Tile shape: the accumulators (rows x tokens) plus the row vectors and one activation vector
+// must fit the target's vector registers (16 on AVX2/SSE4, 32 on AVX-512).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kTileRows = 4;
+constexpr size_t kTileTokens = 6;
 #else
-constexpr size_t kTileRows = 2;
+constexpr size_t kTileRows = 3;
+constexpr size_t kTileTokens = 4;
 #endif
-constexpr size_t kTileTokens = 3;
 // Tokens whose activations stay in L2 while a thread streams its weight rows past them.
 constexpr size_t kTokenChunk = 64;
 
