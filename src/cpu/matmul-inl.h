@@ -8,6 +8,8 @@
 #endif
 
 #include <cstddef>
+#include <type_traits>
+#include <vector>
 
 #include "cpu/simd-inl.h"  // LoadAsF32, CopyPadded
 #include "hwy/cache_control.h"  // Prefetch
@@ -106,6 +108,31 @@ HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, s
     if (tail != 0) CopyPadded(w_rows[j] + n_full * lanes, tail, w_tail + j * kMaxF32Lanes);
   }
   size_t t = 0;
+  if constexpr (!std::is_same_v<TW, float>) {
+    // Many tokens: widen the rows to f32 once into an L1 scratch, so the tiles spend no
+    // conversion ops (they share ports with the FMAs) on each of their passes. Widening is
+    // exact, so the products and sums are those of the converting path.
+    if (n_tokens >= 2 * kTileTokens) {
+      thread_local std::vector<float> widened;
+      const size_t stride = n_full * lanes + kMaxF32Lanes;
+      if (widened.size() < kRows * stride) widened.resize(kRows * stride);
+      const float* rows_f32[kRows];
+      HWY_ALIGN float tail_f32[kRows * kMaxF32Lanes];
+      for (size_t j = 0; j < kRows; ++j) {
+        float* dst = widened.data() + j * stride;
+        for (size_t k = 0; k < n_full; ++k) {
+          hn::StoreU(LoadAsF32(d, w_rows[j] + k * lanes), d, dst + k * lanes);
+        }
+        if (tail != 0) hn::Store(LoadAsF32(d, w_tail + j * kMaxF32Lanes), d, tail_f32 + j * kMaxF32Lanes);
+        rows_f32[j] = dst;
+      }
+      for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
+        MatMulTile<kRows, kTileTokens, float>(rows_f32, tail_f32, 0, n_full, tail,
+                                              x + t * x_stride, x_stride, bias,
+                                              out + t * out_stride, out_stride, row, row_step);
+      }
+    }
+  }
   for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
     MatMulTile<kRows, kTileTokens, TW>(w_rows, w_tail, 0, n_full, tail, x + t * x_stride, x_stride,
                                        bias, out + t * out_stride, out_stride, row, row_step);

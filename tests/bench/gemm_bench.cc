@@ -8,6 +8,9 @@
 #include <vector>
 
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "cpu/kernels.h"
 #include "quant/f16.h"
@@ -68,6 +71,25 @@ void BM_OpenBlasSgemm(benchmark::State& state) {
   }
   SetRate(state, p);
 }
+
+#if defined(__x86_64__)
+// The f32 FMA roof as ../shared/BASELINES.md measures it: independent AVX2 FMA chains.
+__attribute__((target("avx2,fma"))) void BM_F32FmaRoofAvx2(benchmark::State& state) {
+  __m256 acc[10];
+  for (int k = 0; k < 10; ++k) acc[k] = _mm256_set1_ps(float(k));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
+  constexpr int64_t kSteps = 1 << 16;
+  for (auto _ : state) {
+    for (int64_t i = 0; i < kSteps; ++i) {
+      for (int k = 0; k < 10; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(double(state.iterations()) * kSteps * 10 * 16 * 1e-9,
+                                                  benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_F32FmaRoofAvx2)->Threads(1)->Threads(2)->UseRealTime();
+#endif
 
 void Shapes(benchmark::internal::Benchmark* b) {
   b->Args({2048, 2048, 128})->Args({2048, 2048, 512})->Args({5632, 2048, 128})->UseRealTime();
