@@ -20,26 +20,27 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format {
+struct Format
+#if PETREL_QUANT_SIMD
+    : Lanes32Format<Format, 4, 8>
+#endif
+{
   using WBlock = quant::BlockQ4_0;
   static constexpr DType kType = DType::kQ4_0;
   static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
-  static constexpr size_t kPacked = 4;
-  static constexpr int kOffset = 8;  // levels 0..15 stand for -8..7
 
-  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, size_t b,
-                              QVU8Full (&p)[kPacked]) {
+  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                    QVU8Full (&p)[kPacked]) {
     const uint8_t* src[kLaneRows];
     for (size_t l = 0; l < kLaneRows; ++l) src[l] = rows[l][b].qs;
     TransposeWords(src, p);
   }
 
   template <size_t T>
-  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked],
-                                const quant::BlockQ8_0* const* HWY_RESTRICT x, size_t b,
-                                hn::Vec<QDI32> (&isum)[T]) {
+  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
+                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
     const QDU8 du8;
     const hn::Repartition<uint16_t, QDU8> du16;
     const auto mask = hn::Set(du8, 0x0F);
@@ -48,8 +49,8 @@ struct Format {
       const auto lo = hn::And(p[s], mask);
       const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, p[s]))), mask);
       for (size_t t = 0; t < T; ++t) {
-        const auto prod = hn::Add(MulPairsU8I8(lo, BroadcastQuad(x[t][b], s)),
-                                  MulPairsU8I8(hi, BroadcastQuad(x[t][b], s + 4)));
+        const auto prod = hn::Add(MulPairsU8I8(lo, BroadcastQuad(x[t][b].qs + 4 * s)),
+                                  MulPairsU8I8(hi, BroadcastQuad(x[t][b].qs + 4 * (s + 4))));
         sum16[t] = s == 0 ? prod : hn::Add(sum16[t], prod);
       }
     }

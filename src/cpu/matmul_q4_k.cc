@@ -1,5 +1,14 @@
-// mat_mul for Q4_K weights against Q8_K activations: one Highway foreach_target TU (the
-// driver and dot helpers are in quant_dot-inl.h).
+// mat_mul for Q4_K weights against Q8_K activations: one Highway foreach_target TU over the
+// rows-in-lanes driver (quant_lanes-inl.h).
+//
+// A super-block holds four 32-byte chunks; byte i of chunk j has element 64j + i in its low
+// nibble (sub-block 2j) and 64j + 32 + i in its high one (sub-block 2j + 1), and each sub-block
+// has a 6-bit scale and min. Packed, lane l of q[8j + s] holds bytes 4s..4s+3 of chunk j of row
+// l; the scales and mins are decoded for all rows at once from three gathered words into int16
+// pair lanes. Per token and sub-block, the eight 16-bit pair sums are added before the scale's
+// multiply-add (a pair is at most 2 x 15 x 128 and a lane adds 8: 30720 < 32767); the mins
+// multiply the sub-block sums of the activations (from Q8_K's bsums) in the same way, and the
+// two int32 sums are scaled by d and -dmin times the activation scale.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q4_k.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -7,12 +16,24 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
-#include "cpu/quant_dot-inl.h"
+#include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
+
+#if PETREL_QUANT_SIMD
+// Byte-shuffle indices that make int16 pair lanes of bytes: in each 32-bit lane i of a 128-bit
+// block, [byte 4i + a, 0, byte 4i + b, 0].
+template <int a, int b>
+HWY_INLINE QVU8Full PairIndex() {
+  HWY_ALIGN static constexpr uint8_t kIndex[16] = {0 + a,  0x80, 0 + b,  0x80, 4 + a, 0x80,
+                                                   4 + b,  0x80, 8 + a,  0x80, 8 + b, 0x80,
+                                                   12 + a, 0x80, 12 + b, 0x80};
+  return hn::LoadDup128(QDU8(), kIndex);
+}
+#endif  // PETREL_QUANT_SIMD
 
 struct Format {
   using WBlock = quant::BlockQ4_K;
@@ -21,76 +42,112 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-  static constexpr bool kHasMins = true;
-  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
-  static constexpr size_t kTileRows = 1;
-  static constexpr size_t kTileTokens = 4;
+  struct Terms {
+    float d;
+    // The activation sums of sub-blocks 2k and 2k + 1 as an int16 pair (|sum| <= 32 x 128).
+    uint32_t sum_pairs[4];
+  };
+  struct Packed {
+    QVU8Full q[32];
+    hn::Vec<QDI16> scales[8];  // sub-block k: each row's scale in both halves of its lane
+    hn::Vec<QDI16> mins[4];    // sub-blocks 2k, 2k + 1: each row's two mins
+    hn::Vec<QDF> d, dmin;
+  };
 
-  static constexpr bool kDirect = true;
+  static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
+    terms.d = x.d;
+    for (size_t k = 0; k < 4; ++k) {
+      const int16_t lo = int16_t(x.bsums[4 * k] + x.bsums[4 * k + 1]);
+      const int16_t hi = int16_t(x.bsums[4 * k + 2] + x.bsums[4 * k + 3]);
+      terms.sum_pairs[k] = uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16;
+    }
+  }
 
-  // Each 32 bytes of qs hold chunk 2j (low nibbles) and chunk 2j + 1 (high nibbles); a 6-bit
-  // scale and min per 32 elements. isum = sum(scale * level * x), min_sum lanes sum to sum(min *
-  // bsum).
-  template <size_t T>
-  static HWY_INLINE void DotDirect(const WBlock& block, const quant::BlockQ8_K* const (&x)[T],
-                                   QVI32 (&isum)[T], QVI32 (&min_sum)[T], float& d, float& dmin) {
+  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
+                              size_t b, Packed& packed) {
+    for (size_t j = 0; j < 4; ++j) {
+      const uint8_t* src[kLaneRows];
+      QVU8Full half[4];
+      for (size_t h = 0; h < 2; ++h) {
+        for (size_t l = 0; l < kLaneRows; ++l) src[l] = rows[l][b].qs + 32 * j + 16 * h;
+        TransposeWords(src, half);
+        for (size_t s = 0; s < 4; ++s) packed.q[8 * j + 4 * h + s] = half[s];
+      }
+    }
+    // The 6-bit scales and mins as ggml's get_scale_min_k4 lays them out, four per 32-bit lane:
+    // sub-blocks 0..3 in the low six bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 from
+    // the nibbles of bytes 8..11 with two high bits from the tops of bytes 0..7.
+    const QDU32 du32;
+    const auto w0 = GatherBlockWords<offsetof(WBlock, scales)>(rows, offsets, b);
+    const auto w1 = GatherBlockWords<offsetof(WBlock, scales) + 4>(rows, offsets, b);
+    const auto w2 = GatherBlockWords<offsetof(WBlock, scales) + 8>(rows, offsets, b);
+    const auto low6 = hn::Set(du32, 0x3F3F3F3Fu), low4 = hn::Set(du32, 0x0F0F0F0Fu);
+    const auto bits45 = hn::Set(du32, 0x30303030u);
     const QDU8 du8;
-    const QDI8 d8;
     const QDI16 d16;
+    const auto scales_lo = hn::BitCast(du8, hn::And(w0, low6));
+    const auto mins_lo = hn::BitCast(du8, hn::And(w1, low6));
+    const auto scales_hi =
+        hn::BitCast(du8, hn::Or(hn::And(w2, low4), hn::And(hn::ShiftRight<2>(w0), bits45)));
+    const auto mins_hi = hn::BitCast(
+        du8, hn::Or(hn::And(hn::ShiftRight<4>(w2), low4), hn::And(hn::ShiftRight<2>(w1), bits45)));
+    auto pairs = [&](QVU8Full bytes, QVU8Full index) {
+      return hn::BitCast(d16, hn::TableLookupBytesOr0(bytes, index));
+    };
+    Unroll<4>([&](auto k_constant) HWY_ATTR {
+      constexpr int k = decltype(k_constant)::value;
+      packed.scales[k] = pairs(scales_lo, PairIndex<k, k>());
+      packed.scales[k + 4] = pairs(scales_hi, PairIndex<k, k>());
+    });
+    packed.mins[0] = pairs(mins_lo, PairIndex<0, 1>());
+    packed.mins[1] = pairs(mins_lo, PairIndex<2, 3>());
+    packed.mins[2] = pairs(mins_hi, PairIndex<0, 1>());
+    packed.mins[3] = pairs(mins_hi, PairIndex<2, 3>());
+    const auto d_words = GatherBlockWords<0>(rows, offsets, b);
+    packed.d = HalvesToF32<false>(d_words);
+    packed.dmin = HalvesToF32<true>(d_words);
+  }
+
+  template <size_t T>
+  static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
+                             const Terms* const* HWY_RESTRICT terms, size_t b,
+                             hn::Vec<QDF> (&acc)[T]) {
+    const QDU8 du8;
+    const QDU32 du32;
+    const QDF df;
     const hn::Repartition<uint16_t, QDU8> du16;
-    constexpr size_t kLanes = hn::MaxLanes(QDU8());
-    // The twelve scale bytes to eight scales (bytes 0..7) and eight mins (8..15), as ggml does.
-    uint32_t utmp[4];
-    std::memcpy(utmp, block.scales, 12);
-    constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
-    utmp[3] = ((utmp[2] >> 4) & kMask2) | (((utmp[1] >> 6) & kMask3) << 4);
-    const uint32_t mins_low = utmp[1] & kMask1;
-    utmp[1] = (utmp[2] & kMask2) | (((utmp[0] >> 6) & kMask3) << 4);
-    utmp[2] = mins_low;
-    utmp[0] &= kMask1;
-    HWY_ALIGN uint8_t scale_min[16];
-    std::memcpy(scale_min, utmp, 16);
-    for (size_t t = 0; t < T; ++t) isum[t] = hn::Zero(QDI32());
     const auto mask = hn::Set(du8, 0x0F);
-    // The eight scales as int16 in every 128-bit block (hn::Broadcast works per block).
-    const hn::CappedTag<uint8_t, 16> d16b;
-    const auto sm = hn::Load(d16b, scale_min);
-    const auto sc_bytes = hn::ConcatLowerLower(d16b, sm, sm);
-    QVI16 sc[kQVecs];
-    PromoteBytes16(du16, sc_bytes, sc);
-    Unroll<4>([&](auto j_constant) HWY_ATTR {
-      constexpr size_t j = decltype(j_constant)::value;
-      for (size_t v = 0; v < kQVecs; ++v) {
-        const auto s_lo = hn::Broadcast<2 * j>(sc[v]);
-        const auto s_hi = hn::Broadcast<2 * j + 1>(sc[v]);
-        const auto q = hn::LoadU(du8, block.qs + 32 * j + v * kLanes);
-        const auto lo = hn::And(q, mask);
-        const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q))), mask);
+    hn::Vec<QDI32> isum[T];
+    for (size_t k = 0; k < 8; ++k) {  // sub-block k: chunk k / 2, low or high nibbles
+      hn::Vec<QDI16> sum16[T];
+      for (size_t s = 0; s < 8; ++s) {
+        const auto q = packed.q[8 * (k / 2) + s];
+        const auto levels =
+            k % 2 == 0 ? hn::And(q, mask)
+                       : hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q))), mask);
         for (size_t t = 0; t < T; ++t) {
-          const int8_t* xq = x[t]->qs + 64 * j + v * kLanes;
-          const auto p_lo = MulPairsI16(MulPairsU8I8(lo, hn::LoadU(d8, xq)), s_lo);
-          const auto p_hi = MulPairsI16(MulPairsU8I8(hi, hn::LoadU(d8, xq + 32)), s_hi);
-          isum[t] = hn::Add(isum[t], hn::Add(p_lo, p_hi));
+          const int8_t* xq = x[t][b].qs + 64 * (k / 2) + 32 * (k % 2) + 4 * s;
+          const auto prod = MulPairsU8I8(levels, BroadcastQuad(xq));
+          sum16[t] = s == 0 ? prod : hn::Add(sum16[t], prod);
         }
       }
-    });
-    // Each min covers 32 elements, i.e. two bsums: the mins interleaved with themselves.
-    const auto mins_pairs = hn::InterleaveUpper(d16b, sm, sm);
-    QVI16 mins16[kQVecs];
-    PromoteBytes16(du16, mins_pairs, mins16);
-    const QDI32 d32;
-    constexpr size_t kLanes16 = hn::MaxLanes(QDI16());
-    for (size_t t = 0; t < T; ++t) {
-      QVI32 m = hn::Zero(d32);
-      for (size_t v = 0; v < kQVecs; ++v) {
-        m = hn::Add(m, MulPairsI16(mins16[v], hn::LoadU(d16, x[t]->bsums + v * kLanes16)));
+      for (size_t t = 0; t < T; ++t) {
+        const auto scaled = MulPairsI16(sum16[t], packed.scales[k]);
+        isum[t] = k == 0 ? scaled : hn::Add(isum[t], scaled);
       }
-      min_sum[t] = m;
     }
-    d = HalfToF32(block.d);
-    dmin = HalfToF32(block.dmin);
+    for (size_t t = 0; t < T; ++t) {
+      const Terms& xt = terms[t][b];
+      hn::Vec<QDI32> min_sum;
+      for (size_t k = 0; k < 4; ++k) {
+        const auto sums = hn::BitCast(QDI16(), hn::Set(du32, xt.sum_pairs[k]));
+        const auto m = MulPairsI16(packed.mins[k], sums);
+        min_sum = k == 0 ? m : hn::Add(min_sum, m);
+      }
+      const auto dx = hn::Set(df, xt.d);
+      acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, dx), acc[t]);
+      acc[t] = hn::MulAdd(hn::ConvertTo(df, min_sum), hn::Neg(hn::Mul(packed.dmin, dx)), acc[t]);
+    }
   }
 #endif  // PETREL_QUANT_SIMD
 };
@@ -100,8 +157,8 @@ struct Format {
 void MatMulQ4_KT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                  size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                  size_t out_stride, size_t row_begin, size_t row_end) {
-  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                          row_begin, row_end);
+  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
+                         row_begin, row_end);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -18,30 +18,32 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format {
+struct Format
+#if PETREL_QUANT_SIMD
+    : Lanes32Format<Format, 8, 0>
+#endif
+{
   using WBlock = quant::BlockQ8_0;
   static constexpr DType kType = DType::kQ8_0;
   static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
-  static constexpr size_t kPacked = 8;
-  static constexpr int kOffset = 0;
 
-  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, size_t b,
-                              QVU8Full (&p)[kPacked]) {
+  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                    QVU8Full (&p)[kPacked]) {
     const uint8_t* src[kLaneRows];
     QVU8Full half[4];
     for (size_t h = 0; h < 2; ++h) {
-      for (size_t l = 0; l < kLaneRows; ++l) src[l] = reinterpret_cast<const uint8_t*>(rows[l][b].qs) + 16 * h;
+      for (size_t l = 0; l < kLaneRows; ++l)
+        src[l] = reinterpret_cast<const uint8_t*>(rows[l][b].qs) + 16 * h;
       TransposeWords(src, half);
       for (size_t s = 0; s < 4; ++s) p[4 * h + s] = half[s];
     }
   }
 
   template <size_t T>
-  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked],
-                                const quant::BlockQ8_0* const* HWY_RESTRICT x, size_t b,
-                                hn::Vec<QDI32> (&isum)[T]) {
+  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
+                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
     const QDI8 d8;
     const QDU8 du8;
     const auto ones = hn::Set(QDI16(), 1);
@@ -50,7 +52,7 @@ struct Format {
       const auto w_abs = hn::BitCast(du8, hn::Abs(w));
       for (size_t t = 0; t < T; ++t) {
         const auto prod =
-            MulPairsI16(MulPairsU8I8(w_abs, ApplySign(BroadcastQuad(x[t][b], g), w)), ones);
+            MulPairsI16(MulPairsU8I8(w_abs, ApplySign(BroadcastQuad(x[t][b].qs + 4 * g), w)), ones);
         isum[t] = g == 0 ? prod : hn::Add(isum[t], prod);
       }
     }

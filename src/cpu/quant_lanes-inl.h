@@ -1,24 +1,27 @@
-// The rows-in-lanes mat_mul driver for 32-element block formats against Q8_0 activations
-// (Q4_0, Q8_0): instantiated by their per-format TUs (matmul_q4_0.cc, matmul_q8_0.cc).
+// The rows-in-lanes mat_mul driver for quantized weights: instantiated by the per-format TUs
+// (matmul_q4_0.cc, matmul_q8_0.cc, matmul_q4_k.cc).
 //
 // Why a second driver beside quant_dot-inl.h's: that one dots one (row, token) pair per block,
 // about seven vector ops for 32 products, most of them per-pair bookkeeping (int32 pair sums,
 // conversion, scale, fma, then a horizontal sum at the end). Here a block of kG rows (8 on
 // 256-bit targets) is transposed so that each vector holds 4 consecutive elements of every row;
 // a token then costs one broadcast of 4 activation bytes and one or two integer multiply-adds
-// per 4 elements, plus 3 float ops per block for all kG rows at once, and the weight unpacking
-// is shared by all tokens of a tile.
+// per 4 elements, plus a few float ops per block for all kG rows at once, and the weight
+// unpacking is shared by all tokens of a tile.
 //
 // The math per (row, token) is the same on every path: the exact integer dot of each block
-// (minus the format's level offset times the activation sum), converted to float and accumulated
-// with fma(sum, d_w * d_x, acc) in block order, then + bias. Prompts (each row group transposed
-// once per token chunk into an L1 scratch and reused by every tile) and single tokens (transposed
-// in registers, rows a stride apart) therefore give bit-identical results, whatever the batch,
+// (with the format's offsets or mins through the activation sums), converted to float and
+// accumulated with fma in block order, then + bias. Prompts (each row group packed once per
+// token chunk into an L1 scratch and reused by every tile) and single tokens (packed in
+// registers, rows a stride apart) therefore give bit-identical results, whatever the batch,
 // tile or row split.
 //
-// A Format provides WBlock, kPacked (vectors of transposed bytes per block), kOffset (level
-// offset subtracted through the activation sums, or 0), Pack(rows, b, p) and
-// DotInt<T>(p, x, b, isum): the int32 lanes (one per row) of sum(level * x) for T tokens.
+// A Format provides WBlock and XBlock (the weight and activation blocks), Terms and
+// ComputeTerms(x_block, terms) (per activation block values computed once per call and token
+// chunk: its scale, sums), Packed and Pack(rows, offsets, b, packed) (block b of kLaneRows rows,
+// transposed, with its scales as lanes), and Dot<T>(packed, x, terms, b, acc): acc[t] (lanes =
+// rows) += the block's contribution for T tokens. Lanes32Format below provides all but the
+// integer dot for the 32-element formats against Q8_0.
 
 #if defined(PETREL_CPU_QUANT_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef PETREL_CPU_QUANT_LANES_INL_H_
@@ -32,9 +35,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "cpu/quant_dot-inl.h"
+#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "quant/blocks.h"
 
@@ -53,12 +56,6 @@ constexpr size_t kLaneRows = hn::MaxLanes(QDI32());  // rows per group: 8 (256-b
 // in registers (16 vector registers before AVX-512, 32 with it). Measured: 4 is as fast as 6 or
 // 8 with AVX-512's registers, and the same on every target keeps one code shape.
 constexpr size_t kLaneTileTokens = 4;
-
-// Per (token, block) activation terms, computed once per call and token chunk.
-struct XTerms {
-  float d;       // the block's scale
-  int32_t sum;   // sum of its int8 values (for a format's level offset)
-};
 
 // Transposes 16 bytes at each of the kLaneRows pointers: lane l of p[s] = bytes 4s..4s+3 of
 // src[l].
@@ -97,81 +94,56 @@ HWY_INLINE LaneRowOffsets RowOffsets(const WBlock* const* HWY_RESTRICT rows) {
   HWY_ALIGN int32_t offsets[kLaneRows];
   bool fits = true;
   for (size_t l = 0; l < kLaneRows; ++l) {
-    const ptrdiff_t diff = reinterpret_cast<const uint8_t*>(rows[l]) -
-                           reinterpret_cast<const uint8_t*>(rows[0]);
+    const ptrdiff_t diff =
+        reinterpret_cast<const uint8_t*>(rows[l]) - reinterpret_cast<const uint8_t*>(rows[0]);
     fits = fits && diff >= INT32_MIN && diff <= INT32_MAX;
     offsets[l] = fits ? int32_t(diff) : 0;
   }
   return {hn::Load(QDI32(), offsets), fits};
 }
 
-// The f16 scales `d` (a block's first two bytes) of block b of each row, as f32 lanes: one
-// gather of the 32-bit words they start and one conversion, rather than kLaneRows scalar
-// conversions and a store-to-load round trip (measured: a third of the single-token time).
+// The 32-bit word at byte kByte of block b of each row, as lanes: one gather rather than
+// kLaneRows scalar loads and a store-to-load round trip (measured: a third of the single-token
+// time when it was done for the scales that way).
+template <size_t kByte, class WBlock>
+HWY_INLINE hn::Vec<QDU32> GatherBlockWords(const WBlock* const* HWY_RESTRICT rows,
+                                           const LaneRowOffsets& offsets, size_t b) {
+  const QDU32 du32;
+  if (offsets.gatherable) {
+    const auto* base =
+        reinterpret_cast<const int32_t*>(reinterpret_cast<const uint8_t*>(rows[0] + b) + kByte);
+    return hn::BitCast(du32, hn::GatherOffset(QDI32(), base, offsets.bytes));
+  }
+  HWY_ALIGN uint32_t words[kLaneRows];
+  for (size_t l = 0; l < kLaneRows; ++l) {
+    std::memcpy(&words[l], reinterpret_cast<const uint8_t*>(rows[l] + b) + kByte, 4);
+  }
+  return hn::Load(du32, words);
+}
+
+// The f16 in the low (kUpper false) or high half of each 32-bit lane, as f32.
+template <bool kUpper>
+HWY_INLINE hn::Vec<QDF> HalvesToF32(hn::Vec<QDU32> words) {
+  const QDF df;
+  const hn::Rebind<uint16_t, QDF> du16;
+  const hn::Rebind<hwy::float16_t, QDF> df16;
+  const auto halves = kUpper ? hn::ShiftRight<16>(words) : words;
+  return hn::PromoteTo(df, hn::BitCast(df16, hn::TruncateTo(du16, halves)));
+}
+
+// The f16 scales `d` (a block's first two bytes) of block b of each row, as f32 lanes.
 template <class WBlock>
 HWY_INLINE hn::Vec<QDF> LaneScales(const WBlock* const* HWY_RESTRICT rows,
                                    const LaneRowOffsets& offsets, size_t b) {
   static_assert(offsetof(WBlock, d) == 0, "the scale starts the block");
-  const QDF df;
-  if (offsets.gatherable) {
-    const QDI32 d32;
-    const hn::Rebind<uint16_t, QDF> du16;
-    const hn::Rebind<hwy::float16_t, QDF> df16;
-    const auto* base = reinterpret_cast<const int32_t*>(rows[0] + b);
-    const auto words = hn::BitCast(hn::RebindToUnsigned<QDI32>(),
-                                   hn::GatherOffset(d32, base, offsets.bytes));
-    return hn::PromoteTo(df, hn::BitCast(df16, hn::TruncateTo(du16, words)));
-  }
-  HWY_ALIGN float d[kLaneRows];
-  for (size_t l = 0; l < kLaneRows; ++l) d[l] = HalfToF32(rows[l][b].d);
-  return hn::Load(df, d);
+  return HalvesToF32<false>(GatherBlockWords<0>(rows, offsets, b));
 }
 
-// The 4 activation bytes of element group g (elements 4g..4g+3) in every 32-bit lane.
-HWY_INLINE hn::Vec<QDI8> BroadcastQuad(const quant::BlockQ8_0& x, size_t g) {
+// The 4 bytes at p in every 32-bit lane.
+HWY_INLINE hn::Vec<QDI8> BroadcastQuad(const int8_t* HWY_RESTRICT p) {
   uint32_t word;
-  std::memcpy(&word, x.qs + 4 * g, sizeof(word));
+  std::memcpy(&word, p, sizeof(word));
   return hn::BitCast(QDI8(), hn::Set(QDU32(), word));
-}
-
-// Fills terms[b] for one activation row (the sums only when a format has a level offset).
-template <int kOffset>
-HWY_INLINE void ComputeXTerms(const quant::BlockQ8_0* HWY_RESTRICT x, size_t n_blocks,
-                              XTerms* HWY_RESTRICT terms) {
-  const QDI8 d8;
-  const QDI32 d32;
-  const auto ones8 = hn::Set(QDU8(), 1);
-  const auto ones16 = hn::Set(QDI16(), 1);
-  constexpr size_t kLanes = hn::MaxLanes(d8);
-  for (size_t b = 0; b < n_blocks; ++b) {
-    terms[b].d = HalfToF32(x[b].d);
-    terms[b].sum = 0;
-    if constexpr (kOffset != 0) {
-      auto sum = hn::Zero(d32);
-      for (size_t v = 0; v < kQVecs; ++v) {
-        const auto xv = hn::LoadU(d8, x[b].qs + v * kLanes);
-        sum = hn::Add(sum, MulPairsI16(MulPairsU8I8(ones8, xv), ones16));
-      }
-      terms[b].sum = hn::GetLane(hn::SumOfLanes(d32, sum));
-    }
-  }
-}
-
-// acc[t] (lanes = rows) += the T tokens' products with one transposed block.
-template <class F, size_t T>
-HWY_INLINE void LaneDotBlock(const QVU8Full (&p)[F::kPacked], hn::Vec<QDF> d_w,
-                             const quant::BlockQ8_0* const* HWY_RESTRICT x,
-                             const XTerms* const* HWY_RESTRICT terms, size_t b,
-                             hn::Vec<QDF> (&acc)[T]) {
-  const QDI32 d32;
-  const QDF df;
-  hn::Vec<QDI32> isum[T];
-  F::template DotInt<T>(p, x, b, isum);
-  for (size_t t = 0; t < T; ++t) {
-    const XTerms& xt = terms[t][b];
-    if constexpr (F::kOffset != 0) isum[t] = hn::Sub(isum[t], hn::Set(d32, F::kOffset * xt.sum));
-    acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(d_w, hn::Set(df, xt.d)), acc[t]);
-  }
 }
 
 // One token's results: out[row_of(l)] = acc lane l + bias, for the first n lanes.
@@ -186,19 +158,94 @@ HWY_INLINE void StoreLaneRows(hn::Vec<QDF> acc, size_t n, const RowOf& row_of,
   }
 }
 
-// Per-thread scratch that grows to the largest problem seen and then stays.
+// Per-thread scratch that grows to the largest problem seen and then stays, aligned for the
+// vector members of a Format's Packed (std::vector's allocator was seen to give 16-byte
+// alignment here).
 template <class T>
-HWY_INLINE T* GrowScratch(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
+struct Scratch {
+  hwy::AlignedFreeUniquePtr<T[]> data;
+  size_t size = 0;
+};
+
+template <class T>
+HWY_INLINE T* GrowScratch(Scratch<T>& scratch, size_t n) {
+  if (scratch.size < n) {
+    scratch.data = hwy::AllocateAligned<T>(n);
+    scratch.size = n;
+  }
+  return scratch.data.get();
 }
 
+// ---------------------------------------------------------------------------------------------
+// 32-element formats against Q8_0 (Q4_0, Q8_0). Sub provides PackQuants(rows, b, q) (the transposed
+// quants) and DotInt<T>(p, x, b, isum): the int32 lanes (one per row) of sum(level * x).
+
+// Per (token, block) activation terms.
+struct XTerms {
+  float d;      // the block's scale
+  int32_t sum;  // sum of its int8 values (for a format's level offset)
+};
+
+template <class Sub, size_t kPackedVecs, int kOffset>
+struct Lanes32Format {
+  using XBlock = quant::BlockQ8_0;
+  using Terms = XTerms;
+  static constexpr size_t kPacked = kPackedVecs;
+  struct Packed {
+    QVU8Full q[kPacked];
+    hn::Vec<QDF> d;
+  };
+
+  static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
+    terms.d = HalfToF32(x.d);
+    terms.sum = 0;
+    if constexpr (kOffset != 0) {
+      const QDI8 d8;
+      const QDI32 d32;
+      const auto ones8 = hn::Set(QDU8(), 1);
+      const auto ones16 = hn::Set(QDI16(), 1);
+      constexpr size_t kLanes = hn::MaxLanes(d8);
+      auto sum = hn::Zero(d32);
+      for (size_t v = 0; v < kQVecs; ++v) {
+        const auto xv = hn::LoadU(d8, x.qs + v * kLanes);
+        sum = hn::Add(sum, MulPairsI16(MulPairsU8I8(ones8, xv), ones16));
+      }
+      terms.sum = hn::GetLane(hn::SumOfLanes(d32, sum));
+    }
+  }
+
+  template <class WBlock>
+  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
+                              size_t b, Packed& packed) {
+    Sub::PackQuants(rows, b, packed.q);
+    packed.d = LaneScales(rows, offsets, b);
+  }
+
+  template <size_t T>
+  static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
+                             const Terms* const* HWY_RESTRICT terms, size_t b,
+                             hn::Vec<QDF> (&acc)[T]) {
+    const QDI32 d32;
+    const QDF df;
+    hn::Vec<QDI32> isum[T];
+    Sub::template DotInt<T>(packed.q, x, b, isum);
+    for (size_t t = 0; t < T; ++t) {
+      const XTerms& xt = terms[t][b];
+      if constexpr (kOffset != 0) isum[t] = hn::Sub(isum[t], hn::Set(d32, kOffset * xt.sum));
+      acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, hn::Set(df, xt.d)), acc[t]);
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The driver.
+
 // Single token: groups of kLaneRows rows `step` apart, so each lane reads a long sequential
-// stream (the hardware prefetcher follows those at full bandwidth), transposed in registers.
+// stream (the hardware prefetcher follows those at full bandwidth), packed in registers.
 template <class F>
 HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_blocks,
-                             const quant::BlockQ8_0* x, const XTerms* terms, const float* bias,
-                             float* out, size_t row_begin, size_t row_end) {
+                             const typename F::XBlock* x, const typename F::Terms* terms,
+                             const float* bias, float* out, size_t row_begin, size_t row_end) {
   using WBlock = typename F::WBlock;
   const size_t step = (row_end - row_begin) / kLaneRows;
   const size_t tail_begin = row_begin + kLaneRows * step;
@@ -218,91 +265,75 @@ HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
     const LaneRowOffsets offsets = RowOffsets(rows);
     hn::Vec<QDF> acc[1] = {hn::Zero(QDF())};
     for (size_t b = 0; b < n_blocks; ++b) {
-      QVU8Full p[F::kPacked];
-      F::Pack(rows, b, p);
-      LaneDotBlock<F, 1>(p, LaneScales(rows, offsets, b), &x, &terms, b, acc);
+      typename F::Packed packed;
+      F::Pack(rows, offsets, b, packed);
+      F::template Dot<1>(packed, &x, &terms, b, acc);
     }
     StoreLaneRows(acc[0], n_lanes, row_of, bias, out);
   }
 }
 
-// One row group's block, transposed.
-template <class F>
-struct PackedBlock {
-  HWY_ALIGN uint8_t q[F::kPacked][4 * kLaneRows];
-  HWY_ALIGN float d[kLaneRows];
-};
-
 // Tokens [t_begin, t_end) (a chunk starting at t_first) against one packed group, in tiles of
 // T; returns the first token not done.
 template <class F, size_t T>
-HWY_INLINE size_t LaneTiles(const PackedBlock<F>* HWY_RESTRICT packed, size_t n_blocks,
-                            const uint8_t* xq, size_t xq_row_bytes, const XTerms* terms,
+HWY_INLINE size_t LaneTiles(const typename F::Packed* HWY_RESTRICT packed, size_t n_blocks,
+                            const uint8_t* xq, size_t xq_row_bytes, const typename F::Terms* terms,
                             size_t t_begin, size_t t_end, size_t t_first, size_t row,
                             size_t n_lanes, const float* bias, float* out, size_t out_stride) {
-  const QDU8 du8;
-  const QDF df;
+  using XBlock = typename F::XBlock;
+  using Terms = typename F::Terms;
   size_t t = t_begin;
   for (; t + T <= t_end; t += T) {
-    const quant::BlockQ8_0* x[T];
-    const XTerms* tt[T];
+    const XBlock* x[T];
+    const Terms* tt[T];
     hn::Vec<QDF> acc[T];
     for (size_t k = 0; k < T; ++k) {
-      x[k] = reinterpret_cast<const quant::BlockQ8_0*>(xq + (t + k) * xq_row_bytes);
+      x[k] = reinterpret_cast<const XBlock*>(xq + (t + k) * xq_row_bytes);
       tt[k] = terms + (t + k - t_first) * n_blocks;
-      acc[k] = hn::Zero(df);
+      acc[k] = hn::Zero(QDF());
     }
-    for (size_t b = 0; b < n_blocks; ++b) {
-      QVU8Full p[F::kPacked];
-      for (size_t s = 0; s < F::kPacked; ++s) p[s] = hn::Load(du8, packed[b].q[s]);
-      LaneDotBlock<F, T>(p, hn::Load(df, packed[b].d), x, tt, b, acc);
-    }
+    for (size_t b = 0; b < n_blocks; ++b) F::template Dot<T>(packed[b], x, tt, b, acc);
     for (size_t k = 0; k < T; ++k) {
-      StoreLaneRows(acc[k], n_lanes, [&](size_t l) { return row + l; }, bias,
-                    out + (t + k) * out_stride);
+      StoreLaneRows(
+          acc[k], n_lanes, [&](size_t l) { return row + l; }, bias, out + (t + k) * out_stride);
     }
   }
   return t;
 }
 
-// Several tokens: each group of kLaneRows consecutive rows is transposed once per chunk of
-// tokens into an L1 scratch and then used by every tile of the chunk.
+// Several tokens: each group of kLaneRows consecutive rows is packed once per chunk of tokens
+// into an L1 scratch and then used by every tile of the chunk.
 template <class F>
 HWY_NOINLINE void LaneMatMat(const uint8_t* w, size_t w_row_bytes, size_t n_blocks,
                              const uint8_t* xq, size_t xq_row_bytes, size_t n_tokens,
                              const float* bias, float* out, size_t out_stride, size_t row_begin,
                              size_t row_end) {
   using WBlock = typename F::WBlock;
+  using XBlock = typename F::XBlock;
   constexpr size_t kTokenChunk = 64;  // whose activations stay in L2 while the groups pass
-  thread_local std::vector<PackedBlock<F>> packed_storage;
-  thread_local std::vector<XTerms> terms_storage;
-  PackedBlock<F>* packed = GrowScratch(packed_storage, n_blocks);
-  XTerms* terms = GrowScratch(terms_storage, kTokenChunk * n_blocks);
+  thread_local Scratch<typename F::Packed> packed_storage;
+  thread_local Scratch<typename F::Terms> terms_storage;
+  typename F::Packed* packed = GrowScratch(packed_storage, n_blocks);
+  typename F::Terms* terms = GrowScratch(terms_storage, kTokenChunk * n_blocks);
   for (size_t t0 = 0; t0 < n_tokens; t0 += kTokenChunk) {
     const size_t t1 = std::min(n_tokens, t0 + kTokenChunk);
     for (size_t t = t0; t < t1; ++t) {
-      ComputeXTerms<F::kOffset>(reinterpret_cast<const quant::BlockQ8_0*>(xq + t * xq_row_bytes),
-                                n_blocks, terms + (t - t0) * n_blocks);
+      const auto* x = reinterpret_cast<const XBlock*>(xq + t * xq_row_bytes);
+      for (size_t b = 0; b < n_blocks; ++b) F::ComputeTerms(x[b], terms[(t - t0) * n_blocks + b]);
     }
     for (size_t row = row_begin; row < row_end; row += kLaneRows) {
       const size_t n_lanes = std::min(kLaneRows, row_end - row);
       const WBlock* rows[kLaneRows];
       for (size_t l = 0; l < kLaneRows; ++l) {
-        rows[l] = reinterpret_cast<const WBlock*>(w + (row + std::min(l, n_lanes - 1)) *
-                                                          w_row_bytes);
+        rows[l] =
+            reinterpret_cast<const WBlock*>(w + (row + std::min(l, n_lanes - 1)) * w_row_bytes);
       }
       const LaneRowOffsets offsets = RowOffsets(rows);
-      for (size_t b = 0; b < n_blocks; ++b) {
-        QVU8Full p[F::kPacked];
-        F::Pack(rows, b, p);
-        for (size_t s = 0; s < F::kPacked; ++s) hn::Store(p[s], QDU8(), packed[b].q[s]);
-        hn::Store(LaneScales(rows, offsets, b), QDF(), packed[b].d);
-      }
-      const size_t t = LaneTiles<F, kLaneTileTokens>(packed, n_blocks, xq, xq_row_bytes, terms,
-                                                     t0, t1, t0, row, n_lanes, bias, out,
-                                                     out_stride);
-      LaneTiles<F, 1>(packed, n_blocks, xq, xq_row_bytes, terms, t, t1, t0, row, n_lanes, bias,
-                      out, out_stride);
+      for (size_t b = 0; b < n_blocks; ++b) F::Pack(rows, offsets, b, packed[b]);
+      const size_t t = LaneTiles<F, kLaneTileTokens>(packed, n_blocks, xq, xq_row_bytes, terms, t0,
+                                                     t1, t0, row, n_lanes, bias, out, out_stride);
+      LaneTiles<F, 1>(packed, n_blocks, xq, xq_row_bytes, terms, t, t1, t0, row, n_lanes, bias, out,
+                      out_stride);
     }
   }
 }
@@ -311,20 +342,20 @@ HWY_NOINLINE void LaneMatMat(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
 // The HostKernels::mat_mul_quantized contract for a rows-in-lanes Format.
 template <class F>
 HWY_INLINE void LaneMatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                               size_t xq_row_bytes, size_t n_tokens, const float* bias,
-                               float* out, size_t out_stride, size_t row_begin, size_t row_end) {
+                               size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
+                               size_t out_stride, size_t row_begin, size_t row_end) {
 #if !PETREL_QUANT_SIMD
   MatMulQuantScalar<F>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
                        row_begin, row_end);
 #else
   if (row_begin >= row_end || n_tokens == 0) return;
   const uint8_t* w_bytes = static_cast<const uint8_t*>(w);
-  const size_t n_blocks = n_in / quant::kQK;
+  const size_t n_blocks = n_in / F::kElems;
   if (n_tokens == 1) {
-    thread_local std::vector<XTerms> terms_storage;
-    XTerms* terms = GrowScratch(terms_storage, n_blocks);
-    const auto* x = static_cast<const quant::BlockQ8_0*>(xq);
-    ComputeXTerms<F::kOffset>(x, n_blocks, terms);
+    thread_local Scratch<typename F::Terms> terms_storage;
+    typename F::Terms* terms = GrowScratch(terms_storage, n_blocks);
+    const auto* x = static_cast<const typename F::XBlock*>(xq);
+    for (size_t b = 0; b < n_blocks; ++b) F::ComputeTerms(x[b], terms[b]);
     LaneMatVec<F>(w_bytes, w_row_bytes, n_blocks, x, terms, bias, out, row_begin, row_end);
     return;
   }
