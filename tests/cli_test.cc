@@ -171,12 +171,19 @@ TEST(Cli, LogitsFileMatchesGolden) {
   std::string ids;
   for (const auto& id : entry["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
   const std::string out = testing::ScratchDir() + "/petrel_cli_logits.f32";
+  const std::vector<float> want =
+      testing::ReadF32File(SharedDir() + "/golden/story/" + entry["file"].get<std::string>());
   for (const std::string& model : {Story(), StoryGguf()}) {
-    const Output output = Petrel({"logits", "-m", model, "--ids", ids, "-o", out});
+    // An F32 KV cache keeps the whole path in f32: the golden README's F32 row.
+    Output output = Petrel({"logits", "-m", model, "--ids", ids, "-o", out, "--cache-type", "f32"});
     ASSERT_EQ(output.exit_code, 0) << output.err;
-    const auto stats = testing::CompareLogits(testing::ReadF32File(out),
-        testing::ReadF32File(SharedDir() + "/golden/story/" + entry["file"].get<std::string>()), 2048);
+    auto stats = testing::CompareLogits(testing::ReadF32File(out), want, 2048);
     EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
+    // The default F16 KV cache (as llama.cpp's): the README's F16 KV row.
+    output = Petrel({"logits", "-m", model, "--ids", ids, "-o", out});
+    ASSERT_EQ(output.exit_code, 0) << output.err;
+    stats = testing::CompareLogits(testing::ReadF32File(out), want, 2048);
+    EXPECT_TRUE(testing::Within(stats, testing::kF16Tolerance)) << stats.ToString();
   }
   std::remove(out.c_str());
 }

@@ -147,5 +147,40 @@ TEST(DecodeErrors, BadRequestsChangeNothing) {
   EXPECT_EQ(engine->kv_cache().Length(seq), 1u);
 }
 
+TEST(MicroBatching, PassesOfEightGiveTheLogitsOfOnePass) {
+  EngineOptions one_pass, passes_of_eight;
+  one_pass.ubatch_tokens = 64;
+  passes_of_eight.ubatch_tokens = 8;
+  auto a = Load(StoryGguf(), one_pass), b = Load(StoryGguf(), passes_of_eight);
+  ASSERT_TRUE(a && b);
+  const auto prompt = Prompt(45, 3);
+  std::vector<float> logits_a, logits_b;
+  ASSERT_TRUE(a->Prefill(a->NewSequence(), prompt, true, &logits_a).ok());
+  ASSERT_TRUE(b->Prefill(b->NewSequence(), prompt, true, &logits_b).ok());
+  ASSERT_EQ(logits_a.size(), 45u * 2048u);
+  ASSERT_EQ(logits_b.size(), logits_a.size());
+  const auto stats = testing::CompareLogits(logits_b, logits_a, 2048);
+  EXPECT_LE(stats.max_abs, 1e-4) << stats.ToString();
+  EXPECT_EQ(stats.top1, 1.0);
+}
+
+TEST(MicroBatching, AnErrorInALaterPassUndoesTheEarlierOnes) {
+  EngineOptions options;
+  options.ubatch_tokens = 8;
+  auto engine = Load(StoryGguf(), options);
+  ASSERT_TRUE(engine);
+  const SeqId seq = engine->NewSequence();
+  Batch batch;
+  for (int32_t i = 0; i < 20; ++i) batch.Add(i == 15 ? 5000 : 7, i, seq, true);
+  std::vector<float> logits;
+  const Status status = engine->Decode(batch, &logits);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("token 15"), std::string::npos) << status.message();
+  EXPECT_EQ(engine->kv_cache().Length(seq), 0u);
+  batch.Clear();
+  batch.Add(1, 0, seq, true);
+  EXPECT_TRUE(engine->Decode(batch, &logits).ok());
+}
+
 }  // namespace
 }  // namespace petrel

@@ -120,6 +120,7 @@ Runner AddBenchCommand(CLI::App& app) {
       ModelOptions model = args->model;
       model.n_threads = threads;
       if (model.context == 0) model.context = longest;
+      model.load_tokenizer = false;  // random token ids, never text
       auto engine = model.LoadEngine();
       if (!engine.ok()) return Fail(engine.status());
       std::mt19937 rng(1234);

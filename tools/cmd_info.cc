@@ -29,7 +29,7 @@ Runner AddInfoCommand(CLI::App& app) {
   struct Args {
     std::string model;
     size_t context = 4096;
-    std::string kv_type = "f32";
+    std::string kv_type = "f16";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("info", "describe a model and the memory it needs");

@@ -13,10 +13,13 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
   app.add_option("-m,--model", model_path, "GGUF file or Hugging Face folder")->required();
   if (threads_option) app.add_option("-t,--threads", n_threads, "CPU threads (default: all cores)");
   app.add_option("--device", device, "backend for offloaded layers: cpu, ref");
-  app.add_option("--gpu-layers,--n-gpu-layers", gpu_layers, "blocks to place on --device (default: all)");
-  app.add_option("-c,--ctx-size", context, "context length per sequence (default: model's, <= 4096)");
+  app.add_option("--gpu-layers,--n-gpu-layers", gpu_layers,
+                 "blocks to place on --device (default: all)");
+  app.add_option("-c,--ctx-size", context,
+                 "context length per sequence (default: model's, <= 4096)");
   app.add_option("--cache-type", kv_type, "KV cache type: f32, f16, q8_0");
-  app.add_option("-b,--batch-size", batch, "maximum tokens per forward pass");
+  app.add_option("-b,--batch-size", batch, "maximum tokens per batch (longer prompts are split)");
+  app.add_option("--ubatch-size", ubatch, "tokens per forward pass within a batch");
   app.add_flag("--cpu-affinity", pin_threads, "pin worker threads to cores");
 }
 
@@ -28,6 +31,7 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   options.device_layers = device == "cpu" ? 0 : gpu_layers < 0 ? SIZE_MAX / 2 : size_t(gpu_layers);
   options.context = context;
   options.max_batch_tokens = batch;
+  options.ubatch_tokens = ubatch;
   if (kv_type == "f32") {
     options.kv_type = DType::kF32;
   } else if (kv_type == "f16") {
@@ -43,6 +47,7 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
 Result<std::unique_ptr<Engine>> ModelOptions::LoadEngine(size_t max_sequences) const {
   PETREL_ASSIGN_OR_RETURN(EngineOptions options, ToEngineOptions());
   options.max_sequences = max_sequences;
+  options.load_tokenizer = load_tokenizer;
   return Engine::Load(model_path, options);
 }
 

@@ -34,6 +34,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   EngineOptions& opts = engine->options_;
   if (opts.n_threads == 0) opts.n_threads = std::max(1u, std::thread::hardware_concurrency());
   if (opts.max_batch_tokens == 0) return Error("batch size must be positive");
+  if (opts.ubatch_tokens == 0) return Error("micro-batch size must be positive");
   BackendOptions backend_options{opts.n_threads, opts.pin_threads};
   PETREL_ASSIGN_OR_RETURN(auto cpu, CreateBackend("cpu", 0, backend_options));
   engine->backends_.push_back(std::move(cpu));
@@ -91,8 +92,9 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   }
 
   if (!RowBytes(opts.kv_type, uint64_t(config.head_dim))) {
-    return Error("KV cache type %s needs heads of whole %u-element blocks; this model's heads have %lld",
-                 DTypeName(opts.kv_type), Traits(opts.kv_type).block_elems, (long long)config.head_dim);
+    return Error(
+        "KV cache type %s needs heads of whole %u-element blocks; this model's heads have %lld",
+        DTypeName(opts.kv_type), Traits(opts.kv_type).block_elems, (long long)config.head_dim);
   }
   KvCacheOptions kv_options;
   kv_options.block_tokens = opts.kv_block_tokens;
@@ -128,10 +130,37 @@ Status Engine::Decode(const Batch& batch, std::vector<float>* logits) {
     return Error("batch of %zu tokens exceeds the maximum of %zu", batch.size(),
                  options_.max_batch_tokens);
   }
-  return DecodeChunk(batch, logits);
+  const size_t ubatch = options_.ubatch_tokens;
+  if (batch.size() <= ubatch) return DecodeChunk(batch, 0, logits);
+  if (batch.positions.size() != batch.size() || batch.seq_ids.size() != batch.size() ||
+      batch.want_logits.size() != batch.size()) {
+    return Error("batch arrays have different lengths");
+  }
+  // Several passes: a later one that fails undoes the earlier ones' KV appends.
+  std::map<SeqId, size_t> lengths;
+  for (SeqId seq : batch.seq_ids) {
+    if (kv_->HasSequence(seq)) lengths.emplace(seq, kv_->Length(seq));
+  }
+  if (logits) logits->clear();
+  std::vector<float> part_logits;
+  Batch part;
+  for (size_t begin = 0; begin < batch.size(); begin += ubatch) {
+    const size_t end = std::min(batch.size(), begin + ubatch);
+    part.Clear();
+    for (size_t t = begin; t < end; ++t) {
+      part.Add(batch.tokens[t], batch.positions[t], batch.seq_ids[t], batch.want_logits[t] != 0);
+    }
+    Status status = DecodeChunk(part, begin, &part_logits);
+    if (!status.ok()) {
+      for (const auto& [seq, length] : lengths) (void)kv_->Truncate(seq, length);
+      return status;
+    }
+    if (logits) logits->insert(logits->end(), part_logits.begin(), part_logits.end());
+  }
+  return Status::Ok();
 }
 
-Status Engine::DecodeChunk(const Batch& batch, std::vector<float>* logits) {
+Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits) {
   const ModelConfig& config = model_->config;
   const size_t n = batch.size();
   if (n == 0) return Error("empty batch");
@@ -144,14 +173,15 @@ Status Engine::DecodeChunk(const Batch& batch, std::vector<float>* logits) {
   for (size_t t = 0; t < n; ++t) {
     const SeqId seq = batch.seq_ids[t];
     if (batch.tokens[t] < 0 || batch.tokens[t] >= config.n_vocab) {
-      return Error("token %zu: id %d is outside the vocabulary of %lld", t, batch.tokens[t],
+      return Error("token %zu: id %d is outside the vocabulary of %lld", first + t, batch.tokens[t],
                    (long long)config.n_vocab);
     }
-    if (!kv_->HasSequence(seq)) return Error("token %zu: sequence %d does not exist", t, seq);
+    if (!kv_->HasSequence(seq))
+      return Error("token %zu: sequence %d does not exist", first + t, seq);
     auto [it, inserted] = next_position.emplace(seq, kv_->Length(seq));
     if (inserted) order.push_back(seq);
     if (size_t(batch.positions[t]) != it->second || batch.positions[t] < 0) {
-      return Error("token %zu: position %d does not continue sequence %d (expected %zu)", t,
+      return Error("token %zu: position %d does not continue sequence %d (expected %zu)", first + t,
                    batch.positions[t], seq, it->second);
     }
     ++it->second;
@@ -242,7 +272,7 @@ Status Engine::Prefill(SeqId seq, const std::vector<int32_t>& tokens, bool all_l
     for (size_t i = begin; i < end; ++i) {
       batch.Add(tokens[i], int32_t(start + i - begin), seq, all_logits || i + 1 == tokens.size());
     }
-    PETREL_RETURN_IF_ERROR(DecodeChunk(batch, &chunk_logits));
+    PETREL_RETURN_IF_ERROR(Decode(batch, &chunk_logits));
     logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
   }
   return Status::Ok();

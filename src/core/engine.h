@@ -16,13 +16,16 @@
 namespace petrel {
 
 struct EngineOptions {
-  size_t n_threads = 0;            // 0: all cores
+  size_t n_threads = 0;  // 0: all cores
   bool pin_threads = false;
-  std::string device = "cpu";      // backend for offloaded layers ("ref" now; vulkan/cuda later)
-  size_t device_layers = 0;        // --gpu-layers: the last N blocks go to `device`
-  size_t context = 0;              // tokens per sequence (0: the model's, capped at 4096)
-  size_t max_sequences = 1;        // KV blocks are sized for this many full sequences
-  size_t max_batch_tokens = 512;   // longer prompts are split into chunks
+  std::string device = "cpu";     // backend for offloaded layers ("ref" now; vulkan/cuda later)
+  size_t device_layers = 0;       // --gpu-layers: the last N blocks go to `device`
+  size_t context = 0;             // tokens per sequence (0: the model's, capped at 4096)
+  size_t max_sequences = 1;       // KV blocks are sized for this many full sequences
+  size_t max_batch_tokens = 512;  // longer prompts are split into chunks
+  // Tokens per forward pass inside a batch: activations (and so peak memory) scale with this,
+  // while the weights are read once per pass, so a few dozen tokens already amortise them.
+  size_t ubatch_tokens = 64;
   size_t kv_block_tokens = 16;
   DType kv_type = DType::kF32;
   bool load_tokenizer = true;
@@ -30,7 +33,8 @@ struct EngineOptions {
 
 class Engine {
  public:
-  static Result<std::unique_ptr<Engine>> Load(const std::string& path, const EngineOptions& options);
+  static Result<std::unique_ptr<Engine>> Load(const std::string& path,
+                                              const EngineOptions& options);
   ~Engine();
 
   const ModelConfig& config() const { return model_->config; }
@@ -46,7 +50,7 @@ class Engine {
 
   // Runs one forward pass. Each sequence's tokens must continue it in order (positions =
   // its length, length + 1, …). `logits` receives n_vocab floats per token with want_logits,
-  // in batch order. On error no sequence changes.
+  // in batch order. Runs in passes of ubatch_tokens. On error no sequence changes.
   Status Decode(const Batch& batch, std::vector<float>* logits);
 
   // Convenience: feeds `tokens` to `seq` in chunks of max_batch_tokens, returning the logits of
@@ -56,7 +60,8 @@ class Engine {
 
  private:
   Engine() = default;
-  Status DecodeChunk(const Batch& batch, std::vector<float>* logits);
+  // One forward pass; `first` is the index of batch[0] in the caller's batch (for messages).
+  Status DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits);
 
   EngineOptions options_;
   std::unique_ptr<LoadedModel> model_;
