@@ -1,19 +1,20 @@
 // `petrel bench`: prompt-processing and generation speed, like llama-bench, plus peak RSS.
 // Each test runs once to warm up, then `-r` times; medians and min–max are reported. Every
-// generation run is paired with a measurement of the read roof (ReadRoof) right after it, and the
-// median of the per-pair ratios says which fraction of the memory bound generation reaches.
+// generation run is paired with a measurement of the read roof (ReadRoof) right after it, and
+// every prompt run with one of the arithmetic peak of its weights' path (PromptRoof); the median
+// of the per-pair ratios says which fraction of the bound the run reaches.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cpu/kernels.h"  // SimdTargetName
 #include "tools/common.h"
+#include "tools/prompt_roof.h"
 #include "tools/read_roof.h"
 
 namespace petrel::tools {
@@ -70,7 +71,8 @@ Result<double> RunOnce(Engine& engine, size_t n_prompt, size_t n_gen, std::mt199
       return status;
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   engine.FreeSequence(seq);
   return double(n_prompt + n_gen) / std::max(seconds, 1e-9);
 }
@@ -91,7 +93,8 @@ Runner AddBenchCommand(CLI::App& app) {
   args->model.AddTo(*cmd, /*threads_option=*/false);
   cmd->add_option("-p,--n-prompt", args->prompts, "prompt lengths (default 128,512)");
   cmd->add_option("-n,--n-gen", args->gens, "generation lengths (default 64)");
-  cmd->add_option("-t,--threads", args->threads, "thread counts to test, e.g. 1,2 (default: all cores)");
+  cmd->add_option("-t,--threads", args->threads,
+                  "thread counts to test, e.g. 1,2 (default: all cores)");
   cmd->add_option("-r,--repetitions", args->repetitions, "repetitions per test (default 5)");
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
   return [args]() -> int {
@@ -113,7 +116,8 @@ Runner AddBenchCommand(CLI::App& app) {
     for (size_t n : *gens) longest = std::max(longest, n);
     std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
     if (!args->json) {
-      std::printf("| model | threads | test | t/s (median) | min – max | of read roof | peak RSS MiB |\n");
+      std::printf(
+          "| model | threads | test | t/s (median) | min – max | of roof | peak RSS MiB |\n");
       std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
     }
     for (size_t threads : thread_counts) {
@@ -124,12 +128,18 @@ Runner AddBenchCommand(CLI::App& app) {
       auto engine = model.LoadEngine();
       if (!engine.ok()) return Fail(engine.status());
       std::mt19937 rng(1234);
-      struct Test { std::string name; size_t n_prompt, n_gen; };
+      struct Test {
+        std::string name;
+        size_t n_prompt, n_gen;
+      };
       std::vector<Test> tests;
-      for (size_t p : *prompts) if (p) tests.push_back({"pp" + std::to_string(p), p, 0});
-      for (size_t n : *gens) if (n) tests.push_back({"tg" + std::to_string(n), 0, n});
+      for (size_t p : *prompts)
+        if (p) tests.push_back({"pp" + std::to_string(p), p, 0});
+      for (size_t n : *gens)
+        if (n) tests.push_back({"tg" + std::to_string(n), 0, n});
       const size_t used_threads = (*engine)->options().n_threads;
       const ReadRoof roof((*engine)->model().weights);
+      const PromptRoof prompt_roof((*engine)->model().weights);
       for (const Test& test : tests) {
         std::vector<double> rates, roof_rates, fractions;
         for (size_t r = 0; r <= args->repetitions; ++r) {
@@ -139,23 +149,38 @@ Runner AddBenchCommand(CLI::App& app) {
           rates.push_back(*rate);
           if (test.n_gen > 0) {
             roof_rates.push_back(roof.TokensPerSecond(used_threads));
-            fractions.push_back(*rate / roof_rates.back());
+          } else if (prompt_roof.available()) {
+            roof_rates.push_back(prompt_roof.TokensPerSecond(used_threads));
+          } else {
+            continue;
           }
+          fractions.push_back(*rate / roof_rates.back());
         }
         const Sample s = Summarize(rates);
         const double rss_mib = double(PeakRssBytes()) / (1024.0 * 1024.0);
         const double fraction = fractions.empty() ? 0.0 : Summarize(fractions).median;
         if (args->json) {
-          nlohmann::json line = {{"model", model.model_path}, {"threads", used_threads},
-                                 {"test", test.name}, {"tokens_per_second", s.median},
-                                 {"min", s.min}, {"max", s.max}, {"samples", rates},
+          nlohmann::json line = {{"model", model.model_path},
+                                 {"threads", used_threads},
+                                 {"test", test.name},
+                                 {"tokens_per_second", s.median},
+                                 {"min", s.min},
+                                 {"max", s.max},
+                                 {"samples", rates},
                                  {"peak_rss_bytes", PeakRssBytes()},
                                  {"weight_bytes", (*engine)->model().weight_bytes},
                                  {"simd_target", cpu::SimdTargetName()}};
-          if (!fractions.empty()) {
+          if (!fractions.empty() && test.n_gen > 0) {
             line["read_roof_tokens_per_second"] = Summarize(roof_rates).median;
             line["read_roof_bytes_per_token"] = roof.bytes_per_token();
             line["fraction_of_read_roof"] = fraction;
+          } else if (!fractions.empty()) {
+            const bool int8 = prompt_roof.roof() == cpu::Roof::kInt8Dot;
+            line["compute_roof"] = int8 ? "int8_dot" : "f32_fma";
+            line["compute_roof_ops_per_second"] =
+                Summarize(roof_rates).median * prompt_roof.ops_per_token();
+            line["ops_per_token"] = prompt_roof.ops_per_token();
+            line["fraction_of_compute_roof"] = fraction;
           }
           std::printf("%s\n", line.dump().c_str());
         } else {

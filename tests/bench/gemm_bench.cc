@@ -2,16 +2,13 @@
 // cblas_sgemm on the same shapes, one thread each, in GFLOP/s. The numbers behind the choice of
 // the float prompt path recorded in docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include <cblas.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
+#include "cpu/compute_roof.h"
 #include "cpu/kernels.h"
 #include "quant/f16.h"
 
@@ -51,8 +48,8 @@ void BM_Petrel(benchmark::State& state, DType type) {
   const void* w = type == DType::kF32 ? static_cast<const void*>(p.w.data()) : p.w16.data();
   const size_t row_bytes = *RowBytes(type, p.n_in);
   for (auto _ : state) {
-    cpu.mat_mul(type, w, row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens, nullptr,
-                p.out.data(), p.rows, 0, p.rows);
+    cpu.mat_mul(type, w, row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens, nullptr, p.out.data(),
+                p.rows, 0, p.rows);
     benchmark::DoNotOptimize(p.out.data());
   }
   SetRate(state, p);
@@ -72,24 +69,18 @@ void BM_OpenBlasSgemm(benchmark::State& state) {
   SetRate(state, p);
 }
 
-#if defined(__x86_64__)
 // The f32 FMA roof as ../shared/BASELINES.md measures it: independent AVX2 FMA chains.
-__attribute__((target("avx2,fma"))) void BM_F32FmaRoofAvx2(benchmark::State& state) {
-  __m256 acc[10];
-  for (int k = 0; k < 10; ++k) acc[k] = _mm256_set1_ps(float(k));
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
-  constexpr int64_t kSteps = 1 << 16;
-  for (auto _ : state) {
-    for (int64_t i = 0; i < kSteps; ++i) {
-      for (int k = 0; k < 10; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
-    }
-    benchmark::DoNotOptimize(acc);
+void BM_F32FmaRoofAvx2(benchmark::State& state) {
+  if (!cpu::ComputeRoofAvailable()) {
+    state.SkipWithError("needs AVX2 and FMA");
+    return;
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(double(state.iterations()) * kSteps * 10 * 16 * 1e-9,
-                                                  benchmark::Counter::kIsRate);
+  constexpr int64_t kSteps = 1 << 16;
+  uint64_t ops = 0;
+  for (auto _ : state) ops += cpu::FmaRoofSteps(kSteps);
+  state.counters["GFLOP/s"] = benchmark::Counter(double(ops) * 1e-9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_F32FmaRoofAvx2)->Threads(1)->Threads(2)->UseRealTime();
-#endif
 
 void Shapes(benchmark::internal::Benchmark* b) {
   b->Args({2048, 2048, 128})->Args({2048, 2048, 512})->Args({5632, 2048, 128})->UseRealTime();

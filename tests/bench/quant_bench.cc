@@ -5,12 +5,10 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <random>
 #include <vector>
 
+#include "cpu/compute_roof.h"
 #include "cpu/kernels.h"
 #include "quant/quantize.h"
 
@@ -66,49 +64,30 @@ void BM_QuantMatMulPrompt(benchmark::State& state, DType type) {
                           nullptr, out.data(), rows, 0, rows);
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["GOP/s"] = benchmark::Counter(
-      double(state.iterations()) * 2.0 * double(rows * n_in * n_tokens) * 1e-9,
-      benchmark::Counter::kIsRate);
+  state.counters["GOP/s"] =
+      benchmark::Counter(double(state.iterations()) * 2.0 * double(rows * n_in * n_tokens) * 1e-9,
+                         benchmark::Counter::kIsRate);
 }
 
-#if defined(__x86_64__)
 // The machine's int8 dot-product roof as ../shared/BASELINES.md measures it: independent
 // chains of vpmaddubsw + vpmaddwd + convert + FMA over 32 bytes, counted as 64 operations (32
 // multiply-adds). Prompt GOP/s divided by this is the fraction of the roof a format reaches.
-__attribute__((target("avx2,fma"))) void BM_Int8RoofAvx2(benchmark::State& state) {
-  // The unsigned operand comes from an L1-resident buffer (a load, not an ALU op), so that no
-  // product is loop-invariant.
-  alignas(32) uint8_t a_bytes[64 * 32];
-  for (size_t i = 0; i < sizeof(a_bytes); ++i) a_bytes[i] = uint8_t(i * 7 % 16);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256 scale = _mm256_set1_ps(1e-9f);
-  __m256i b[8];
-  __m256 acc[8];
-  for (int k = 0; k < 8; ++k) {
-    b[k] = _mm256_set1_epi8(char(k + 1));
-    acc[k] = _mm256_setzero_ps();
+void BM_Int8RoofAvx2(benchmark::State& state) {
+  if (!cpu::ComputeRoofAvailable()) {
+    state.SkipWithError("needs AVX2 and FMA");
+    return;
   }
   constexpr int64_t kSteps = 1 << 16;
-  for (auto _ : state) {
-    for (int64_t i = 0; i < kSteps; ++i) {
-      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(a_bytes + (i & 63) * 32));
-      for (int k = 0; k < 8; ++k) {
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, b[k]), ones);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[k]);
-      }
-    }
-    benchmark::DoNotOptimize(acc);
-  }
-  state.counters["GOP/s"] = benchmark::Counter(double(state.iterations()) * kSteps * 8 * 64 * 1e-9,
-                                                benchmark::Counter::kIsRate);
+  uint64_t ops = 0;
+  for (auto _ : state) ops += cpu::Int8RoofSteps(kSteps);
+  state.counters["GOP/s"] = benchmark::Counter(double(ops) * 1e-9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Int8RoofAvx2)->Threads(1)->Threads(2)->UseRealTime();
-#endif
 
 #define PETREL_QUANT_BENCH(name)                                                              \
   BENCHMARK_CAPTURE(BM_QuantMatMul, name, DType::k##name)->Args({4096, 4096})->UseRealTime(); \
-  BENCHMARK_CAPTURE(BM_QuantMatMulPrompt, name, DType::k##name)                             \
-      ->Args({512, 2048, 128})                                                               \
+  BENCHMARK_CAPTURE(BM_QuantMatMulPrompt, name, DType::k##name)                               \
+      ->Args({512, 2048, 128})                                                                \
       ->UseRealTime();
 PETREL_QUANT_BENCH(Q4_0)
 PETREL_QUANT_BENCH(Q4_1)

@@ -1,0 +1,107 @@
+#include "cpu/compute_roof.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PETREL_X86_ROOF 1
+#else
+#define PETREL_X86_ROOF 0
+#endif
+
+namespace petrel::cpu {
+
+#if PETREL_X86_ROOF
+bool ComputeRoofAvailable() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+// Ten independent chains: more than FMA latency x throughput on any AVX2 core.
+__attribute__((target("avx2,fma"))) uint64_t FmaRoofSteps(int64_t steps) {
+  if (!ComputeRoofAvailable()) return 0;
+  __m256 acc[10];
+  for (int k = 0; k < 10; ++k) acc[k] = _mm256_set1_ps(float(k));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < steps; ++i) {
+    for (int k = 0; k < 10; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+  }
+  float sink[8];
+  __m256 sum = acc[0];
+  for (int k = 1; k < 10; ++k) sum = _mm256_add_ps(sum, acc[k]);
+  _mm256_storeu_ps(sink, sum);
+  asm volatile("" : : "r"(sink) : "memory");
+  return uint64_t(steps) * 10 * 16;
+}
+
+__attribute__((target("avx2,fma"))) uint64_t Int8RoofSteps(int64_t steps) {
+  if (!ComputeRoofAvailable()) return 0;
+  // The unsigned operand comes from an L1-resident buffer (a load, not an ALU op), so that no
+  // product is loop-invariant.
+  alignas(32) uint8_t a_bytes[64 * 32];
+  for (size_t i = 0; i < sizeof(a_bytes); ++i) a_bytes[i] = uint8_t(i * 7 % 16);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 scale = _mm256_set1_ps(1e-9f);
+  __m256i b[8];
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) {
+    b[k] = _mm256_set1_epi8(char(k + 1));
+    acc[k] = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < steps; ++i) {
+    const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(a_bytes + (i & 63) * 32));
+    for (int k = 0; k < 8; ++k) {
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, b[k]), ones);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[k]);
+    }
+  }
+  float sink[8];
+  __m256 sum = acc[0];
+  for (int k = 1; k < 8; ++k) sum = _mm256_add_ps(sum, acc[k]);
+  _mm256_storeu_ps(sink, sum);
+  asm volatile("" : : "r"(sink) : "memory");
+  return uint64_t(steps) * 8 * 64;
+}
+#else
+bool ComputeRoofAvailable() { return false; }
+uint64_t FmaRoofSteps(int64_t) { return 0; }
+uint64_t Int8RoofSteps(int64_t) { return 0; }
+#endif
+
+double ComputeRoofOpsPerSecond(Roof roof, size_t threads, double seconds, size_t passes) {
+  if (!ComputeRoofAvailable()) return 0.0;
+  using Clock = std::chrono::steady_clock;
+  auto run = roof == Roof::kF32Fma ? FmaRoofSteps : Int8RoofSteps;
+  // Calibrate the steps for `seconds` on one thread.
+  int64_t steps = 1 << 12;
+  for (;;) {
+    const auto start = Clock::now();
+    run(steps);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (elapsed > seconds / 8 || steps > (int64_t(1) << 40)) {
+      steps = std::max<int64_t>(1, int64_t(double(steps) * seconds / std::max(elapsed, 1e-9)));
+      break;
+    }
+    steps *= 4;
+  }
+  threads = std::max<size_t>(threads, 1);
+  double best = 0.0;
+  for (size_t pass = 0; pass < std::max<size_t>(passes, 1); ++pass) {
+    std::vector<uint64_t> ops(threads);
+    std::vector<std::thread> workers;
+    const auto start = Clock::now();
+    for (size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { ops[t] = run(steps); });
+    }
+    for (std::thread& worker : workers) worker.join();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    uint64_t total = 0;
+    for (uint64_t o : ops) total += o;
+    best = std::max(best, double(total) / elapsed);
+  }
+  return best;
+}
+
+}  // namespace petrel::cpu

@@ -1,0 +1,26 @@
+// The arithmetic roofs a prompt runs against, as ../shared/BASELINES.md measures them on AVX2:
+// independent chains of f32 FMAs, and of the int8 dot step (vpmaddubsw + vpmaddwd + convert +
+// FMA over 32 bytes, counted as 64 operations). `petrel bench` measures the roof next to each
+// prompt run, so that the fraction of it is a same-machine, same-moment figure; the Google
+// benchmarks time the same loops.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace petrel::cpu {
+
+// Whether this CPU runs the AVX2 + FMA roof loops (x86 only); the others return 0 without it.
+bool ComputeRoofAvailable();
+
+// Runs `steps` steps of the loop and returns the operations done (2 per multiply-add).
+uint64_t FmaRoofSteps(int64_t steps);
+uint64_t Int8RoofSteps(int64_t steps);
+
+enum class Roof { kF32Fma, kInt8Dot };
+
+// Operations per second of `threads` threads running the loop for about `seconds` each: the
+// best of `passes`.
+double ComputeRoofOpsPerSecond(Roof roof, size_t threads, double seconds = 0.02, size_t passes = 2);
+
+}  // namespace petrel::cpu
