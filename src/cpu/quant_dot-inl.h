@@ -378,8 +378,7 @@ HWY_INLINE QVI32 DotK(const DecodedK& w, const int8_t* HWY_RESTRICT x,
   return hn::Add(sum0, sum1);
 }
 
-// Formats with `kDirect` decode each super-block in registers, chunk by chunk, and dot it with
-// the T tokens at once (Format::DotDirect); the others go through DecodedK in L1.
+// Each super-block is decoded once per tile into DecodedK (L1) and dotted with the T tokens.
 template <class F, size_t R, size_t T>
 HWY_INLINE void QuantTileK(const uint8_t* const* HWY_RESTRICT w_rows,
                            const uint8_t* const* HWY_RESTRICT x_rows, size_t n_blocks,
@@ -392,39 +391,23 @@ HWY_INLINE void QuantTileK(const uint8_t* const* HWY_RESTRICT w_rows,
   for (size_t b = 0; b < n_blocks; ++b) {
     const XBlock* xb[T];
     for (size_t t = 0; t < T; ++t) xb[t] = reinterpret_cast<const XBlock*>(x_rows[t]) + b;
-    if constexpr (requires { F::kDirect; }) {
-      for (size_t r = 0; r < R; ++r) {
-        QVI32 isum[T], min_sum[T];
-        float d, dmin;
-        F::template DotDirect<T>(reinterpret_cast<const WBlock*>(w_rows[r])[b], xb, isum, min_sum,
-                                 d, dmin);
-        // The min terms stay in lanes too: two conversions and FMAs instead of a horizontal sum.
-        for (size_t t = 0; t < T; ++t) {
-          acc[r][t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Set(df, d * xb[t]->d), acc[r][t]);
-          acc[r][t] =
-              hn::MulAdd(hn::ConvertTo(df, min_sum[t]), hn::Set(df, -(dmin * xb[t]->d)), acc[r][t]);
+    DecodedK w[R];
+    for (size_t r = 0; r < R; ++r) {
+      F::Decode(reinterpret_cast<const WBlock*>(w_rows[r])[b], w[r]);
+    }
+    for (size_t t = 0; t < T; ++t) {
+      QVI16 xo[F::kOffset != 0 ? 8 * kQVecs : 1];
+      if constexpr (F::kOffset != 0) {
+        const auto offset = hn::Set(QDU8(), uint8_t(F::kOffset));
+        for (size_t i = 0; i < 8 * kQVecs; ++i) {
+          xo[i] = MulPairsU8I8(offset, hn::LoadU(d8, xb[t]->qs + i * kLanes));
         }
       }
-    } else {
-      DecodedK w[R];
       for (size_t r = 0; r < R; ++r) {
-        F::Decode(reinterpret_cast<const WBlock*>(w_rows[r])[b], w[r]);
-      }
-      for (size_t t = 0; t < T; ++t) {
-        QVI16 xo[F::kOffset != 0 ? 8 * kQVecs : 1];
-        if constexpr (F::kOffset != 0) {
-          const auto offset = hn::Set(QDU8(), uint8_t(F::kOffset));
-          for (size_t i = 0; i < 8 * kQVecs; ++i) {
-            xo[i] = MulPairsU8I8(offset, hn::LoadU(d8, xb[t]->qs + i * kLanes));
-          }
-        }
-        for (size_t r = 0; r < R; ++r) {
-          const QVI32 isum = DotK<F::kSigned, F::kOffset>(w[r], xb[t]->qs, xo);
-          acc[r][t] =
-              hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, w[r].d * xb[t]->d), acc[r][t]);
-          if constexpr (F::kHasMins) {
-            acc_scalar[r][t] -= w[r].dmin * xb[t]->d * float(MinSumK(w[r].mins, xb[t]->bsums));
-          }
+        const QVI32 isum = DotK<F::kSigned, F::kOffset>(w[r], xb[t]->qs, xo);
+        acc[r][t] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, w[r].d * xb[t]->d), acc[r][t]);
+        if constexpr (F::kHasMins) {
+          acc_scalar[r][t] -= w[r].dmin * xb[t]->d * float(MinSumK(w[r].mins, xb[t]->bsums));
         }
       }
     }

@@ -1,5 +1,5 @@
 // The rows-in-lanes mat_mul driver for quantized weights: instantiated by the per-format TUs
-// (matmul_q4_0.cc, matmul_q8_0.cc, matmul_q4_k.cc).
+// (matmul_q4_0.cc, matmul_q8_0.cc, matmul_q4_k.cc, matmul_q6_k.cc).
 //
 // Why a second driver beside quant_dot-inl.h's: that one dots one (row, token) pair per block,
 // about seven vector ops for 32 products, most of them per-pair bookkeeping (int32 pair sums,
