@@ -19,6 +19,15 @@ bool ComputeRoofAvailable() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+// Makes the accumulators observable, so that the loop is not optimised away.
+__attribute__((target("avx2,fma"))) void KeepAlive(const __m256* acc, int n) {
+  float sink[8];
+  __m256 sum = acc[0];
+  for (int k = 1; k < n; ++k) sum = _mm256_add_ps(sum, acc[k]);
+  _mm256_storeu_ps(sink, sum);
+  asm volatile("" : : "r"(sink) : "memory");
+}
+
 // Ten independent chains: more than FMA latency x throughput on any AVX2 core.
 __attribute__((target("avx2,fma"))) uint64_t FmaRoofSteps(int64_t steps) {
   if (!ComputeRoofAvailable()) return 0;
@@ -28,11 +37,7 @@ __attribute__((target("avx2,fma"))) uint64_t FmaRoofSteps(int64_t steps) {
   for (int64_t i = 0; i < steps; ++i) {
     for (int k = 0; k < 10; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
   }
-  float sink[8];
-  __m256 sum = acc[0];
-  for (int k = 1; k < 10; ++k) sum = _mm256_add_ps(sum, acc[k]);
-  _mm256_storeu_ps(sink, sum);
-  asm volatile("" : : "r"(sink) : "memory");
+  KeepAlive(acc, 10);
   return uint64_t(steps) * 10 * 16;
 }
 
@@ -57,11 +62,7 @@ __attribute__((target("avx2,fma"))) uint64_t Int8RoofSteps(int64_t steps) {
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[k]);
     }
   }
-  float sink[8];
-  __m256 sum = acc[0];
-  for (int k = 1; k < 8; ++k) sum = _mm256_add_ps(sum, acc[k]);
-  _mm256_storeu_ps(sink, sum);
-  asm volatile("" : : "r"(sink) : "memory");
+  KeepAlive(acc, 8);
   return uint64_t(steps) * 8 * 64;
 }
 #else
