@@ -196,6 +196,7 @@ TEST(Cli, TokenizeAndInfo) {
   ASSERT_EQ(info.exit_code, 0) << info.err;
   EXPECT_NE(info.out.find("layers           2"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("KV cache"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("mat_mul: f32 FMA tiles"), std::string::npos) << info.out;
 }
 
 TEST(Cli, SynthWritesARunnableModel) {

@@ -1,5 +1,6 @@
 // `petrel info`: what a model file holds and the memory it needs.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "core/kv_cache.h"
@@ -34,7 +35,8 @@ Runner AddInfoCommand(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("info", "describe a model and the memory it needs");
   cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face folder")->required();
-  cmd->add_option("-c,--ctx-size", args->context, "context length for the KV cache estimate (default 4096)");
+  cmd->add_option("-c,--ctx-size", args->context,
+                  "context length for the KV cache estimate (default 4096)");
   cmd->add_option("--cache-type", args->kv_type, "KV cache type for the estimate: f32, f16");
   return [args]() -> int {
     auto loaded = LoadModel(args->model);
@@ -44,17 +46,24 @@ Runner AddInfoCommand(CLI::App& app) {
     std::printf("source           %s (%s)\n", model.source.c_str(), model.format.c_str());
     std::printf("%s", c.Summary().c_str());
     if (model.tokenizer) std::printf("tokenizer        %zu tokens\n", model.tokenizer->n_vocab());
-    std::printf("tensors          %zu used, %s\n", model.n_tensors, Bytes(double(model.weight_bytes)).c_str());
+    std::printf("tensors          %zu used, %s\n", model.n_tensors,
+                Bytes(double(model.weight_bytes)).c_str());
     for (const auto& [type, bytes] : model.bytes_by_type) {
-      std::printf("  %-14s %s\n", type.c_str(), Bytes(double(bytes)).c_str());
+      const std::optional<DType> dtype = DTypeFromName(type);
+      std::printf("  %-14s %-12s mat_mul: %s\n", type.c_str(), Bytes(double(bytes)).c_str(),
+                  dtype ? cpu::MatMulPathName(*dtype).c_str() : "unsupported");
     }
     const size_t kv_elem = args->kv_type == "f16" ? 2 : 4;
-    const double kv_bytes = 2.0 * double(c.n_layers) * double(args->context) * double(c.kv_dim()) * double(kv_elem);
-    std::printf("memory           weights %s (mapped from the file), KV cache for %zu tokens (%s) %s\n",
-                Bytes(double(model.weight_bytes)).c_str(), args->context, args->kv_type.c_str(),
-                Bytes(kv_bytes).c_str());
-    std::printf("matmul path      per-row Highway kernels (batch-invariant), SIMD target %s\n",
-                cpu::SimdTargetName().c_str());
+    const double kv_bytes =
+        2.0 * double(c.n_layers) * double(args->context) * double(c.kv_dim()) * double(kv_elem);
+    std::printf(
+        "memory           weights %s (mapped from the file), KV cache for %zu tokens (%s) %s\n",
+        Bytes(double(model.weight_bytes)).c_str(), args->context, args->kv_type.c_str(),
+        Bytes(kv_bytes).c_str());
+    std::printf(
+        "matmul path      Highway kernels (batch-invariant), SIMD target %s; no BLAS (no\n"
+        "                 faster than the f32 tiles here, see docs/PERFORMANCE.md)\n",
+        cpu::SimdTargetName().c_str());
     return 0;
   };
 }

@@ -72,6 +72,25 @@ bool SupportsWeightType(DType type) {
          QuantActivationType(type) != DType::kF32;
 }
 
+std::string MatMulPathName(DType type) {
+  switch (type) {
+    case DType::kF32:
+      return "f32 FMA tiles";
+    case DType::kF16:
+    case DType::kBF16:
+      return "f32 FMA tiles (rows widened to f32 once per row block)";
+    default:
+      break;
+  }
+  const DType act = QuantActivationType(type);
+  if (act == DType::kF32) return "unsupported";
+  // The formats on quant_lanes-inl.h's driver; the others dot one (row, token) pair per block.
+  const bool lanes =
+      type == DType::kQ4_0 || type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ6_K;
+  return std::string("int8, ") + (lanes ? "rows in lanes" : "one (row, token) pair per block") +
+         ", " + DTypeName(act) + " activations";
+}
+
 const HostKernels& CpuKernels() {
   static const bool kCapped = (ApplyTargetCap(), true);
   (void)kCapped;

@@ -24,8 +24,12 @@ uint64_t StreamRead(const void* data, size_t n);
 std::string SimdTargetName();
 
 // Whether `mat_mul` accepts weights of `type`: F32, F16, BF16, and the block formats with a
-// Highway kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K..Q6_K, IQ4_XS). The engine checks this when it
-// loads a model; calling `mat_mul` with any other type is a bug and fails a PETREL_CHECK.
+// Highway kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K..Q6_K, IQ4_XS). The engine checks this
+// when it loads a model; calling `mat_mul` with any other type is a bug and fails a PETREL_CHECK.
 bool SupportsWeightType(DType type);
+
+// How `mat_mul` computes with weights of `type`, for `petrel info`: the driver and the
+// activation format (e.g. "int8, rows in lanes, Q8_K activations").
+std::string MatMulPathName(DType type);
 
 }  // namespace petrel::cpu
