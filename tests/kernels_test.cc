@@ -137,7 +137,7 @@ TEST(KernelsTest, MatMulMatchesReference) {
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (size_t n_in : kSizes) {
         for (size_t rows : {1, 3, 7, 13}) {
-          for (size_t n_tokens : {1, 7}) {
+          for (size_t n_tokens : {1, 7, 19}) {
             SCOPED_TRACE(::testing::Message() << DTypeName(type) << " n_in " << n_in << " rows "
                                               << rows << " tokens " << n_tokens);
             const Weights w = MakeWeights(type, rows, n_in, rng);
@@ -180,18 +180,30 @@ TEST(KernelsTest, MatMulIsBatchInvariant) {
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (size_t n_in : {size_t{67}, size_t{2048}, size_t{259}}) {
         SCOPED_TRACE(::testing::Message() << DTypeName(type) << " n_in " << n_in);
-        const size_t rows = 13, n_tokens = 5, token = 2;
+        // 5 tokens take the register tiles on the mapped rows; 21 the f32 panels (K segments,
+        // whole tiles, then leftover tokens); every token must match its single-token result.
+        const size_t rows = 13;
         const Weights w = MakeWeights(type, rows, n_in, rng);
-        const std::vector<float> x = rng.Floats(n_in * n_tokens);
         const std::vector<float> bias = rng.Floats(rows);
-        std::vector<float> alone(rows), batch(rows * n_tokens);
-        Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1 + token * n_in, n_in, 1,
-                      bias.data() + 1, alone.data(), rows, 0, rows);
-        for (auto [begin, end] : {std::pair<size_t, size_t>{0, 5}, {5, 6}, {6, 13}}) {
+        for (size_t n_tokens : {size_t{5}, size_t{21}}) {
+          const std::vector<float> x = rng.Floats(n_in * n_tokens + 1);
+          std::vector<float> batch(rows * n_tokens), whole(rows * n_tokens);
+          for (auto [begin, end] : {std::pair<size_t, size_t>{0, 5}, {5, 6}, {6, 13}}) {
+            Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1, n_in, n_tokens,
+                          bias.data() + 1, batch.data(), rows, begin, end);
+          }
           Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1, n_in, n_tokens,
-                        bias.data() + 1, batch.data(), rows, begin, end);
+                        bias.data() + 1, whole.data(), rows, 0, rows);
+          for (size_t token : {size_t{2}, n_tokens - 1}) {
+            std::vector<float> alone(rows);
+            Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1 + token * n_in, n_in,
+                          1, bias.data() + 1, alone.data(), rows, 0, rows);
+            ASSERT_EQ(0, std::memcmp(alone.data(), batch.data() + token * rows, rows * 4))
+                << n_tokens << " tokens, token " << token;
+            ASSERT_EQ(0, std::memcmp(alone.data(), whole.data() + token * rows, rows * 4))
+                << n_tokens << " tokens, token " << token;
+          }
         }
-        ASSERT_EQ(0, std::memcmp(alone.data(), batch.data() + token * rows, rows * 4));
       }
     }
   });
