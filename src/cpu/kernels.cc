@@ -78,7 +78,7 @@ std::string MatMulPathName(DType type) {
       return "f32 FMA tiles";
     case DType::kF16:
     case DType::kBF16:
-      return "f32 FMA tiles (rows widened to f32 once per row block)";
+      return "f32 FMA tiles (weights converted to f32 in registers)";
     default:
       break;
   }
