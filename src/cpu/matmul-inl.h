@@ -106,28 +106,22 @@ HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, s
     w_rows[j] = reinterpret_cast<const TW*>(w + (row + j * row_step) * w_row_bytes);
     if (tail != 0) CopyPadded(w_rows[j] + n_full * lanes, tail, w_tail + j * kMaxF32Lanes);
   }
+  // A prompt reads the next row block while this one is computed: rows of a few KB each start
+  // a new page, where the hardware prefetcher stops, so the first tile of each block would
+  // otherwise wait on DRAM once per row (measured: an eighth of the F16 prompt time). F16/BF16
+  // rows are converted in the tile rather than widened into a scratch first: half the bytes keep
+  // the tile's weights and activations in L1 together, which measured 0.71-0.73 of the FMA roof
+  // per AVX2 core against 0.63-0.68 for widened rows.
+  const size_t n_tiles = n_tokens / kTileTokens;
+  const bool prompt = n_tokens >= 2 * kTileTokens && row_step == 1;
+  const char* next = reinterpret_cast<const char*>(w_rows[kRows - 1]) + w_row_bytes;
+  const size_t next_lines = prompt ? prefetch_rows * w_row_bytes / 64 : 0;
+  const size_t lines_per_tile = n_tiles ? (next_lines + n_tiles - 1) / n_tiles : 0;
   size_t t = 0;
-  if (n_tokens >= 2 * kTileTokens) {
-    // A prompt: the next row block is read while this one is computed. Rows of a few KB each
-    // start a new page, where the hardware prefetcher stops, so the first tile of each block
-    // would otherwise wait on DRAM once per row (measured: an eighth of the F16 prompt time).
-    // F16/BF16 rows are converted in the tile rather than widened into a scratch first: half
-    // the bytes keep the tile's weights and activations in L1 together, which measured
-    // 0.71-0.73 of the FMA roof per AVX2 core against 0.63-0.68 for widened rows.
-    const char* next = reinterpret_cast<const char*>(w_rows[kRows - 1]) + w_row_bytes;
-    const size_t next_lines = row_step == 1 ? prefetch_rows * w_row_bytes / 64 : 0;
-    const size_t n_tiles = n_tokens / kTileTokens;
-    const size_t lines_per_tile = (next_lines + n_tiles - 1) / n_tiles;
-    for (size_t i = 0; t + kTileTokens <= n_tokens; t += kTileTokens, ++i) {
-      for (size_t l = i * lines_per_tile; l < (i + 1) * lines_per_tile && l < next_lines; ++l) {
-        hwy::Prefetch(next + l * 64);
-      }
-      MatMulTile<kRows, kTileTokens, TW>(w_rows, w_tail, 0, n_full, tail, x + t * x_stride,
-                                         x_stride, bias, out + t * out_stride, out_stride, row,
-                                         row_step);
+  for (size_t i = 0; i < n_tiles; ++i, t += kTileTokens) {
+    for (size_t l = i * lines_per_tile; l < (i + 1) * lines_per_tile && l < next_lines; ++l) {
+      hwy::Prefetch(next + l * 64);
     }
-  }
-  for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
     MatMulTile<kRows, kTileTokens, TW>(w_rows, w_tail, 0, n_full, tail, x + t * x_stride, x_stride,
                                        bias, out + t * out_stride, out_stride, row, row_step);
   }

@@ -23,18 +23,6 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-#if PETREL_QUANT_SIMD
-// Byte-shuffle indices that make int16 pair lanes of bytes: in each 32-bit lane i of a 128-bit
-// block, [byte 4i + a, 0, byte 4i + b, 0].
-template <int a, int b>
-HWY_INLINE QVU8Full PairIndex() {
-  HWY_ALIGN static constexpr uint8_t kIndex[16] = {0 + a,  0x80, 0 + b,  0x80, 4 + a, 0x80,
-                                                   4 + b,  0x80, 8 + a,  0x80, 8 + b, 0x80,
-                                                   12 + a, 0x80, 12 + b, 0x80};
-  return hn::LoadDup128(QDU8(), kIndex);
-}
-#endif  // PETREL_QUANT_SIMD
-
 struct Format {
   using WBlock = quant::BlockQ4_K;
   static constexpr DType kType = DType::kQ4_K;

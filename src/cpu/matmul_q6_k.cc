@@ -25,19 +25,6 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-#if PETREL_QUANT_SIMD
-// Byte-shuffle indices that put bytes in the high halves of int16 pair lanes (an arithmetic
-// shift then sign-extends them): in each 32-bit lane i of a 128-bit block,
-// [0, byte 4i + a, 0, byte 4i + b].
-template <int a, int b>
-HWY_INLINE QVU8Full HighPairIndex() {
-  HWY_ALIGN static constexpr uint8_t kIndex[16] = {0x80, 0 + a,  0x80, 0 + b, 0x80, 4 + a,
-                                                   0x80, 4 + b,  0x80, 8 + a, 0x80, 8 + b,
-                                                   0x80, 12 + a, 0x80, 12 + b};
-  return hn::LoadDup128(QDU8(), kIndex);
-}
-#endif  // PETREL_QUANT_SIMD
-
 struct Format {
   using WBlock = quant::BlockQ6_K;
   static constexpr DType kType = DType::kQ6_K;
@@ -117,12 +104,12 @@ struct Format {
     Unroll<4>([&](auto j_constant) HWY_ATTR {
       constexpr int j = decltype(j_constant)::value;
       for (size_t m = 0; m < 4; ++m) {
-        packed.scales[4 * m + j] = hn::ShiftRight<8>(high_pairs(m, HighPairIndex<j, j>()));
+        packed.scales[4 * m + j] = hn::ShiftRight<8>(high_pairs(m, PairIndex<j, j, true>()));
       }
     });
     for (size_t m = 0; m < 4; ++m) {  // x 32 by shifting right 3 rather than 8 (|32 x s| <= 4096)
-      packed.offsets[2 * m] = hn::ShiftRight<3>(high_pairs(m, HighPairIndex<0, 1>()));
-      packed.offsets[2 * m + 1] = hn::ShiftRight<3>(high_pairs(m, HighPairIndex<2, 3>()));
+      packed.offsets[2 * m] = hn::ShiftRight<3>(high_pairs(m, PairIndex<0, 1, true>()));
+      packed.offsets[2 * m + 1] = hn::ShiftRight<3>(high_pairs(m, PairIndex<2, 3, true>()));
     }
     // d is the last two bytes of the 210-byte block: the upper half of the word before them.
     static_assert(offsetof(WBlock, d) == sizeof(WBlock) - 2, "d ends the block");

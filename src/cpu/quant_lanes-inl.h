@@ -31,6 +31,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -81,6 +82,29 @@ HWY_INLINE void TransposeWords(const uint8_t* const* HWY_RESTRICT src, QVU8Full 
   p[1] = hn::BitCast(du8, hn::InterleaveUpper(du64, t0, t2));
   p[2] = hn::BitCast(du8, hn::InterleaveLower(du64, t1, t3));
   p[3] = hn::BitCast(du8, hn::InterleaveUpper(du64, t1, t3));
+}
+
+// Byte-shuffle indices (for TableLookupBytesOr0) that make int16 pair lanes of bytes a and b of
+// each 32-bit lane i of a 128-bit block: [4i + a, 0, 4i + b, 0] (zero-extended), or with kHigh
+// [0, 4i + a, 0, 4i + b] (in the high halves, for an arithmetic shift to sign-extend).
+template <int a, int b, bool kHigh = false>
+struct PairIndexTable {
+  static constexpr std::array<uint8_t, 16> Make() {
+    std::array<uint8_t, 16> index{};
+    for (int i = 0; i < 4; ++i) {
+      index[4 * i + (kHigh ? 1 : 0)] = uint8_t(4 * i + a);
+      index[4 * i + (kHigh ? 0 : 1)] = 0x80;
+      index[4 * i + (kHigh ? 3 : 2)] = uint8_t(4 * i + b);
+      index[4 * i + (kHigh ? 2 : 3)] = 0x80;
+    }
+    return index;
+  }
+  alignas(16) static constexpr std::array<uint8_t, 16> kIndex = Make();
+};
+
+template <int a, int b, bool kHigh = false>
+HWY_INLINE QVU8Full PairIndex() {
+  return hn::LoadDup128(QDU8(), PairIndexTable<a, b, kHigh>::kIndex.data());
 }
 
 // Where the kLaneRows rows of a group start, as byte offsets from the first (for gathers).
