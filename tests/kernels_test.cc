@@ -34,6 +34,8 @@ uint32_t TestSeed() {
 // Sizes that break kernels for 1 (scalar), 4 (SSE4), 8 (AVX2) and 16 (AVX3) f32 lanes:
 // lanes - 1, lanes, lanes + 1 and 3 * lanes + 5 for each.
 const size_t kSizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 29, 31, 32, 33, 53, 100, 259};
+// Rows long enough for prompt mat_muls to split them into k segments.
+const size_t kSizesAndLong[] = {1, 2, 3, 5, 8, 9, 17, 31, 33, 259, 2053};
 
 // Runs `body` once per Highway target this CPU supports, with dispatch forced to that target.
 template <class Body>
@@ -135,8 +137,8 @@ TEST(KernelsTest, MatMulMatchesReference) {
   const float kSentinel = 12345.0f;
   ForEachTarget([&] {
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
-      for (size_t n_in : kSizes) {
-        for (size_t rows : {1, 3, 7, 13}) {
+      for (size_t n_in : kSizesAndLong) {
+        for (size_t rows : {1, 3, 7, 13, 53}) {  // 53: two prompt panels
           for (size_t n_tokens : {1, 7, 19}) {
             SCOPED_TRACE(::testing::Message() << DTypeName(type) << " n_in " << n_in << " rows "
                                               << rows << " tokens " << n_tokens);

@@ -7,7 +7,9 @@
 #define PETREL_CPU_MATMUL_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "cpu/simd-inl.h"       // LoadAsF32, CopyPadded
 #include "hwy/cache_control.h"  // Prefetch
@@ -25,18 +27,25 @@ namespace hn = hwy::HWY_NAMESPACE;
 // (row, token) pair is the same for any tile shape, so results do not depend on batching or
 // row splits. (One accumulator per pair rather than two leaves registers for a 3 x 4 tile on
 // 16-register targets, which is what keeps the FMA units, not the loads, the limit.)
+// A row may be split into segments of k: the first starts from zero, each but the last stores
+// its accumulators to `saved` (kRows * kTokens vectors) and the next resumes from them, so the
+// order of the sums, and the bits of the result, stay those of one pass.
 template <size_t kRows, size_t kTokens, typename TW>
 HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_RESTRICT w_tail,
                            size_t row_stride_elems, size_t n_full, size_t tail,
                            const float* HWY_RESTRICT x, size_t x_stride,
                            const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
-                           size_t out_stride, size_t row, size_t row_step) {
+                           size_t out_stride, size_t row, size_t row_step,
+                           float* HWY_RESTRICT saved = nullptr, bool resume = false,
+                           bool finish = true) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const size_t lanes = hn::Lanes(d);
   V acc[kRows][kTokens];
   for (size_t j = 0; j < kRows; ++j) {
-    for (size_t t = 0; t < kTokens; ++t) acc[j][t] = hn::Zero(d);
+    for (size_t t = 0; t < kTokens; ++t) {
+      acc[j][t] = resume ? hn::Load(d, saved + (j * kTokens + t) * lanes) : hn::Zero(d);
+    }
   }
   // Matrix-vector products stream rows that are short (a few KB) and read kRows at a time, too
   // briefly for the hardware prefetcher to ramp up on each; prefetch the same place kRows rows
@@ -57,6 +66,12 @@ HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_R
       const V xv = hn::LoadU(d, x + t * x_stride + k * lanes);
       for (size_t j = 0; j < kRows; ++j) acc[j][t] = hn::MulAdd(wv[j], xv, acc[j][t]);
     }
+  }
+  if (!finish) {
+    for (size_t j = 0; j < kRows; ++j) {
+      for (size_t t = 0; t < kTokens; ++t) hn::Store(acc[j][t], d, saved + (j * kTokens + t) * lanes);
+    }
+    return;
   }
   if (tail != 0) {
     for (size_t t = 0; t < kTokens; ++t) {
@@ -85,50 +100,175 @@ constexpr size_t kTileTokens = 6;
 constexpr size_t kTileRows = 3;
 constexpr size_t kTileTokens = 4;
 #endif
+// The last n (< kTileTokens) tokens of a prompt chunk in one narrower tile, so that each weight
+// vector is still converted once for all of them.
+template <size_t kRows, typename TW>
+HWY_INLINE void MatMulLeftoverTokens(const TW* const* HWY_RESTRICT w_rows,
+                                     const TW* HWY_RESTRICT w_tail, size_t n_full, size_t tail,
+                                     const float* HWY_RESTRICT x, size_t x_stride, size_t n,
+                                     const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
+                                     size_t out_stride, size_t row, float* HWY_RESTRICT saved,
+                                     bool resume, bool finish) {
+  static_assert(kTileTokens <= 8, "one case per leftover count below");
+  switch (n) {
+#define PETREL_LEFTOVER_CASE(N)                                                                 \
+  case N:                                                                                       \
+    if constexpr (N < kTileTokens) {                                                            \
+      MatMulTile<kRows, N, TW>(w_rows, w_tail, 0, n_full, tail, x, x_stride, bias, out,         \
+                               out_stride, row, 1, saved, resume, finish);                      \
+    }                                                                                           \
+    break;
+    PETREL_LEFTOVER_CASE(1)
+    PETREL_LEFTOVER_CASE(2)
+    PETREL_LEFTOVER_CASE(3)
+    PETREL_LEFTOVER_CASE(4)
+    PETREL_LEFTOVER_CASE(5)
+    PETREL_LEFTOVER_CASE(6)
+    PETREL_LEFTOVER_CASE(7)
+#undef PETREL_LEFTOVER_CASE
+    default:
+      break;
+  }
+}
+
 // Tokens whose activations stay in L2 while a thread streams its weight rows past them.
 constexpr size_t kTokenChunk = 64;
 
-// Rows [row, row + kRows) for tokens [0, n_tokens): widened tails prepared once, then tiles.
+// Rows [row, row + kRows) (a row_step apart) for tokens [0, n_tokens): single tokens, short
+// batches and the rows a prompt panel leaves over. F16/BF16 rows are converted in the tile.
 template <size_t kRows, typename TW>
 HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
                                const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
                                const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
-                               size_t out_stride, size_t row, size_t row_step = 1,
-                               size_t prefetch_rows = 0) {
+                               size_t out_stride, size_t row, size_t row_step = 1) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const size_t n_full = n_in / lanes;
   const size_t tail = n_in - n_full * lanes;
   const TW* w_rows[kRows];  // each (n_in)
   HWY_ALIGN TW w_tail[kRows * kMaxF32Lanes];
-  const size_t row_stride_elems = w_row_bytes / sizeof(TW);
   for (size_t j = 0; j < kRows; ++j) {
     w_rows[j] = reinterpret_cast<const TW*>(w + (row + j * row_step) * w_row_bytes);
     if (tail != 0) CopyPadded(w_rows[j] + n_full * lanes, tail, w_tail + j * kMaxF32Lanes);
   }
-  // A prompt reads the next row block while this one is computed: rows of a few KB each start
-  // a new page, where the hardware prefetcher stops, so the first tile of each block would
-  // otherwise wait on DRAM once per row (measured: an eighth of the F16 prompt time). F16/BF16
-  // rows are converted in the tile rather than widened into a scratch first: half the bytes keep
-  // the tile's weights and activations in L1 together, which measured 0.71-0.73 of the FMA roof
-  // per AVX2 core against 0.63-0.68 for widened rows.
-  const size_t n_tiles = n_tokens / kTileTokens;
-  const bool prompt = n_tokens >= 2 * kTileTokens && row_step == 1;
-  const char* next = reinterpret_cast<const char*>(w_rows[kRows - 1]) + w_row_bytes;
-  const size_t next_lines = prompt ? prefetch_rows * w_row_bytes / 64 : 0;
-  const size_t lines_per_tile = n_tiles ? (next_lines + n_tiles - 1) / n_tiles : 0;
+  if (n_tokens == 1) {
+    MatMulTile<kRows, 1, TW>(w_rows, w_tail, row_step == 1 ? w_row_bytes / sizeof(TW) : 0, n_full,
+                             tail, x, x_stride, bias, out, out_stride, row, row_step);
+    return;
+  }
   size_t t = 0;
-  for (size_t i = 0; i < n_tiles; ++i, t += kTileTokens) {
-    for (size_t l = i * lines_per_tile; l < (i + 1) * lines_per_tile && l < next_lines; ++l) {
-      hwy::Prefetch(next + l * 64);
-    }
+  for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
     MatMulTile<kRows, kTileTokens, TW>(w_rows, w_tail, 0, n_full, tail, x + t * x_stride, x_stride,
                                        bias, out + t * out_stride, out_stride, row, row_step);
   }
-  for (; t < n_tokens; ++t) {
-    MatMulTile<kRows, 1, TW>(w_rows, w_tail, row_step == 1 ? row_stride_elems : 0, n_full, tail,
-                             x + t * x_stride, x_stride, bias, out + t * out_stride, out_stride,
-                             row, row_step);
+  if (t < n_tokens) {
+    MatMulLeftoverTokens<kRows, TW>(w_rows, w_tail, n_full, tail, x + t * x_stride, x_stride,
+                                    n_tokens - t, bias, out + t * out_stride, out_stride, row,
+                                    nullptr, false, true);
+  }
+}
+
+// Prompts: a panel of kPanelBlocks blocks of kTileRows adjacent rows against a chunk of up to
+// kTokenChunk tokens, one token tile at a time against every block of the panel. The tile's
+// activations are read from L2 once and then stay in L1 while the panel's weights stream past
+// them from L2: a long row is split into k segments whose activations fit L1 (the tiles carry
+// their accumulators across segments). F16/BF16 weights are widened once per panel and segment
+// into an f32 scratch, so that the tiles, which reuse each weight vector for the whole chunk,
+// spend the FMA ports on products: converted in the tile, each weight vector costs an FMA-port
+// uop beside its kTokens FMAs (at most 0.8 of the FMA roof for 3 x 4). gemm_bench F16 on one
+// AVX2 core, five alternated runs: 0.70-0.78 of the roof widened, 0.62-0.67 converted in the
+// tile, 0.64-0.74 for the earlier row-block-by-row-block tiles.
+constexpr size_t kPanelBlocks = 16;
+// L1 bytes for a token tile's activations in one segment, a third of a 48 KB L1 (the rest holds
+// the weight streams). gemm_bench F16, AVX2: 16 KB beat 8, 12, 32 and 48 KB.
+constexpr size_t kSegmentBytes = 16384;
+
+template <typename TW>
+HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
+                                  const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
+                                  const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
+                                  size_t out_stride, size_t row, size_t n_blocks,
+                                  size_t prefetch_rows) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const size_t n_full = n_in / lanes;
+  const size_t tail = n_in - n_full * lanes;
+  const size_t panel_rows = n_blocks * kTileRows;
+  const TW* w_rows[kPanelBlocks * kTileRows];
+  for (size_t r = 0; r < panel_rows; ++r) {
+    w_rows[r] = reinterpret_cast<const TW*>(w + (row + r) * w_row_bytes);
+  }
+  constexpr bool kWiden = !std::is_same_v<TW, float>;
+  using TP = std::conditional_t<kWiden, float, TW>;  // the element type the tiles read
+  // Zero-padded tails, used by the last segment.
+  HWY_ALIGN TP p_tail[kPanelBlocks][kTileRows * kMaxF32Lanes];
+  if (tail != 0) {
+    for (size_t r = 0; r < panel_rows; ++r) {
+      TP* dst = p_tail[r / kTileRows] + (r % kTileRows) * kMaxF32Lanes;
+      if constexpr (kWiden) {
+        HWY_ALIGN TW padded[kMaxF32Lanes];
+        CopyPadded(w_rows[r] + n_full * lanes, tail, padded);
+        hn::Store(LoadAsF32(d, padded), d, dst);
+      } else {
+        CopyPadded(w_rows[r] + n_full * lanes, tail, dst);
+      }
+    }
+  }
+  const size_t seg_cap = std::max<size_t>(1, kSegmentBytes / (kTileTokens * sizeof(float) * lanes));
+  const size_t n_segments = std::max<size_t>(1, (n_full + seg_cap - 1) / seg_cap);
+  const size_t seg_vecs = (n_full + n_segments - 1) / n_segments;
+  const size_t n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
+  thread_local Scratch<float> widened_storage;
+  thread_local Scratch<float> saved_storage;
+  float* widened = kWiden ? GrowScratch(widened_storage, panel_rows * seg_vecs * lanes) : nullptr;
+  float* saved = n_segments > 1
+                     ? GrowScratch(saved_storage, n_tiles * n_blocks * kTileRows * kTileTokens * lanes)
+                     : nullptr;
+  // The next panel's rows are prefetched a few lines per tile, spread over this panel's work.
+  const char* next = w + (row + panel_rows) * w_row_bytes;
+  const size_t next_lines = prefetch_rows * w_row_bytes / 64;
+  const size_t calls = n_segments * n_tiles * n_blocks;
+  const size_t lines_per_call = (next_lines + calls - 1) / calls;
+  size_t line = 0;
+  for (size_t s = 0; s < n_segments; ++s) {
+    const size_t k0 = s * seg_vecs;
+    const size_t k1 = std::min(n_full, k0 + seg_vecs);
+    const bool last = s + 1 == n_segments;
+    const TP* p_rows[kPanelBlocks * kTileRows];
+    for (size_t r = 0; r < panel_rows; ++r) {
+      if constexpr (kWiden) {
+        float* dst = widened + r * seg_vecs * lanes;
+        for (size_t k = k0; k < k1; ++k) {
+          hn::Store(LoadAsF32(d, w_rows[r] + k * lanes), d, dst + (k - k0) * lanes);
+        }
+        p_rows[r] = dst;
+      } else {
+        p_rows[r] = w_rows[r] + k0 * lanes;
+      }
+    }
+    const float* x_seg = x + k0 * lanes;
+    for (size_t i = 0; i < n_tiles; ++i) {
+      const size_t t = i * kTileTokens;
+      for (size_t b = 0; b < n_blocks; ++b) {
+        for (size_t l = 0; l < lines_per_call && line < next_lines; ++l, ++line) {
+          hwy::Prefetch(next + line * 64);
+        }
+        float* tile_saved = saved ? saved + (i * n_blocks + b) * kTileRows * kTileTokens * lanes
+                                  : nullptr;
+        const TP* const* block_rows = p_rows + b * kTileRows;
+        const size_t block_row = row + b * kTileRows;
+        if (t + kTileTokens <= n_tokens) {
+          MatMulTile<kTileRows, kTileTokens, TP>(
+              block_rows, p_tail[b], 0, k1 - k0, last ? tail : 0, x_seg + t * x_stride, x_stride,
+              bias, out + t * out_stride, out_stride, block_row, 1, tile_saved, s != 0, last);
+        } else {
+          MatMulLeftoverTokens<kTileRows, TP>(
+              block_rows, p_tail[b], k1 - k0, last ? tail : 0, x_seg + t * x_stride, x_stride,
+              n_tokens - t, bias, out + t * out_stride, out_stride, block_row, tile_saved, s != 0,
+              last);
+        }
+      }
+    }
   }
 }
 
@@ -157,11 +297,19 @@ HWY_INLINE void MatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, const
     const float* x_chunk = x + t0 * x_stride;
     float* out_chunk = out + t0 * out_stride;
     size_t row = row_begin;
+    if (chunk >= 2 * kTileTokens) {
+      while (row + kTileRows <= row_end) {
+        const size_t blocks = std::min(kPanelBlocks, (row_end - row) / kTileRows);
+        const size_t rows_after = row_end - (row + blocks * kTileRows);
+        MatMulPromptPanel<TW>(w_bytes, w_row_bytes, n_in, x_chunk, x_stride, chunk, bias,
+                              out_chunk, out_stride, row, blocks,
+                              std::min(rows_after, kPanelBlocks * kTileRows));
+        row += blocks * kTileRows;
+      }
+    }
     for (; row + kTileRows <= row_end; row += kTileRows) {
-      const size_t rows_after = row_end - (row + kTileRows);
       MatMulRowBlock<kTileRows, TW>(w_bytes, w_row_bytes, n_in, x_chunk, x_stride, chunk, bias,
-                                    out_chunk, out_stride, row, 1,
-                                    rows_after < kTileRows ? rows_after : kTileRows);
+                                    out_chunk, out_stride, row);
     }
     for (; row < row_end; ++row) {
       MatMulRowBlock<1, TW>(w_bytes, w_row_bytes, n_in, x_chunk, x_stride, chunk, bias, out_chunk,

@@ -38,6 +38,7 @@
 #include <cstring>
 
 #include "cpu/quant_dot-inl.h"
+#include "cpu/simd-inl.h"  // Scratch, GrowScratch
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "quant/blocks.h"
@@ -180,24 +181,6 @@ HWY_INLINE void StoreLaneRows(hn::Vec<QDF> acc, size_t n, const RowOf& row_of,
     const size_t row = row_of(l);
     out[row] = lanes[l] + (bias ? bias[row] : 0.0f);
   }
-}
-
-// Per-thread scratch that grows to the largest problem seen and then stays, aligned for the
-// vector members of a Format's Packed (std::vector's allocator was seen to give 16-byte
-// alignment here).
-template <class T>
-struct Scratch {
-  hwy::AlignedFreeUniquePtr<T[]> data;
-  size_t size = 0;
-};
-
-template <class T>
-HWY_INLINE T* GrowScratch(Scratch<T>& scratch, size_t n) {
-  if (scratch.size < n) {
-    scratch.data = hwy::AllocateAligned<T>(n);
-    scratch.size = n;
-  }
-  return scratch.data.get();
 }
 
 // ---------------------------------------------------------------------------------------------

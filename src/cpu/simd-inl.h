@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "hwy/aligned_allocator.h"  // AllocateAligned
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -45,6 +46,23 @@ template <typename T>
 HWY_INLINE void CopyPadded(const T* HWY_RESTRICT src, size_t n, T* HWY_RESTRICT padded) {
   std::memset(padded, 0, kMaxF32Lanes * sizeof(T));
   std::memcpy(padded, src, n * sizeof(T));
+}
+
+// Per-thread scratch that grows to the largest problem seen and then stays, aligned for vector
+// loads and members (std::vector's allocator was seen to give 16-byte alignment here).
+template <class T>
+struct Scratch {
+  hwy::AlignedFreeUniquePtr<T[]> data;
+  size_t size = 0;
+};
+
+template <class T>
+HWY_INLINE T* GrowScratch(Scratch<T>& scratch, size_t n) {
+  if (scratch.size < n) {
+    scratch.data = hwy::AllocateAligned<T>(n);
+    scratch.size = n;
+  }
+  return scratch.data.get();
 }
 
 // Adds the products of one vector pair to the accumulator that owns vector `vec_index`.

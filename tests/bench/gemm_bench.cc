@@ -83,7 +83,8 @@ void BM_F32FmaRoofAvx2(benchmark::State& state) {
 BENCHMARK(BM_F32FmaRoofAvx2)->Threads(1)->Threads(2)->UseRealTime();
 
 void Shapes(benchmark::internal::Benchmark* b) {
-  b->Args({2048, 2048, 128})->Args({2048, 2048, 512})->Args({5632, 2048, 128})->UseRealTime();
+  b->Args({2048, 2048, 128})->Args({2048, 2048, 512})->Args({5632, 2048, 128})->Args({2048, 5632, 128});
+  b->UseRealTime();
 }
 BENCHMARK_CAPTURE(BM_Petrel, F32, DType::kF32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_Petrel, F16, DType::kF16)->Apply(Shapes);
