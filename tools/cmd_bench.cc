@@ -13,7 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cpu/kernels.h"  // SimdTargetName
+#include "cpu/compute_roof.h"  // Median
+#include "cpu/kernels.h"        // SimdTargetName
 #include "tools/common.h"
 #include "tools/prompt_roof.h"
 #include "tools/read_roof.h"
@@ -41,10 +42,9 @@ struct Sample {
 };
 
 Sample Summarize(std::vector<double> rates) {
-  std::sort(rates.begin(), rates.end());
-  const size_t n = rates.size();
-  const double median = n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
-  return {median, rates.front(), rates.back()};
+  if (rates.empty()) return {0.0, 0.0, 0.0};
+  const auto [min, max] = std::minmax_element(rates.begin(), rates.end());
+  return {cpu::Median(rates), *min, *max};
 }
 
 // Tokens per second of one run: a prompt of `n_prompt` tokens, or `n_gen` single-token steps.

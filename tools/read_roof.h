@@ -18,8 +18,8 @@ class ReadRoof {
 
   size_t bytes_per_token() const { return total_bytes_; }
   // Tokens per second of a step that did nothing but read its weights once with `threads`
-  // threads: the best of `passes` timed reads.
-  double TokensPerSecond(size_t threads, size_t passes = 2) const;
+  // threads: the median of `passes` timed reads (see cpu::ComputeRoofOpsPerSecond).
+  double TokensPerSecond(size_t threads, size_t passes = 5) const;
 
  private:
   struct Span {

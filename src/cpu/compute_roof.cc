@@ -88,7 +88,7 @@ double ComputeRoofOpsPerSecond(Roof roof, size_t threads, double seconds, size_t
     steps *= 4;
   }
   threads = std::max<size_t>(threads, 1);
-  double best = 0.0;
+  std::vector<double> rates;
   for (size_t pass = 0; pass < std::max<size_t>(passes, 1); ++pass) {
     std::vector<uint64_t> ops(threads);
     std::vector<std::thread> workers;
@@ -100,9 +100,16 @@ double ComputeRoofOpsPerSecond(Roof roof, size_t threads, double seconds, size_t
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     uint64_t total = 0;
     for (uint64_t o : ops) total += o;
-    best = std::max(best, double(total) / elapsed);
+    rates.push_back(double(total) / elapsed);
   }
-  return best;
+  return Median(rates);
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 }  // namespace petrel::cpu

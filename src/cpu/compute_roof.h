@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace petrel::cpu {
 
@@ -20,7 +21,11 @@ uint64_t Int8RoofSteps(int64_t steps);
 enum class Roof { kF32Fma, kInt8Dot };
 
 // Operations per second of `threads` threads running the loop for about `seconds` each: the
-// best of `passes`.
-double ComputeRoofOpsPerSecond(Roof roof, size_t threads, double seconds = 0.02, size_t passes = 2);
+// median of `passes`, as ../shared/BASELINES.md's bounds are medians of their samples (a best
+// of a few short samples on a shared host reads high against a run of several seconds).
+double ComputeRoofOpsPerSecond(Roof roof, size_t threads, double seconds = 0.02, size_t passes = 5);
+
+// The median of `values` (the mean of the middle two for an even count); 0 when empty.
+double Median(std::vector<double> values);
 
 }  // namespace petrel::cpu
