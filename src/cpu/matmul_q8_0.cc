@@ -2,8 +2,7 @@
 // rows-in-lanes driver (quant_lanes-inl.h).
 //
 // Lane l of packed vector g holds bytes 4g..4g+3 of row l (element group g). Both operands are
-// signed, so each group takes the sign trick (|w| times x with w's sign) and is widened to int32
-// at once: two pairs of 127 x 127 products would not fit 16 bits.
+// signed: DotSignedGroups.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q8_0.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -44,18 +43,7 @@ struct Format
   template <size_t T>
   static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
                                 size_t b, hn::Vec<QDI32> (&isum)[T]) {
-    const QDI8 d8;
-    const QDU8 du8;
-    const auto ones = hn::Set(QDI16(), 1);
-    for (size_t g = 0; g < kPacked; ++g) {
-      const auto w = hn::BitCast(d8, p[g]);
-      const auto w_abs = hn::BitCast(du8, hn::Abs(w));
-      for (size_t t = 0; t < T; ++t) {
-        const auto prod =
-            MulPairsI16(MulPairsU8I8(w_abs, ApplySign(BroadcastQuad(x[t][b].qs + 4 * g), w)), ones);
-        isum[t] = g == 0 ? prod : hn::Add(isum[t], prod);
-      }
-    }
+    DotSignedGroups<kPacked, T>(p, x, b, isum);
   }
 #endif  // PETREL_QUANT_SIMD
 };

@@ -183,6 +183,27 @@ HWY_INLINE void StoreLaneRows(hn::Vec<QDF> acc, size_t n, const RowOf& row_of,
   }
 }
 
+// isum[t] (lanes = rows) = sum over the kGroups packed groups of signed weight bytes times token
+// t's signed activation bytes: the sign trick (|w| times x with w's sign) and a widening to int32
+// per group, since two pairs of 127 x 127 products would not fit 16 bits. For the formats whose
+// packed blocks hold signed int8 levels (Q8_0, and IQ4_NL's grid values).
+template <size_t kGroups, size_t T, class XBlock>
+HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* const* HWY_RESTRICT x,
+                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
+  const QDI8 d8;
+  const QDU8 du8;
+  const auto ones = hn::Set(QDI16(), 1);
+  for (size_t g = 0; g < kGroups; ++g) {
+    const auto w = hn::BitCast(d8, p[g]);
+    const auto w_abs = hn::BitCast(du8, hn::Abs(w));
+    for (size_t t = 0; t < T; ++t) {
+      const auto prod =
+          MulPairsI16(MulPairsU8I8(w_abs, ApplySign(BroadcastQuad(x[t][b].qs + 4 * g), w)), ones);
+      isum[t] = g == 0 ? prod : hn::Add(isum[t], prod);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 32-element formats against Q8_0 (Q4_0, Q8_0). Sub provides PackQuants(rows, b, q) (the transposed
 // quants) and DotInt<T>(p, x, b, isum): the int32 lanes (one per row) of sum(level * x).
