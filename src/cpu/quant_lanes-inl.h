@@ -1,5 +1,5 @@
 // The rows-in-lanes mat_mul driver for quantized weights: instantiated by the per-format TUs
-// (matmul_q4_0.cc, matmul_q8_0.cc, matmul_q4_k.cc, matmul_q6_k.cc).
+// (matmul_q4_0.cc, matmul_q8_0.cc, matmul_iq4_nl.cc, matmul_q4_k.cc, matmul_q6_k.cc).
 //
 // Why a second driver beside quant_dot-inl.h's: that one dots one (row, token) pair per block,
 // about seven vector ops for 32 products, most of them per-pair bookkeeping (int32 pair sums,
@@ -205,7 +205,7 @@ HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* cons
 }
 
 // ---------------------------------------------------------------------------------------------
-// 32-element formats against Q8_0 (Q4_0, Q8_0). Sub provides PackQuants(rows, b, q) (the transposed
+// 32-element formats against Q8_0 (Q4_0, Q8_0, IQ4_NL). Sub provides PackQuants(rows, b, q) (the transposed
 // quants) and DotInt<T>(p, x, b, isum): the int32 lanes (one per row) of sum(level * x).
 
 // Per (token, block) activation terms.
