@@ -205,8 +205,9 @@ HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* cons
 }
 
 // ---------------------------------------------------------------------------------------------
-// 32-element formats against Q8_0 (Q4_0, Q8_0, IQ4_NL). Sub provides PackQuants(rows, b, q) (the transposed
-// quants) and DotInt<T>(p, x, b, isum): the int32 lanes (one per row) of sum(level * x).
+// 32-element formats against Q8_0 (Q4_0, Q8_0, IQ4_NL). Sub provides PackQuants(rows, b, q)
+// (the transposed quants) and DotInt<T>(p, x, b, isum): the int32 lanes (one per row) of
+// sum(level * x).
 
 // Per (token, block) activation terms.
 struct XTerms {
