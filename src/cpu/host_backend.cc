@@ -60,6 +60,7 @@ void HostBackend::CopyToHost(const void* src, void* host_dst, size_t bytes) {
 }
 
 void HostBackend::CopyFromHost(const void* host_src, void* dst, size_t bytes) {
+  quantized_ = {};  // the copy may overwrite the quantized activations' source
   std::memcpy(dst, host_src, bytes);
 }
 
@@ -76,15 +77,22 @@ void HostBackend::RunMatMul(const Node& node, const TensorView* values) {
   if (act_type != DType::kF32) {
     // Quantized weights: quantize each token's activations once (split over tokens), then split
     // the rows. The scratch grows to the largest batch seen and then stays.
+    // Q, K and V (and gate and up) read the same value: the mat_muls after the first reuse its
+    // quantized rows, which saves a pass and a barrier each.
     const size_t xq_row_bytes = *RowBytes(act_type, n_in);
-    if (act_scratch_.size() < n_tokens * xq_row_bytes) act_scratch_.resize(n_tokens * xq_row_bytes);
-    uint8_t* xq = act_scratch_.data();
-    pool_.ParallelFor(n_tokens, [&](size_t begin, size_t end) {
-      for (size_t t = begin; t < end; ++t) {
-        kernels_.quantize_activation(act_type, x.as<const float>() + t * n_in, n_in,
-                                     xq + t * xq_row_bytes);
-      }
-    });
+    const QuantizedInput key{node.inputs[0], x.data, act_type, n_tokens, n_in};
+    if (!(quantized_ == key)) {
+      if (act_scratch_.size() < n_tokens * xq_row_bytes) act_scratch_.resize(n_tokens * xq_row_bytes);
+      uint8_t* xq = act_scratch_.data();
+      pool_.ParallelFor(n_tokens, [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) {
+          kernels_.quantize_activation(act_type, x.as<const float>() + t * n_in, n_in,
+                                       xq + t * xq_row_bytes);
+        }
+      });
+      quantized_ = key;
+    }
+    const uint8_t* xq = act_scratch_.data();
     pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
       kernels_.mat_mul_quantized(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, xq, xq_row_bytes,
                                  n_tokens, bias, out.as<float>(), n_out, row_begin, row_end);
@@ -170,6 +178,9 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
 
 Status HostBackend::Run(const Node& node, const TensorView* values, const PagedKvView* kv,
                         const BatchContext& batch) {
+  // Any other op may write where a mat_mul's input was (in place, or into a reused slot), and
+  // every graph run starts with one (embedding, norm, row selection).
+  if (node.op != OpKind::kMatMul) quantized_ = {};
   switch (node.op) {
     case OpKind::kEmbed: {
       const TensorView& table = *node.weight;

@@ -49,6 +49,15 @@ class HostBackend final : public Backend {
   };
   std::vector<AttentionChunk> attention_chunks_;
   std::vector<uint8_t> act_scratch_;  // quantized activations of one mat_mul, (n_tokens, row bytes)
+  // What act_scratch_ holds: the quantized rows of value `value` (at `data`) of the current run.
+  struct QuantizedInput {
+    ValueId value = kNoValue;
+    const void* data = nullptr;
+    DType type = DType::kF32;
+    size_t n_tokens = 0, n_in = 0;
+    bool operator==(const QuantizedInput&) const = default;
+  };
+  QuantizedInput quantized_;
 };
 
 }  // namespace petrel
