@@ -1,7 +1,12 @@
 // Engine behaviour: batching invariance, split placement across backends, decode errors.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+
 #include "core/engine.h"
+#include "cpu/cpu_backend.h"
+#include "quant/quantize.h"
 #include "core/sampling/sampler.h"
 #include "util/parity.h"
 #include "util/test_data.h"
@@ -180,6 +185,73 @@ TEST(MicroBatching, AnErrorInALaterPassUndoesTheEarlierOnes) {
   batch.Clear();
   batch.Add(1, 0, seq, true);
   EXPECT_TRUE(engine->Decode(batch, &logits).ok());
+}
+
+// The CPU backend quantizes a value's activations once for the mat_muls that read it in a row;
+// a copy into the backend or any other op in between must make the next mat_mul quantize anew.
+TEST(CpuBackend, SharedActivationQuantizationFollowsItsInput) {
+  constexpr size_t kRows = 8, kIn = 64, kTokens = 3;
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto floats = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& f : v) f = normal(gen);
+    return v;
+  };
+  const std::vector<float> w_f32 = floats(kRows * kIn);
+  const TensorDesc w_desc = TensorDesc::Make(DType::kQ8_0, {int64_t(kIn), int64_t(kRows)});
+  std::vector<uint8_t> w_bytes(w_desc.bytes());
+  for (size_t r = 0; r < kRows; ++r) {
+    ASSERT_TRUE(QuantizeRow(DType::kQ8_0, w_f32.data() + r * kIn,
+                            w_bytes.data() + r * w_desc.row_bytes(), kIn));
+  }
+  const TensorView weight{w_desc, w_bytes.data(), 0};
+  // Values: 0 = x, 1 = y (added to x in place), 2 and 3 = mat_mul outputs.
+  std::vector<float> x = floats(kTokens * kIn), y = floats(kTokens * kIn);
+  std::vector<float> out_a(kTokens * kRows), out_b(kTokens * kRows);
+  auto f32 = [](int64_t cols, int64_t rows, void* data) {
+    return TensorView{TensorDesc::Make(DType::kF32, {cols, rows}), data, 0};
+  };
+  const TensorView values[] = {f32(kIn, kTokens, x.data()), f32(kIn, kTokens, y.data()),
+                               f32(kRows, kTokens, out_a.data()),
+                               f32(kRows, kTokens, out_b.data())};
+  Node mat_mul_a{OpKind::kMatMul, 0, {0}};
+  mat_mul_a.weight = &weight;
+  mat_mul_a.output = 2;
+  Node mat_mul_b = mat_mul_a;
+  mat_mul_b.output = 3;
+  Node add_in_place{OpKind::kAdd, 0, {0, 1}};
+  add_in_place.output = 0;
+  BatchContext batch;
+  batch.n_tokens = kTokens;
+
+  auto backend = CreateCpuBackend(0, 2, false);
+  ASSERT_TRUE(backend.ok());
+  auto fresh = [&]() {  // out_b as a backend with nothing cached computes it from today's x
+    auto other = CreateCpuBackend(0, 2, false);
+    EXPECT_TRUE(other.ok());
+    EXPECT_TRUE((*other)->Run(mat_mul_b, values, nullptr, batch).ok());
+    return out_b;
+  };
+  ASSERT_TRUE((*backend)->Run(mat_mul_a, values, nullptr, batch).ok());
+  ASSERT_TRUE((*backend)->Run(mat_mul_b, values, nullptr, batch).ok());
+  EXPECT_EQ(out_a, out_b);  // shared and fresh quantization agree
+
+  // A copy into the backend changes x.
+  const std::vector<float> x2 = floats(kTokens * kIn);
+  (*backend)->CopyFromHost(x2.data(), x.data(), x.size() * sizeof(float));
+  ASSERT_TRUE((*backend)->Run(mat_mul_b, values, nullptr, batch).ok());
+  std::vector<float> got = out_b;
+  EXPECT_EQ(got, fresh());
+  EXPECT_NE(got, out_a);
+
+  // An op writes x in place.
+  ASSERT_TRUE((*backend)->Run(mat_mul_a, values, nullptr, batch).ok());
+  ASSERT_TRUE((*backend)->Run(add_in_place, values, nullptr, batch).ok());
+  ASSERT_TRUE((*backend)->Run(mat_mul_b, values, nullptr, batch).ok());
+  got = out_b;
+  EXPECT_EQ(got, fresh());
+  EXPECT_NE(got, out_a);
 }
 
 }  // namespace
