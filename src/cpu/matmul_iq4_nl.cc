@@ -46,10 +46,8 @@ struct Format
                                     QVU8Full (&p)[kPacked]) {
     const QDU8 du8;
     const hn::Repartition<uint16_t, QDU8> du16;
-    const uint8_t* src[kLaneRows];
-    for (size_t l = 0; l < kLaneRows; ++l) src[l] = rows[l][b].qs;
     QVU8Full nibbles[4];
-    TransposeWords(src, nibbles);
+    PackNibbles(rows, b, nibbles);
     const auto mask = hn::Set(du8, 0x0F);
     const auto grid = hn::LoadDup128(du8, kGrid.data());
     for (size_t s = 0; s < 4; ++s) {

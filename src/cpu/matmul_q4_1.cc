@@ -1,13 +1,20 @@
-// mat_mul for Q4_1 weights against Q8_1 activations: one Highway foreach_target TU (the
-// driver and dot helpers are in quant_dot-inl.h).
+// mat_mul for Q4_1 weights against Q8_1 activations: one Highway foreach_target TU over the
+// rows-in-lanes driver (quant_lanes-inl.h).
+//
+// Q4_0's nibbles with a scale and a min per block: d q + m. The integer dot is Q4_0's
+// (PackNibbles, DotNibbles); one gather fetches d and m of the 8 rows (the block's first word),
+// and the min enters through the activation block's s = d_x sum(x): per block and token,
+// acc = fma(isum, d_w d_x, acc) then fma(m_w, s_x, acc).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q4_1.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include <cstddef>  // offsetof
+
 #include "cpu/kernel_entry_points.h"
-#include "cpu/quant_dot-inl.h"
+#include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
@@ -21,18 +28,41 @@ struct Format {
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_1;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-  static constexpr bool kHasMin = true;
-  static constexpr size_t kDecodeRows = 4;  // see MatMulQuantImpl
-  static constexpr size_t kTileRows = kQuantTileRows32;
-  static constexpr size_t kTileTokens = kQuantTileTokens32;
+  struct Terms {
+    float d;  // the activation block's scale
+    float s;  // d * sum of its int8 values
+  };
+  struct Packed {
+    QVU8Full q[4];
+    hn::Vec<QDF> d, m;
+  };
 
-  // Levels 0..15 and a min: d q + m.
-  static HWY_INLINE void Decode(const WBlock& block, Decoded32<kSigned>& w) {
-    DecodeNibbles32(block.qs, w.q);
-    w.d = HalfToF32(block.d);
-    w.m = HalfToF32(block.m);
+  static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
+    terms.d = HalfToF32(x.d);
+    terms.s = HalfToF32(x.s);
+  }
+
+  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows,
+                              const LaneRowOffsets& offsets, size_t b, Packed& packed) {
+    static_assert(offsetof(WBlock, d) == 0 && offsetof(WBlock, m) == 2, "d, m start the block");
+    PackNibbles(rows, b, packed.q);
+    const auto words = GatherBlockWords<0>(rows, offsets, b);
+    packed.d = HalvesToF32<false>(words);
+    packed.m = HalvesToF32<true>(words);
+  }
+
+  template <size_t T>
+  static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
+                             const Terms* const* HWY_RESTRICT terms, size_t b,
+                             hn::Vec<QDF> (&acc)[T]) {
+    const QDF df;
+    hn::Vec<QDI32> isum[T];
+    DotNibbles<T>(packed.q, x, b, isum);
+    for (size_t t = 0; t < T; ++t) {
+      const Terms& xt = terms[t][b];
+      acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, hn::Set(df, xt.d)), acc[t]);
+      acc[t] = hn::MulAdd(packed.m, hn::Set(df, xt.s), acc[t]);
+    }
   }
 #endif  // PETREL_QUANT_SIMD
 };
@@ -42,8 +72,8 @@ struct Format {
 void MatMulQ4_1T(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                  size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                  size_t out_stride, size_t row_begin, size_t row_end) {
-  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                          row_begin, row_end);
+  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
+                         row_begin, row_end);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -1,5 +1,6 @@
 // The rows-in-lanes mat_mul driver for quantized weights: instantiated by the per-format TUs
-// (matmul_q4_0.cc, matmul_q8_0.cc, matmul_iq4_nl.cc, matmul_q4_k.cc, matmul_q6_k.cc).
+// (matmul_q4_0.cc, matmul_q4_1.cc, matmul_q8_0.cc, matmul_iq4_nl.cc, matmul_q4_k.cc,
+// matmul_q6_k.cc).
 //
 // Why a second driver beside quant_dot-inl.h's: that one dots one (row, token) pair per block,
 // about seven vector ops for 32 products, most of them per-pair bookkeeping (int32 pair sums,
@@ -181,6 +182,40 @@ HWY_INLINE void StoreLaneRows(hn::Vec<QDF> acc, size_t n, const RowOf& row_of,
     const size_t row = row_of(l);
     out[row] = lanes[l] + (bias ? bias[row] : 0.0f);
   }
+}
+
+// The 16 nibble bytes of block b of each row, transposed (lane l of p[s] = bytes 4s..4s+3 of row
+// l): low nibbles are element group s, high nibbles group s + 4 (Q4_0's layout, also Q4_1's and
+// IQ4_NL's).
+template <class WBlock>
+HWY_INLINE void PackNibbles(const WBlock* const* HWY_RESTRICT rows, size_t b, QVU8Full (&p)[4]) {
+  const uint8_t* src[kLaneRows];
+  for (size_t l = 0; l < kLaneRows; ++l) src[l] = rows[l][b].qs;
+  TransposeWords(src, p);
+}
+
+// isum[t] (lanes = rows) = sum of nibble levels (0..15) packed by PackNibbles times token t's
+// int8 activations. The 16-bit pair sums of the 8 groups are added before widening: a pair is at
+// most 2 x 15 x 127 and a lane adds 8 pairs (30480 < 32767), so one maddubs and one 16-bit add
+// per 4 elements and token.
+template <size_t T, class XBlock>
+HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_RESTRICT x, size_t b,
+                           hn::Vec<QDI32> (&isum)[T]) {
+  const QDU8 du8;
+  const hn::Repartition<uint16_t, QDU8> du16;
+  const auto mask = hn::Set(du8, 0x0F);
+  hn::Vec<QDI16> sum16[T];
+  for (size_t s = 0; s < 4; ++s) {
+    const auto lo = hn::And(p[s], mask);
+    const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, p[s]))), mask);
+    for (size_t t = 0; t < T; ++t) {
+      const auto prod = hn::Add(MulPairsU8I8(lo, BroadcastQuad(x[t][b].qs + 4 * s)),
+                                MulPairsU8I8(hi, BroadcastQuad(x[t][b].qs + 4 * (s + 4))));
+      sum16[t] = s == 0 ? prod : hn::Add(sum16[t], prod);
+    }
+  }
+  const auto ones = hn::Set(QDI16(), 1);
+  for (size_t t = 0; t < T; ++t) isum[t] = MulPairsI16(sum16[t], ones);
 }
 
 // isum[t] (lanes = rows) = sum over the kGroups packed groups of signed weight bytes times token
