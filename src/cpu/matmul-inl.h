@@ -175,7 +175,7 @@ HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, s
 // their accumulators across segments). F16/BF16 weights are widened once per panel and segment
 // into an f32 scratch, so that the tiles, which reuse each weight vector for the whole chunk,
 // spend the FMA ports on products: converted in the tile, each weight vector costs an FMA-port
-// uop beside its kTokens FMAs (at most 0.8 of the FMA roof for 3 x 4). gemm_bench F16 on one
+// uop beside its kTileTokens FMAs (at most 0.8 of the FMA roof for 3 x 4). gemm_bench F16 on one
 // AVX2 core, five alternated runs: 0.70-0.78 of the roof widened, 0.62-0.67 converted in the
 // tile, 0.64-0.74 for the earlier row-block-by-row-block tiles.
 constexpr size_t kPanelBlocks = 16;
