@@ -78,15 +78,16 @@ std::string MatMulPathName(DType type) {
       return "f32 FMA tiles";
     case DType::kF16:
     case DType::kBF16:
-      return "f32 FMA tiles (weights converted to f32 in registers)";
+      return "f32 FMA tiles (prompts: weights widened to f32 once per panel; single tokens: "
+             "converted in registers)";
     default:
       break;
   }
   const DType act = QuantActivationType(type);
   if (act == DType::kF32) return "unsupported";
   // The formats on quant_lanes-inl.h's driver; the others dot one (row, token) pair per block.
-  const bool lanes =
-      type == DType::kQ4_0 || type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ6_K;
+  const bool lanes = type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ8_0 ||
+                     type == DType::kIQ4_NL || type == DType::kQ4_K || type == DType::kQ6_K;
   return std::string("int8, ") + (lanes ? "rows in lanes" : "one (row, token) pair per block") +
          ", " + DTypeName(act) + " activations";
 }
