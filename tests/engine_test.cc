@@ -169,6 +169,49 @@ TEST(MicroBatching, PassesOfEightGiveTheLogitsOfOnePass) {
   EXPECT_EQ(stats.top1, 1.0);
 }
 
+// Without --ubatch-size the engine picks the longest power-of-two pass (64 to the batch limit)
+// whose activation arenas fit 1/kActivationShare of the weights.
+TEST(MicroBatching, TheAutomaticSizeKeepsActivationsWithinTheirShare) {
+  for (const std::string& path : {StoryGguf(), SynthF32()}) {
+    SCOPED_TRACE(path);
+    auto engine = Load(path);
+    ASSERT_TRUE(engine);
+    const size_t chosen = engine->options().ubatch_tokens;
+    const LoadedModel& model = engine->model();
+    auto arena = [&](size_t tokens) {
+      Graph graph;
+      model.arch->build_graph(model.config, model.weights, tokens, 1, &graph);
+      auto layout = LayOutArenas(graph, engine->placement(), 1);
+      EXPECT_TRUE(layout.ok());
+      size_t bytes = 0;
+      for (size_t b : layout->bytes) bytes += b;
+      return bytes;
+    };
+    const size_t budget = model.weight_bytes / Engine::kActivationShare;
+    EXPECT_GE(chosen, 64u);
+    EXPECT_EQ(chosen & (chosen - 1), 0u) << chosen;
+    if (chosen > 64) EXPECT_LE(arena(chosen), budget);
+    if (chosen < engine->options().max_batch_tokens) EXPECT_GT(arena(2 * chosen), budget);
+    // Arenas grow with the pass.
+    EXPECT_LT(arena(64), arena(128));
+  }
+  EngineOptions short_batches;
+  short_batches.max_batch_tokens = 32;
+  // The rule itself, on arenas of 1000 bytes per token.
+  auto linear = [](size_t tokens) -> Result<size_t> { return tokens * 1000; };
+  EXPECT_EQ(*PickMicroBatch(25 * 1000 * 300, 25, 512, linear), 256u);
+  EXPECT_EQ(*PickMicroBatch(25 * 1000 * 256, 25, 512, linear), 256u);
+  EXPECT_EQ(*PickMicroBatch(25 * 1000 * 5000, 25, 512, linear), 512u);
+  EXPECT_EQ(*PickMicroBatch(25 * 1000 * 5000, 25, 300, linear), 256u);
+  EXPECT_EQ(*PickMicroBatch(1000, 25, 512, linear), 64u);  // never below 64
+  EXPECT_EQ(*PickMicroBatch(1000, 25, 16, linear), 16u);
+  auto failing = [](size_t) -> Result<size_t> { return Error("no layout"); };
+  EXPECT_FALSE(PickMicroBatch(1000, 25, 512, failing).ok());
+  auto engine = Load(StoryGguf(), short_batches);
+  ASSERT_TRUE(engine);
+  EXPECT_EQ(engine->options().ubatch_tokens, 32u);
+}
+
 TEST(MicroBatching, AnErrorInALaterPassUndoesTheEarlierOnes) {
   EngineOptions options;
   options.ubatch_tokens = 8;

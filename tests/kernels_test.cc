@@ -180,14 +180,16 @@ TEST(KernelsTest, MatMulIsBatchInvariant) {
   Random rng;
   ForEachTarget([&] {
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
-      for (size_t n_in : {size_t{67}, size_t{2048}, size_t{259}}) {
+      // 12000: rows long enough that a panel holds fewer blocks than the rows allow.
+      for (size_t n_in : {size_t{67}, size_t{2048}, size_t{259}, size_t{12000}}) {
         SCOPED_TRACE(::testing::Message() << DTypeName(type) << " n_in " << n_in);
         // 5 tokens take the register tiles on the mapped rows; 21 the f32 panels (K segments,
-        // whole tiles, then leftover tokens); every token must match its single-token result.
+        // whole tiles, then leftover tokens); 70 two token chunks in each panel. Every token
+        // must match its single-token result.
         const size_t rows = 13;
         const Weights w = MakeWeights(type, rows, n_in, rng);
         const std::vector<float> bias = rng.Floats(rows);
-        for (size_t n_tokens : {size_t{5}, size_t{21}}) {
+        for (size_t n_tokens : {size_t{5}, size_t{21}, size_t{70}}) {
           const std::vector<float> x = rng.Floats(n_in * n_tokens + 1);
           std::vector<float> batch(rows * n_tokens), whole(rows * n_tokens);
           for (auto [begin, end] : {std::pair<size_t, size_t>{0, 5}, {5, 6}, {6, 13}}) {

@@ -163,6 +163,7 @@ Runner AddBenchCommand(CLI::App& app) {
         if (args->json) {
           nlohmann::json line = {{"model", model.model_path},
                                  {"threads", used_threads},
+                                 {"ubatch_tokens", (*engine)->options().ubatch_tokens},
                                  {"test", test.name},
                                  {"tokens_per_second", s.median},
                                  {"min", s.min},

@@ -19,7 +19,8 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
                  "context length per sequence (default: model's, <= 4096)");
   app.add_option("--cache-type", kv_type, "KV cache type: f32, f16, q8_0");
   app.add_option("-b,--batch-size", batch, "maximum tokens per batch (longer prompts are split)");
-  app.add_option("--ubatch-size", ubatch, "tokens per forward pass within a batch");
+  app.add_option("--ubatch-size", ubatch,
+                 "tokens per forward pass within a batch (default: chosen from the model size)");
   app.add_flag("--cpu-affinity", pin_threads, "pin worker threads to cores");
 }
 

@@ -19,7 +19,7 @@ struct ModelOptions {
   size_t context = 0;
   std::string kv_type = "f16";
   size_t batch = 512;
-  size_t ubatch = 64;
+  size_t ubatch = 0;  // 0: the engine chooses
   bool pin_threads = false;
   bool load_tokenizer = true;  // false where only token ids are fed (bench): ~4 MB for 32k tokens
 

@@ -34,7 +34,6 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   EngineOptions& opts = engine->options_;
   if (opts.n_threads == 0) opts.n_threads = std::max(1u, std::thread::hardware_concurrency());
   if (opts.max_batch_tokens == 0) return Error("batch size must be positive");
-  if (opts.ubatch_tokens == 0) return Error("micro-batch size must be positive");
   BackendOptions backend_options{opts.n_threads, opts.pin_threads};
   PETREL_ASSIGN_OR_RETURN(auto cpu, CreateBackend("cpu", 0, backend_options));
   engine->backends_.push_back(std::move(cpu));
@@ -116,7 +115,36 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   for (auto& backend : engine->backends_) raw.push_back(backend.get());
   engine->executor_ = std::make_unique<Executor>(raw, placement);
   engine->inv_freq_ = config.rope.InverseFrequencies();
+  if (opts.ubatch_tokens == 0) {
+    PETREL_ASSIGN_OR_RETURN(opts.ubatch_tokens, engine->ChooseMicroBatch());
+  }
   return engine;
+}
+
+Result<size_t> PickMicroBatch(size_t weight_bytes, size_t share, size_t max_batch_tokens,
+                              const std::function<Result<size_t>(size_t tokens)>& arena_bytes) {
+  const size_t budget = weight_bytes / std::max<size_t>(share, 1);
+  size_t chosen = std::min<size_t>(64, max_batch_tokens);
+  for (size_t tokens = 2 * chosen; tokens <= max_batch_tokens; tokens *= 2) {
+    PETREL_ASSIGN_OR_RETURN(const size_t bytes, arena_bytes(tokens));
+    if (bytes > budget) break;
+    chosen = tokens;
+  }
+  return chosen;
+}
+
+Result<size_t> Engine::ChooseMicroBatch() const {
+  return PickMicroBatch(
+      model_->weight_bytes, kActivationShare, options_.max_batch_tokens,
+      [&](size_t tokens) -> Result<size_t> {
+        Graph graph;
+        model_->arch->build_graph(model_->config, placed_, tokens, 1, &graph);
+        PETREL_ASSIGN_OR_RETURN(ArenaLayout layout,
+                                LayOutArenas(graph, placement_, backends_.size()));
+        size_t bytes = 0;
+        for (size_t b : layout.bytes) bytes += b;
+        return bytes;
+      });
 }
 
 std::string Engine::PlacementString() const {

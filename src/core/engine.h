@@ -1,6 +1,7 @@
 // The public façade: load a model onto backends, manage sequences, decode batches to logits.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,16 +24,26 @@ struct EngineOptions {
   size_t context = 0;             // tokens per sequence (0: the model's, capped at 4096)
   size_t max_sequences = 1;       // KV blocks are sized for this many full sequences
   size_t max_batch_tokens = 512;  // longer prompts are split into chunks
-  // Tokens per forward pass inside a batch: activations (and so peak memory) scale with this,
-  // while the weights are read once per pass, so a few dozen tokens already amortise them.
-  size_t ubatch_tokens = 64;
+  // Tokens per forward pass inside a batch; 0 chooses (ChooseMicroBatch). Activations, and so
+  // peak memory, scale with it, while every pass reads each weight once (and widens F16/BF16
+  // panels once), so longer passes run prompts faster on large models.
+  size_t ubatch_tokens = 0;
   size_t kv_block_tokens = 16;
   DType kv_type = DType::kF32;
   bool load_tokenizer = true;
 };
 
+// The longest pass, a power of two from 64 (or max_batch_tokens if shorter) up to
+// max_batch_tokens, whose activations, arena_bytes(tokens), fit weight_bytes / share.
+Result<size_t> PickMicroBatch(size_t weight_bytes, size_t share, size_t max_batch_tokens,
+                              const std::function<Result<size_t>(size_t tokens)>& arena_bytes);
+
 class Engine {
  public:
+  // Activations may take this fraction (1/n) of the weights' bytes when the engine chooses the
+  // micro-batch size (EngineOptions::ubatch_tokens = 0).
+  static constexpr size_t kActivationShare = 25;
+
   static Result<std::unique_ptr<Engine>> Load(const std::string& path,
                                               const EngineOptions& options);
   ~Engine();
@@ -60,6 +71,10 @@ class Engine {
 
  private:
   Engine() = default;
+  // The default micro-batch: the largest power of two from 64 up to max_batch_tokens whose
+  // activation arenas stay within 1/kActivationShare of the weights, so that peak memory stays
+  // close to weights + KV cache on small models while large ones get long passes.
+  Result<size_t> ChooseMicroBatch() const;
   // One forward pass; `first` is the index of batch[0] in the caller's batch (for messages).
   Status DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits);
 

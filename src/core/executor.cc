@@ -23,8 +23,7 @@ struct Interval {
 Executor::Executor(std::vector<Backend*> backends, Placement placement)
     : backends_(std::move(backends)),
       placement_(std::move(placement)),
-      arenas_(backends_.size()),
-      arena_needed_(backends_.size(), 0) {}
+      arenas_(backends_.size()) {}
 
 Executor::~Executor() = default;
 
@@ -44,23 +43,20 @@ bool Executor::SameShapeAsPlanned(const Graph& graph) const {
   return true;
 }
 
-Status Executor::Plan(const Graph& graph) {
-  // A graph is a pure function of (model, batch shape), so decode steps of one shape reuse the
-  // plan and allocate nothing.
-  if (SameShapeAsPlanned(graph)) return Status::Ok();
-  planned_values_.clear();
-  planned_nodes_ = 0;
+Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
+                                 size_t n_backends) {
+  ArenaLayout layout;
   const size_t n_values = graph.values.size();
-  const size_t n_backends = backends_.size();
   const size_t never = graph.nodes.size();  // the logits live to the end
-  home_.assign(n_values, Slot{});
-  copy_at_.assign(n_values, std::vector<int64_t>(n_backends, -1));
+  layout.home.assign(n_values, ValueSlot{});
+  layout.copy_at.assign(n_values, std::vector<int64_t>(n_backends, -1));
+  layout.bytes.assign(n_backends, 0);
   std::vector<size_t> def(n_values, 0);
   std::vector<std::vector<size_t>> first_use(n_values, std::vector<size_t>(n_backends, SIZE_MAX));
   std::vector<std::vector<size_t>> last_use(n_values, std::vector<size_t>(n_backends, 0));
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& node = graph.nodes[i];
-    const BackendId b = placement_.Of(node.layer);
+    const BackendId b = placement.Of(node.layer);
     if (size_t(b) >= n_backends) return Error("node %zu: backend %d is not loaded", i, b);
     for (ValueId v : node.inputs) {
       if (v == kNoValue) continue;
@@ -68,13 +64,13 @@ Status Executor::Plan(const Graph& graph) {
       last_use[size_t(v)][size_t(b)] = i;
     }
     if (node.output != kNoValue) {
-      home_[size_t(node.output)].backend = b;
+      layout.home[size_t(node.output)].backend = b;
       def[size_t(node.output)] = i;
     }
   }
   std::vector<Interval> intervals;
   for (size_t v = 0; v < n_values; ++v) {
-    const BackendId home = home_[v].backend;
+    const BackendId home = layout.home[v].backend;
     const size_t bytes = AlignUp(graph.values[v].bytes());
     size_t end = std::max(def[v], last_use[v][size_t(home)]);
     if (ValueId(v) == graph.logits) end = never;
@@ -89,7 +85,6 @@ Status Executor::Plan(const Graph& graph) {
   // Per backend: best-fit reuse of blocks freed by values whose last use has passed.
   std::vector<std::multimap<size_t, size_t>> free_blocks(n_backends);  // bytes -> offset
   std::vector<std::vector<std::pair<size_t, std::pair<size_t, size_t>>>> live(n_backends);
-  std::fill(arena_needed_.begin(), arena_needed_.end(), 0);
   for (const Interval& item : intervals) {
     const size_t b = size_t(item.backend);
     auto& active = live[b];
@@ -110,21 +105,34 @@ Status Executor::Plan(const Graph& graph) {
       block_bytes = fit->first;
       free_blocks[b].erase(fit);
     } else {
-      offset = arena_needed_[b];
-      arena_needed_[b] += item.bytes;
+      offset = layout.bytes[b];
+      layout.bytes[b] += item.bytes;
     }
     active.push_back({item.end, {offset, block_bytes}});
-    if (item.backend == home_[size_t(item.value)].backend) {
-      home_[size_t(item.value)].offset = offset;
+    if (item.backend == layout.home[size_t(item.value)].backend) {
+      layout.home[size_t(item.value)].offset = offset;
     } else {
-      copy_at_[size_t(item.value)][b] = int64_t(offset);
+      layout.copy_at[size_t(item.value)][b] = int64_t(offset);
     }
   }
+  return layout;
+}
+
+Status Executor::Plan(const Graph& graph) {
+  // A graph is a pure function of (model, batch shape), so decode steps of one shape reuse the
+  // plan and allocate nothing.
+  if (SameShapeAsPlanned(graph)) return Status::Ok();
+  planned_values_.clear();
+  planned_nodes_ = 0;
+  const size_t n_values = graph.values.size();
+  const size_t n_backends = backends_.size();
+  PETREL_ASSIGN_OR_RETURN(layout_, LayOutArenas(graph, placement_, n_backends));
   for (size_t b = 0; b < n_backends; ++b) {
-    if (arena_needed_[b] == 0) continue;
-    if (!arenas_[b] || arenas_[b]->bytes() < arena_needed_[b]) {
+    const size_t needed = layout_.bytes[b];
+    if (needed == 0) continue;
+    if (!arenas_[b] || arenas_[b]->bytes() < needed) {
       arenas_[b].reset();
-      PETREL_ASSIGN_OR_RETURN(arenas_[b], backends_[b]->Allocate(arena_needed_[b]));
+      PETREL_ASSIGN_OR_RETURN(arenas_[b], backends_[b]->Allocate(needed));
     }
   }
   copied_.assign(n_values * n_backends, 0);
@@ -150,12 +158,12 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
     const BackendId b = placement_.Of(node.layer);
     for (ValueId v : node.inputs) {
       if (v == kNoValue) continue;
-      const Slot& home = home_[size_t(v)];
+      const ValueSlot& home = layout_.home[size_t(v)];
       if (home.backend == b) {
         bound_[size_t(v)] = view(v, b, home.offset);
         continue;
       }
-      const size_t offset = size_t(copy_at_[size_t(v)][size_t(b)]);
+      const size_t offset = size_t(layout_.copy_at[size_t(v)][size_t(b)]);
       bound_[size_t(v)] = view(v, b, offset);
       if (!copied(v, b)) {
         // Hidden-state rows cross the boundary through host memory.
@@ -169,7 +177,7 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
       }
     }
     if (node.output != kNoValue) {
-      bound_[size_t(node.output)] = view(node.output, b, home_[size_t(node.output)].offset);
+      bound_[size_t(node.output)] = view(node.output, b, layout_.home[size_t(node.output)].offset);
     }
     const PagedKvView* layer_kv =
         node.op == OpKind::kAttention ? &kv.LayerView(size_t(node.layer)) : nullptr;
@@ -178,7 +186,7 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
       return status.Wrap(std::string("layer ") + std::to_string(node.layer) + " " +
                          OpName(node.op));
   }
-  const Slot& logits = home_[size_t(graph.logits)];
+  const ValueSlot& logits = layout_.home[size_t(graph.logits)];
   const TensorView src = view(graph.logits, logits.backend, logits.offset);
   backends_[size_t(logits.backend)]->CopyToHost(src.data, host_logits,
                                                 graph.values[size_t(graph.logits)].bytes());

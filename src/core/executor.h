@@ -12,6 +12,23 @@
 
 namespace petrel {
 
+// Where a value (or its copy on another backend) lives.
+struct ValueSlot {
+  BackendId backend = 0;
+  size_t offset = 0;
+};
+
+// The arena layout of a graph: every value, and every copy of it on another backend, gets an
+// offset in its backend's arena; values whose lives do not overlap share bytes. A pure function
+// of the graph and placement, so callers can size work (micro-batches) before running anything.
+struct ArenaLayout {
+  std::vector<ValueSlot> home;                // per value: producer's backend and offset
+  std::vector<std::vector<int64_t>> copy_at;  // per value, per backend: offset of its copy (-1 none)
+  std::vector<size_t> bytes;                  // per backend: arena size
+};
+Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
+                                 size_t n_backends);
+
 class Executor {
  public:
   Executor(std::vector<Backend*> backends, Placement placement);
@@ -25,20 +42,13 @@ class Executor {
   size_t arena_bytes() const;
 
  private:
-  struct Slot {              // where a value (or its copy on another backend) lives
-    BackendId backend = 0;
-    size_t offset = 0;
-  };
   Status Plan(const Graph& graph);
   bool SameShapeAsPlanned(const Graph& graph) const;
 
   std::vector<Backend*> backends_;
   Placement placement_;
   std::vector<std::unique_ptr<BackendBuffer>> arenas_;  // per backend
-  std::vector<size_t> arena_needed_;
-  // Plan for the current graph.
-  std::vector<Slot> home_;                    // per value: producer's backend
-  std::vector<std::vector<int64_t>> copy_at_; // per value, per backend: offset of its copy (-1 none)
+  ArenaLayout layout_;                        // for the current graph
   std::vector<TensorView> bound_;             // per value, re-pointed per node
   std::vector<uint8_t> staging_;
   std::vector<uint8_t> copied_;               // per (value, backend): copy made in this run

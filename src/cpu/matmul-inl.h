@@ -168,20 +168,30 @@ HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, s
   }
 }
 
-// Prompts: a panel of kPanelBlocks blocks of kTileRows adjacent rows against a chunk of up to
-// kTokenChunk tokens, one token tile at a time against every block of the panel. The tile's
-// activations are read from L2 once and then stay in L1 while the panel's weights stream past
-// them from L2: a long row is split into k segments whose activations fit L1 (the tiles carry
-// their accumulators across segments). F16/BF16 weights are widened once per panel and segment
-// into an f32 scratch, so that the tiles, which reuse each weight vector for the whole chunk,
-// spend the FMA ports on products: converted in the tile, each weight vector costs an FMA-port
-// uop beside its kTileTokens FMAs (at most 0.8 of the FMA roof for 3 x 4). gemm_bench F16 on one
-// AVX2 core, five alternated runs: 0.70-0.78 of the roof widened, 0.62-0.67 converted in the
-// tile, 0.64-0.74 for the earlier row-block-by-row-block tiles.
+// Prompts: a panel of up to kPanelBlocks blocks of kTileRows adjacent rows against every token
+// of the call, a chunk of kTokenChunk tokens at a time, one token tile at a time against every
+// block of the panel. The tile's activations are read from L2 once and then stay in L1 while the
+// panel's weights stream past them from L2: a long row is split into k segments whose
+// activations fit L1 (the tiles carry their accumulators across segments). F16/BF16 weights are
+// widened once per panel into an f32 scratch that serves all tokens, so that the tiles, which
+// reuse each weight vector for the whole chunk, spend the FMA ports on products: converted in
+// the tile, each weight vector costs an FMA-port uop beside its kTileTokens FMAs (at most 0.8 of
+// the FMA roof for 3 x 4). Widening once per 64-token chunk instead cost ~12 % of an F16 prompt
+// (perf, tinyllama pp512): the widened rows are written to L2, which costs more than the 16 uses
+// per weight vector in a chunk can hide.
 constexpr size_t kPanelBlocks = 16;
+// L2 bytes for a panel's (widened) rows, a quarter of a 2 MB L2: the chunk's activations and
+// the next panel's prefetched rows share the rest. Long rows make the panel shorter.
+constexpr size_t kPanelBytes = 512 * 1024;
 // L1 bytes for a token tile's activations in one segment, a third of a 48 KB L1 (the rest holds
 // the weight streams). gemm_bench F16, AVX2: 16 KB beat 8, 12, 32 and 48 KB.
 constexpr size_t kSegmentBytes = 16384;
+
+// Blocks per panel for rows of n_in elements.
+HWY_INLINE size_t PanelBlocks(size_t n_in) {
+  const size_t block_bytes = kTileRows * n_in * sizeof(float);
+  return std::clamp<size_t>(kPanelBytes / std::max<size_t>(block_bytes, 1), 1, kPanelBlocks);
+}
 
 template <typename TW>
 HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
@@ -214,58 +224,66 @@ HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes
       }
     }
   }
+  const TP* p_rows[kPanelBlocks * kTileRows];
+  if constexpr (kWiden) {
+    thread_local Scratch<float> widened_storage;
+    float* widened = GrowScratch(widened_storage, panel_rows * n_full * lanes);
+    for (size_t r = 0; r < panel_rows; ++r) {
+      float* dst = widened + r * n_full * lanes;
+      for (size_t k = 0; k < n_full; ++k) {
+        hn::Store(LoadAsF32(d, w_rows[r] + k * lanes), d, dst + k * lanes);
+      }
+      p_rows[r] = dst;
+    }
+  } else {
+    for (size_t r = 0; r < panel_rows; ++r) p_rows[r] = w_rows[r];
+  }
   const size_t seg_cap = std::max<size_t>(1, kSegmentBytes / (kTileTokens * sizeof(float) * lanes));
   const size_t n_segments = std::max<size_t>(1, (n_full + seg_cap - 1) / seg_cap);
   const size_t seg_vecs = (n_full + n_segments - 1) / n_segments;
-  const size_t n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
-  thread_local Scratch<float> widened_storage;
+  const size_t chunk_tiles = (kTokenChunk + kTileTokens - 1) / kTileTokens;
   thread_local Scratch<float> saved_storage;
-  float* widened = kWiden ? GrowScratch(widened_storage, panel_rows * seg_vecs * lanes) : nullptr;
-  float* saved = n_segments > 1
-                     ? GrowScratch(saved_storage, n_tiles * n_blocks * kTileRows * kTileTokens * lanes)
-                     : nullptr;
+  float* saved = n_segments > 1 ? GrowScratch(saved_storage, chunk_tiles * n_blocks * kTileRows *
+                                                                 kTileTokens * lanes)
+                                : nullptr;
   // The next panel's rows are prefetched a few lines per tile, spread over this panel's work.
   const char* next = w + (row + panel_rows) * w_row_bytes;
   const size_t next_lines = prefetch_rows * w_row_bytes / 64;
-  const size_t calls = n_segments * n_tiles * n_blocks;
+  const size_t calls =
+      n_segments * ((n_tokens + kTileTokens - 1) / kTileTokens) * n_blocks;
   const size_t lines_per_call = (next_lines + calls - 1) / calls;
   size_t line = 0;
-  for (size_t s = 0; s < n_segments; ++s) {
-    const size_t k0 = s * seg_vecs;
-    const size_t k1 = std::min(n_full, k0 + seg_vecs);
-    const bool last = s + 1 == n_segments;
-    const TP* p_rows[kPanelBlocks * kTileRows];
-    for (size_t r = 0; r < panel_rows; ++r) {
-      if constexpr (kWiden) {
-        float* dst = widened + r * seg_vecs * lanes;
-        for (size_t k = k0; k < k1; ++k) {
-          hn::Store(LoadAsF32(d, w_rows[r] + k * lanes), d, dst + (k - k0) * lanes);
-        }
-        p_rows[r] = dst;
-      } else {
-        p_rows[r] = w_rows[r] + k0 * lanes;
-      }
-    }
-    const float* x_seg = x + k0 * lanes;
-    for (size_t i = 0; i < n_tiles; ++i) {
-      const size_t t = i * kTileTokens;
-      for (size_t b = 0; b < n_blocks; ++b) {
-        for (size_t l = 0; l < lines_per_call && line < next_lines; ++l, ++line) {
-          hwy::Prefetch(next + line * 64);
-        }
-        float* tile_saved = saved ? saved + (i * n_blocks + b) * kTileRows * kTileTokens * lanes
-                                  : nullptr;
-        const TP* const* block_rows = p_rows + b * kTileRows;
-        const size_t block_row = row + b * kTileRows;
-        if (t + kTileTokens <= n_tokens) {
-          MatMulTile<kTileRows, kTileTokens, TP>(
-              block_rows, p_tail[b], 0, k1 - k0, last ? tail : 0, x_seg + t * x_stride, x_stride,
-              bias, out + t * out_stride, out_stride, block_row, 1, tile_saved, s != 0, last);
-        } else {
-          MatMulLeftoverTokens<kTileRows, TP>(
-              block_rows, p_tail[b], k1 - k0, last ? tail : 0, x_seg + t * x_stride, x_stride,
-              n_tokens - t, bias, out + t * out_stride, out_stride, block_row, tile_saved, s != 0,
-              last);
+  for (size_t t0 = 0; t0 < n_tokens; t0 += kTokenChunk) {
+    const size_t chunk = std::min(kTokenChunk, n_tokens - t0);
+    const size_t n_tiles = (chunk + kTileTokens - 1) / kTileTokens;
+    for (size_t s = 0; s < n_segments; ++s) {
+      const size_t k0 = s * seg_vecs;
+      const size_t k1 = std::min(n_full, k0 + seg_vecs);
+      const bool last = s + 1 == n_segments;
+      const float* x_seg = x + t0 * x_stride + k0 * lanes;
+      for (size_t i = 0; i < n_tiles; ++i) {
+        const size_t t = i * kTileTokens;
+        const size_t out_t = t0 + t;
+        for (size_t b = 0; b < n_blocks; ++b) {
+          for (size_t l = 0; l < lines_per_call && line < next_lines; ++l, ++line) {
+            hwy::Prefetch(next + line * 64);
+          }
+          float* tile_saved =
+              saved ? saved + (i * n_blocks + b) * kTileRows * kTileTokens * lanes : nullptr;
+          const TP* block_rows[kTileRows];
+          for (size_t j = 0; j < kTileRows; ++j) block_rows[j] = p_rows[b * kTileRows + j] + k0 * lanes;
+          const size_t block_row = row + b * kTileRows;
+          if (t + kTileTokens <= chunk) {
+            MatMulTile<kTileRows, kTileTokens, TP>(
+                block_rows, p_tail[b], 0, k1 - k0, last ? tail : 0, x_seg + t * x_stride,
+                x_stride, bias, out + out_t * out_stride, out_stride, block_row, 1, tile_saved,
+                s != 0, last);
+          } else {
+            MatMulLeftoverTokens<kTileRows, TP>(
+                block_rows, p_tail[b], k1 - k0, last ? tail : 0, x_seg + t * x_stride, x_stride,
+                chunk - t, bias, out + out_t * out_stride, out_stride, block_row, tile_saved,
+                s != 0, last);
+          }
         }
       }
     }
@@ -292,28 +310,30 @@ HWY_INLINE void MatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, const
     }
     return;
   }
+  // Prompts: panels of rows against all tokens, then the rows left over, chunk by chunk.
+  size_t row = row_begin;
+  if (n_tokens >= 2 * kTileTokens) {
+    const size_t panel_blocks = PanelBlocks(n_in);
+    while (row + kTileRows <= row_end) {
+      const size_t blocks = std::min(panel_blocks, (row_end - row) / kTileRows);
+      const size_t rows_after = row_end - (row + blocks * kTileRows);
+      MatMulPromptPanel<TW>(w_bytes, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out,
+                            out_stride, row, blocks, std::min(rows_after, blocks * kTileRows));
+      row += blocks * kTileRows;
+    }
+  }
   for (size_t t0 = 0; t0 < n_tokens; t0 += kTokenChunk) {
     const size_t chunk = n_tokens - t0 < kTokenChunk ? n_tokens - t0 : kTokenChunk;
     const float* x_chunk = x + t0 * x_stride;
     float* out_chunk = out + t0 * out_stride;
-    size_t row = row_begin;
-    if (chunk >= 2 * kTileTokens) {
-      while (row + kTileRows <= row_end) {
-        const size_t blocks = std::min(kPanelBlocks, (row_end - row) / kTileRows);
-        const size_t rows_after = row_end - (row + blocks * kTileRows);
-        MatMulPromptPanel<TW>(w_bytes, w_row_bytes, n_in, x_chunk, x_stride, chunk, bias,
-                              out_chunk, out_stride, row, blocks,
-                              std::min(rows_after, kPanelBlocks * kTileRows));
-        row += blocks * kTileRows;
-      }
-    }
-    for (; row + kTileRows <= row_end; row += kTileRows) {
+    size_t r = row;
+    for (; r + kTileRows <= row_end; r += kTileRows) {
       MatMulRowBlock<kTileRows, TW>(w_bytes, w_row_bytes, n_in, x_chunk, x_stride, chunk, bias,
-                                    out_chunk, out_stride, row);
+                                    out_chunk, out_stride, r);
     }
-    for (; row < row_end; ++row) {
+    for (; r < row_end; ++r) {
       MatMulRowBlock<1, TW>(w_bytes, w_row_bytes, n_in, x_chunk, x_stride, chunk, bias, out_chunk,
-                            out_stride, row);
+                            out_stride, r);
     }
   }
 }
