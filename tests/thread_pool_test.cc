@@ -54,6 +54,20 @@ TEST(ThreadPoolTest, ChunksAreContiguousAndRespectTheGrain) {
   }
 }
 
+// About chunks_per_thread chunks per thread: 203 items on 3 threads.
+TEST(ThreadPoolTest, ChunksPerThreadSetsTheChunkCount) {
+  ThreadPool pool(3);
+  for (auto [per_thread, expected] : {std::pair<size_t, size_t>{1, 3}, {4, 12}, {16, 41}}) {
+    std::atomic<size_t> chunks{0}, items{0};
+    pool.ParallelFor(203, [&](size_t begin, size_t end) {
+      chunks.fetch_add(1);
+      items.fetch_add(end - begin);
+    }, 1, per_thread);
+    EXPECT_EQ(chunks.load(), expected) << per_thread << " per thread";
+    EXPECT_EQ(items.load(), 203u);
+  }
+}
+
 // A thread that is late (preempted) does not hold the others: they claim its chunks.
 TEST(ThreadPoolTest, BusyThreadsTakeOverAStalledThreadsWork) {
   ThreadPool pool(2);

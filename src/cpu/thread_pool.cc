@@ -56,12 +56,14 @@ void ThreadPool::RunChunks() {
   }
 }
 
-void ThreadPool::Run(size_t n, size_t grain, const void* ctx, ChunkFn fn) {
+void ThreadPool::Run(size_t n, size_t grain, size_t chunks_per_thread, const void* ctx,
+                     ChunkFn fn) {
   PETREL_DCHECK(pending_.load(std::memory_order_relaxed) == 0);
-  // About four chunks per thread: small enough to rebalance around a preempted thread, large
-  // enough that claiming costs nothing next to the work.
+  // Several chunks per thread (four by default): small enough to rebalance around a preempted
+  // thread, large enough that claiming costs nothing next to the work.
   grain = std::max<size_t>(grain, 1);
-  const size_t target = (n + 4 * n_threads_ - 1) / (4 * n_threads_);
+  const size_t chunks = std::max<size_t>(chunks_per_thread, 1) * n_threads_;
+  const size_t target = (n + chunks - 1) / chunks;
   job_chunk_ = std::max(grain, (target + grain - 1) / grain * grain);
   next_chunk_.store(0, std::memory_order_relaxed);
   job_n_ = n;

@@ -12,8 +12,9 @@
 namespace petrel::cpu {
 
 // A pool of `n_threads - 1` workers plus the calling thread. `ParallelFor(n, fn)` cuts [0, n)
-// into contiguous chunks (a few per thread, multiples of `grain` except the last), and the
-// threads claim chunks from a shared counter until none are left; it returns when all are done.
+// into contiguous chunks (about `chunks_per_thread` per thread, multiples of `grain` except the
+// last), and the threads claim chunks from a shared counter until none are left; it returns
+// when all are done.
 // Claiming instead of a fixed split keeps every core busy when one thread is preempted on a
 // shared host: the others take its share. Kernels must therefore not depend on which thread
 // runs a chunk (ours do not: a row's result depends only on the row).
@@ -32,10 +33,10 @@ class ThreadPool {
 
   // `fn` is any callable `void(size_t begin, size_t end)`; it is called by reference.
   template <class Fn>
-  void ParallelFor(size_t n, const Fn& fn, size_t grain = 1) {
+  void ParallelFor(size_t n, const Fn& fn, size_t grain = 1, size_t chunks_per_thread = 4) {
     if (n == 0) return;
     if (n_threads_ == 1 || n == 1) return fn(size_t{0}, n);
-    Run(n, grain, &fn, [](const void* ctx, size_t begin, size_t end) {
+    Run(n, grain, chunks_per_thread, &fn, [](const void* ctx, size_t begin, size_t end) {
       (*static_cast<const Fn*>(ctx))(begin, end);
     });
   }
@@ -48,7 +49,7 @@ class ThreadPool {
  private:
   using ChunkFn = void (*)(const void* ctx, size_t begin, size_t end);
 
-  void Run(size_t n, size_t grain, const void* ctx, ChunkFn fn);
+  void Run(size_t n, size_t grain, size_t chunks_per_thread, const void* ctx, ChunkFn fn);
   void RunChunks();
   void WorkerLoop(size_t thread_index);
 
