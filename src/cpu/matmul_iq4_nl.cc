@@ -42,7 +42,8 @@ struct Format
   static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
-  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
+                                    const LaneRowOffsets& /*offsets*/, size_t b,
                                     QVU8Full (&p)[kPacked]) {
     const QDU8 du8;
     const hn::Repartition<uint16_t, QDU8> du16;

@@ -1,5 +1,10 @@
-// mat_mul for Q5_0 weights against Q8_0 activations: one Highway foreach_target TU (the
-// driver and dot helpers are in quant_dot-inl.h).
+// mat_mul for Q5_0 weights against Q8_0 activations: one Highway foreach_target TU over the
+// rows-in-lanes driver (quant_lanes-inl.h).
+//
+// Q4_0's nibbles plus a fifth bit per element from the block's qh word: PackNibbles transposes
+// the nibbles as for Q4_0, one gather fetches the qh words of the 8 rows, and FifthBitLevels
+// makes the unsigned levels 0..31, which DotFiveBitLevels multiplies with the activations; the
+// offset of 16 enters through the activation block's sum.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q5_0.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -7,32 +12,33 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
-#include "cpu/quant_dot-inl.h"
+#include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format {
+struct Format
+#if PETREL_QUANT_SIMD
+    : Lanes32Format<Format, 8, 16>
+#endif
+{
   using WBlock = quant::BlockQ5_0;
   static constexpr DType kType = DType::kQ5_0;
   static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
-  using XBlock = quant::BlockQ8_0;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 16;
-  static constexpr bool kHasMin = false;
-  static constexpr size_t kDecodeRows = 4;  // see MatMulQuantImpl
-  static constexpr size_t kTileRows = kQuantTileRows32;
-  static constexpr size_t kTileTokens = kQuantTileTokens32;
+  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
+                                    const LaneRowOffsets& offsets, size_t b,
+                                    QVU8Full (&p)[kPacked]) {
+    PackFiveBitLevels(rows, offsets, b, p);
+  }
 
-  // Levels 0..31 (nibble plus the fifth bit from qh) with offset 16.
-  static HWY_INLINE void Decode(const WBlock& block, Decoded32<kSigned>& w) {
-    DecodeNibbles32(block.qs, w.q);
-    AddFifthBits32(block.qh, w.q);
-    w.d = HalfToF32(block.d);
+  template <size_t T>
+  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
+                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
+    DotFiveBitLevels<T>(p, x, b, isum);
   }
 #endif  // PETREL_QUANT_SIMD
 };
@@ -42,8 +48,8 @@ struct Format {
 void MatMulQ5_0T(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                  size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                  size_t out_stride, size_t row_begin, size_t row_end) {
-  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                          row_begin, row_end);
+  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
+                         row_begin, row_end);
 }
 
 }  // namespace HWY_NAMESPACE

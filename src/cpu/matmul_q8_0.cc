@@ -28,7 +28,8 @@ struct Format
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
 
-  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
+                                    const LaneRowOffsets& /*offsets*/, size_t b,
                                     QVU8Full (&p)[kPacked]) {
     const uint8_t* src[kLaneRows];
     QVU8Full half[4];

@@ -1,6 +1,6 @@
 // The rows-in-lanes mat_mul driver for quantized weights: instantiated by the per-format TUs
-// (matmul_q4_0.cc, matmul_q4_1.cc, matmul_q8_0.cc, matmul_iq4_nl.cc, matmul_q4_k.cc,
-// matmul_q6_k.cc).
+// (matmul_q4_0.cc, matmul_q4_1.cc, matmul_q5_0.cc, matmul_q5_1.cc, matmul_q8_0.cc,
+// matmul_iq4_nl.cc, matmul_q4_k.cc, matmul_q6_k.cc).
 //
 // Why a second driver beside quant_dot-inl.h's: that one dots one (row, token) pair per block,
 // about seven vector ops for 32 products, most of them per-pair bookkeeping (int32 pair sums,
@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu/quant_dot-inl.h"
 #include "cpu/simd-inl.h"  // Scratch, GrowScratch
@@ -239,8 +240,91 @@ HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* cons
   }
 }
 
+// Byte tables for FifthBitLevels: kIndex<g> copies byte g / 2 of each 32-bit lane into all four
+// of its bytes; kBits<g> selects bit 4 (g % 2) + k in byte k.
+template <size_t g>
+struct FifthBitTables {
+  static constexpr std::array<uint8_t, 16> MakeIndex() {
+    std::array<uint8_t, 16> index{};
+    for (size_t i = 0; i < 16; ++i) index[i] = uint8_t(i / 4 * 4 + g / 2);
+    return index;
+  }
+  static constexpr std::array<uint8_t, 16> MakeBits() {
+    std::array<uint8_t, 16> bits{};
+    for (size_t i = 0; i < 16; ++i) bits[i] = uint8_t(1u << (4 * (g % 2) + i % 4));
+    return bits;
+  }
+  alignas(16) static constexpr std::array<uint8_t, 16> kIndex = MakeIndex();
+  alignas(16) static constexpr std::array<uint8_t, 16> kBits = MakeBits();
+};
+
+// The 5-bit levels (0..31) of Q5_0/Q5_1 blocks in the transposed layout: group g (elements
+// 4g..4g+3, lane l = row l) is the nibble PackNibbles put there plus 16 where bit 4g + k of the
+// row's qh word (a lane of `qh`) is set. Per group one byte shuffle spreads the qh byte over
+// the four elements, and a mask and compare turn each element's bit into 16.
+HWY_INLINE void FifthBitLevels(const QVU8Full (&nibbles)[4], hn::Vec<QDU32> qh,
+                               QVU8Full (&levels)[8]) {
+  const QDU8 du8;
+  const hn::Repartition<uint16_t, QDU8> du16;
+  const auto qh8 = hn::BitCast(du8, qh);
+  const auto mask = hn::Set(du8, 0x0F);
+  const auto sixteen = hn::Set(du8, 0x10);
+  auto fifth = [&](auto group) {
+    constexpr size_t g = decltype(group)::value;
+    const auto spread = hn::TableLookupBytes(qh8, hn::LoadDup128(du8, FifthBitTables<g>::kIndex.data()));
+    const auto bits = hn::LoadDup128(du8, FifthBitTables<g>::kBits.data());
+    return hn::And(hn::VecFromMask(du8, hn::Eq(hn::And(spread, bits), bits)), sixteen);
+  };
+  auto low = [&](size_t s) { return hn::And(nibbles[s], mask); };
+  auto high = [&](size_t s) {
+    return hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, nibbles[s]))), mask);
+  };
+  levels[0] = hn::Or(low(0), fifth(std::integral_constant<size_t, 0>()));
+  levels[1] = hn::Or(low(1), fifth(std::integral_constant<size_t, 1>()));
+  levels[2] = hn::Or(low(2), fifth(std::integral_constant<size_t, 2>()));
+  levels[3] = hn::Or(low(3), fifth(std::integral_constant<size_t, 3>()));
+  levels[4] = hn::Or(high(0), fifth(std::integral_constant<size_t, 4>()));
+  levels[5] = hn::Or(high(1), fifth(std::integral_constant<size_t, 5>()));
+  levels[6] = hn::Or(high(2), fifth(std::integral_constant<size_t, 6>()));
+  levels[7] = hn::Or(high(3), fifth(std::integral_constant<size_t, 7>()));
+}
+
+// Block b of each Q5_0/Q5_1 row as transposed levels 0..31: the nibbles, and the qh words of
+// the kLaneRows rows by one gather.
+template <class WBlock>
+HWY_INLINE void PackFiveBitLevels(const WBlock* const* HWY_RESTRICT rows,
+                                  const LaneRowOffsets& offsets, size_t b, QVU8Full (&levels)[8]) {
+  QVU8Full nibbles[4];
+  PackNibbles(rows, b, nibbles);
+  FifthBitLevels(nibbles, GatherBlockWords<offsetof(WBlock, qh)>(rows, offsets, b), levels);
+}
+
+// isum[t] (lanes = rows) = sum over 8 packed groups of unsigned levels 0..31 times token t's
+// int8 activations. A maddubs pair is at most 2 x 31 x 128 = 7936, so four groups add in 16 bits
+// (31744 < 32767) before each half widens to int32.
+template <size_t T, class XBlock>
+HWY_INLINE void DotFiveBitLevels(const QVU8Full (&p)[8], const XBlock* const* HWY_RESTRICT x,
+                                 size_t b, hn::Vec<QDI32> (&isum)[T]) {
+  const auto ones = hn::Set(QDI16(), 1);
+  for (size_t half = 0; half < 2; ++half) {
+    hn::Vec<QDI16> sum16[T];
+    for (size_t s = 0; s < 4; ++s) {
+      const size_t g = 4 * half + s;
+      for (size_t t = 0; t < T; ++t) {
+        const auto prod = MulPairsU8I8(p[g], BroadcastQuad(x[t][b].qs + 4 * g));
+        sum16[t] = s == 0 ? prod : hn::Add(sum16[t], prod);
+      }
+    }
+    for (size_t t = 0; t < T; ++t) {
+      const auto wide = MulPairsI16(sum16[t], ones);
+      isum[t] = half == 0 ? wide : hn::Add(isum[t], wide);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
-// 32-element formats against Q8_0 (Q4_0, Q8_0, IQ4_NL). Sub provides PackQuants(rows, b, q)
+// 32-element formats against Q8_0 (Q4_0, Q8_0, IQ4_NL, Q5_0). Sub provides
+// PackQuants(rows, offsets, b, q)
 // (the transposed quants) and DotInt<T>(p, x, b, isum): the int32 lanes (one per row) of
 // sum(level * x).
 
@@ -281,7 +365,7 @@ struct Lanes32Format {
   template <class WBlock>
   static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
                               size_t b, Packed& packed) {
-    Sub::PackQuants(rows, b, packed.q);
+    Sub::PackQuants(rows, offsets, b, packed.q);
     packed.d = LaneScales(rows, offsets, b);
   }
 
@@ -297,6 +381,54 @@ struct Lanes32Format {
       const XTerms& xt = terms[t][b];
       if constexpr (kOffset != 0) isum[t] = hn::Sub(isum[t], hn::Set(d32, kOffset * xt.sum));
       acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, hn::Set(df, xt.d)), acc[t]);
+    }
+  }
+};
+
+// 32-element formats with a scale and a min per block, d q + m (Q4_1, Q5_1), against Q8_1. Sub
+// provides PackQuants(rows, offsets, b, q) and DotInt<T>(p, x, b, isum) as above. One gather
+// fetches d and m of the kLaneRows rows (the block's first word), and the min enters through
+// the activation block's s = d_x sum(x): per block and token, acc = fma(isum, d_w d_x, acc) then
+// fma(m_w, s_x, acc).
+template <class Sub, size_t kPackedVecs>
+struct LanesMinFormat {
+  using XBlock = quant::BlockQ8_1;
+  struct Terms {
+    float d;  // the activation block's scale
+    float s;  // d * sum of its int8 values
+  };
+  static constexpr size_t kPacked = kPackedVecs;
+  struct Packed {
+    QVU8Full q[kPacked];
+    hn::Vec<QDF> d, m;
+  };
+
+  static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
+    terms.d = HalfToF32(x.d);
+    terms.s = HalfToF32(x.s);
+  }
+
+  template <class WBlock>
+  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
+                              size_t b, Packed& packed) {
+    static_assert(offsetof(WBlock, d) == 0 && offsetof(WBlock, m) == 2, "d, m start the block");
+    Sub::PackQuants(rows, offsets, b, packed.q);
+    const auto words = GatherBlockWords<0>(rows, offsets, b);
+    packed.d = HalvesToF32<false>(words);
+    packed.m = HalvesToF32<true>(words);
+  }
+
+  template <size_t T>
+  static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
+                             const Terms* const* HWY_RESTRICT terms, size_t b,
+                             hn::Vec<QDF> (&acc)[T]) {
+    const QDF df;
+    hn::Vec<QDI32> isum[T];
+    Sub::template DotInt<T>(packed.q, x, b, isum);
+    for (size_t t = 0; t < T; ++t) {
+      const Terms& xt = terms[t][b];
+      acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, hn::Set(df, xt.d)), acc[t]);
+      acc[t] = hn::MulAdd(packed.m, hn::Set(df, xt.s), acc[t]);
     }
   }
 };
