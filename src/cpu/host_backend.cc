@@ -10,16 +10,15 @@ namespace petrel {
 namespace {
 
 // Row chunks of the matrix products are multiples of this, so kernels keep their row blocks:
-// 8-row groups of the quantized lanes driver, 3- and 4-row float tiles (a chunk of 8 rows left
-// one or two rows to a 1-row float tile, measured ~1.5 % of an F16 prompt).
+// 8-row groups of the quantized lanes driver, 3- and 4-row float tiles (chunks of 8 rows left
+// one or two rows of each chunk to the slow 1-row float tile).
 constexpr size_t kRowGrain = 24;
 
-// Chunks per thread of a float-weight matrix product: prompts take long ones, so an op's last
+// Chunks per thread of a float-weight matrix product. Prompts take long ones, so an op's last
 // chunk can leave a thread idle for a large share of it (the pool's yields were ~5 % of an F16
-// prompt's profile with four per thread); single tokens take short ones, where claiming would
-// start to cost. Quantized weights keep four: each call recomputes the activation blocks'
-// terms (scales, sums) for all its tokens, and 16 calls per thread made small Q4_0 prompts
-// ~15 % slower (0.74-0.82 against 0.84-0.95 of the int8 roof, three alternated runs).
+// prompt's profile with four per thread; eight measured no better than 16, tinyllama F16,
+// three alternated runs). Single tokens take four short ones, where claiming would start to
+// cost.
 size_t FloatMatMulChunksPerThread(size_t n_tokens) { return n_tokens > 1 ? 16 : 4; }
 
 // Query tokens per attention work item: enough to amortise staging each K/V tile as f32 over

@@ -20,6 +20,12 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Prefetches every cache line of [p, p + bytes).
+HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < bytes; i += 64) hwy::Prefetch(c + i);
+}
+
 // Register tile: kRows weight rows x kTokens tokens, one accumulator per (row, token): full
 // vector k of the row, then the zero-padded tail, go into it in order, and the result is its
 // SumOfLanes. Each weight vector is loaded (and widened) once per tile and used for kTokens
@@ -228,10 +234,20 @@ HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes
   if constexpr (kWiden) {
     thread_local Scratch<float> widened_storage;
     float* widened = GrowScratch(widened_storage, panel_rows * n_full * lanes);
+    // Each row is its own stream (a 4 KB F16 row is a page, where the hardware prefetcher
+    // stops), and a thread's first panel of a row chunk was not prefetched by a panel before
+    // it: fetch rows kWidenAhead rows ahead of the one being widened.
+    constexpr size_t kWidenAhead = 2;
+    const size_t row_bytes = n_full * lanes * sizeof(TW);
+    for (size_t r = 0; r < kWidenAhead && r < panel_rows; ++r) {
+      PrefetchBytes(w_rows[r], row_bytes);
+    }
     for (size_t r = 0; r < panel_rows; ++r) {
-      float* dst = widened + r * n_full * lanes;
+      if (r + kWidenAhead < panel_rows) PrefetchBytes(w_rows[r + kWidenAhead], row_bytes);
+      const TW* HWY_RESTRICT src = w_rows[r];
+      float* HWY_RESTRICT dst = widened + r * n_full * lanes;
       for (size_t k = 0; k < n_full; ++k) {
-        hn::Store(LoadAsF32(d, w_rows[r] + k * lanes), d, dst + k * lanes);
+        hn::Store(LoadAsF32(d, src + k * lanes), d, dst + k * lanes);
       }
       p_rows[r] = dst;
     }
