@@ -21,7 +21,8 @@ struct Node {
   int layer = kEmbeddingLayer;
   ValueId inputs[3] = {kNoValue, kNoValue, kNoValue};
   ValueId output = kNoValue;
-  const TensorView* weight = nullptr;  // matmul / norm weight, embedding table
+  const TensorView* weight = nullptr;  // matmul / norm weight, embedding table; gated_ffn: gate
+  const TensorView* weight_up = nullptr;  // gated_ffn: the up projection
   const TensorView* bias = nullptr;    // optional matmul bias (f32)
   float eps = 0.0f;                    // rms_norm
 };

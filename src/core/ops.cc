@@ -11,6 +11,7 @@ const char* OpName(OpKind op) {
     case OpKind::kRope: return "rope";
     case OpKind::kAttention: return "attention";
     case OpKind::kSiluMul: return "silu_mul";
+    case OpKind::kGatedFfn: return "gated_ffn";
     case OpKind::kAdd: return "add";
     case OpKind::kGetRows: return "get_rows";
     case OpKind::kCount: break;

@@ -14,6 +14,8 @@ enum class OpKind : uint8_t {
   kRope,       // rotate q (in[0]) and k (in[1]) in place by each token's position
   kAttention,  // write k/v rows into the paged KV cache, then causal attention of q over it
   kSiluMul,    // out = silu(gate) * up
+  kGatedFfn,   // out[t] = silu(W_gate x[t]) * (W_up x[t]): both projections and the product in
+               // one sweep over the rows (one pass, one barrier, no gate/up values)
   kAdd,        // out = a + b (residual)
   kGetRows,    // out[i] = in[rows[i]]: keeps only the rows whose logits the batch wants
   kCount

@@ -73,47 +73,89 @@ void HostBackend::CopyFromHost(const void* host_src, void* dst, size_t bytes) {
   std::memcpy(dst, host_src, bytes);
 }
 
+HostBackend::MatMulInput HostBackend::PrepareMatMulInput(ValueId value, const TensorView& x,
+                                                         DType weight_type) {
+  const size_t n_in = size_t(x.desc.ne[0]);
+  const size_t n_tokens = size_t(x.desc.ne[1]);
+  const DType act_type =
+      kernels_.activation_type ? kernels_.activation_type(weight_type) : DType::kF32;
+  if (act_type == DType::kF32) return {DType::kF32, x.data, n_in * sizeof(float)};
+  // Quantized weights: quantize each token's activations once (split over tokens), then split
+  // the rows. The scratch grows to the largest batch seen and then stays.
+  // Q, K and V read the same value: the mat_muls after the first reuse its quantized rows,
+  // which saves a pass and a barrier each.
+  const size_t xq_row_bytes = *RowBytes(act_type, n_in);
+  const QuantizedInput key{value, x.data, act_type, n_tokens, n_in};
+  if (!(quantized_ == key)) {
+    if (act_scratch_.size() < n_tokens * xq_row_bytes) act_scratch_.resize(n_tokens * xq_row_bytes);
+    uint8_t* xq = act_scratch_.data();
+    pool_.ParallelFor(n_tokens, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) {
+        kernels_.quantize_activation(act_type, x.as<const float>() + t * n_in, n_in,
+                                     xq + t * xq_row_bytes);
+      }
+    });
+    quantized_ = key;
+  }
+  return {act_type, act_scratch_.data(), xq_row_bytes};
+}
+
+void HostBackend::MatMulRows(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                             const MatMulInput& in, size_t n_tokens, const float* bias,
+                             float* out, size_t out_stride, size_t row_begin,
+                             size_t row_end) const {
+  if (in.type == DType::kF32) {
+    kernels_.mat_mul(w_type, w, w_row_bytes, n_in, static_cast<const float*>(in.data), n_in,
+                     n_tokens, bias, out, out_stride, row_begin, row_end);
+  } else {
+    kernels_.mat_mul_quantized(w_type, w, w_row_bytes, n_in, in.data, in.row_bytes, n_tokens,
+                               bias, out, out_stride, row_begin, row_end);
+  }
+}
+
 void HostBackend::RunMatMul(const Node& node, const TensorView* values) {
   const TensorView& x = values[node.inputs[0]];
-  const TensorView& out = values[node.output];
   const TensorView& w = *node.weight;
   const size_t n_in = size_t(w.desc.ne[0]);
   const size_t n_out = size_t(w.desc.ne[1]);
   const size_t n_tokens = size_t(x.desc.ne[1]);
   const float* bias = node.bias ? node.bias->as<const float>() : nullptr;
-  const DType act_type =
-      kernels_.activation_type ? kernels_.activation_type(w.desc.dtype) : DType::kF32;
-  if (act_type != DType::kF32) {
-    // Quantized weights: quantize each token's activations once (split over tokens), then split
-    // the rows. The scratch grows to the largest batch seen and then stays.
-    // Q, K and V (and gate and up) read the same value: the mat_muls after the first reuse its
-    // quantized rows, which saves a pass and a barrier each.
-    const size_t xq_row_bytes = *RowBytes(act_type, n_in);
-    const QuantizedInput key{node.inputs[0], x.data, act_type, n_tokens, n_in};
-    if (!(quantized_ == key)) {
-      if (act_scratch_.size() < n_tokens * xq_row_bytes) act_scratch_.resize(n_tokens * xq_row_bytes);
-      uint8_t* xq = act_scratch_.data();
-      pool_.ParallelFor(n_tokens, [&](size_t begin, size_t end) {
-        for (size_t t = begin; t < end; ++t) {
-          kernels_.quantize_activation(act_type, x.as<const float>() + t * n_in, n_in,
-                                       xq + t * xq_row_bytes);
-        }
-      });
-      quantized_ = key;
-    }
-    const uint8_t* xq = act_scratch_.data();
-    pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
-      kernels_.mat_mul_quantized(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, xq, xq_row_bytes,
-                                 n_tokens, bias, out.as<float>(), n_out, row_begin, row_end);
-    }, kRowGrain);
-    return;
-  }
+  float* out = values[node.output].as<float>();
+  const MatMulInput in = PrepareMatMulInput(node.inputs[0], x, w.desc.dtype);
   // Split output rows: every thread streams a disjoint slice of the weight matrix once, for all
   // tokens of the batch.
   pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
-    kernels_.mat_mul(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, x.as<const float>(), n_in,
-                     n_tokens, bias, out.as<float>(), n_out, row_begin, row_end);
-  }, kRowGrain, FloatMatMulChunksPerThread(n_tokens));
+    MatMulRows(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, in, n_tokens, bias, out, n_out,
+               row_begin, row_end);
+  }, kRowGrain, in.type == DType::kF32 ? FloatMatMulChunksPerThread(n_tokens) : 4);
+}
+
+void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
+  const TensorView& x = values[node.inputs[0]];
+  const TensorView& gate = *node.weight;
+  const TensorView& up = *node.weight_up;
+  const size_t n_in = size_t(gate.desc.ne[0]);
+  const size_t n_ff = size_t(gate.desc.ne[1]);
+  const size_t n_tokens = size_t(x.desc.ne[1]);
+  float* out = values[node.output].as<float>();
+  const MatMulInput in = PrepareMatMulInput(node.inputs[0], x, gate.desc.dtype);
+  const size_t gate_row_bytes = gate.desc.row_bytes();
+  // Each chunk of rows: its gate rows into a per-thread scratch, its up rows into the output,
+  // then silu(gate) * up in place, while both are in cache. The same kernels on the same rows
+  // as separate mat_mul and silu_mul ops, so the same bits.
+  pool_.ParallelFor(n_ff, [&](size_t row_begin, size_t row_end) {
+    const size_t rows = row_end - row_begin;
+    thread_local std::vector<float> gate_rows;
+    if (gate_rows.size() < n_tokens * rows) gate_rows.resize(n_tokens * rows);
+    MatMulRows(gate.desc.dtype, static_cast<const char*>(gate.data) + row_begin * gate_row_bytes,
+               gate_row_bytes, n_in, in, n_tokens, nullptr, gate_rows.data(), rows, 0, rows);
+    MatMulRows(up.desc.dtype, up.data, up.desc.row_bytes(), n_in, in, n_tokens, nullptr, out,
+               n_ff, row_begin, row_end);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      float* out_row = out + t * n_ff + row_begin;
+      kernels_.silu_mul(gate_rows.data() + t * rows, out_row, rows, out_row);
+    }
+  }, kRowGrain, in.type == DType::kF32 ? FloatMatMulChunksPerThread(n_tokens) : 4);
 }
 
 void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv,
@@ -216,6 +258,13 @@ Status HostBackend::Run(const Node& node, const TensorView* values, const PagedK
     }
     case OpKind::kMatMul:
       RunMatMul(node, values);
+      return Status::Ok();
+    case OpKind::kGatedFfn:
+      if (node.weight_up == nullptr || node.weight_up->desc.dtype != node.weight->desc.dtype) {
+        return Error("%s: gated_ffn of layer %d needs gate and up weights of one type", name_,
+                     node.layer);
+      }
+      RunGatedFfn(node, values);
       return Status::Ok();
     case OpKind::kRope: {
       float* q = values[node.inputs[0]].as<float>();

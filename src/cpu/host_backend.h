@@ -33,7 +33,20 @@ class HostBackend final : public Backend {
   cpu::ThreadPool& pool() { return pool_; }
 
  private:
+  // The activations a mat_mul reads: the f32 rows, or their copy quantized to the weights'
+  // activation type (made once for consecutive mat_muls of one value).
+  struct MatMulInput {
+    DType type = DType::kF32;
+    const void* data = nullptr;
+    size_t row_bytes = 0;
+  };
+  MatMulInput PrepareMatMulInput(ValueId value, const TensorView& x, DType weight_type);
+  // Rows [row_begin, row_end) of w (n_in columns) for all n_tokens tokens into out.
+  void MatMulRows(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                  const MatMulInput& in, size_t n_tokens, const float* bias, float* out,
+                  size_t out_stride, size_t row_begin, size_t row_end) const;
   void RunMatMul(const Node& node, const TensorView* values);
+  void RunGatedFfn(const Node& node, const TensorView* values);
   void RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv,
                     const BatchContext& batch);
 

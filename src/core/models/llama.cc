@@ -262,9 +262,16 @@ void BuildLlamaGraph(const ModelConfig& c, const ModelWeights& w, size_t n_token
     const ValueId attn = g->Add(Node{OpKind::kAttention, l, {q, k, v}}, n, c.q_dim());
     x = binary(OpKind::kAdd, l, x, mat_mul(l, attn, L.wo, nullptr));
     const ValueId h2 = rms_norm(l, x, L.ffn_norm);
-    const ValueId gate = mat_mul(l, h2, L.w_gate, nullptr);
-    const ValueId up = mat_mul(l, h2, L.w_up, nullptr);
-    const ValueId act = binary(OpKind::kSiluMul, l, gate, up);
+    ValueId act;
+    if (L.w_gate.desc.dtype == L.w_up.desc.dtype) {  // one activation type for both
+      Node ffn{OpKind::kGatedFfn, l, {h2}};
+      ffn.weight = &L.w_gate;
+      ffn.weight_up = &L.w_up;
+      act = g->Add(ffn, g->values[size_t(h2)].rows, L.w_gate.desc.ne[1]);
+    } else {
+      act = binary(OpKind::kSiluMul, l, mat_mul(l, h2, L.w_gate, nullptr),
+                   mat_mul(l, h2, L.w_up, nullptr));
+    }
     x = binary(OpKind::kAdd, l, x, mat_mul(l, act, L.w_down, nullptr));
   }
   const int head = int(c.n_layers);
