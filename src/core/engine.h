@@ -42,7 +42,7 @@ class Engine {
  public:
   // Activations may take this fraction (1/n) of the weights' bytes when the engine chooses the
   // micro-batch size (EngineOptions::ubatch_tokens = 0).
-  static constexpr size_t kActivationShare = 25;
+  static constexpr size_t kActivationShare = 32;
 
   static Result<std::unique_ptr<Engine>> Load(const std::string& path,
                                               const EngineOptions& options);
