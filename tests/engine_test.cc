@@ -30,6 +30,13 @@ std::unique_ptr<Engine> Load(const std::string& path, EngineOptions options = {}
   return engine.ok() ? std::move(engine).value() : nullptr;
 }
 
+std::vector<float> NormalFloats(std::mt19937& gen, size_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = normal(gen);
+  return v;
+}
+
 std::vector<int32_t> Prompt(size_t length, int32_t salt) {
   std::vector<int32_t> ids = {1};
   for (size_t i = 1; i < length; ++i) ids.push_back(int32_t(3 + (i * 131 + size_t(salt) * 977) % 2000));
@@ -242,12 +249,7 @@ TEST(MicroBatching, AnErrorInALaterPassUndoesTheEarlierOnes) {
 TEST(CpuBackend, GatedFfnEqualsItsUnfusedOps) {
   constexpr size_t kIn = 96, kFf = 200;
   std::mt19937 gen(11);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto floats = [&](size_t n) {
-    std::vector<float> v(n);
-    for (float& f : v) f = normal(gen);
-    return v;
-  };
+  auto floats = [&](size_t n) { return NormalFloats(gen, n); };
   auto f32 = [](int64_t cols, int64_t rows, void* data) {
     return TensorView{TensorDesc::Make(DType::kF32, {cols, rows}), data, 0};
   };
@@ -299,12 +301,7 @@ TEST(CpuBackend, GatedFfnEqualsItsUnfusedOps) {
 TEST(CpuBackend, SharedActivationQuantizationFollowsItsInput) {
   constexpr size_t kRows = 8, kIn = 64, kTokens = 3;
   std::mt19937 gen(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto floats = [&](size_t n) {
-    std::vector<float> v(n);
-    for (float& f : v) f = normal(gen);
-    return v;
-  };
+  auto floats = [&](size_t n) { return NormalFloats(gen, n); };
   const std::vector<float> w_f32 = floats(kRows * kIn);
   const TensorDesc w_desc = TensorDesc::Make(DType::kQ8_0, {int64_t(kIn), int64_t(kRows)});
   std::vector<uint8_t> w_bytes(w_desc.bytes());

@@ -20,26 +20,13 @@ namespace {
 
 struct Format
 #if PETREL_QUANT_SIMD
-    : LanesMinFormat<Format, 8>
+    : LanesMinFormat<Format, 8>, FiveBitQuants<quant::BlockQ5_1>
 #endif
 {
   using WBlock = quant::BlockQ5_1;
   static constexpr DType kType = DType::kQ5_1;
   static constexpr DType kActType = DType::kQ8_1;
   static constexpr size_t kElems = quant::kQK;
-#if PETREL_QUANT_SIMD
-  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
-                                    const LaneRowOffsets& offsets, size_t b,
-                                    QVU8Full (&p)[kPacked]) {
-    PackFiveBitLevels(rows, offsets, b, p);
-  }
-
-  template <size_t T>
-  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
-    DotFiveBitLevels<T>(p, x, b, isum);
-  }
-#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace

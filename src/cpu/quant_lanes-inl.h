@@ -322,6 +322,21 @@ HWY_INLINE void DotFiveBitLevels(const QVU8Full (&p)[8], const XBlock* const* HW
   }
 }
 
+// PackQuants and DotInt of the 5-bit formats (Q5_0, Q5_1), a base of their Format.
+template <class WBlock>
+struct FiveBitQuants {
+  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
+                                    const LaneRowOffsets& offsets, size_t b, QVU8Full (&p)[8]) {
+    PackFiveBitLevels(rows, offsets, b, p);
+  }
+
+  template <size_t T, class XBlock>
+  static HWY_INLINE void DotInt(const QVU8Full (&p)[8], const XBlock* const* HWY_RESTRICT x,
+                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
+    DotFiveBitLevels<T>(p, x, b, isum);
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 // 32-element formats against Q8_0 (Q4_0, Q8_0, IQ4_NL, Q5_0). Sub provides
 // PackQuants(rows, offsets, b, q)
