@@ -88,7 +88,7 @@ std::string MatMulPathName(DType type) {
   // The formats on quant_lanes-inl.h's driver; the others dot one (row, token) pair per block.
   const bool lanes = type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ5_0 ||
                      type == DType::kQ5_1 || type == DType::kQ8_0 || type == DType::kIQ4_NL ||
-                     type == DType::kQ4_K || type == DType::kQ6_K;
+                     type == DType::kIQ4_XS || type == DType::kQ4_K || type == DType::kQ6_K;
   return std::string("int8, ") + (lanes ? "rows in lanes" : "one (row, token) pair per block") +
          ", " + DTypeName(act) + " activations";
 }

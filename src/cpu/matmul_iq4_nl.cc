@@ -3,17 +3,14 @@
 //
 // A block is Q4_0's layout with a non-linear grid: its nibbles are transposed as Q4_0's (lane l
 // of vector s holds bytes 4s..4s+3 of row l, low nibbles group s, high nibbles group s + 4) and
-// then index the grid by one byte shuffle each, at pack time. The packed block is then Q8_0's:
-// signed int8 levels (|level| <= 127), dotted by DotSignedGroups.
+// then index the grid by one byte shuffle each, at pack time (PackGridNibbles). The packed
+// block is then Q8_0's: signed int8 levels (|level| <= 127), dotted by DotSignedGroups.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_iq4_nl.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
-#include <array>
-#include <cstdint>
-
 #include "cpu/kernel_entry_points.h"
 #include "cpu/quant_lanes-inl.h"
 
@@ -21,16 +18,6 @@ HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
-
-#if PETREL_QUANT_SIMD
-// The grid's bytes, aligned for LoadDup128 (one copy in every 128-bit block of a vector).
-constexpr std::array<uint8_t, 16> MakeGrid() {
-  std::array<uint8_t, 16> grid{};
-  for (size_t i = 0; i < 16; ++i) grid[i] = uint8_t(quant::kIQ4NLValues[i]);
-  return grid;
-}
-alignas(16) constexpr std::array<uint8_t, 16> kGrid = MakeGrid();
-#endif
 
 struct Format
 #if PETREL_QUANT_SIMD
@@ -45,18 +32,9 @@ struct Format
   static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
                                     const LaneRowOffsets& /*offsets*/, size_t b,
                                     QVU8Full (&p)[kPacked]) {
-    const QDU8 du8;
-    const hn::Repartition<uint16_t, QDU8> du16;
-    QVU8Full nibbles[4];
-    PackNibbles(rows, b, nibbles);
-    const auto mask = hn::Set(du8, 0x0F);
-    const auto grid = hn::LoadDup128(du8, kGrid.data());
-    for (size_t s = 0; s < 4; ++s) {
-      const auto lo = hn::And(nibbles[s], mask);
-      const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, nibbles[s]))), mask);
-      p[s] = hn::TableLookupBytes(grid, lo);
-      p[s + 4] = hn::TableLookupBytes(grid, hi);
-    }
+    const uint8_t* src[kLaneRows];
+    for (size_t l = 0; l < kLaneRows; ++l) src[l] = rows[l][b].qs;
+    PackGridNibbles(src, p);
   }
 
   template <size_t T>

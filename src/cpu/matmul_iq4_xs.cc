@@ -1,13 +1,22 @@
-// mat_mul for IQ4_XS weights against Q8_K activations: one Highway foreach_target TU (the
-// driver and dot helpers are in quant_dot-inl.h).
+// mat_mul for IQ4_XS weights against Q8_K activations: one Highway foreach_target TU over the
+// rows-in-lanes driver (quant_lanes-inl.h).
+//
+// A super-block is eight IQ4_NL-like sub-blocks of 32 (16 nibble bytes each, indexing the
+// non-linear grid) with a 6-bit signed scale each and one f16 d. Packed, each sub-block is
+// IQ4_NL's packed block (PackGridNibbles: signed levels); the scales of the 8 rows are decoded
+// as int32 lanes from two gathered words. Per token and sub-block, DotSignedGroups gives the
+// exact int32 dot, which is multiplied by the sub-block scale and summed over the super-block
+// (at most 8 x 32 x 127 x 127 x 32, well inside int32), then scaled by d_w d_x once.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_iq4_xs.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include <cstddef>  // offsetof
+
 #include "cpu/kernel_entry_points.h"
-#include "cpu/quant_dot-inl.h"
+#include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
@@ -21,43 +30,62 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  static constexpr bool kSigned = true;
-  static constexpr int kOffset = 0;
-  static constexpr bool kHasMins = false;
-  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
-  static constexpr size_t kTileRows = 1;
-  static constexpr size_t kTileTokens = 4;
+  struct Terms {
+    float d;
+  };
+  struct Packed {
+    QVU8Full q[8][8];           // sub-block ib: IQ4_NL's packed groups
+    hn::Vec<QDI32> scales[8];   // sub-block ib: each row's scale (-32..31)
+    hn::Vec<QDF> d;
+  };
 
-  // The 16-entry int8 grid in every 128-bit block of a vector, for TableLookupBytes.
-  static HWY_INLINE QVI8 Grid() {
-    const QDI8 d8;
-    if constexpr (kQVecs == 1) {
-      const hn::Half<QDI8> dh;
-      const auto half = hn::LoadU(dh, quant::kIQ4NLValues);
-      return hn::Combine(d8, half, half);
-    } else {
-      return hn::LoadU(d8, quant::kIQ4NLValues);
-    }
-  }
-  // Chunk ib: nibbles of qs[16 ib..] index the grid (as IQ4_NL); a 6-bit scale per 32 elements.
-  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
-    const QDI8 d8;
-    const QDU8 du8;
-    constexpr size_t kLanes = hn::MaxLanes(QDU8());
-    const QVI8 grid = Grid();
-    int16_t scale32[8];
+  static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) { terms.d = x.d; }
+
+  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
+                              size_t b, Packed& packed) {
+    static_assert(offsetof(WBlock, d) == 0 && offsetof(WBlock, scales_h) == 2 &&
+                      offsetof(WBlock, scales_l) == 4,
+                  "d, scales_h, scales_l start the block");
     for (size_t ib = 0; ib < 8; ++ib) {
-      QVU8 idx[kQVecs];
-      DecodeNibbles32(block.qs + 16 * ib, idx);
-      for (size_t v = 0; v < kQVecs; ++v) {
-        hn::Store(hn::BitCast(du8, hn::TableLookupBytes(grid, hn::BitCast(d8, idx[v]))), du8,
-                  w.q + 32 * ib + v * kLanes);
-      }
-      scale32[ib] = int16_t(quant::IQ4XSScale(block, ib));
+      const uint8_t* src[kLaneRows];
+      for (size_t l = 0; l < kLaneRows; ++l) src[l] = rows[l][b].qs + 16 * ib;
+      PackGridNibbles(src, packed.q[ib]);
     }
-    SetChunkScales32(scale32, w);
-    w.d = HalfToF32(block.d);
-    w.dmin = 0.0f;
+    // quant::IQ4XSScale for 8 rows at once: low 4 bits from scales_l (nibble ib of the word at
+    // byte 4), high 2 bits from scales_h (bits 2 ib of the upper half of the word at byte 0).
+    const QDU32 du32;
+    const auto w0 = GatherBlockWords<0>(rows, offsets, b);
+    const auto low_words = GatherBlockWords<offsetof(WBlock, scales_l)>(rows, offsets, b);
+    const auto high_words = hn::ShiftRight<16>(w0);
+    const auto four = hn::Set(du32, 0xF), three = hn::Set(du32, 3);
+    const auto bias = hn::Set(QDI32(), 32);
+    Unroll<8>([&](auto ib_constant) HWY_ATTR {
+      constexpr int ib = decltype(ib_constant)::value;
+      const auto low = hn::And(hn::ShiftRight<4 * ib>(low_words), four);
+      const auto high = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2 * ib>(high_words), three));
+      packed.scales[ib] = hn::Sub(hn::BitCast(QDI32(), hn::Or(low, high)), bias);
+    });
+    packed.d = HalvesToF32<false>(w0);
+  }
+
+  template <size_t T>
+  static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
+                             const Terms* const* HWY_RESTRICT terms, size_t b,
+                             hn::Vec<QDF> (&acc)[T]) {
+    const QDF df;
+    hn::Vec<QDI32> total[T];
+    for (size_t ib = 0; ib < 8; ++ib) {
+      hn::Vec<QDI32> isum[T];
+      DotSignedGroups<8, T>(packed.q[ib], x, b, isum, 32 * ib);
+      for (size_t t = 0; t < T; ++t) {
+        const auto scaled = hn::Mul(isum[t], packed.scales[ib]);
+        total[t] = ib == 0 ? scaled : hn::Add(total[t], scaled);
+      }
+    }
+    for (size_t t = 0; t < T; ++t) {
+      acc[t] = hn::MulAdd(hn::ConvertTo(df, total[t]), hn::Mul(packed.d, hn::Set(df, terms[t][b].d)),
+                          acc[t]);
+    }
   }
 #endif  // PETREL_QUANT_SIMD
 };
@@ -67,8 +95,8 @@ struct Format {
 void MatMulIQ4_XST(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                    size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                    size_t out_stride, size_t row_begin, size_t row_end) {
-  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                          row_begin, row_end);
+  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
+                         row_begin, row_end);
 }
 
 }  // namespace HWY_NAMESPACE

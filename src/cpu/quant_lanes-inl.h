@@ -1,6 +1,6 @@
 // The rows-in-lanes mat_mul driver for quantized weights: instantiated by the per-format TUs
 // (matmul_q4_0.cc, matmul_q4_1.cc, matmul_q5_0.cc, matmul_q5_1.cc, matmul_q8_0.cc,
-// matmul_iq4_nl.cc, matmul_q4_k.cc, matmul_q6_k.cc).
+// matmul_iq4_nl.cc, matmul_iq4_xs.cc, matmul_q4_k.cc, matmul_q6_k.cc).
 //
 // Why a second driver beside quant_dot-inl.h's: that one dots one (row, token) pair per block,
 // about seven vector ops for 32 products, most of them per-pair bookkeeping (int32 pair sums,
@@ -195,6 +195,32 @@ HWY_INLINE void PackNibbles(const WBlock* const* HWY_RESTRICT rows, size_t b, QV
   TransposeWords(src, p);
 }
 
+// The IQ4_NL/IQ4_XS grid's bytes, aligned for LoadDup128 (one copy in every 128-bit block).
+constexpr std::array<uint8_t, 16> MakeIQ4Grid() {
+  std::array<uint8_t, 16> grid{};
+  for (size_t i = 0; i < 16; ++i) grid[i] = uint8_t(quant::kIQ4NLValues[i]);
+  return grid;
+}
+alignas(16) inline constexpr std::array<uint8_t, 16> kIQ4Grid = MakeIQ4Grid();
+
+// 16 nibble bytes at each src[l] (low nibbles elements 0..15, high 16..31 of a 32-element
+// block), transposed as PackNibbles and mapped through the IQ4 grid by one byte shuffle each:
+// p[g] holds signed levels of element group g.
+HWY_INLINE void PackGridNibbles(const uint8_t* const* HWY_RESTRICT src, QVU8Full (&p)[8]) {
+  const QDU8 du8;
+  const hn::Repartition<uint16_t, QDU8> du16;
+  QVU8Full nibbles[4];
+  TransposeWords(src, nibbles);
+  const auto mask = hn::Set(du8, 0x0F);
+  const auto grid = hn::LoadDup128(du8, kIQ4Grid.data());
+  for (size_t s = 0; s < 4; ++s) {
+    const auto lo = hn::And(nibbles[s], mask);
+    const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, nibbles[s]))), mask);
+    p[s] = hn::TableLookupBytes(grid, lo);
+    p[s + 4] = hn::TableLookupBytes(grid, hi);
+  }
+}
+
 // isum[t] (lanes = rows) = sum of nibble levels (0..15) packed by PackNibbles times token t's
 // int8 activations. The 16-bit pair sums of the 8 groups are added before widening: a pair is at
 // most 2 x 15 x 127 and a lane adds 8 pairs (30480 < 32767), so one maddubs and one 16-bit add
@@ -222,10 +248,11 @@ HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_REST
 // isum[t] (lanes = rows) = sum over the kGroups packed groups of signed weight bytes times token
 // t's signed activation bytes: the sign trick (|w| times x with w's sign) and a widening to int32
 // per group, since two pairs of 127 x 127 products would not fit 16 bits. For the formats whose
-// packed blocks hold signed int8 levels (Q8_0, and IQ4_NL's grid values).
+// packed blocks hold signed int8 levels (Q8_0, and IQ4_NL's and IQ4_XS's grid values); the
+// activations start x_offset bytes into the block's quants (a sub-block of a super-block).
 template <size_t kGroups, size_t T, class XBlock>
 HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
+                                size_t b, hn::Vec<QDI32> (&isum)[T], size_t x_offset = 0) {
   const QDI8 d8;
   const QDU8 du8;
   const auto ones = hn::Set(QDI16(), 1);
@@ -234,7 +261,8 @@ HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* cons
     const auto w_abs = hn::BitCast(du8, hn::Abs(w));
     for (size_t t = 0; t < T; ++t) {
       const auto prod =
-          MulPairsI16(MulPairsU8I8(w_abs, ApplySign(BroadcastQuad(x[t][b].qs + 4 * g), w)), ones);
+          MulPairsI16(MulPairsU8I8(w_abs, ApplySign(BroadcastQuad(x[t][b].qs + x_offset + 4 * g), w)),
+                      ones);
       isum[t] = g == 0 ? prod : hn::Add(isum[t], prod);
     }
   }
