@@ -14,12 +14,16 @@ namespace {
 // one or two rows of each chunk to the slow 1-row float tile).
 constexpr size_t kRowGrain = 24;
 
-// Chunks per thread of a float-weight matrix product. Prompts take long ones, so an op's last
-// chunk can leave a thread idle for a large share of it (the pool's yields were ~5 % of an F16
-// prompt's profile with four per thread; eight measured no better than 16, tinyllama F16,
-// three alternated runs). Single tokens take four short ones, where claiming would start to
-// cost.
-size_t FloatMatMulChunksPerThread(size_t n_tokens) { return n_tokens > 1 ? 16 : 4; }
+// Chunks per thread of a matrix product. Float-weight prompts take 16: their chunks are long, so
+// an op's last chunk can leave a thread idle for a large share of it (the pool's yields were
+// ~5 % of an F16 prompt's profile with four per thread; eight measured no better than 16,
+// tinyllama F16, three alternated runs). Quantized weights (input_type is the activations'
+// quantized type) keep four: each call recomputes the activation blocks' terms for all its
+// tokens, and 16 made small Q4_0 prompts slower (0.74-0.82 against 0.84-0.95 of the int8 roof).
+// Single tokens take four short ones, where claiming would start to cost.
+size_t MatMulChunksPerThread(DType input_type, size_t n_tokens) {
+  return input_type == DType::kF32 && n_tokens > 1 ? 16 : 4;
+}
 
 // Query tokens per attention work item: enough to amortise staging each K/V tile as f32 over
 // many rows, few enough that a 128-token prompt still makes several items per thread.
@@ -127,7 +131,7 @@ void HostBackend::RunMatMul(const Node& node, const TensorView* values) {
   pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
     MatMulRows(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, in, n_tokens, bias, out, n_out,
                row_begin, row_end);
-  }, kRowGrain, in.type == DType::kF32 ? FloatMatMulChunksPerThread(n_tokens) : 4);
+  }, kRowGrain, MatMulChunksPerThread(in.type, n_tokens));
 }
 
 void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
@@ -155,7 +159,7 @@ void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
       float* out_row = out + t * n_ff + row_begin;
       kernels_.silu_mul(gate_rows.data() + t * rows, out_row, rows, out_row);
     }
-  }, kRowGrain, in.type == DType::kF32 ? FloatMatMulChunksPerThread(n_tokens) : 4);
+  }, kRowGrain, MatMulChunksPerThread(in.type, n_tokens));
 }
 
 void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv,

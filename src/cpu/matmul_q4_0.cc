@@ -19,27 +19,13 @@ namespace {
 
 struct Format
 #if PETREL_QUANT_SIMD
-    : Lanes32Format<Format, 4, 8>
+    : Lanes32Format<Format, 4, 8>, NibbleQuants<quant::BlockQ4_0>
 #endif
 {
   using WBlock = quant::BlockQ4_0;
   static constexpr DType kType = DType::kQ4_0;
   static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
-#if PETREL_QUANT_SIMD
-
-  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
-                                    const LaneRowOffsets& /*offsets*/, size_t b,
-                                    QVU8Full (&p)[kPacked]) {
-    PackNibbles(rows, b, p);
-  }
-
-  template <size_t T>
-  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
-    DotNibbles<T>(p, x, b, isum);
-  }
-#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace

@@ -19,26 +19,13 @@ namespace {
 
 struct Format
 #if PETREL_QUANT_SIMD
-    : LanesMinFormat<Format, 4>
+    : LanesMinFormat<Format, 4>, NibbleQuants<quant::BlockQ4_1>
 #endif
 {
   using WBlock = quant::BlockQ4_1;
   static constexpr DType kType = DType::kQ4_1;
   static constexpr DType kActType = DType::kQ8_1;
   static constexpr size_t kElems = quant::kQK;
-#if PETREL_QUANT_SIMD
-  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
-                                    const LaneRowOffsets& /*offsets*/, size_t b,
-                                    QVU8Full (&p)[kPacked]) {
-    PackNibbles(rows, b, p);
-  }
-
-  template <size_t T>
-  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
-    DotNibbles<T>(p, x, b, isum);
-  }
-#endif  // PETREL_QUANT_SIMD
 };
 
 }  // namespace

@@ -350,6 +350,22 @@ HWY_INLINE void DotFiveBitLevels(const QVU8Full (&p)[8], const XBlock* const* HW
   }
 }
 
+// PackQuants and DotInt of the 4-bit linear formats (Q4_0, Q4_1), a base of their Format.
+template <class WBlock>
+struct NibbleQuants {
+  static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,
+                                    const LaneRowOffsets& /*offsets*/, size_t b,
+                                    QVU8Full (&p)[4]) {
+    PackNibbles(rows, b, p);
+  }
+
+  template <size_t T, class XBlock>
+  static HWY_INLINE void DotInt(const QVU8Full (&p)[4], const XBlock* const* HWY_RESTRICT x,
+                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
+    DotNibbles<T>(p, x, b, isum);
+  }
+};
+
 // PackQuants and DotInt of the 5-bit formats (Q5_0, Q5_1), a base of their Format.
 template <class WBlock>
 struct FiveBitQuants {
