@@ -186,13 +186,15 @@ TEST(KernelsTest, MatMulIsBatchInvariant) {
         // 5 tokens take the register tiles on the mapped rows; 21 the f32 panels (K segments,
         // whole tiles, then leftover tokens); 70 two token chunks in each panel. Every token
         // must match its single-token result.
-        const size_t rows = 13;
+        // 101 rows: several panels in one call (the next one made ready during the current),
+        // and rows no panel covers.
+        const size_t rows = 101;
         const Weights w = MakeWeights(type, rows, n_in, rng);
         const std::vector<float> bias = rng.Floats(rows);
         for (size_t n_tokens : {size_t{5}, size_t{21}, size_t{70}}) {
           const std::vector<float> x = rng.Floats(n_in * n_tokens + 1);
           std::vector<float> batch(rows * n_tokens), whole(rows * n_tokens);
-          for (auto [begin, end] : {std::pair<size_t, size_t>{0, 5}, {5, 6}, {6, 13}}) {
+          for (auto [begin, end] : {std::pair<size_t, size_t>{0, 5}, {5, 6}, {6, 101}}) {
             Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1, n_in, n_tokens,
                           bias.data() + 1, batch.data(), rows, begin, end);
           }

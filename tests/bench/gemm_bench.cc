@@ -4,6 +4,8 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <immintrin.h>
+
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -82,6 +84,63 @@ void BM_F32FmaRoofAvx2(benchmark::State& state) {
 }
 BENCHMARK(BM_F32FmaRoofAvx2)->Threads(1)->Threads(2)->UseRealTime();
 
+// llama.cpp's F16 prompt method, measured on this host: ggml rounds the activations to F16 and
+// hands both matrices to llamafile's tinyBLAS, which covers the output with 4 x 3 register tiles
+// on 16-register AVX2 (rows x tokens), walks the full k for each tile with both operands loaded as
+// F16 and converted in the tile (7 conversions beside 12 FMAs), and reduces each accumulator at
+// the end. Written from that description, single-threaded, so that petrel's float tile and the
+// reference's can be compared as fractions of one roof measured on one machine (BASELINES.md's
+// figures come from an AMD core, whose conversions do not compete with its FMAs).
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma,f16c"))) inline __m256 LoadHalf8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+__attribute__((target("avx2,fma,f16c"))) inline float Sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+template <int kRows, int kTokens>
+__attribute__((target("avx2,fma,f16c"))) void HalfTiles(const uint16_t* w, const uint16_t* x,
+                                                         size_t n_in, size_t rows, size_t t0,
+                                                         size_t t1, float* out) {
+  for (size_t r = 0; r + kRows <= rows; r += kRows) {
+    for (size_t t = t0; t + kTokens <= t1; t += kTokens) {
+      __m256 acc[kTokens][kRows];
+      for (int j = 0; j < kTokens; ++j) {
+        for (int i = 0; i < kRows; ++i) acc[j][i] = _mm256_setzero_ps();
+      }
+      for (size_t k = 0; k < n_in; k += 8) {
+        __m256 xv[kTokens];
+        for (int j = 0; j < kTokens; ++j) xv[j] = LoadHalf8(x + (t + j) * n_in + k);
+        for (int i = 0; i < kRows; ++i) {
+          const __m256 wv = LoadHalf8(w + (r + i) * n_in + k);
+          for (int j = 0; j < kTokens; ++j) acc[j][i] = _mm256_fmadd_ps(wv, xv[j], acc[j][i]);
+        }
+      }
+      for (int j = 0; j < kTokens; ++j) {
+        for (int i = 0; i < kRows; ++i) out[(t + j) * rows + r + i] = Sum8(acc[j][i]);
+      }
+    }
+  }
+}
+
+void BM_TinyBlasMethodF16(benchmark::State& state) {
+  Problem p = Make(state);
+  std::vector<uint16_t> x16(p.x.size());
+  for (auto _ : state) {
+    for (size_t i = 0; i < p.x.size(); ++i) x16[i] = F32ToF16(p.x[i]);  // ggml's from_float
+    const size_t bulk = p.n_tokens / 3 * 3;
+    HalfTiles<4, 3>(p.w16.data(), x16.data(), p.n_in, p.rows, 0, bulk, p.out.data());
+    if (bulk < p.n_tokens) {
+      HalfTiles<4, 1>(p.w16.data(), x16.data(), p.n_in, p.rows, bulk, p.n_tokens, p.out.data());
+    }
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  SetRate(state, p);
+}
+#endif
+
 void Shapes(benchmark::internal::Benchmark* b) {
   b->Args({2048, 2048, 128})->Args({2048, 2048, 512})->Args({5632, 2048, 128})->Args({2048, 5632, 128});
   b->UseRealTime();
@@ -89,6 +148,9 @@ void Shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_Petrel, F32, DType::kF32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_Petrel, F16, DType::kF16)->Apply(Shapes);
 BENCHMARK(BM_OpenBlasSgemm)->Apply(Shapes);
+#if defined(__x86_64__)
+BENCHMARK(BM_TinyBlasMethodF16)->Apply(Shapes);
+#endif
 
 }  // namespace
 }  // namespace petrel
