@@ -6,18 +6,14 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
+#include "cpu/matmul_entry.h"
 #include "cpu/matmul-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 
-void MatMulBF16T(const void* w, size_t w_row_bytes, size_t n_in, const float* x, size_t x_stride,
-                 size_t n_tokens, const float* bias, float* out, size_t out_stride,
-                 size_t row_begin, size_t row_end) {
-  MatMulImpl<hwy::bfloat16_t>(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
-                              row_begin, row_end);
-}
+PETREL_FLOAT_MATMUL_TARGET(BF16, hwy::bfloat16_t)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu
@@ -26,14 +22,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace petrel::cpu {
 
-HWY_EXPORT(MatMulBF16T);
-
-void MatMulBF16(const void* w, size_t w_row_bytes, size_t n_in, const float* x, size_t x_stride,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulBF16T)
-  (w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride, row_begin, row_end);
-}
+PETREL_FLOAT_MATMUL_DISPATCH(BF16)
 
 }  // namespace petrel::cpu
 #endif  // HWY_ONCE

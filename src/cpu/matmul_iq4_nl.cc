@@ -12,6 +12,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
+#include "cpu/matmul_entry.h"
 #include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -47,12 +48,7 @@ struct Format
 
 }  // namespace
 
-void MatMulIQ4_NLT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                   size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                   size_t out_stride, size_t row_begin, size_t row_end) {
-  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                         row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_TARGET(IQ4_NL, LaneMatMulImpl)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu
@@ -61,14 +57,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace petrel::cpu {
 
-HWY_EXPORT(MatMulIQ4_NLT);
-
-void MatMulIQ4_NL(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                  size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                  size_t out_stride, size_t row_begin, size_t row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulIQ4_NLT)
-  (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_DISPATCH(IQ4_NL)
 
 }  // namespace petrel::cpu
 #endif  // HWY_ONCE

@@ -16,6 +16,7 @@
 #include <cstddef>  // offsetof
 
 #include "cpu/kernel_entry_points.h"
+#include "cpu/matmul_entry.h"
 #include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -92,12 +93,7 @@ struct Format {
 
 }  // namespace
 
-void MatMulIQ4_XST(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                   size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                   size_t out_stride, size_t row_begin, size_t row_end) {
-  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                         row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_TARGET(IQ4_XS, LaneMatMulImpl)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu
@@ -106,14 +102,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace petrel::cpu {
 
-HWY_EXPORT(MatMulIQ4_XST);
-
-void MatMulIQ4_XS(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                  size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                  size_t out_stride, size_t row_begin, size_t row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulIQ4_XST)
-  (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_DISPATCH(IQ4_XS)
 
 }  // namespace petrel::cpu
 #endif  // HWY_ONCE

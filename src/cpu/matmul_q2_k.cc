@@ -7,6 +7,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
+#include "cpu/matmul_entry.h"
 #include "cpu/quant_dot-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -14,20 +15,10 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format {
+struct Format : SuperBlockPairFormat<0, true> {
   using WBlock = quant::BlockQ2_K;
   static constexpr DType kType = DType::kQ2_K;
-  static constexpr DType kActType = DType::kQ8_K;
-  static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
-  using XBlock = quant::BlockQ8_K;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-  static constexpr bool kHasMins = true;
-  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
-  static constexpr size_t kTileRows = 1;
-  static constexpr size_t kTileTokens = 4;
-
   // Chunk C = 4 half + s: levels (qs[32 half + l] >> 2s) & 3; per 16 elements a 4-bit scale
   // (low nibble of scales[i]) and a 4-bit min (high nibble).
   static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
@@ -60,12 +51,7 @@ struct Format {
 
 }  // namespace
 
-void MatMulQ2_KT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                 size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                 size_t out_stride, size_t row_begin, size_t row_end) {
-  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                          row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_TARGET(Q2_K, MatMulQuantImpl)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu
@@ -74,14 +60,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace petrel::cpu {
 
-HWY_EXPORT(MatMulQ2_KT);
-
-void MatMulQ2_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulQ2_KT)
-  (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_DISPATCH(Q2_K)
 
 }  // namespace petrel::cpu
 #endif  // HWY_ONCE

@@ -7,6 +7,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
+#include "cpu/matmul_entry.h"
 #include "cpu/quant_dot-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -14,20 +15,10 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format {
+struct Format : SuperBlockPairFormat<4, false> {
   using WBlock = quant::BlockQ3_K;
   static constexpr DType kType = DType::kQ3_K;
-  static constexpr DType kActType = DType::kQ8_K;
-  static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
-  using XBlock = quant::BlockQ8_K;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 4;
-  static constexpr bool kHasMins = false;
-  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
-  static constexpr size_t kTileRows = 1;
-  static constexpr size_t kTileTokens = 4;
-
   // Chunk C = 4 half + s: low 2 bits (qs[32 half + l] >> 2s) & 3, high bit C of hmask[l];
   // levels low | high << 2 (0..7) with offset 4, a signed 6-bit scale per 16 elements.
   static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
@@ -65,12 +56,7 @@ struct Format {
 
 }  // namespace
 
-void MatMulQ3_KT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                 size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                 size_t out_stride, size_t row_begin, size_t row_end) {
-  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                          row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_TARGET(Q3_K, MatMulQuantImpl)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu
@@ -79,14 +65,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace petrel::cpu {
 
-HWY_EXPORT(MatMulQ3_KT);
-
-void MatMulQ3_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulQ3_KT)
-  (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_DISPATCH(Q3_K)
 
 }  // namespace petrel::cpu
 #endif  // HWY_ONCE

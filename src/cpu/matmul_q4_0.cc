@@ -10,6 +10,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
+#include "cpu/matmul_entry.h"
 #include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -30,12 +31,7 @@ struct Format
 
 }  // namespace
 
-void MatMulQ4_0T(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                 size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                 size_t out_stride, size_t row_begin, size_t row_end) {
-  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                         row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_TARGET(Q4_0, LaneMatMulImpl)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu
@@ -44,14 +40,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace petrel::cpu {
 
-HWY_EXPORT(MatMulQ4_0T);
-
-void MatMulQ4_0(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulQ4_0T)
-  (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_DISPATCH(Q4_0)
 
 }  // namespace petrel::cpu
 #endif  // HWY_ONCE

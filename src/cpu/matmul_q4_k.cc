@@ -16,6 +16,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
+#include "cpu/matmul_entry.h"
 #include "cpu/quant_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -142,12 +143,7 @@ struct Format {
 
 }  // namespace
 
-void MatMulQ4_KT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                 size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                 size_t out_stride, size_t row_begin, size_t row_end) {
-  LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                         row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_TARGET(Q4_K, LaneMatMulImpl)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu
@@ -156,14 +152,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace petrel::cpu {
 
-HWY_EXPORT(MatMulQ4_KT);
-
-void MatMulQ4_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulQ4_KT)
-  (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_DISPATCH(Q4_K)
 
 }  // namespace petrel::cpu
 #endif  // HWY_ONCE

@@ -7,6 +7,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "cpu/kernel_entry_points.h"
+#include "cpu/matmul_entry.h"
 #include "cpu/quant_dot-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -14,20 +15,10 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format {
+struct Format : SuperBlockPairFormat<0, true> {
   using WBlock = quant::BlockQ5_K;
   static constexpr DType kType = DType::kQ5_K;
-  static constexpr DType kActType = DType::kQ8_K;
-  static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
-  using XBlock = quant::BlockQ8_K;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-  static constexpr bool kHasMins = true;
-  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
-  static constexpr size_t kTileRows = 1;
-  static constexpr size_t kTileTokens = 4;
-
   // As Q4_K plus a fifth bit per element: bit 2j of qh[l] for chunk 2j, bit 2j + 1 for 2j + 1.
   static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
     const QDU8 du8;
@@ -65,12 +56,7 @@ struct Format {
 
 }  // namespace
 
-void MatMulQ5_KT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
-                 size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
-                 size_t out_stride, size_t row_begin, size_t row_end) {
-  MatMulQuantImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
-                          row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_TARGET(Q5_K, MatMulQuantImpl)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu
@@ -79,14 +65,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace petrel::cpu {
 
-HWY_EXPORT(MatMulQ5_KT);
-
-void MatMulQ5_K(const void* w, size_t w_row_bytes, size_t n_in, const void* xq, size_t xq_row_bytes,
-                size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
-                size_t row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulQ5_KT)
-  (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end);
-}
+PETREL_QUANT_MATMUL_DISPATCH(Q5_K)
 
 }  // namespace petrel::cpu
 #endif  // HWY_ONCE

@@ -503,6 +503,24 @@ HWY_NOINLINE void MatMulQuantScalar(const void* w, size_t w_row_bytes, size_t n_
   }
 }
 
+// The traits the super-block formats on this driver share (Q2_K, Q3_K, Q5_K, against Q8_K
+// activations): unsigned levels, kOffset subtracted from each (or a min per sub-block when
+// kHasMins), two decode rows per pass and 1 x 4 prompt tiles.
+template <int kLevelOffset, bool kMins>
+struct SuperBlockPairFormat {
+  static constexpr DType kActType = DType::kQ8_K;
+  static constexpr size_t kElems = quant::kQK_K;
+#if PETREL_QUANT_SIMD
+  using XBlock = quant::BlockQ8_K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = kLevelOffset;
+  static constexpr bool kHasMins = kMins;
+  static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl
+  static constexpr size_t kTileRows = 1;
+  static constexpr size_t kTileTokens = 4;
+#endif
+};
+
 // The HostKernels::mat_mul_quantized contract for one weight format. Format also provides the
 // tile shapes: kDecodeRows (rows per pass for one token) and kTileRows x kTileTokens.
 template <class F>
