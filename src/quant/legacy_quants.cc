@@ -158,48 +158,48 @@ void QuantizeQ5_1(const float* src, void* dst, size_t n) {
   }
 }
 
-void DequantizeQ8_0(const void* src, float* dst, size_t n) {
-  const BlockQ8_0* blocks = static_cast<const BlockQ8_0*>(src);
+namespace {
+
+// Q8_0 and Q8_1 share their scale and levels; Q8_1 adds the sum of its levels times the scale.
+template <class Block>
+void DequantizeQ8(const void* src, float* dst, size_t n) {
+  const Block* blocks = static_cast<const Block*>(src);
   for (size_t i = 0; i < n / kQK; ++i, dst += kQK) {
     const float d = F16ToF32(blocks[i].d);
     for (size_t j = 0; j < kQK; ++j) dst[j] = float(blocks[i].qs[j]) * d;
   }
 }
+
+// Writes block.d and block.qs for kQK values; returns the scale.
+template <class Block>
+float QuantizeQ8Block(const float* src, Block& block) {
+  float amax = 0.0f;
+  for (size_t j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(src[j]));
+  const float d = amax / 127;
+  const float id = d ? 1.0f / d : 0.0f;
+  block.d = F32ToF16(d);
+  // roundf: halves away from zero, as ggml's reference (its AVX path rounds them to even).
+  for (size_t j = 0; j < kQK; ++j) block.qs[j] = int8_t(std::roundf(src[j] * id));
+  return d;
+}
+
+}  // namespace
+
+void DequantizeQ8_0(const void* src, float* dst, size_t n) { DequantizeQ8<BlockQ8_0>(src, dst, n); }
 
 void QuantizeQ8_0(const float* src, void* dst, size_t n) {
   BlockQ8_0* blocks = static_cast<BlockQ8_0*>(dst);
-  for (size_t i = 0; i < n / kQK; ++i, src += kQK) {
-    float amax = 0.0f;
-    for (size_t j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(src[j]));
-    const float d = amax / 127;
-    const float id = d ? 1.0f / d : 0.0f;
-    blocks[i].d = F32ToF16(d);
-    // roundf: halves away from zero, as ggml's reference (its AVX path rounds them to even).
-    for (size_t j = 0; j < kQK; ++j) blocks[i].qs[j] = int8_t(std::roundf(src[j] * id));
-  }
+  for (size_t i = 0; i < n / kQK; ++i, src += kQK) QuantizeQ8Block(src, blocks[i]);
 }
 
-void DequantizeQ8_1(const void* src, float* dst, size_t n) {
-  const BlockQ8_1* blocks = static_cast<const BlockQ8_1*>(src);
-  for (size_t i = 0; i < n / kQK; ++i, dst += kQK) {
-    const float d = F16ToF32(blocks[i].d);
-    for (size_t j = 0; j < kQK; ++j) dst[j] = float(blocks[i].qs[j]) * d;
-  }
-}
+void DequantizeQ8_1(const void* src, float* dst, size_t n) { DequantizeQ8<BlockQ8_1>(src, dst, n); }
 
 void QuantizeQ8_1(const float* src, void* dst, size_t n) {
   BlockQ8_1* blocks = static_cast<BlockQ8_1*>(dst);
   for (size_t i = 0; i < n / kQK; ++i, src += kQK) {
-    float amax = 0.0f;
-    for (size_t j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(src[j]));
-    const float d = amax / 127;
-    const float id = d ? 1.0f / d : 0.0f;
-    blocks[i].d = F32ToF16(d);
+    const float d = QuantizeQ8Block(src, blocks[i]);
     int sum = 0;
-    for (size_t j = 0; j < kQK; ++j) {
-      blocks[i].qs[j] = int8_t(std::roundf(src[j] * id));
-      sum += blocks[i].qs[j];
-    }
+    for (size_t j = 0; j < kQK; ++j) sum += blocks[i].qs[j];
     blocks[i].s = F32ToF16(float(sum) * d);
   }
 }
