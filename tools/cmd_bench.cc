@@ -1,8 +1,10 @@
 // `petrel bench`: prompt-processing and generation speed, like llama-bench, plus peak RSS.
 // Each test runs once to warm up, then `-r` times; medians and min–max are reported. Every
-// generation run is paired with a measurement of the read roof (ReadRoof) right after it, and
-// every prompt run with one of the arithmetic peak of its weights' path (PromptRoof); the median
-// of the per-pair ratios says which fraction of the bound the run reaches.
+// generation run is paired with the read roof (ReadRoof), every prompt run with the arithmetic
+// peak of its weights' path (PromptRoof), sampled just before and just after the run: the run's
+// bound is the mean of the two (on a shared host one sample after a run of seconds moved the
+// fraction by ±15 %), and the median of the per-run ratios says which fraction of the bound the
+// runs reach.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -143,19 +145,23 @@ Runner AddBenchCommand(CLI::App& app) {
       const PromptRoof prompt_roof((*engine)->model().weights);
       for (const Test& test : tests) {
         std::vector<double> rates, roof_rates, fractions;
+        const bool has_roof = test.n_gen > 0 || prompt_roof.available();
+        auto sample_roof = [&] {
+          return test.n_gen > 0 ? roof.TokensPerSecond(used_threads)
+                                : prompt_roof.TokensPerSecond(used_threads);
+        };
+        double roof_before = 0.0;  // the sample after one run is the one before the next
         for (size_t r = 0; r <= args->repetitions; ++r) {
+          if (r == 1 && has_roof) roof_before = sample_roof();
           auto rate = RunOnce(**engine, test.n_prompt, test.n_gen, rng);
           if (!rate.ok()) return Fail(rate.status());
           if (r == 0) continue;  // the warm-up
           rates.push_back(*rate);
-          if (test.n_gen > 0) {
-            roof_rates.push_back(roof.TokensPerSecond(used_threads));
-          } else if (prompt_roof.available()) {
-            roof_rates.push_back(prompt_roof.TokensPerSecond(used_threads));
-          } else {
-            continue;
-          }
+          if (!has_roof) continue;
+          const double roof_after = sample_roof();
+          roof_rates.push_back(0.5 * (roof_before + roof_after));
           fractions.push_back(*rate / roof_rates.back());
+          roof_before = roof_after;
         }
         const Sample s = Summarize(rates);
         const double rss_mib = double(PeakRssBytes()) / (1024.0 * 1024.0);
