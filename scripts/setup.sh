@@ -8,7 +8,6 @@ packages=(
   g++ meson ninja-build pkg-config
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
-  libopenblas-dev
 )
 missing=()
 for package in "${packages[@]}"; do

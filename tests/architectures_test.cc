@@ -3,7 +3,7 @@
 // tied output, llama3 RoPE scaling), and the split placement must agree too.
 #include <gtest/gtest.h>
 
-#include "core/engine.h"
+#include "core/runtime/engine.h"
 #include "util/parity.h"
 #include "util/test_data.h"
 #include "util/tiny_model.h"

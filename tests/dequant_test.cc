@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/gguf.h"
+#include "core/format/gguf.h"
 #include "gtest/gtest.h"
 #include "quant/blocks.h"
 #include "quant/quantize.h"
@@ -152,7 +152,9 @@ TEST(DequantTest, RoundTripErrorWithinBounds) {
       ASSERT_TRUE(std::isfinite(back[i]));
       err2 += double(back[i] - x[i]) * (back[i] - x[i]);
       ref2 += double(x[i]) * x[i];
-      if (i >= 1024 && i < 1280) ASSERT_EQ(back[i], 0.0f) << i;
+      if (i >= 1024 && i < 1280) {
+        ASSERT_EQ(back[i], 0.0f) << i;
+      }
     }
     EXPECT_LT(std::sqrt(err2 / ref2), c.max_rel_rms);
   }

@@ -4,11 +4,11 @@
 #include <cstring>
 #include <random>
 
-#include "core/backend_registry.h"
-#include "core/engine.h"
+#include "core/runtime/backend_registry.h"
+#include "core/runtime/engine.h"
 #include "cpu/cpu_backend.h"
 #include "quant/quantize.h"
-#include "core/sampling/sampler.h"
+#include "core/generation/sampling/sampler.h"
 #include "util/parity.h"
 #include "util/test_data.h"
 

@@ -1,5 +1,5 @@
 // GGUF writer/reader round trips (every metadata type, v2/v3, two alignments) and the shared files.
-#include "core/gguf.h"
+#include "core/format/gguf.h"
 
 #include <dirent.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/gguf_writer.h"
+#include "core/format/gguf_writer.h"
 #include "gtest/gtest.h"
 #include "util/test_data.h"
 

@@ -1,8 +1,8 @@
 // Paged KV cache bookkeeping: block tables, slots, exhaustion, fork with copy-on-write, truncate.
 #include <gtest/gtest.h>
 
-#include "core/backend_registry.h"
-#include "core/kv_cache.h"
+#include "core/runtime/backend_registry.h"
+#include "core/runtime/kv_cache.h"
 
 namespace petrel {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/gguf.h"
-#include "core/gguf_writer.h"
-#include "core/safetensors.h"
+#include "core/format/gguf.h"
+#include "core/format/gguf_writer.h"
+#include "core/format/safetensors.h"
 #include "gtest/gtest.h"
 #include "util/test_data.h"
 

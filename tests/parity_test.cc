@@ -2,8 +2,8 @@
 // Hugging Face folder and the GGUF conversions of the story model, and the synth-tiny files.
 #include <gtest/gtest.h>
 
-#include "core/engine.h"
-#include "core/generate.h"
+#include "core/runtime/engine.h"
+#include "core/generation/generate.h"
 #include "util/parity.h"
 #include "util/test_data.h"
 

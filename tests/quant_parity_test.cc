@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "core/engine.h"
+#include "core/runtime/engine.h"
 #include "util/parity.h"
 #include "util/test_data.h"
 

@@ -5,10 +5,10 @@
 
 #include <cstring>
 
-#include "core/engine.h"
-#include "core/gguf.h"
-#include "core/loader.h"
-#include "core/quantize_hf.h"
+#include "core/runtime/engine.h"
+#include "core/format/gguf.h"
+#include "core/model/loader.h"
+#include "core/convert/quantize_hf.h"
 #include "core/tokenizer/tokenizer.h"
 #include "util/parity.h"
 #include "util/test_data.h"

@@ -1,6 +1,6 @@
 // `petrel quantize` and `petrel synth --type` as library calls: written files re-read as GGUF,
 // tensor types per mix, bytes equal to llama-quantize's, and a synthetic quantized model runs.
-#include "core/quantize_model.h"
+#include "core/convert/quantize_model.h"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/engine.h"
-#include "core/gguf.h"
-#include "core/synth_model.h"
+#include "core/runtime/engine.h"
+#include "core/format/gguf.h"
+#include "core/convert/synth_model.h"
 #include "util/test_data.h"
 
 namespace petrel {

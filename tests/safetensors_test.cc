@@ -1,5 +1,5 @@
 // Safetensors: the shared story model, a generated sharded folder, and folder-level errors.
-#include "core/safetensors.h"
+#include "core/format/safetensors.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/sampling/sampler.h"
-#include "core/stop_matcher.h"
+#include "core/generation/sampling/sampler.h"
+#include "core/generation/stop_matcher.h"
 
 namespace petrel {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/gguf.h"
+#include "core/format/gguf.h"
 #include "util/test_data.h"
 
 namespace petrel {

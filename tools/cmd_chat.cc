@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/chat/chat_prompt.h"
-#include "core/generate.h"
-#include "core/session_file.h"
+#include "core/generation/generate.h"
+#include "core/generation/session_file.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tools/common.h"
 #include "tools/sampling_options.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/loader.h"
+#include "core/model/loader.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tools/common.h"
 

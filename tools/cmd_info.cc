@@ -3,8 +3,8 @@
 #include <optional>
 #include <string>
 
-#include "core/kv_cache.h"
-#include "core/loader.h"
+#include "core/runtime/kv_cache.h"
+#include "core/model/loader.h"
 #include "core/tokenizer/tokenizer.h"
 #include "cpu/kernels.h"  // SimdTargetName
 #include "tools/common.h"

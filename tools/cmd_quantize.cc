@@ -5,8 +5,8 @@
 
 #include <sys/stat.h>
 
-#include "core/quantize_hf.h"
-#include "core/quantize_model.h"
+#include "core/convert/quantize_hf.h"
+#include "core/convert/quantize_model.h"
 #include "tools/common.h"
 
 namespace petrel::tools {

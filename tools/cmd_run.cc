@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/beam_search.h"
+#include "core/generation/beam_search.h"
 #include "core/chat/chat_prompt.h"
-#include "core/generate.h"
+#include "core/generation/generate.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tools/common.h"
 #include "tools/sampling_options.h"

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <string>
 
-#include "core/synth_model.h"
+#include "core/convert/synth_model.h"
 #include "tools/common.h"
 
 namespace petrel::tools {

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/loader.h"
+#include "core/model/loader.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tools/common.h"
 

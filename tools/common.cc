@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/log.h"
+#include "core/base/log.h"
 
 namespace petrel::tools {
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "core/engine.h"
-#include "core/status.h"
+#include "core/runtime/engine.h"
+#include "core/base/status.h"
 
 namespace petrel::tools {
 

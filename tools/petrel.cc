@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <map>
 
-#include "core/log.h"
+#include "core/base/log.h"
 #include "tools/common.h"
 
 int main(int argc, char** argv) {

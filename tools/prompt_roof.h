@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "core/models/model.h"  // ModelWeights
+#include "core/model/architecture.h"  // ModelWeights
 #include "cpu/compute_roof.h"
 
 namespace petrel::tools {

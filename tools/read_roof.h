@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/models/model.h"  // ModelWeights
+#include "core/model/architecture.h"  // ModelWeights
 
 namespace petrel::tools {
 

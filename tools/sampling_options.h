@@ -6,8 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/generate.h"
-#include "core/status.h"
+#include "core/generation/generate.h"
+#include "core/base/status.h"
 
 namespace petrel::tools {
 

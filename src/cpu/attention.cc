@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/status.h"  // PETREL_CHECK, PETREL_DCHECK
+#include "core/base/status.h"  // PETREL_CHECK, PETREL_DCHECK
 #include "cpu/kernel_entry_points.h"
 #include "cpu/simd-inl.h"               // LoadAsF32, CopyPadded, kMaxF32Lanes
 #include "hwy/contrib/math/math-inl.h"  // Exp

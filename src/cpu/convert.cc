@@ -7,7 +7,7 @@
 // clang-format on
 #include <cstring>
 
-#include "core/status.h"  // PETREL_CHECK
+#include "core/base/status.h"  // PETREL_CHECK
 #include "quant/quantize.h"  // DequantizeRow, QuantizeRow
 #include "cpu/kernel_entry_points.h"
 #include "quant/f16.h"  // F16ToF32Row, F32ToF16Row, BF16ToF32Row, F32ToBF16Row

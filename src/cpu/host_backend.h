@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/backend.h"
+#include "core/runtime/backend.h"
 #include "cpu/kernel_table.h"
 #include "cpu/thread_pool.h"
 

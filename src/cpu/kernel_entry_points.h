@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "core/ops.h"          // RopeStyle
+#include "core/graph/ops.h"          // RopeStyle
 #include "cpu/kernel_table.h"  // AttentionArgs
 #include "quant/types.h"       // DType
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/ops.h"    // RopeStyle
+#include "core/graph/ops.h"    // RopeStyle
 #include "quant/types.h"  // DType
 
 namespace petrel {

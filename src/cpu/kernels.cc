@@ -4,8 +4,8 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "core/log.h"
-#include "core/status.h"              // PETREL_CHECK
+#include "core/base/log.h"
+#include "core/base/status.h"              // PETREL_CHECK
 #include "cpu/kernel_entry_points.h"  // MatMulF32, RmsNorm, ...
 #include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
 #include "hwy/targets.h"              // SupportedTargets, DisableTargets, TargetName

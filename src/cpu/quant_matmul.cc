@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/status.h"              // PETREL_CHECK
+#include "core/base/status.h"              // PETREL_CHECK
 #include "cpu/kernel_entry_points.h"  // MatMulQ4_0, ...
 #include "quant/quantize.h"           // QuantizeRow
 

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "core/status.h"  // PETREL_CHECK
+#include "core/base/status.h"  // PETREL_CHECK
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>  // _mm_pause

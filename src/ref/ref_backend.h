@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "core/backend.h"
+#include "core/runtime/backend.h"
 
 namespace petrel {
 

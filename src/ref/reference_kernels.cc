@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/status.h"  // PETREL_CHECK
+#include "core/base/status.h"  // PETREL_CHECK
 #include "quant/f16.h"    // F16ToF32, BF16ToF32, F32ToF16, F32ToBF16
 #include "quant/quantize.h"  // DequantizeRow, QuantizeRow, CanDequantize
 
@@ -155,6 +155,10 @@ const HostKernels& ReferenceKernels() {
   static const HostKernels kKernels = {
       .name = "ref",
       .mat_mul = MatMul,
+      // mat_mul takes f32 activations for every weight type: no quantized path.
+      .activation_type = nullptr,
+      .quantize_activation = nullptr,
+      .mat_mul_quantized = nullptr,
       .row_to_f32 = RowToF32,
       .row_from_f32 = RowFromF32,
       .rms_norm = RmsNorm,

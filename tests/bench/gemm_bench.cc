@@ -1,8 +1,7 @@
-// Prompt-shaped float mat_mul: petrel's Highway kernels (F32 and F16 weights) against OpenBLAS's
-// cblas_sgemm on the same shapes, one thread each, in GFLOP/s. The numbers behind the choice of
-// the float prompt path recorded in docs/PERFORMANCE.md.
+// Prompt-shaped float mat_mul: petrel's Highway kernels (F32 and F16 weights) against the FMA roof
+// and llama.cpp's F16 prompt method on the same shapes, one thread each, in GFLOP/s. The numbers
+// behind the choice of the float prompt path recorded in docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>
-#include <cblas.h>
 
 #include <immintrin.h>
 
@@ -52,20 +51,6 @@ void BM_Petrel(benchmark::State& state, DType type) {
   for (auto _ : state) {
     cpu.mat_mul(type, w, row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens, nullptr, p.out.data(),
                 p.rows, 0, p.rows);
-    benchmark::DoNotOptimize(p.out.data());
-  }
-  SetRate(state, p);
-}
-
-// out (tokens x rows) = x (tokens x n_in) * W^T, W row-major (rows x n_in): F32 weights only
-// (F16 weights would first need a converted copy).
-void BM_OpenBlasSgemm(benchmark::State& state) {
-  Problem p = Make(state);
-  openblas_set_num_threads(1);
-  for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(p.n_tokens), int(p.rows), int(p.n_in),
-                1.0f, p.x.data(), int(p.n_in), p.w.data(), int(p.n_in), 0.0f, p.out.data(),
-                int(p.rows));
     benchmark::DoNotOptimize(p.out.data());
   }
   SetRate(state, p);
@@ -147,7 +132,6 @@ void Shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK_CAPTURE(BM_Petrel, F32, DType::kF32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_Petrel, F16, DType::kF16)->Apply(Shapes);
-BENCHMARK(BM_OpenBlasSgemm)->Apply(Shapes);
 #if defined(__x86_64__)
 BENCHMARK(BM_TinyBlasMethodF16)->Apply(Shapes);
 #endif

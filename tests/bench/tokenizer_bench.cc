@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/gguf.h"
+#include "core/format/gguf.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace petrel {

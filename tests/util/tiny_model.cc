@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/gguf_writer.h"
+#include "core/format/gguf_writer.h"
 
 namespace petrel::testing {
 namespace {

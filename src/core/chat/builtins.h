@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/chat/value.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace petrel::chat {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/chat/chat_template.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace petrel {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "core/chat/interpreter.h"  // RenderLimits
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace petrel::chat {
 struct Node;

@@ -10,7 +10,7 @@
 
 #include "core/chat/ast.h"
 #include "core/chat/value.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace petrel::chat {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/gguf.h"
+#include "core/format/gguf.h"
 
 namespace petrel {
 namespace {

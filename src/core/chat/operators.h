@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "core/chat/value.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace petrel::chat {
 

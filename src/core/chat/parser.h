@@ -6,7 +6,7 @@
 
 #include "core/chat/ast.h"
 #include "core/chat/lexer.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace petrel::chat {
 

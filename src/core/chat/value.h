@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace petrel::chat {
 

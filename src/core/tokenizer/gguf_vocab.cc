@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/gguf.h"
+#include "core/format/gguf.h"
 #include "core/tokenizer/gguf_tokenizer.h"
 #include "core/tokenizer/unicode.h"
 

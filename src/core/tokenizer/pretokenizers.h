@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 struct pcre2_real_code_8;
 

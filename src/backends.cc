@@ -1,0 +1,20 @@
+// The only file that names the backends: the list the runtime's registry creates them from.
+// Adding a backend is its folder, its line here and its dependency in src/meson.build.
+#include "core/runtime/backend_registry.h"
+#include "cpu/cpu_backend.h"
+#include "ref/ref_backend.h"
+
+namespace petrel {
+
+std::span<const BackendFactory> CompiledBackends() {
+  static constexpr BackendFactory kBackends[] = {
+      {"cpu",
+       [](BackendId id, const BackendOptions& options) {
+         return CreateCpuBackend(id, options.n_threads, options.pin_threads);
+       }},
+      {"ref", [](BackendId id, const BackendOptions&) { return CreateRefBackend(id); }},
+  };
+  return kBackends;
+}
+
+}  // namespace petrel

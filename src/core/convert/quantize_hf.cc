@@ -1,0 +1,142 @@
+// QuantizeHfFolder: LoadModel() gives the config and weight views; this writes them as GGUF.
+#include "core/convert/quantize_hf.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/format/gguf_writer.h"
+#include "core/model/loader.h"
+#include "quant/quantize.h"
+
+namespace petrel {
+namespace {
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Source row of output row `r` when converting HF's half-split RoPE rows (per head [2][d/2]) to
+// llama.cpp's interleaved pairs ([d/2][2]); identity when no permutation is wanted.
+int64_t SourceRow(int64_t r, int64_t head_dim, bool permute) {
+  if (!permute) return r;
+  const int64_t head = r / head_dim, within = r % head_dim, half = head_dim / 2;
+  return head * head_dim + (within % 2) * half + within / 2;
+}
+
+}  // namespace
+
+Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, const QuantMix& mix,
+                        bool verbose) {
+  LoadOptions options;
+  options.load_tokenizer = true;  // proves the tokenizer loads before anything is written
+  PETREL_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model, LoadModel(folder, options));
+  if (model->format != "safetensors") return Error("%s: not a Hugging Face folder", folder.c_str());
+  const ModelConfig& c = model->config;
+  const std::string a = c.architecture;
+  GgufWriter writer;
+  writer.SetString("general.architecture", a);
+  writer.SetString("general.name", folder.substr(folder.find_last_of('/') + 1));
+  writer.SetU32("general.file_type", GgufFileType(mix));
+  writer.SetU32("general.quantization_version", 2);
+  writer.SetU32(a + ".context_length", uint32_t(c.max_context));
+  writer.SetU32(a + ".embedding_length", uint32_t(c.dim));
+  writer.SetU32(a + ".block_count", uint32_t(c.n_layers));
+  writer.SetU32(a + ".feed_forward_length", uint32_t(c.ffn_dim));
+  writer.SetU32(a + ".attention.head_count", uint32_t(c.n_heads));
+  writer.SetU32(a + ".attention.head_count_kv", uint32_t(c.n_kv_heads));
+  writer.SetU32(a + ".attention.key_length", uint32_t(c.head_dim));
+  writer.SetU32(a + ".attention.value_length", uint32_t(c.head_dim));
+  writer.SetF32(a + ".attention.layer_norm_rms_epsilon", c.norm_eps);
+  writer.SetF32(a + ".rope.freq_base", c.rope.base);
+  writer.SetU32(a + ".rope.dimension_count", uint32_t(c.rope.dims));
+  writer.SetU32(a + ".vocab_size", uint32_t(c.n_vocab));
+  if (c.sliding_window > 0) writer.SetU32(a + ".attention.sliding_window", uint32_t(c.sliding_window));
+  if (c.rope.scaling == RopeScalingKind::kLinear) {
+    writer.SetString(a + ".rope.scaling.type", "linear");
+    writer.SetF32(a + ".rope.scaling.factor", c.rope.factor);
+  }
+  // Tokenizer: the tokenizer.json itself, plus the two files it is read with.
+  const std::string tokenizer_json = ReadText(folder + "/tokenizer.json");
+  if (tokenizer_json.empty()) return Error("%s/tokenizer.json: missing or empty", folder.c_str());
+  writer.SetString("tokenizer.huggingface.json", tokenizer_json);
+  const std::string tokenizer_config = ReadText(folder + "/tokenizer_config.json");
+  if (!tokenizer_config.empty()) {
+    writer.SetString("tokenizer.huggingface.config", tokenizer_config);
+    auto config = nlohmann::json::parse(tokenizer_config, nullptr, false);
+    if (config.is_object() && config.contains("chat_template") && config["chat_template"].is_string()) {
+      writer.SetString("tokenizer.chat_template", config["chat_template"].get<std::string>());
+    }
+  }
+  const std::string generation_config = ReadText(folder + "/generation_config.json");
+  if (!generation_config.empty()) writer.SetString("tokenizer.huggingface.generation_config", generation_config);
+
+  // Weights. Q/K rows are permuted when this family's GGUF files rotate interleaved pairs.
+  const bool permute = model->arch->gguf_rope_style == RopeStyle::kInterleaved &&
+                       c.rope.style == RopeStyle::kHalfSplit;
+  auto add = [&](const std::string& name, const TensorView& view, bool permute_rows) {
+    if (!view.data) return;
+    TensorDesc desc = view.desc;
+    desc.dtype = ChooseTensorType(mix, name, desc.ne[0], desc.n_dims, int(c.n_layers));
+    if (verbose) std::fprintf(stderr, "%-32s %-6s -> %s\n", name.c_str(), DTypeName(view.desc.dtype), DTypeName(desc.dtype));
+    const TensorDesc src = view.desc;
+    const char* src_data = static_cast<const char*>(view.data);
+    const int64_t head_dim = c.head_dim;
+    writer.AddTensor(name, desc, [=](void* dst) {
+      const size_t n = size_t(src.ne[0]);
+      std::vector<float> row(n);
+      for (int64_t r = 0; r < src.n_rows(); ++r) {
+        const int64_t from = src.n_dims == 1 ? r : SourceRow(r, head_dim, permute_rows);
+        DequantizeRow(src.dtype, src_data + size_t(from) * src.row_bytes(), row.data(), n);
+        if (src.n_dims == 1 && permute_rows) {
+          // A bias vector: permute its elements the same way as the rows.
+          std::vector<float> permuted(n);
+          for (size_t i = 0; i < n; ++i) permuted[i] = row[size_t(SourceRow(int64_t(i), head_dim, true))];
+          row.swap(permuted);
+        }
+        QuantizeRow(desc.dtype, row.data(), static_cast<char*>(dst) + size_t(r) * desc.row_bytes(), n);
+      }
+    });
+  };
+  const ModelWeights& w = model->weights;
+  add("token_embd.weight", w.token_embd, false);
+  add("output_norm.weight", w.output_norm, false);
+  if (!c.tied_embeddings) add("output.weight", w.output, false);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    add(b + "attn_norm.weight", L.attn_norm, false);
+    add(b + "attn_q.weight", L.wq, permute);
+    add(b + "attn_k.weight", L.wk, permute);
+    add(b + "attn_v.weight", L.wv, false);
+    add(b + "attn_output.weight", L.wo, false);
+    add(b + "attn_q.bias", L.bq, permute);
+    add(b + "attn_k.bias", L.bk, permute);
+    add(b + "attn_v.bias", L.bv, false);
+    add(b + "ffn_norm.weight", L.ffn_norm, false);
+    add(b + "ffn_gate.weight", L.w_gate, false);
+    add(b + "ffn_up.weight", L.w_up, false);
+    add(b + "ffn_down.weight", L.w_down, false);
+  }
+  if (c.rope.scaling == RopeScalingKind::kLlama3) {
+    // llama.cpp's form of Llama 3 scaling: per-pair divisors of the base frequencies.
+    RopeConfig plain = c.rope;
+    plain.scaling = RopeScalingKind::kNone;
+    const std::vector<double> base = plain.InverseFrequencies(), scaled = c.rope.InverseFrequencies();
+    auto factors = std::make_shared<std::vector<float>>();
+    for (size_t i = 0; i < base.size(); ++i) factors->push_back(float(base[i] / scaled[i]));
+    writer.AddTensor("rope_freqs.weight", TensorDesc::Make(DType::kF32, {int64_t(factors->size())}),
+                     [factors](void* dst) { std::memcpy(dst, factors->data(), factors->size() * sizeof(float)); });
+  }
+  return writer.Write(out_path);
+}
+
+}  // namespace petrel

@@ -1,0 +1,18 @@
+// Re-encodes a GGUF model's weights into another type or mix (`petrel quantize`).
+#pragma once
+
+#include <string>
+
+#include "core/convert/quant_mix.h"
+#include "core/base/status.h"
+
+namespace petrel {
+
+// Reads `in_path` (GGUF with F32/F16/BF16 or block-format tensors), writes `out_path` with every
+// metadata key copied (general.file_type updated), 2-D weights re-encoded per `mix`
+// (ChooseTensorType) and 1-D tensors as F32. `verbose` prints one line per tensor
+// on stderr.
+Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
+                         const QuantMix& mix, bool verbose);
+
+}  // namespace petrel

@@ -1,0 +1,225 @@
+// WriteSynthModel: metadata of a Llama GGUF, a vocabulary, and weights drawn as
+// embeddings N(0,1), projections N(0, 1/dim) (ffn_down N(0, 1/ffn)), norms 1 + N(0, 0.01),
+// output N(0, 16/dim) — the recipe of the baseline files.
+#include "core/convert/synth_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "core/format/gguf.h"
+#include "core/format/gguf_writer.h"
+#include "quant/f16.h"
+#include "quant/quantize.h"  // QuantizeRow
+
+namespace petrel {
+namespace {
+
+// SplitMix64 stream + Box–Muller: fast, portable, reproducible from (seed, tensor index).
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  float Next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = (double(Bits() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    const double u2 = double(Bits() >> 11) * (1.0 / 9007199254740992.0);
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = float(r * std::sin(2.0 * M_PI * u2));
+    has_spare_ = true;
+    return float(r * std::cos(2.0 * M_PI * u2));
+  }
+
+ private:
+  uint64_t Bits() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  uint64_t state_;
+  float spare_ = 0.0f;
+  bool has_spare_ = false;
+};
+
+// Fills `dst` with `n` values of `type` drawn as mean + stddev * N(0,1).
+void FillRandom(void* dst, DType type, size_t n, uint64_t seed, float mean, float stddev) {
+  Normal normal(seed);
+  std::vector<float> row(4096);
+  for (size_t done = 0; done < n; done += row.size()) {
+    const size_t count = std::min(row.size(), n - done);
+    for (size_t i = 0; i < count; ++i) row[i] = mean + stddev * normal.Next();
+    switch (type) {
+      case DType::kF32:
+        std::memcpy(static_cast<float*>(dst) + done, row.data(), count * sizeof(float));
+        break;
+      case DType::kF16:
+        F32ToF16Row(row.data(), static_cast<uint16_t*>(dst) + done, count);
+        break;
+      case DType::kBF16:
+        F32ToBF16Row(row.data(), static_cast<uint16_t*>(dst) + done, count);
+        break;
+      default:
+        break;  // rejected in WriteSynthModel
+    }
+  }
+}
+
+// Rows of `n_in` values drawn as stddev * N(0,1) (the same stream as FillRandom), each
+// quantized to `type` as it is drawn, so a large model never exists in f32.
+void FillRandomQuantized(void* dst, DType type, size_t n_in, size_t n_rows, uint64_t seed,
+                         float stddev) {
+  Normal normal(seed);
+  std::vector<float> row(n_in);
+  const size_t row_bytes = *RowBytes(type, n_in);
+  for (size_t r = 0; r < n_rows; ++r) {
+    for (float& v : row) v = stddev * normal.Next();
+    QuantizeRow(type, row.data(), static_cast<char*>(dst) + r * row_bytes, n_in);
+  }
+}
+
+void AddByteVocab(GgufWriter& writer, int64_t n_vocab) {
+  // <unk>, <s>, </s>, the 256 byte tokens, then filler pieces.
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char piece[8];
+    std::snprintf(piece, sizeof(piece), "<0x%02X>", b);
+    tokens.push_back(piece);
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  for (int64_t i = int64_t(tokens.size()); i < n_vocab; ++i) {
+    tokens.push_back("\xE2\x96\x81tok" + std::to_string(i));
+    scores.push_back(-float(i));
+    types.push_back(1);
+  }
+  writer.SetString("tokenizer.ggml.model", "llama");
+  writer.SetStringArray("tokenizer.ggml.tokens", tokens);
+  writer.SetF32Array("tokenizer.ggml.scores", scores);
+  writer.SetI32Array("tokenizer.ggml.token_type", types);
+  writer.SetU32("tokenizer.ggml.bos_token_id", 1);
+  writer.SetU32("tokenizer.ggml.eos_token_id", 2);
+  writer.SetU32("tokenizer.ggml.unknown_token_id", 0);
+}
+
+}  // namespace
+
+Result<SynthSpec> ParseSynthShape(const std::string& shape) {
+  SynthSpec spec;
+  if (shape == "small") return spec;  // defaults are the small shape
+  if (shape == "tinyllama") {
+    spec.dim = 2048;
+    spec.n_layers = 22;
+    spec.n_heads = 32;
+    spec.n_kv_heads = 4;
+    spec.ffn_dim = 5632;
+    return spec;
+  }
+  long long v[5];
+  char tail = 0;
+  if (std::sscanf(shape.c_str(), "%lldx%lldx%lldx%lldx%lld%c", &v[0], &v[1], &v[2], &v[3], &v[4],
+                  &tail) != 5) {
+    return Error("--shape '%s': expected small, tinyllama or DIMxLAYERSxHEADSxKV_HEADSxFFN",
+                 shape.c_str());
+  }
+  for (long long value : v) {
+    if (value <= 0 || value > (1 << 20))
+      return Error("--shape '%s': every value must be in 1..1048576", shape.c_str());
+  }
+  spec.dim = v[0];
+  spec.n_layers = v[1];
+  spec.n_heads = v[2];
+  spec.n_kv_heads = v[3];
+  spec.ffn_dim = v[4];
+  if (spec.dim % spec.n_heads || spec.n_heads % spec.n_kv_heads || (spec.dim / spec.n_heads) % 2) {
+    return Error(
+        "--shape '%s': heads must divide dim (even head size) and kv heads must divide heads",
+        shape.c_str());
+  }
+  return spec;
+}
+
+Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
+  if (!spec.quant_mix && spec.type != DType::kF32 && spec.type != DType::kF16 &&
+      spec.type != DType::kBF16) {
+    return Error("--type %s: block types go through SynthSpec::quant_mix", DTypeName(spec.type));
+  }
+  GgufWriter writer;
+  writer.SetString("general.architecture", "llama");
+  writer.SetString("general.name", "petrel-synth");
+  writer.SetU32("general.file_type", spec.quant_mix              ? GgufFileType(*spec.quant_mix)
+                                     : spec.type == DType::kF32 ? 0
+                                     : spec.type == DType::kF16 ? 1
+                                                                : 32);
+  writer.SetU32("llama.context_length", uint32_t(spec.context));
+  writer.SetU32("llama.embedding_length", uint32_t(spec.dim));
+  writer.SetU32("llama.block_count", uint32_t(spec.n_layers));
+  writer.SetU32("llama.feed_forward_length", uint32_t(spec.ffn_dim));
+  writer.SetU32("llama.attention.head_count", uint32_t(spec.n_heads));
+  writer.SetU32("llama.attention.head_count_kv", uint32_t(spec.n_kv_heads));
+  writer.SetU32("llama.rope.dimension_count", uint32_t(spec.dim / spec.n_heads));
+  writer.SetF32("llama.rope.freq_base", 10000.0f);
+  writer.SetF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+
+  int64_t n_vocab = spec.n_vocab;
+  if (!spec.vocab_gguf.empty()) {
+    PETREL_ASSIGN_OR_RETURN(auto vocab, GgufFile::Open(spec.vocab_gguf));
+    const GgufValue* tokens = vocab->Find("tokenizer.ggml.tokens");
+    if (!tokens) return Error("%s: no tokenizer.ggml.tokens", spec.vocab_gguf.c_str());
+    n_vocab = int64_t(tokens->count);
+    for (const auto& [key, value] : vocab->metadata()) {
+      if (key.rfind("tokenizer.", 0) == 0) writer.CopyValue(key, value);
+    }
+  } else {
+    if (n_vocab < 259) n_vocab = 259;
+    AddByteVocab(writer, n_vocab);
+  }
+  writer.SetU32("llama.vocab_size", uint32_t(n_vocab));
+
+  uint64_t seed = spec.seed;
+  const float dim = float(spec.dim), ffn = float(spec.ffn_dim);
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float stddev) {
+    if (spec.quant_mix) {
+      const DType type = ChooseTensorType(*spec.quant_mix, name, n_in, 2, int(spec.n_layers));
+      writer.AddTensor(name, TensorDesc::Make(type, {n_in, n_out}), [=](void* dst) {
+        FillRandomQuantized(dst, type, size_t(n_in), size_t(n_out), seed, stddev);
+      });
+    } else {
+      const DType type = spec.type;
+      writer.AddTensor(name, TensorDesc::Make(type, {n_in, n_out}), [=](void* dst) {
+        FillRandom(dst, type, size_t(n_in * n_out), seed, 0.0f, stddev);
+      });
+    }
+    ++seed;
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    writer.AddTensor(name, TensorDesc::Make(DType::kF32, {n}), [=](void* dst) {
+      FillRandom(dst, DType::kF32, size_t(n), seed, 1.0f, 0.01f);
+    });
+    ++seed;
+  };
+  const int64_t head_dim = spec.dim / spec.n_heads;
+  matrix("token_embd.weight", spec.dim, n_vocab, 1.0f);
+  for (int64_t l = 0; l < spec.n_layers; ++l) {
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    norm(blk + "attn_norm.weight", spec.dim);
+    matrix(blk + "attn_q.weight", spec.dim, spec.dim, 1.0f / std::sqrt(dim));
+    matrix(blk + "attn_k.weight", spec.dim, spec.n_kv_heads * head_dim, 1.0f / std::sqrt(dim));
+    matrix(blk + "attn_v.weight", spec.dim, spec.n_kv_heads * head_dim, 1.0f / std::sqrt(dim));
+    matrix(blk + "attn_output.weight", spec.dim, spec.dim, 1.0f / std::sqrt(dim));
+    norm(blk + "ffn_norm.weight", spec.dim);
+    matrix(blk + "ffn_gate.weight", spec.dim, spec.ffn_dim, 1.0f / std::sqrt(dim));
+    matrix(blk + "ffn_up.weight", spec.dim, spec.ffn_dim, 1.0f / std::sqrt(dim));
+    matrix(blk + "ffn_down.weight", spec.ffn_dim, spec.dim, 1.0f / std::sqrt(ffn));
+  }
+  norm("output_norm.weight", spec.dim);
+  if (!spec.tied_embeddings) matrix("output.weight", spec.dim, n_vocab, 4.0f / std::sqrt(dim));
+  return writer.Write(path);
+}
+
+}  // namespace petrel

@@ -1,0 +1,38 @@
+// Random-weight Llama GGUF files of a chosen shape and type, written through GgufWriter:
+// benchmark stand-ins for real models (speed does not depend on the weight values) and tiny
+// models for tests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/convert/quant_mix.h"
+#include "core/base/status.h"
+#include "quant/types.h"
+
+namespace petrel {
+
+struct SynthSpec {
+  int64_t dim = 768;
+  int64_t n_layers = 12;
+  int64_t n_heads = 12;
+  int64_t n_kv_heads = 12;
+  int64_t ffn_dim = 2048;
+  DType type = DType::kF16;      // 2-D weights; norms are always F32
+  // When set, 2-D weights are drawn in f32 and quantized row by row with the type
+  // ChooseTensorType picks (block types, Q4_K_M and the other mixes); `type` is then unused.
+  std::optional<QuantMix> quant_mix;
+  std::string vocab_gguf;        // copy tokenizer.* keys from here; empty: a tiny byte vocabulary
+  int64_t n_vocab = 0;           // used when vocab_gguf is empty (>= 259)
+  uint64_t seed = 1;
+  int64_t context = 2048;
+  bool tied_embeddings = false;
+};
+
+// "small", "tinyllama" (the shapes of BASELINES.md) or "<dim>x<layers>x<heads>x<kv_heads>x<ffn>".
+Result<SynthSpec> ParseSynthShape(const std::string& shape);
+
+Status WriteSynthModel(const SynthSpec& spec, const std::string& path);
+
+}  // namespace petrel

@@ -1,0 +1,141 @@
+// BeamSearch: expand every live beam by its n best next tokens, keep the n best candidates by
+// summed log-probability, retire those that end, and return the best by normalised score.
+#include "core/generation/beam_search.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/tokenizer/tokenizer.h"
+
+namespace petrel {
+namespace {
+
+struct Beam {
+  SeqId seq;
+  std::vector<int32_t> tokens;
+  double logprob = 0.0;
+};
+
+struct Expansion {
+  size_t parent;
+  int32_t token;
+  double logprob;
+};
+
+double Normalised(double logprob, size_t length, float penalty) {
+  return logprob / std::pow(double(std::max<size_t>(length, 1)), double(penalty));
+}
+
+// Log-softmax of one row, then its `n` best tokens (ties: lower id first).
+void BestTokens(const float* logits, size_t n_vocab, size_t n, std::vector<std::pair<int32_t, double>>* out) {
+  double max_logit = -INFINITY;
+  for (size_t i = 0; i < n_vocab; ++i) max_logit = std::max(max_logit, double(logits[i]));
+  double sum = 0.0;
+  for (size_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - max_logit);
+  const double log_z = max_logit + std::log(sum);
+  std::vector<int32_t> ids(n_vocab);
+  for (size_t i = 0; i < n_vocab; ++i) ids[i] = int32_t(i);
+  n = std::min(n, n_vocab);
+  std::partial_sort(ids.begin(), ids.begin() + long(n), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  out->clear();
+  for (size_t i = 0; i < n; ++i) out->push_back({ids[i], double(logits[ids[i]]) - log_z});
+}
+
+}  // namespace
+
+Result<BeamSearchResult> BeamSearch(Engine& engine, SeqId seq, const std::vector<int32_t>& prompt,
+                                    const BeamSearchOptions& options) {
+  if (options.n_beams == 0 || options.n_beams > 64) return Error("beam count %zu is invalid (1..64)", options.n_beams);
+  if (prompt.empty()) return Error("the prompt has no tokens");
+  const size_t n_vocab = size_t(engine.config().n_vocab);
+  const Tokenizer* tokenizer = engine.tokenizer();
+  KvCache& kv = engine.kv_cache();
+  std::vector<float> logits;
+  PETREL_ASSIGN_OR_RETURN(SeqId root, kv.Fork(seq));
+  Status status = engine.Prefill(root, prompt, false, &logits);
+  if (!status.ok()) {
+    kv.FreeSequence(root);
+    return status;
+  }
+  std::vector<Beam> beams = {{root, {}, 0.0}};
+  std::vector<std::vector<float>> beam_logits = {logits};
+  struct Finished {
+    std::vector<int32_t> tokens;
+    double logprob, score;
+  };
+  std::vector<Finished> finished;
+  std::vector<std::pair<int32_t, double>> best;
+  auto free_all = [&]() {
+    for (const Beam& beam : beams) kv.FreeSequence(beam.seq);
+  };
+  for (size_t step = 0; step < options.max_new_tokens && !beams.empty(); ++step) {
+    std::vector<Expansion> expansions;
+    for (size_t b = 0; b < beams.size(); ++b) {
+      BestTokens(beam_logits[b].data(), n_vocab, options.n_beams, &best);
+      for (const auto& [token, logprob] : best) expansions.push_back({b, token, beams[b].logprob + logprob});
+    }
+    std::stable_sort(expansions.begin(), expansions.end(),
+                     [](const Expansion& a, const Expansion& b) { return a.logprob > b.logprob; });
+    // Keep the n best; ending candidates retire (and still take one of the n places, as in
+    // Hugging Face's beam search), the others become the next beams.
+    std::vector<Beam> next;
+    Batch batch;
+    const bool last_step = step + 1 == options.max_new_tokens;
+    size_t retired_at_limit = 0;
+    for (const Expansion& e : expansions) {
+      if (next.size() == options.n_beams || retired_at_limit == options.n_beams) break;
+      std::vector<int32_t> tokens = beams[e.parent].tokens;
+      tokens.push_back(e.token);
+      const bool ends = options.stop_at_end_of_generation && tokenizer && tokenizer->IsEndOfGeneration(e.token);
+      if (ends || last_step) {
+        finished.push_back({tokens, e.logprob, Normalised(e.logprob, tokens.size(), options.length_penalty)});
+        retired_at_limit += last_step ? 1 : 0;
+        continue;
+      }
+      auto child = kv.Fork(beams[e.parent].seq);
+      if (!child.ok()) {
+        free_all();
+        for (const Beam& beam : next) kv.FreeSequence(beam.seq);
+        return child.status();
+      }
+      batch.Add(e.token, int32_t(kv.Length(*child)), *child, true);
+      next.push_back({*child, std::move(tokens), e.logprob});
+    }
+    free_all();
+    beams = std::move(next);
+    if (beams.empty()) break;
+    // Stop early when no live beam can beat the n-th best finished hypothesis even if it ended now.
+    if (finished.size() >= options.n_beams) {
+      std::vector<double> scores;
+      for (const Finished& f : finished) scores.push_back(f.score);
+      std::sort(scores.rbegin(), scores.rend());
+      double best_live = -INFINITY;
+      for (const Beam& beam : beams) best_live = std::max(best_live, Normalised(beam.logprob, beam.tokens.size(), options.length_penalty));
+      if (best_live <= scores[options.n_beams - 1]) break;
+    }
+    std::vector<float> batch_logits;
+    status = engine.Decode(batch, &batch_logits);
+    if (!status.ok()) {
+      free_all();
+      return status;
+    }
+    beam_logits.assign(beams.size(), {});
+    for (size_t b = 0; b < beams.size(); ++b) {
+      beam_logits[b].assign(batch_logits.begin() + long(b * n_vocab), batch_logits.begin() + long((b + 1) * n_vocab));
+    }
+  }
+  for (const Beam& beam : beams) {
+    finished.push_back({beam.tokens, beam.logprob, Normalised(beam.logprob, beam.tokens.size(), options.length_penalty)});
+  }
+  free_all();
+  if (finished.empty()) return Error("beam search produced no hypothesis");
+  const Finished* winner = &finished[0];
+  for (const Finished& f : finished) {
+    if (f.score > winner->score) winner = &f;
+  }
+  return BeamSearchResult{winner->tokens, float(winner->score), float(winner->logprob)};
+}
+
+}  // namespace petrel

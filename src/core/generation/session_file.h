@@ -1,0 +1,26 @@
+// Session files: a sequence's tokens and its K/V rows (plus caller metadata such as the chat
+// messages), so a conversation can be saved and resumed without recomputing the prompt.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/runtime/engine.h"
+
+namespace petrel {
+
+// Writes `seq`'s tokens (`tokens` must be what its cache holds) and K/V rows.
+Status SaveSession(Engine& engine, SeqId seq, const std::vector<int32_t>& tokens,
+                   const std::string& metadata, const std::string& path);
+
+struct LoadedSession {
+  std::vector<int32_t> tokens;
+  std::string metadata;
+};
+
+// Replaces `seq`'s cache with the file's. The file must come from a model with the same
+// layer count, K/V width and cache type; every size is checked before anything is read into
+// memory sized by it.
+Result<LoadedSession> LoadSession(Engine& engine, SeqId seq, const std::string& path);
+
+}  // namespace petrel

@@ -1,0 +1,58 @@
+// The model graph: a flat list of coarse op nodes over f32 activation values, built per batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/graph/ops.h"
+#include "core/base/tensor.h"
+
+namespace petrel {
+
+using ValueId = int32_t;
+constexpr ValueId kNoValue = -1;
+
+// Layer index used for nodes outside the repeated blocks.
+constexpr int kEmbeddingLayer = -1;
+// The output head's node layer is `n_layers` (one past the last block).
+
+struct Node {
+  OpKind op = OpKind::kAdd;
+  int layer = kEmbeddingLayer;
+  ValueId inputs[3] = {kNoValue, kNoValue, kNoValue};
+  ValueId output = kNoValue;
+  const TensorView* weight = nullptr;  // matmul / norm weight, embedding table; gated_ffn: gate
+  const TensorView* weight_up = nullptr;  // gated_ffn: the up projection
+  const TensorView* bias = nullptr;    // optional matmul bias (f32)
+  float eps = 0.0f;                    // rms_norm
+};
+
+// Values are row-major f32 matrices of (rows, cols): rows = tokens (or selected tokens).
+struct ValueDesc {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t bytes() const { return size_t(rows) * size_t(cols) * sizeof(float); }
+};
+
+struct Graph {
+  std::vector<ValueDesc> values;
+  std::vector<Node> nodes;
+  ValueId logits = kNoValue;  // (n_selected, n_vocab)
+
+  ValueId AddValue(int64_t rows, int64_t cols) {
+    values.push_back({rows, cols});
+    return ValueId(values.size() - 1);
+  }
+  ValueId Add(Node node, int64_t out_rows, int64_t out_cols) {
+    node.output = AddValue(out_rows, out_cols);
+    nodes.push_back(node);
+    return node.output;
+  }
+  void Clear() {
+    values.clear();
+    nodes.clear();
+    logits = kNoValue;
+  }
+};
+
+}  // namespace petrel

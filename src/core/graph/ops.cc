@@ -1,0 +1,22 @@
+// Op names for logs and errors.
+#include "core/graph/ops.h"
+
+namespace petrel {
+
+const char* OpName(OpKind op) {
+  switch (op) {
+    case OpKind::kEmbed: return "embed";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kMatMul: return "mat_mul";
+    case OpKind::kRope: return "rope";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kSiluMul: return "silu_mul";
+    case OpKind::kGatedFfn: return "gated_ffn";
+    case OpKind::kAdd: return "add";
+    case OpKind::kGetRows: return "get_rows";
+    case OpKind::kCount: break;
+  }
+  return "?";
+}
+
+}  // namespace petrel

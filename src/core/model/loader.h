@@ -1,0 +1,50 @@
+// Loading a model from a GGUF file or a Hugging Face folder: config, weight views into the
+// mapped files (converted copies only for tiny norm/bias vectors), tokenizer.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/model_config.h"
+#include "core/model/architecture.h"
+#include "core/base/status.h"
+
+namespace petrel {
+
+class GgufFile;
+class SafetensorsSet;
+class Tokenizer;
+
+struct LoadOptions {
+  bool load_tokenizer = true;
+};
+
+struct LoadedModel {
+  ModelConfig config;
+  const Architecture* arch = nullptr;
+  ModelWeights weights;           // host views: into the mapped files or `owned_`
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string source;             // path as given
+  std::string format;             // "gguf" or "safetensors"
+  size_t mapped_bytes = 0;        // size of the mapped weight files
+  size_t weight_bytes = 0;        // bytes of the tensors the model uses
+  size_t n_tensors = 0;
+  std::vector<std::pair<std::string, size_t>> bytes_by_type;  // dtype name -> bytes
+
+  ~LoadedModel();
+  // Keep-alive for the mappings and converted tensors the views point into.
+  std::unique_ptr<GgufFile> gguf;
+  std::unique_ptr<SafetensorsSet> safetensors;
+  std::deque<std::vector<float>> owned;
+  std::deque<TensorView> views;
+};
+
+// `path` is a .gguf file or a folder with config.json + safetensors (+ tokenizer.json).
+Result<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path, const LoadOptions& options = {});
+
+// Only the tokenizer of a model (vocabulary-only GGUF files work too).
+Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path);
+
+}  // namespace petrel

@@ -1,0 +1,53 @@
+// ModelConfig: every hyperparameter and architectural variant of a model, as data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph/ops.h"  // RopeStyle
+
+namespace petrel {
+
+enum class RopeScalingKind : uint8_t { kNone, kLinear, kLlama3 };
+
+struct RopeConfig {
+  float base = 10000.0f;
+  int64_t dims = 0;  // rotated dimensions per head (== head_dim for Llama)
+  RopeStyle style = RopeStyle::kInterleaved;
+  RopeScalingKind scaling = RopeScalingKind::kNone;
+  float factor = 1.0f;             // linear and llama3
+  float low_freq_factor = 1.0f;    // llama3
+  float high_freq_factor = 4.0f;   // llama3
+  int64_t original_context = 8192; // llama3
+  std::vector<float> freq_factors; // per-pair divisors (GGUF `rope_freqs.weight`), empty = none
+
+  // The rotation frequency of each pair i in [0, dims/2), scaling applied.
+  std::vector<double> InverseFrequencies() const;
+};
+
+struct ModelConfig {
+  std::string architecture;  // the source's name: "llama", "mistral", "qwen2"
+  int64_t n_vocab = 0;
+  int64_t dim = 0;          // hidden size
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t ffn_dim = 0;
+  int64_t max_context = 0;   // trained context length
+  int64_t sliding_window = 0;  // 0: full attention
+  float norm_eps = 1e-5f;
+  RopeConfig rope;
+  bool tied_embeddings = false;  // output projection is the embedding table
+  bool qkv_bias = false;         // Qwen2
+  bool output_proj_bias = false;
+
+  int64_t q_dim() const { return n_heads * head_dim; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  // Checks the values against each other (divisibility, positivity); names the bad field.
+  std::string Validate() const;  // empty when valid
+  std::string Summary() const;   // one line per field group, for `petrel info`
+};
+
+}  // namespace petrel

@@ -1,0 +1,34 @@
+// Creating backends by name: "cpu", "ref" (and later "vulkan", "cuda"). The runtime knows
+// backends only through this list; src/backends.cc, the one file that names them, fills it.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/runtime/backend.h"
+
+namespace petrel {
+
+struct BackendOptions {
+  size_t n_threads = 1;
+  bool pin_threads = false;
+};
+
+struct BackendFactory {
+  const char* name;
+  Result<std::unique_ptr<Backend>> (*create)(BackendId id, const BackendOptions& options);
+};
+
+// The backends compiled into this build, "cpu" first. Defined in src/backends.cc.
+std::span<const BackendFactory> CompiledBackends();
+
+// Names of the backends compiled into this build, "cpu" first.
+std::vector<std::string> AvailableBackends();
+Result<std::unique_ptr<Backend>> CreateBackend(std::string_view name, BackendId id,
+                                               const BackendOptions& options);
+
+}  // namespace petrel

@@ -1,0 +1,309 @@
+// Engine: placement of weights and KV storage on backends, and the per-batch bookkeeping
+// (positions, KV slots, RoPE tables) that turns a Batch into a graph run.
+#include "core/runtime/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "core/runtime/backend_registry.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace petrel {
+
+Engine::~Engine() = default;
+
+namespace {
+
+Result<TensorView> Place(Backend& backend, const TensorView& view, const char* what, bool matmul) {
+  if (!view.data) return view;
+  if (matmul && !backend.SupportsWeight(view.desc.dtype)) {
+    return Error("%s: weight type %s is not supported by the %s backend", what,
+                 DTypeName(view.desc.dtype), backend.Name());
+  }
+  return backend.PrepareWeight(view);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
+                                             const EngineOptions& options) {
+  std::unique_ptr<Engine> engine(new Engine());
+  engine->options_ = options;
+  EngineOptions& opts = engine->options_;
+  if (opts.n_threads == 0) opts.n_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (opts.max_batch_tokens == 0) return Error("batch size must be positive");
+  BackendOptions backend_options{opts.n_threads, opts.pin_threads};
+  PETREL_ASSIGN_OR_RETURN(auto cpu, CreateBackend("cpu", 0, backend_options));
+  engine->backends_.push_back(std::move(cpu));
+  BackendId device = 0;
+  if (opts.device != "cpu" && opts.device_layers > 0) {
+    PETREL_ASSIGN_OR_RETURN(auto extra, CreateBackend(opts.device, 1, backend_options));
+    engine->backends_.push_back(std::move(extra));
+    device = 1;
+  } else if (opts.device != "cpu") {
+    PETREL_RETURN_IF_ERROR(CreateBackend(opts.device, 1, backend_options).status());
+  }
+  LoadOptions load_options;
+  load_options.load_tokenizer = opts.load_tokenizer;
+  PETREL_ASSIGN_OR_RETURN(engine->model_, LoadModel(path, load_options));
+  const ModelConfig& config = engine->model_->config;
+
+  engine->placement_ = Placement::Offload(size_t(config.n_layers), device, opts.device_layers);
+  const Placement& placement = engine->placement_;
+
+  // Weight views on their backends (host backends keep pointing into the mapped file).
+  const ModelWeights& host = engine->model_->weights;
+  ModelWeights& placed = engine->placed_;
+  Backend& embed_backend = *engine->backends_[size_t(placement.embedding)];
+  Backend& output_backend = *engine->backends_[size_t(placement.output)];
+  PETREL_ASSIGN_OR_RETURN(placed.token_embd,
+                          Place(embed_backend, host.token_embd, "token_embd.weight", false));
+  if (!embed_backend.SupportsWeight(host.token_embd.desc.dtype)) {
+    return Error("token_embd.weight: type %s is not supported by the %s backend",
+                 DTypeName(host.token_embd.desc.dtype), embed_backend.Name());
+  }
+  PETREL_ASSIGN_OR_RETURN(placed.output, Place(output_backend, host.output, "output.weight", true));
+  PETREL_ASSIGN_OR_RETURN(placed.output_norm,
+                          Place(output_backend, host.output_norm, "output_norm.weight", false));
+  placed.layers.resize(host.layers.size());
+  std::vector<Backend*> layer_backends;
+  for (size_t l = 0; l < host.layers.size(); ++l) {
+    Backend& backend = *engine->backends_[size_t(placement.layers[l])];
+    layer_backends.push_back(&backend);
+    const LayerWeights& h = host.layers[l];
+    LayerWeights& p = placed.layers[l];
+    const std::string where = "layer " + std::to_string(l);
+    struct Item {
+      const TensorView* from;
+      TensorView* to;
+      bool matmul;
+    };
+    for (Item item :
+         {Item{&h.attn_norm, &p.attn_norm, false}, Item{&h.wq, &p.wq, true},
+          Item{&h.wk, &p.wk, true}, Item{&h.wv, &p.wv, true}, Item{&h.wo, &p.wo, true},
+          Item{&h.bq, &p.bq, false}, Item{&h.bk, &p.bk, false}, Item{&h.bv, &p.bv, false},
+          Item{&h.ffn_norm, &p.ffn_norm, false}, Item{&h.w_gate, &p.w_gate, true},
+          Item{&h.w_up, &p.w_up, true}, Item{&h.w_down, &p.w_down, true}}) {
+      PETREL_ASSIGN_OR_RETURN(*item.to, Place(backend, *item.from, where.c_str(), item.matmul));
+    }
+  }
+
+  if (!RowBytes(opts.kv_type, uint64_t(config.head_dim))) {
+    return Error(
+        "KV cache type %s needs heads of whole %u-element blocks; this model's heads have %lld",
+        DTypeName(opts.kv_type), Traits(opts.kv_type).block_elems, (long long)config.head_dim);
+  }
+  KvCacheOptions kv_options;
+  kv_options.block_tokens = opts.kv_block_tokens;
+  kv_options.dtype = opts.kv_type;
+  size_t context =
+      opts.context
+          ? opts.context
+          : size_t(std::min<int64_t>(config.max_context > 0 ? config.max_context : 4096, 4096));
+  // Without sliding-window attention in the kernels yet, stay exact by not exceeding the window.
+  if (config.sliding_window > 0) context = std::min(context, size_t(config.sliding_window));
+  kv_options.context = context;
+  const size_t blocks_per_seq =
+      (context + opts.kv_block_tokens - 1) / std::max<size_t>(1, opts.kv_block_tokens);
+  kv_options.n_blocks = blocks_per_seq * std::max<size_t>(1, opts.max_sequences);
+  PETREL_ASSIGN_OR_RETURN(engine->kv_,
+                          KvCache::Create(layer_backends, size_t(config.kv_dim()), kv_options));
+
+  std::vector<Backend*> raw;
+  for (auto& backend : engine->backends_) raw.push_back(backend.get());
+  engine->executor_ = std::make_unique<Executor>(raw, placement);
+  engine->inv_freq_ = config.rope.InverseFrequencies();
+  if (opts.ubatch_tokens == 0) {
+    PETREL_ASSIGN_OR_RETURN(opts.ubatch_tokens, engine->ChooseMicroBatch());
+  }
+  return engine;
+}
+
+Result<size_t> PickMicroBatch(size_t weight_bytes, size_t share, size_t max_batch_tokens,
+                              const std::function<Result<size_t>(size_t tokens)>& arena_bytes) {
+  const size_t budget = weight_bytes / std::max<size_t>(share, 1);
+  size_t chosen = std::min<size_t>(64, max_batch_tokens);
+  for (size_t tokens = 2 * chosen; tokens <= max_batch_tokens; tokens *= 2) {
+    PETREL_ASSIGN_OR_RETURN(const size_t bytes, arena_bytes(tokens));
+    if (bytes > budget) break;
+    chosen = tokens;
+  }
+  return chosen;
+}
+
+Result<size_t> Engine::ChooseMicroBatch() const {
+  return PickMicroBatch(
+      model_->weight_bytes, kActivationShare, options_.max_batch_tokens,
+      [&](size_t tokens) -> Result<size_t> {
+        Graph graph;
+        model_->arch->build_graph(model_->config, placed_, tokens, 1, &graph);
+        PETREL_ASSIGN_OR_RETURN(ArenaLayout layout,
+                                LayOutArenas(graph, placement_, backends_.size()));
+        size_t bytes = 0;
+        for (size_t b : layout.bytes) bytes += b;
+        return bytes;
+      });
+}
+
+std::string Engine::PlacementString() const {
+  std::vector<std::string> names;
+  for (const auto& backend : backends_) names.push_back(backend->Name());
+  return placement_.Describe(names);
+}
+
+Status Engine::Decode(const Batch& batch, std::vector<float>* logits) {
+  if (batch.size() > options_.max_batch_tokens) {
+    return Error("batch of %zu tokens exceeds the maximum of %zu", batch.size(),
+                 options_.max_batch_tokens);
+  }
+  const size_t ubatch = options_.ubatch_tokens;
+  if (batch.size() <= ubatch) return DecodeChunk(batch, 0, logits);
+  if (batch.positions.size() != batch.size() || batch.seq_ids.size() != batch.size() ||
+      batch.want_logits.size() != batch.size()) {
+    return Error("batch arrays have different lengths");
+  }
+  // Several passes: a later one that fails undoes the earlier ones' KV appends.
+  std::map<SeqId, size_t> lengths;
+  for (SeqId seq : batch.seq_ids) {
+    if (kv_->HasSequence(seq)) lengths.emplace(seq, kv_->Length(seq));
+  }
+  if (logits) logits->clear();
+  std::vector<float> part_logits;
+  Batch part;
+  for (size_t begin = 0; begin < batch.size(); begin += ubatch) {
+    const size_t end = std::min(batch.size(), begin + ubatch);
+    part.Clear();
+    for (size_t t = begin; t < end; ++t) {
+      part.Add(batch.tokens[t], batch.positions[t], batch.seq_ids[t], batch.want_logits[t] != 0);
+    }
+    Status status = DecodeChunk(part, begin, &part_logits);
+    if (!status.ok()) {
+      for (const auto& [seq, length] : lengths) (void)kv_->Truncate(seq, length);
+      return status;
+    }
+    if (logits) logits->insert(logits->end(), part_logits.begin(), part_logits.end());
+  }
+  return Status::Ok();
+}
+
+Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits) {
+  const ModelConfig& config = model_->config;
+  const size_t n = batch.size();
+  if (n == 0) return Error("empty batch");
+  if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.want_logits.size() != n) {
+    return Error("batch arrays have different lengths");
+  }
+  // Validate and group tokens by sequence, in order of first appearance.
+  std::map<SeqId, size_t> next_position;
+  std::vector<SeqId> order;
+  for (size_t t = 0; t < n; ++t) {
+    const SeqId seq = batch.seq_ids[t];
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= config.n_vocab) {
+      return Error("token %zu: id %d is outside the vocabulary of %lld", first + t, batch.tokens[t],
+                   (long long)config.n_vocab);
+    }
+    if (!kv_->HasSequence(seq))
+      return Error("token %zu: sequence %d does not exist", first + t, seq);
+    auto [it, inserted] = next_position.emplace(seq, kv_->Length(seq));
+    if (inserted) order.push_back(seq);
+    if (size_t(batch.positions[t]) != it->second || batch.positions[t] < 0) {
+      return Error("token %zu: position %d does not continue sequence %d (expected %zu)", first + t,
+                   batch.positions[t], seq, it->second);
+    }
+    ++it->second;
+  }
+  // Reserve KV slots; roll back on failure so no sequence changes.
+  std::map<SeqId, std::vector<int32_t>> slots;
+  for (SeqId seq : order) {
+    const size_t before = kv_->Length(seq);
+    auto appended = kv_->Append(seq, next_position[seq] - before);
+    if (!appended.ok()) {
+      for (auto& [done, unused] : slots)
+        (void)kv_->Truncate(done, next_position[done] - unused.size());
+      return appended.status();
+    }
+    slots[seq] = std::move(appended).value();
+  }
+  auto rollback = [&]() {
+    for (auto& [seq, seq_slots] : slots)
+      (void)kv_->Truncate(seq, next_position[seq] - seq_slots.size());
+  };
+  std::map<SeqId, size_t> used;
+  kv_slot_.resize(n);
+  n_ctx_.resize(n);
+  block_tables_.resize(n);
+  selected_.clear();
+  const size_t pairs = inv_freq_.size();
+  rope_cos_.resize(n * pairs);
+  rope_sin_.resize(n * pairs);
+  size_t max_ctx = 0;
+  for (size_t t = 0; t < n; ++t) {
+    const SeqId seq = batch.seq_ids[t];
+    kv_slot_[t] = slots[seq][used[seq]++];
+    n_ctx_[t] = batch.positions[t] + 1;
+    max_ctx = std::max(max_ctx, size_t(n_ctx_[t]));
+    block_tables_[t] = kv_->BlockTable(seq).data();
+    if (batch.want_logits[t]) selected_.push_back(int32_t(t));
+    for (size_t i = 0; i < pairs; ++i) {
+      // Angles in double: large positions times small frequencies lose bits in float.
+      const double angle = double(batch.positions[t]) * inv_freq_[i];
+      rope_cos_[t * pairs + i] = float(std::cos(angle));
+      rope_sin_[t * pairs + i] = float(std::sin(angle));
+    }
+  }
+  if (selected_.empty()) selected_.push_back(int32_t(n - 1));  // the graph needs one output row
+  const bool any_wanted = std::any_of(batch.want_logits.begin(), batch.want_logits.end(),
+                                      [](uint8_t w) { return w != 0; });
+
+  graph_.Clear();
+  model_->arch->build_graph(config, placed_, n, selected_.size(), &graph_);
+  BatchContext context;
+  context.n_tokens = n;
+  context.tokens = batch.tokens.data();
+  context.rope_cos = rope_cos_.data();
+  context.rope_sin = rope_sin_.data();
+  context.rope_pairs = pairs;
+  context.block_tables = block_tables_.data();
+  context.n_ctx = n_ctx_.data();
+  context.kv_slot = kv_slot_.data();
+  context.max_ctx = max_ctx;
+  context.selected_rows = selected_.data();
+  context.n_selected = selected_.size();
+  context.n_heads = size_t(config.n_heads);
+  context.n_kv_heads = size_t(config.n_kv_heads);
+  context.head_dim = size_t(config.head_dim);
+  context.rope_dims = size_t(config.rope.dims);
+  context.rope_style = config.rope.style;
+  std::vector<float> scratch;
+  std::vector<float>* out = any_wanted ? logits : &scratch;
+  out->resize(selected_.size() * size_t(config.n_vocab));
+  Status status = executor_->Run(graph_, context, *kv_, out->data());
+  if (!status.ok()) {
+    rollback();
+    return status;
+  }
+  if (!any_wanted && logits) logits->clear();
+  return Status::Ok();
+}
+
+Status Engine::Prefill(SeqId seq, const std::vector<int32_t>& tokens, bool all_logits,
+                       std::vector<float>* logits) {
+  logits->clear();
+  std::vector<float> chunk_logits;
+  Batch batch;
+  for (size_t begin = 0; begin < tokens.size(); begin += options_.max_batch_tokens) {
+    const size_t end = std::min(tokens.size(), begin + options_.max_batch_tokens);
+    batch.Clear();
+    const size_t start = kv_->Length(seq);
+    for (size_t i = begin; i < end; ++i) {
+      batch.Add(tokens[i], int32_t(start + i - begin), seq, all_logits || i + 1 == tokens.size());
+    }
+    PETREL_RETURN_IF_ERROR(Decode(batch, &chunk_logits));
+    logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
+  }
+  return Status::Ok();
+}
+
+}  // namespace petrel

@@ -1,0 +1,96 @@
+// The public façade: load a model onto backends, manage sequences, decode batches to logits.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/runtime/backend.h"
+#include "core/runtime/batch.h"
+#include "core/runtime/executor.h"
+#include "core/runtime/kv_cache.h"
+#include "core/model/loader.h"
+#include "core/runtime/placement.h"
+#include "core/base/status.h"
+
+namespace petrel {
+
+struct EngineOptions {
+  size_t n_threads = 0;  // 0: all cores
+  bool pin_threads = false;
+  std::string device = "cpu";     // backend for offloaded layers ("ref" now; vulkan/cuda later)
+  size_t device_layers = 0;       // --gpu-layers: the last N blocks go to `device`
+  size_t context = 0;             // tokens per sequence (0: the model's, capped at 4096)
+  size_t max_sequences = 1;       // KV blocks are sized for this many full sequences
+  size_t max_batch_tokens = 512;  // longer prompts are split into chunks
+  // Tokens per forward pass inside a batch; 0 chooses (ChooseMicroBatch). Activations, and so
+  // peak memory, scale with it, while every pass reads each weight once (and widens F16/BF16
+  // panels once), so longer passes run prompts faster on large models.
+  size_t ubatch_tokens = 0;
+  size_t kv_block_tokens = 16;
+  DType kv_type = DType::kF32;
+  bool load_tokenizer = true;
+};
+
+// The longest pass, a power of two from 64 (or max_batch_tokens if shorter) up to
+// max_batch_tokens, whose activations, arena_bytes(tokens), fit weight_bytes / share.
+Result<size_t> PickMicroBatch(size_t weight_bytes, size_t share, size_t max_batch_tokens,
+                              const std::function<Result<size_t>(size_t tokens)>& arena_bytes);
+
+class Engine {
+ public:
+  // Activations may take this fraction (1/n) of the weights' bytes when the engine chooses the
+  // micro-batch size (EngineOptions::ubatch_tokens = 0).
+  static constexpr size_t kActivationShare = 32;
+
+  static Result<std::unique_ptr<Engine>> Load(const std::string& path,
+                                              const EngineOptions& options);
+  ~Engine();
+
+  const ModelConfig& config() const { return model_->config; }
+  const LoadedModel& model() const { return *model_; }
+  const Tokenizer* tokenizer() const { return model_->tokenizer.get(); }
+  const EngineOptions& options() const { return options_; }
+  KvCache& kv_cache() { return *kv_; }
+  const Placement& placement() const { return placement_; }
+  std::string PlacementString() const;
+
+  SeqId NewSequence() { return kv_->NewSequence(); }
+  void FreeSequence(SeqId seq) { kv_->FreeSequence(seq); }
+
+  // Runs one forward pass. Each sequence's tokens must continue it in order (positions =
+  // its length, length + 1, …). `logits` receives n_vocab floats per token with want_logits,
+  // in batch order. Runs in passes of ubatch_tokens. On error no sequence changes.
+  Status Decode(const Batch& batch, std::vector<float>* logits);
+
+  // Convenience: feeds `tokens` to `seq` in chunks of max_batch_tokens, returning the logits of
+  // every position (all_logits) or of the last one only.
+  Status Prefill(SeqId seq, const std::vector<int32_t>& tokens, bool all_logits,
+                 std::vector<float>* logits);
+
+ private:
+  Engine() = default;
+  // The default micro-batch: the largest power of two from 64 up to max_batch_tokens whose
+  // activation arenas stay within 1/kActivationShare of the weights, so that peak memory stays
+  // close to weights + KV cache on small models while large ones get long passes.
+  Result<size_t> ChooseMicroBatch() const;
+  // One forward pass; `first` is the index of batch[0] in the caller's batch (for messages).
+  Status DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits);
+
+  EngineOptions options_;
+  std::unique_ptr<LoadedModel> model_;
+  std::vector<std::unique_ptr<Backend>> backends_;  // [0] is the CPU backend
+  Placement placement_;
+  ModelWeights placed_;  // weight views on their layer's backend
+  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<Executor> executor_;
+  std::vector<double> inv_freq_;
+  // Per-batch scratch, kept to avoid allocating per step.
+  Graph graph_;
+  std::vector<float> rope_cos_, rope_sin_;
+  std::vector<const int32_t*> block_tables_;
+  std::vector<int32_t> n_ctx_, kv_slot_, selected_;
+};
+
+}  // namespace petrel

@@ -1,0 +1,196 @@
+// Executor: liveness-based activation planning per backend, node dispatch, boundary copies.
+#include "core/runtime/executor.h"
+
+#include <algorithm>
+#include <map>
+
+namespace petrel {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t AlignUp(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// One allocation request: `bytes` on a backend, live over nodes [start, end].
+struct Interval {
+  ValueId value;
+  BackendId backend;
+  size_t bytes;
+  size_t start, end;
+};
+
+}  // namespace
+
+Executor::Executor(std::vector<Backend*> backends, Placement placement)
+    : backends_(std::move(backends)),
+      placement_(std::move(placement)),
+      arenas_(backends_.size()) {}
+
+Executor::~Executor() = default;
+
+size_t Executor::arena_bytes() const {
+  size_t total = 0;
+  for (const auto& arena : arenas_) total += arena ? arena->bytes() : 0;
+  return total;
+}
+
+bool Executor::SameShapeAsPlanned(const Graph& graph) const {
+  if (graph.values.size() != planned_values_.size() || graph.nodes.size() != planned_nodes_) return false;
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    if (graph.values[v].rows != planned_values_[v].rows || graph.values[v].cols != planned_values_[v].cols) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
+                                 size_t n_backends) {
+  ArenaLayout layout;
+  const size_t n_values = graph.values.size();
+  const size_t never = graph.nodes.size();  // the logits live to the end
+  layout.home.assign(n_values, ValueSlot{});
+  layout.copy_at.assign(n_values, std::vector<int64_t>(n_backends, -1));
+  layout.bytes.assign(n_backends, 0);
+  std::vector<size_t> def(n_values, 0);
+  std::vector<std::vector<size_t>> first_use(n_values, std::vector<size_t>(n_backends, SIZE_MAX));
+  std::vector<std::vector<size_t>> last_use(n_values, std::vector<size_t>(n_backends, 0));
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& node = graph.nodes[i];
+    const BackendId b = placement.Of(node.layer);
+    if (size_t(b) >= n_backends) return Error("node %zu: backend %d is not loaded", i, b);
+    for (ValueId v : node.inputs) {
+      if (v == kNoValue) continue;
+      first_use[size_t(v)][size_t(b)] = std::min(first_use[size_t(v)][size_t(b)], i);
+      last_use[size_t(v)][size_t(b)] = i;
+    }
+    if (node.output != kNoValue) {
+      layout.home[size_t(node.output)].backend = b;
+      def[size_t(node.output)] = i;
+    }
+  }
+  std::vector<Interval> intervals;
+  for (size_t v = 0; v < n_values; ++v) {
+    const BackendId home = layout.home[v].backend;
+    const size_t bytes = AlignUp(graph.values[v].bytes());
+    size_t end = std::max(def[v], last_use[v][size_t(home)]);
+    if (ValueId(v) == graph.logits) end = never;
+    intervals.push_back({ValueId(v), home, bytes, def[v], end});
+    for (size_t b = 0; b < n_backends; ++b) {
+      if (BackendId(b) == home || first_use[v][b] == SIZE_MAX) continue;
+      intervals.push_back({ValueId(v), BackendId(b), bytes, first_use[v][b], last_use[v][b]});
+    }
+  }
+  std::stable_sort(intervals.begin(), intervals.end(),
+                   [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  // Per backend: best-fit reuse of blocks freed by values whose last use has passed.
+  std::vector<std::multimap<size_t, size_t>> free_blocks(n_backends);  // bytes -> offset
+  std::vector<std::vector<std::pair<size_t, std::pair<size_t, size_t>>>> live(n_backends);
+  for (const Interval& item : intervals) {
+    const size_t b = size_t(item.backend);
+    auto& active = live[b];
+    for (size_t j = 0; j < active.size();) {
+      if (active[j].first < item.start) {  // ended before this value is written
+        free_blocks[b].emplace(active[j].second.second, active[j].second.first);
+        active[j] = active.back();
+        active.pop_back();
+      } else {
+        ++j;
+      }
+    }
+    size_t offset;
+    auto fit = free_blocks[b].lower_bound(item.bytes);
+    size_t block_bytes = item.bytes;
+    if (fit != free_blocks[b].end()) {
+      offset = fit->second;
+      block_bytes = fit->first;
+      free_blocks[b].erase(fit);
+    } else {
+      offset = layout.bytes[b];
+      layout.bytes[b] += item.bytes;
+    }
+    active.push_back({item.end, {offset, block_bytes}});
+    if (item.backend == layout.home[size_t(item.value)].backend) {
+      layout.home[size_t(item.value)].offset = offset;
+    } else {
+      layout.copy_at[size_t(item.value)][b] = int64_t(offset);
+    }
+  }
+  return layout;
+}
+
+Status Executor::Plan(const Graph& graph) {
+  // A graph is a pure function of (model, batch shape), so decode steps of one shape reuse the
+  // plan and allocate nothing.
+  if (SameShapeAsPlanned(graph)) return Status::Ok();
+  planned_values_.clear();
+  planned_nodes_ = 0;
+  const size_t n_values = graph.values.size();
+  const size_t n_backends = backends_.size();
+  PETREL_ASSIGN_OR_RETURN(layout_, LayOutArenas(graph, placement_, n_backends));
+  for (size_t b = 0; b < n_backends; ++b) {
+    const size_t needed = layout_.bytes[b];
+    if (needed == 0) continue;
+    if (!arenas_[b] || arenas_[b]->bytes() < needed) {
+      arenas_[b].reset();
+      PETREL_ASSIGN_OR_RETURN(arenas_[b], backends_[b]->Allocate(needed));
+    }
+  }
+  copied_.assign(n_values * n_backends, 0);
+  planned_values_ = graph.values;
+  planned_nodes_ = graph.nodes.size();
+  return Status::Ok();
+}
+
+Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCache& kv,
+                     float* host_logits) {
+  PETREL_RETURN_IF_ERROR(Plan(graph));
+  const size_t n_values = graph.values.size();
+  bound_.resize(n_values);
+  auto view = [&](ValueId v, BackendId b, size_t offset) {
+    const ValueDesc& desc = graph.values[size_t(v)];
+    char* base = static_cast<char*>(arenas_[size_t(b)]->data());
+    return TensorView{TensorDesc::Make(DType::kF32, {desc.cols, desc.rows}), base + offset, b};
+  };
+  std::fill(copied_.begin(), copied_.end(), 0);
+  auto copied = [&](ValueId v, BackendId b) -> uint8_t& { return copied_[size_t(v) * backends_.size() + size_t(b)]; };
+  last_copy_count_ = 0;
+  for (const Node& node : graph.nodes) {
+    const BackendId b = placement_.Of(node.layer);
+    for (ValueId v : node.inputs) {
+      if (v == kNoValue) continue;
+      const ValueSlot& home = layout_.home[size_t(v)];
+      if (home.backend == b) {
+        bound_[size_t(v)] = view(v, b, home.offset);
+        continue;
+      }
+      const size_t offset = size_t(layout_.copy_at[size_t(v)][size_t(b)]);
+      bound_[size_t(v)] = view(v, b, offset);
+      if (!copied(v, b)) {
+        // Hidden-state rows cross the boundary through host memory.
+        const TensorView src = view(v, home.backend, home.offset);
+        const size_t bytes = graph.values[size_t(v)].bytes();
+        staging_.resize(bytes);
+        backends_[size_t(home.backend)]->CopyToHost(src.data, staging_.data(), bytes);
+        backends_[size_t(b)]->CopyFromHost(staging_.data(), bound_[size_t(v)].data, bytes);
+        copied(v, b) = 1;
+        ++last_copy_count_;
+      }
+    }
+    if (node.output != kNoValue) {
+      bound_[size_t(node.output)] = view(node.output, b, layout_.home[size_t(node.output)].offset);
+    }
+    const PagedKvView* layer_kv =
+        node.op == OpKind::kAttention ? &kv.LayerView(size_t(node.layer)) : nullptr;
+    Status status = backends_[size_t(b)]->Run(node, bound_.data(), layer_kv, batch);
+    if (!status.ok())
+      return status.Wrap(std::string("layer ") + std::to_string(node.layer) + " " +
+                         OpName(node.op));
+  }
+  const ValueSlot& logits = layout_.home[size_t(graph.logits)];
+  const TensorView src = view(graph.logits, logits.backend, logits.offset);
+  backends_[size_t(logits.backend)]->CopyToHost(src.data, host_logits,
+                                                graph.values[size_t(graph.logits)].bytes());
+  return Status::Ok();
+}
+
+}  // namespace petrel
