@@ -7,6 +7,7 @@
 #include "core/runtime/backend_registry.h"
 #include "core/runtime/engine.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/host_backend.h"  // HostBackend::WrapHostMemory
 #include "quant/quantize.h"
 #include "core/generation/sampling/sampler.h"
 #include "util/parity.h"
@@ -29,6 +30,23 @@ std::unique_ptr<Engine> Load(const std::string& path, EngineOptions options = {}
   EXPECT_TRUE(engine.ok()) << engine.status().message();
   return engine.ok() ? std::move(engine).value() : nullptr;
 }
+
+// Host arrays as the values of a host backend's node, in place: value i is views()[i].
+class HostValues {
+ public:
+  explicit HostValues(std::initializer_list<TensorView> arrays) {
+    for (const TensorView& array : arrays) {
+      buffers_.push_back(HostBackend::WrapHostMemory(array.data, array.desc.bytes()));
+      views_.push_back(ValueView{buffers_.back().get(), 0, array.desc});
+    }
+  }
+  const ValueView* views() const { return views_.data(); }
+  BackendBuffer* buffer(size_t i) const { return buffers_[i].get(); }
+
+ private:
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;
+  std::vector<ValueView> views_;
+};
 
 std::vector<float> NormalFloats(std::mt19937& gen, size_t n) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -269,9 +287,9 @@ TEST(CpuBackend, GatedFfnEqualsItsUnfusedOps) {
       std::vector<float> g(n_tokens * kFf), u(n_tokens * kFf), act(n_tokens * kFf),
           fused(n_tokens * kFf);
       // Values: 0 = x, 1 = gate, 2 = up, 3 = silu_mul, 4 = gated_ffn.
-      const TensorView values[] = {f32(kIn, n_tokens, x.data()), f32(kFf, n_tokens, g.data()),
-                                   f32(kFf, n_tokens, u.data()), f32(kFf, n_tokens, act.data()),
-                                   f32(kFf, n_tokens, fused.data())};
+      HostValues values({f32(kIn, n_tokens, x.data()), f32(kFf, n_tokens, g.data()),
+                         f32(kFf, n_tokens, u.data()), f32(kFf, n_tokens, act.data()),
+                         f32(kFf, n_tokens, fused.data())});
       Node gate_node{OpKind::kMatMul, 0, {0}};
       gate_node.weight = &gate;
       gate_node.output = 1;
@@ -289,8 +307,9 @@ TEST(CpuBackend, GatedFfnEqualsItsUnfusedOps) {
       for (const char* name : {"cpu", "ref"}) {
         auto backend = CreateBackend(name, 0, BackendOptions{2, false});
         ASSERT_TRUE(backend.ok());
+        ASSERT_TRUE((*backend)->BeginBatch(batch).ok());
         for (const Node* node : {&gate_node, &up_node, &silu_node, &ffn_node}) {
-          ASSERT_TRUE((*backend)->Run(*node, values, nullptr, batch).ok()) << name;
+          ASSERT_TRUE((*backend)->Run(*node, values.views(), nullptr).ok()) << name;
         }
         EXPECT_EQ(0, std::memcmp(act.data(), fused.data(), act.size() * sizeof(float))) << name;
       }
@@ -316,9 +335,8 @@ TEST(CpuBackend, SharedActivationQuantizationFollowsItsInput) {
   auto f32 = [](int64_t cols, int64_t rows, void* data) {
     return TensorView{TensorDesc::Make(DType::kF32, {cols, rows}), data, 0};
   };
-  const TensorView values[] = {f32(kIn, kTokens, x.data()), f32(kIn, kTokens, y.data()),
-                               f32(kRows, kTokens, out_a.data()),
-                               f32(kRows, kTokens, out_b.data())};
+  HostValues values({f32(kIn, kTokens, x.data()), f32(kIn, kTokens, y.data()),
+                     f32(kRows, kTokens, out_a.data()), f32(kRows, kTokens, out_b.data())});
   Node mat_mul_a{OpKind::kMatMul, 0, {0}};
   mat_mul_a.weight = &weight;
   mat_mul_a.output = 2;
@@ -334,25 +352,28 @@ TEST(CpuBackend, SharedActivationQuantizationFollowsItsInput) {
   auto fresh = [&]() {  // out_b as a backend with nothing cached computes it from today's x
     auto other = CreateCpuBackend(0, 2, false);
     EXPECT_TRUE(other.ok());
-    EXPECT_TRUE((*other)->Run(mat_mul_b, values, nullptr, batch).ok());
+    EXPECT_TRUE((*other)->BeginBatch(batch).ok());
+    EXPECT_TRUE((*other)->Run(mat_mul_b, values.views(), nullptr).ok());
     return out_b;
   };
-  ASSERT_TRUE((*backend)->Run(mat_mul_a, values, nullptr, batch).ok());
-  ASSERT_TRUE((*backend)->Run(mat_mul_b, values, nullptr, batch).ok());
+  ASSERT_TRUE((*backend)->BeginBatch(batch).ok());
+  ASSERT_TRUE((*backend)->Run(mat_mul_a, values.views(), nullptr).ok());
+  ASSERT_TRUE((*backend)->Run(mat_mul_b, values.views(), nullptr).ok());
   EXPECT_EQ(out_a, out_b);  // shared and fresh quantization agree
 
   // A copy into the backend changes x.
   const std::vector<float> x2 = floats(kTokens * kIn);
-  (*backend)->CopyFromHost(x2.data(), x.data(), x.size() * sizeof(float));
-  ASSERT_TRUE((*backend)->Run(mat_mul_b, values, nullptr, batch).ok());
+  ASSERT_TRUE(
+      (*backend)->CopyFromHost(x2.data(), *values.buffer(0), 0, x.size() * sizeof(float)).ok());
+  ASSERT_TRUE((*backend)->Run(mat_mul_b, values.views(), nullptr).ok());
   std::vector<float> got = out_b;
   EXPECT_EQ(got, fresh());
   EXPECT_NE(got, out_a);
 
   // An op writes x in place.
-  ASSERT_TRUE((*backend)->Run(mat_mul_a, values, nullptr, batch).ok());
-  ASSERT_TRUE((*backend)->Run(add_in_place, values, nullptr, batch).ok());
-  ASSERT_TRUE((*backend)->Run(mat_mul_b, values, nullptr, batch).ok());
+  ASSERT_TRUE((*backend)->Run(mat_mul_a, values.views(), nullptr).ok());
+  ASSERT_TRUE((*backend)->Run(add_in_place, values.views(), nullptr).ok());
+  ASSERT_TRUE((*backend)->Run(mat_mul_b, values.views(), nullptr).ok());
   got = out_b;
   EXPECT_EQ(got, fresh());
   EXPECT_NE(got, out_a);

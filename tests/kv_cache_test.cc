@@ -61,9 +61,12 @@ TEST(KvCache, ForkSharesBlocksAndCopiesOnWrite) {
   const SeqId a = f.cache->NewSequence();
   ASSERT_TRUE(f.cache->Append(a, 6).ok());
   // Mark the shared partial block's contents so the copy can be checked.
-  float* k = static_cast<float*>(f.cache->LayerView(0).k);
+  BackendBuffer& k = *f.cache->LayerView(0).k;
   const int32_t shared_block = f.cache->BlockTable(a)[1];
-  for (size_t i = 0; i < 8; ++i) k[(size_t(shared_block) * 4 + 1) * 8 + i] = 42.0f + float(i);
+  auto row_offset = [](int32_t block) { return (size_t(block) * 4 + 1) * 8 * sizeof(float); };
+  float mark[8];
+  for (size_t i = 0; i < 8; ++i) mark[i] = 42.0f + float(i);
+  ASSERT_TRUE(f.backend->CopyFromHost(mark, k, row_offset(shared_block), sizeof(mark)).ok());
   auto child = f.cache->Fork(a);
   ASSERT_TRUE(child.ok());
   EXPECT_EQ(f.cache->BlockTable(*child), f.cache->BlockTable(a));
@@ -73,7 +76,9 @@ TEST(KvCache, ForkSharesBlocksAndCopiesOnWrite) {
   const int32_t own_block = f.cache->BlockTable(*child)[1];
   EXPECT_NE(own_block, shared_block);
   EXPECT_EQ(f.cache->BlockTable(*child)[0], f.cache->BlockTable(a)[0]);
-  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(k[(size_t(own_block) * 4 + 1) * 8 + i], 42.0f + float(i));
+  float copied[8];
+  ASSERT_TRUE(f.backend->CopyToHost(k, row_offset(own_block), copied, sizeof(copied)).ok());
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(copied[i], 42.0f + float(i));
   f.cache->FreeSequence(a);
   f.cache->FreeSequence(*child);
   EXPECT_EQ(f.cache->free_blocks(), 8u);

@@ -31,19 +31,23 @@ constexpr size_t kAttentionQueries = 16;
 
 class HostBuffer final : public BackendBuffer {
  public:
-  explicit HostBuffer(size_t bytes) : bytes_(bytes) {
+  explicit HostBuffer(size_t bytes) : bytes_(bytes), owned_(true) {
     // 64-byte alignment for full-width vector loads; rounded size as aligned_alloc requires.
     const size_t rounded = (bytes + 63) / 64 * 64;
     data_ = rounded ? std::aligned_alloc(64, rounded) : nullptr;
   }
-  ~HostBuffer() override { std::free(data_); }
-  void* data() override { return data_; }
+  HostBuffer(void* data, size_t bytes) : data_(data), bytes_(bytes), owned_(false) {}
+  ~HostBuffer() override {
+    if (owned_) std::free(data_);
+  }
+  char* data() const { return static_cast<char*>(data_); }
   size_t bytes() const override { return bytes_; }
   bool ok() const { return data_ != nullptr || bytes_ == 0; }
 
  private:
   void* data_ = nullptr;
   size_t bytes_;
+  bool owned_;
 };
 
 }  // namespace
@@ -68,13 +72,95 @@ Result<TensorView> HostBackend::PrepareWeight(const TensorView& host_view) {
   return view;
 }
 
-void HostBackend::CopyToHost(const void* src, void* host_dst, size_t bytes) {
-  std::memcpy(host_dst, src, bytes);
+std::unique_ptr<BackendBuffer> HostBackend::WrapHostMemory(void* data, size_t bytes) {
+  return std::make_unique<HostBuffer>(data, bytes);
 }
 
-void HostBackend::CopyFromHost(const void* host_src, void* dst, size_t bytes) {
+char* HostBackend::HostAddress(const BackendBuffer& buffer, size_t offset) {
+  // Every buffer a HostBackend is handed was made by a HostBackend's Allocate.
+  return static_cast<const HostBuffer&>(buffer).data() + offset;
+}
+
+Status HostBackend::CopyToHost(const BackendBuffer& src, size_t src_offset, void* host_dst,
+                               size_t bytes) {
+  if (src_offset + bytes > src.bytes()) return Error("%s: copy past the end of a buffer", name_);
+  std::memcpy(host_dst, HostAddress(src, src_offset), bytes);
+  return Status::Ok();
+}
+
+Status HostBackend::CopyFromHost(const void* host_src, BackendBuffer& dst, size_t dst_offset,
+                                 size_t bytes) {
+  if (dst_offset + bytes > dst.bytes()) return Error("%s: copy past the end of a buffer", name_);
   quantized_ = {};  // the copy may overwrite the quantized activations' source
-  std::memcpy(dst, host_src, bytes);
+  std::memcpy(HostAddress(dst, dst_offset), host_src, bytes);
+  return Status::Ok();
+}
+
+Status HostBackend::CopyWithin(const BackendBuffer& src, size_t src_offset, BackendBuffer& dst,
+                               size_t dst_offset, size_t bytes) {
+  if (src_offset + bytes > src.bytes() || dst_offset + bytes > dst.bytes())
+    return Error("%s: copy past the end of a buffer", name_);
+  quantized_ = {};
+  std::memmove(HostAddress(dst, dst_offset), HostAddress(src, src_offset), bytes);
+  return Status::Ok();
+}
+
+bool HostBackend::Supports(const Node& node) const {
+  switch (node.op) {
+    case OpKind::kMatMul:
+    case OpKind::kEmbed:
+      return node.weight != nullptr && supports_weight_(node.weight->desc.dtype);
+    case OpKind::kGatedFfn:
+      return node.weight != nullptr && node.weight_up != nullptr &&
+             node.weight->desc.dtype == node.weight_up->desc.dtype &&
+             supports_weight_(node.weight->desc.dtype);
+    case OpKind::kAttention: {
+      // The kernels attend every earlier position, with no soft-cap on the scores.
+      const AttentionParams& p = node.attention;
+      return p.logit_softcap == 0.0f && p.window == 0 && p.n_kv_heads > 0 &&
+             p.n_heads % p.n_kv_heads == 0;
+    }
+    case OpKind::kRope:
+      return node.rope.inv_freq != nullptr && node.rope.rot_dims % 2 == 0 &&
+             node.rope.rot_dims <= node.rope.head_dim;
+    case OpKind::kRmsNorm:
+    case OpKind::kSiluMul:
+    case OpKind::kAdd:
+    case OpKind::kGetRows:
+      return true;
+    case OpKind::kCount:
+      break;
+  }
+  return false;
+}
+
+Status HostBackend::BeginBatch(const BatchContext& batch) {
+  batch_ = batch;
+  rope_tables_used_ = 0;
+  return Status::Ok();
+}
+
+const HostBackend::RopeTable& HostBackend::RopeTableFor(const double* inv_freq, size_t pairs) {
+  for (size_t i = 0; i < rope_tables_used_; ++i) {
+    const RopeTable& table = rope_tables_[i];
+    if (table.inv_freq == inv_freq && table.pairs == pairs) return table;
+  }
+  if (rope_tables_used_ == rope_tables_.size()) rope_tables_.emplace_back();
+  RopeTable& table = rope_tables_[rope_tables_used_++];
+  table.inv_freq = inv_freq;
+  table.pairs = pairs;
+  const size_t n = batch_.n_tokens;
+  table.cos.resize(n * pairs);
+  table.sin.resize(n * pairs);
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t i = 0; i < pairs; ++i) {
+      // Angles in double: large positions times small frequencies lose bits in float.
+      const double angle = double(batch_.positions[t]) * inv_freq[i];
+      table.cos[t * pairs + i] = float(std::cos(angle));
+      table.sin[t * pairs + i] = float(std::sin(angle));
+    }
+  }
+  return table;
 }
 
 HostBackend::MatMulInput HostBackend::PrepareMatMulInput(ValueId value, const TensorView& x,
@@ -162,13 +248,16 @@ void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
   }, kRowGrain, MatMulChunksPerThread(in.type, n_tokens));
 }
 
-void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv,
-                               const BatchContext& batch) {
+void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv) {
+  const BatchContext& batch = batch_;
+  const AttentionParams& p = node.attention;
+  const size_t n_heads = size_t(p.n_heads), n_kv_heads = size_t(p.n_kv_heads);
+  const size_t head_dim = size_t(p.head_dim);
   const float* q = values[node.inputs[0]].as<const float>();
   const float* k = values[node.inputs[1]].as<const float>();
   const float* v = values[node.inputs[2]].as<const float>();
   float* out = values[node.output].as<float>();
-  const size_t q_dim = batch.n_heads * batch.head_dim;
+  const size_t q_dim = n_heads * head_dim;
   const size_t kv_dim = kv.row_elems;
   const size_t kv_row_bytes = *RowBytes(kv.dtype, kv_dim);  // checked when the cache was made
   // 1. Write this batch's K/V rows into their slots, so later tokens of a sequence in the same
@@ -189,7 +278,7 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
   for (size_t t = 0; t < batch.n_tokens;) {
     size_t end = t + 1;
     while (end < batch.n_tokens && end - t < kAttentionQueries &&
-           batch.block_tables[end] == batch.block_tables[t]) {
+           batch.token_seq[end] == batch.token_seq[t]) {
       ++end;
     }
     size_t cost = 0;  // keys read, summed over the chunk's tokens
@@ -203,13 +292,12 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
             [](const AttentionChunk& a, const AttentionChunk& b) {
               return a.cost != b.cost ? a.cost > b.cost : a.first_token < b.first_token;
             });
-  const float scale = 1.0f / std::sqrt(float(batch.head_dim));
   // An item takes a KV head's whole GQA group, which then shares each K/V tile, unless that
   // leaves threads idle (decoding one token with few KV heads): then one query head per item.
-  const size_t group = batch.n_heads / batch.n_kv_heads;
+  const size_t group = n_heads / n_kv_heads;
   const size_t heads_per_item =
-      attention_chunks_.size() * batch.n_kv_heads >= 2 * pool_.size() ? group : 1;
-  const size_t items_per_chunk = batch.n_heads / heads_per_item;
+      attention_chunks_.size() * n_kv_heads >= 2 * pool_.size() ? group : 1;
+  const size_t items_per_chunk = n_heads / heads_per_item;
   const size_t n_items = attention_chunks_.size() * items_per_chunk;
   pool_.ParallelFor(n_items, [&](size_t begin, size_t end) {
     for (size_t item = begin; item < end; ++item) {
@@ -218,21 +306,50 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
       AttentionArgs args;
       args.q = q + chunk.first_token * q_dim;
       args.kv = &kv;
-      args.block_table = batch.block_tables[chunk.first_token];
+      args.block_table =
+          batch.block_tables + batch.block_table_begin[batch.token_seq[chunk.first_token]];
       args.n_ctx = batch.n_ctx + chunk.first_token;
       args.n_queries = chunk.n_tokens;
-      args.n_heads = batch.n_heads;
-      args.n_kv_heads = batch.n_kv_heads;
-      args.head_dim = batch.head_dim;
-      args.scale = scale;
+      args.n_heads = n_heads;
+      args.n_kv_heads = n_kv_heads;
+      args.head_dim = head_dim;
+      args.scale = p.scale;
       args.out = out + chunk.first_token * q_dim;
       kernels_.attention(args, head_begin, head_begin + heads_per_item);
     }
   });
 }
 
-Status HostBackend::Run(const Node& node, const TensorView* values, const PagedKvView* kv,
-                        const BatchContext& batch) {
+void HostBackend::RunRope(const Node& node, const TensorView* values) {
+  const RopeParams& p = node.rope;
+  float* q = values[node.inputs[0]].as<float>();
+  float* k = values[node.inputs[1]].as<float>();
+  const size_t head_dim = size_t(p.head_dim), pairs = size_t(p.rot_dims) / 2;
+  const size_t q_dim = size_t(p.n_heads) * head_dim;
+  const size_t kv_dim = size_t(p.n_kv_heads) * head_dim;
+  const RopeTable& table = RopeTableFor(p.inv_freq, pairs);
+  pool_.ParallelFor(batch_.n_tokens, [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t) {
+      const float* cos = table.cos.data() + t * pairs;
+      const float* sin = table.sin.data() + t * pairs;
+      kernels_.rope(q + t * q_dim, size_t(p.n_heads), head_dim, size_t(p.rot_dims), cos, sin,
+                    p.style);
+      kernels_.rope(k + t * kv_dim, size_t(p.n_kv_heads), head_dim, size_t(p.rot_dims), cos, sin,
+                    p.style);
+    }
+  });
+}
+
+Status HostBackend::Run(const Node& node, const ValueView* bound, const KvLayerView* kv_layer) {
+  // The node's values as host views (only its inputs and output are bound).
+  for (ValueId v : {node.inputs[0], node.inputs[1], node.inputs[2], node.output}) {
+    if (v == kNoValue) continue;
+    if (host_values_.size() <= size_t(v)) host_values_.resize(size_t(v) + 1);
+    const ValueView& value = bound[v];
+    host_values_[size_t(v)] = TensorView{value.desc, HostAddress(*value.buffer, value.offset), id_};
+  }
+  const TensorView* values = host_values_.data();
+  const BatchContext& batch = batch_;
   // Any other op may write where a mat_mul's input was (in place, or into a reused slot), and
   // every graph run starts with one (embedding, norm, row selection).
   if (node.op != OpKind::kMatMul) quantized_ = {};
@@ -255,7 +372,7 @@ Status HostBackend::Run(const Node& node, const TensorView* values, const PagedK
       float* out = values[node.output].as<float>();
       pool_.ParallelFor(size_t(x.desc.ne[1]), [&](size_t begin, size_t end) {
         for (size_t t = begin; t < end; ++t) {
-          kernels_.rms_norm(x.as<const float>() + t * n, weight, n, node.eps, out + t * n);
+          kernels_.rms_norm(x.as<const float>() + t * n, weight, n, node.norm.eps, out + t * n);
         }
       });
       return Status::Ok();
@@ -270,28 +387,17 @@ Status HostBackend::Run(const Node& node, const TensorView* values, const PagedK
       }
       RunGatedFfn(node, values);
       return Status::Ok();
-    case OpKind::kRope: {
-      float* q = values[node.inputs[0]].as<float>();
-      float* k = values[node.inputs[1]].as<float>();
-      const size_t q_dim = batch.n_heads * batch.head_dim;
-      const size_t kv_dim = batch.n_kv_heads * batch.head_dim;
-      pool_.ParallelFor(batch.n_tokens, [&](size_t begin, size_t end) {
-        for (size_t t = begin; t < end; ++t) {
-          const float* cos = batch.rope_cos + t * batch.rope_pairs;
-          const float* sin = batch.rope_sin + t * batch.rope_pairs;
-          kernels_.rope(q + t * q_dim, batch.n_heads, batch.head_dim, batch.rope_dims, cos, sin,
-                        batch.rope_style);
-          kernels_.rope(k + t * kv_dim, batch.n_kv_heads, batch.head_dim, batch.rope_dims, cos, sin,
-                        batch.rope_style);
-        }
-      });
+    case OpKind::kRope:
+      RunRope(node, values);
+      return Status::Ok();
+    case OpKind::kAttention: {
+      if (kv_layer == nullptr)
+        return Error("%s: attention node of layer %d has no KV cache", name_, node.layer);
+      const PagedKvView kv{HostAddress(*kv_layer->k, 0), HostAddress(*kv_layer->v, 0),
+                           kv_layer->dtype, kv_layer->block_tokens, kv_layer->row_elems};
+      RunAttention(node, values, kv);
       return Status::Ok();
     }
-    case OpKind::kAttention:
-      if (kv == nullptr)
-        return Error("%s: attention node of layer %d has no KV cache", name_, node.layer);
-      RunAttention(node, values, *kv, batch);
-      return Status::Ok();
     case OpKind::kSiluMul:
     case OpKind::kAdd: {
       const TensorView& a = values[node.inputs[0]];

@@ -19,16 +19,30 @@ class HostBackend final : public Backend {
 
   const char* Name() const override { return name_; }
   BackendId id() const override { return id_; }
-  bool SupportsWeight(DType type) const override { return supports_weight_(type); }
+  bool Supports(const Node& node) const override;
   bool SupportsKv(DType type) const override {
     return type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0;
   }
   Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override;
   Result<TensorView> PrepareWeight(const TensorView& host_view) override;
-  void CopyToHost(const void* src, void* host_dst, size_t bytes) override;
-  void CopyFromHost(const void* host_src, void* dst, size_t bytes) override;
-  Status Run(const Node& node, const TensorView* values, const PagedKvView* kv,
-             const BatchContext& batch) override;
+  // Host memory: copies are memcpy and complete on return.
+  Status CopyToHost(const BackendBuffer& src, size_t src_offset, void* host_dst,
+                    size_t bytes) override;
+  Status CopyFromHost(const void* host_src, BackendBuffer& dst, size_t dst_offset,
+                      size_t bytes) override;
+  Status CopyWithin(const BackendBuffer& src, size_t src_offset, BackendBuffer& dst,
+                    size_t dst_offset, size_t bytes) override;
+  Status Synchronize() override { return Status::Ok(); }
+  // Nodes run as they come: BeginBatch keeps the batch's host arrays, Submit has nothing to do.
+  Status BeginBatch(const BatchContext& batch) override;
+  Status Run(const Node& node, const ValueView* values, const KvLayerView* kv) override;
+  Status Submit() override { return Status::Ok(); }
+
+  // The host address of a place in one of this backend's buffers.
+  static char* HostAddress(const BackendBuffer& buffer, size_t offset);
+  // Host memory the caller owns, as a buffer any host backend can use in place (tests, and
+  // values a caller already holds on the host).
+  static std::unique_ptr<BackendBuffer> WrapHostMemory(void* data, size_t bytes);
 
   cpu::ThreadPool& pool() { return pool_; }
 
@@ -47,8 +61,16 @@ class HostBackend final : public Backend {
                   size_t out_stride, size_t row_begin, size_t row_end) const;
   void RunMatMul(const Node& node, const TensorView* values);
   void RunGatedFfn(const Node& node, const TensorView* values);
-  void RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv,
-                    const BatchContext& batch);
+  void RunRope(const Node& node, const TensorView* values);
+  void RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv);
+  // This batch's cos/sin of every position times `inv_freq` (pairs values each), made on first
+  // use and kept for the other layers: (n_tokens, pairs) each.
+  struct RopeTable {
+    const double* inv_freq = nullptr;
+    size_t pairs = 0;
+    std::vector<float> cos, sin;
+  };
+  const RopeTable& RopeTableFor(const double* inv_freq, size_t pairs);
 
   const char* name_;
   BackendId id_;
@@ -61,6 +83,10 @@ class HostBackend final : public Backend {
     size_t cost;  // keys read: sum of the tokens' n_ctx
   };
   std::vector<AttentionChunk> attention_chunks_;
+  BatchContext batch_;                  // the current batch (host arrays owned by the caller)
+  std::vector<TensorView> host_values_;  // the current node's values as host views
+  std::vector<RopeTable> rope_tables_;  // per frequency table; capacity kept across batches
+  size_t rope_tables_used_ = 0;          // tables valid for the current batch
   std::vector<uint8_t> act_scratch_;  // quantized activations of one mat_mul, (n_tokens, row bytes)
   // What act_scratch_ holds: the quantized rows of value `value` (at `data`) of the current run.
   struct QuantizedInput {

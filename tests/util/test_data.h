@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace petrel::testing {
@@ -12,11 +13,15 @@ inline std::string SharedDir() {
   return dir ? dir : "../shared";
 }
 
-// A writable folder for files a test generates (never inside SharedDir()).
+// A writable folder for files a test generates (never inside SharedDir()). Meson points
+// TEST_TMPDIR into the build folder, so two builds testing at once do not share files.
 inline std::string ScratchDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
   if (!dir) dir = std::getenv("TMPDIR");
-  return dir ? dir : "/tmp";
+  const std::string path = dir ? dir : "/tmp";
+  std::error_code ignored;
+  std::filesystem::create_directories(path, ignored);
+  return path;
 }
 
 }  // namespace petrel::testing

@@ -16,6 +16,29 @@ constexpr ValueId kNoValue = -1;
 constexpr int kEmbeddingLayer = -1;
 // The output head's node layer is `n_layers` (one past the last block).
 
+// Parameters of the ops that have them. They live in the node, so a family's variant (its
+// attention scale, its RoPE frequencies) is data its graph builder sets, not a backend constant.
+struct NormParams {
+  float eps = 0.0f;
+};
+
+// Rotates q (n_heads heads) and k (n_kv_heads heads) of head_dim by each token's position:
+// pair i of the first rot_dims dimensions turns by position * inv_freq[i].
+struct RopeParams {
+  int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int32_t rot_dims = 0;                 // rotated dimensions per head (rot_dims / 2 pairs)
+  RopeStyle style = RopeStyle::kInterleaved;
+  const double* inv_freq = nullptr;     // (rot_dims / 2), scaling applied; owned by the model
+};
+
+// Causal attention of q over the layer's paged KV cache, after writing k and v there.
+struct AttentionParams {
+  int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  float scale = 1.0f;         // applied to q·k (1/sqrt(head_dim) for Llama)
+  float logit_softcap = 0.0f; // 0: none; else scores become softcap * tanh(scores / softcap)
+  int32_t window = 0;         // 0: every earlier position; else only the last `window`
+};
+
 struct Node {
   OpKind op = OpKind::kAdd;
   int layer = kEmbeddingLayer;
@@ -24,7 +47,9 @@ struct Node {
   const TensorView* weight = nullptr;  // matmul / norm weight, embedding table; gated_ffn: gate
   const TensorView* weight_up = nullptr;  // gated_ffn: the up projection
   const TensorView* bias = nullptr;    // optional matmul bias (f32)
-  float eps = 0.0f;                    // rms_norm
+  NormParams norm = {};                // rms_norm
+  RopeParams rope = {};                // rope
+  AttentionParams attention = {};      // attention
 };
 
 // Values are row-major f32 matrices of (rows, cols): rows = tokens (or selected tokens).

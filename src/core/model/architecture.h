@@ -30,6 +30,9 @@ struct ModelWeights {
   TensorView output_norm;
   TensorView output;  // == token_embd when tied
   std::vector<LayerWeights> layers;
+  // RoPE's rotation frequency per pair, scaling applied (ModelConfig::rope): the rope nodes point
+  // here, and each backend turns positions into angles with it.
+  std::vector<double> rope_inv_freq;
 };
 
 // Finds tensors by name in a GGUF file or a Hugging Face folder; each caller passes both names

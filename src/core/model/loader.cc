@@ -187,6 +187,7 @@ Result<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
     return Error("%s: tokenizer has %zu tokens but the model only %lld", path.c_str(),
                  model->tokenizer->n_vocab(), (long long)model->config.n_vocab);
   }
+  model->weights.rope_inv_freq = model->config.rope.InverseFrequencies();
   Account(*model);
   return model;
 }

@@ -1,46 +1,71 @@
-// The backend interface: memory, weights and op execution for one device. The CPU backend
-// implements it first; `ref` (scalar kernels) proves the seams; Vulkan/CUDA plug in the same way.
+// The backend interface: memory, weights and op execution for one device. The CPU and `ref`
+// backends implement it on host memory; a GPU backend implements the same calls on its own.
+//
+// The core never dereferences backend memory: it names a place as (buffer, offset) and moves
+// bytes with copies that return a Status and may run asynchronously until Synchronize(). A batch
+// is one BeginBatch (the backend takes the batch's host data: token ids, positions, block
+// tables, KV slots), the nodes placed on the backend recorded in order with Run, and Submit; a
+// host backend simply runs each node as it comes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
-#include "core/graph/graph.h"   // Node
 #include "core/base/status.h"
 #include "core/base/tensor.h"
-#include "cpu/kernel_table.h"  // PagedKvView
+#include "core/graph/graph.h"  // Node
 
 namespace petrel {
 
-// Host-side facts about the batch that ops need, computed once per batch by the engine.
-struct BatchContext {
-  size_t n_tokens = 0;
-  const int32_t* tokens = nullptr;         // (n_tokens)
-  const float* rope_cos = nullptr;         // (n_tokens, rope_pairs)
-  const float* rope_sin = nullptr;         // (n_tokens, rope_pairs)
-  size_t rope_pairs = 0;
-  // Attention, per token: its sequence's block table, the number of positions it attends
-  // (its position + 1) and the flat KV slot (block * block_tokens + offset) its K/V go to.
-  const int32_t* const* block_tables = nullptr;
-  const int32_t* n_ctx = nullptr;
-  const int32_t* kv_slot = nullptr;
-  size_t max_ctx = 0;                      // max of n_ctx (scratch sizing)
-  // Rows kept for the output head (tokens whose logits are wanted).
-  const int32_t* selected_rows = nullptr;
-  size_t n_selected = 0;
-  // Shapes the attention op needs.
-  size_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
-  size_t rope_dims = 0;
-  RopeStyle rope_style = RopeStyle::kInterleaved;
-};
-
-// Memory owned by a backend. For host backends `data` is a host pointer.
+// Memory owned by a backend, addressed by offsets. Only the owning backend knows what is behind
+// it (a host allocation, a device buffer).
 class BackendBuffer {
  public:
   virtual ~BackendBuffer() = default;
-  virtual void* data() = 0;
   virtual size_t bytes() const = 0;
+};
+
+// A value (an f32 activation matrix) in a backend's memory.
+struct ValueView {
+  BackendBuffer* buffer = nullptr;
+  size_t offset = 0;   // bytes from the buffer's start
+  TensorDesc desc;     // F32 {cols, rows}
+};
+
+// One layer's paged K/V storage: (n_blocks, block_tokens, row_elems) elements each for K and V
+// (rows of Q8_0 are RowBytes(kQ8_0, row_elems) bytes), on the layer's backend.
+struct KvLayerView {
+  BackendBuffer* k = nullptr;
+  BackendBuffer* v = nullptr;
+  DType dtype = DType::kF32;  // kF32, kF16 or kQ8_0
+  size_t block_tokens = 0;
+  size_t row_elems = 0;       // n_kv_heads * head_dim
+};
+
+// Host-side facts about a batch, computed once per batch by the engine and handed to every
+// backend that runs part of it (a device backend uploads them once, in BeginBatch). All arrays
+// stay valid until the batch is submitted.
+struct BatchContext {
+  size_t n_tokens = 0;
+  const int32_t* tokens = nullptr;     // (n_tokens)
+  const int32_t* positions = nullptr;  // (n_tokens)
+  // Sequences in the batch: token t belongs to sequence token_seq[t] (0 .. n_seqs-1, tokens of
+  // one sequence consecutive), whose block table is
+  // block_tables[block_table_begin[s] .. block_table_begin[s + 1]), blocks in position order.
+  size_t n_seqs = 0;
+  const int32_t* token_seq = nullptr;          // (n_tokens)
+  const int32_t* block_tables = nullptr;       // (block_table_begin[n_seqs])
+  const int32_t* block_table_begin = nullptr;  // (n_seqs + 1)
+  // Per token: the positions it attends (its position + 1) and the flat KV slot
+  // (block * block_tokens + offset) its K/V go to.
+  const int32_t* n_ctx = nullptr;    // (n_tokens)
+  const int32_t* kv_slot = nullptr;  // (n_tokens)
+  size_t max_ctx = 0;                // max of n_ctx (scratch sizing)
+  // Rows kept for the output head (tokens whose logits are wanted).
+  const int32_t* selected_rows = nullptr;  // (n_selected)
+  size_t n_selected = 0;
 };
 
 class Backend {
@@ -48,22 +73,48 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* Name() const = 0;
   virtual BackendId id() const = 0;
-  // Whether matmul can use weights of this type / attention can use a KV cache of this type.
-  virtual bool SupportsWeight(DType type) const = 0;
+
+  // Whether this backend can run `node`: its op, its weight type, its parameters (a soft-cap or
+  // window the kernels lack). The engine places a layer with an unsupported node on the CPU.
+  virtual bool Supports(const Node& node) const = 0;
+  // Whether attention can keep its KV cache in this element type.
   virtual bool SupportsKv(DType type) const = 0;
 
+  // Memory. Contents are unspecified until written.
   virtual Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) = 0;
-  // Makes a host-resident weight usable here. Host backends return it unchanged, so the bytes
-  // stay in the memory-mapped file; device backends upload into memory they own.
+  // Makes a host-resident weight usable here, once, at load. Host backends return the view
+  // unchanged, so the bytes stay in the memory-mapped file; device backends upload it into
+  // memory they own and return a view whose `data` only they interpret.
   virtual Result<TensorView> PrepareWeight(const TensorView& host_view) = 0;
-  // Moves activation bytes between this backend's memory and the host.
-  virtual void CopyToHost(const void* src, void* host_dst, size_t bytes) = 0;
-  virtual void CopyFromHost(const void* host_src, void* dst, size_t bytes) = 0;
 
-  // Runs one node. `values[v]` is value v's view on this backend (only the node's inputs and
-  // output are bound); `kv` is the node's layer KV storage (attention only).
-  virtual Status Run(const Node& node, const TensorView* values, const PagedKvView* kv,
-                     const BatchContext& batch) = 0;
+  // Copies. They may be asynchronous: the host memory must stay valid (and, for CopyFromHost,
+  // unchanged) until Synchronize() returns, and a copy is ordered after the work submitted
+  // before it.
+  virtual Status CopyToHost(const BackendBuffer& src, size_t src_offset, void* host_dst,
+                            size_t bytes) = 0;
+  virtual Status CopyFromHost(const void* host_src, BackendBuffer& dst, size_t dst_offset,
+                              size_t bytes) = 0;
+  virtual Status CopyWithin(const BackendBuffer& src, size_t src_offset, BackendBuffer& dst,
+                            size_t dst_offset, size_t bytes) = 0;
+  // Into another backend's memory. The default stages through host memory; backends that can
+  // reach each other directly override it.
+  virtual Status CopyToBackend(const BackendBuffer& src, size_t src_offset, Backend& dst_backend,
+                               BackendBuffer& dst, size_t dst_offset, size_t bytes);
+  // Waits for every copy and every submitted batch.
+  virtual Status Synchronize() = 0;
+
+  // One batch: BeginBatch, then Run for each of the backend's nodes in graph order (`values[v]`
+  // is value v on this backend, bound for the node's inputs and output; `kv` is the node's layer
+  // storage, for attention only). Submit hands what was recorded since the last Submit to the
+  // device: the executor calls it before another backend reads a value made here and at the end
+  // of the batch, so a batch may be submitted in several segments. Results are complete after
+  // Synchronize().
+  virtual Status BeginBatch(const BatchContext& batch) = 0;
+  virtual Status Run(const Node& node, const ValueView* values, const KvLayerView* kv) = 0;
+  virtual Status Submit() = 0;
+
+ private:
+  std::vector<uint8_t> staging_;  // CopyToBackend's default path
 };
 
 }  // namespace petrel

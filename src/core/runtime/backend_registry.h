@@ -26,7 +26,11 @@ struct BackendFactory {
 // The backends compiled into this build, "cpu" first. Defined in src/backends.cc.
 std::span<const BackendFactory> CompiledBackends();
 
-// Names of the backends compiled into this build, "cpu" first.
+// Adds a backend at run time (tests register limited or instrumented backends this way). Fails
+// when the name is taken. Not thread-safe: register before loading models.
+Status RegisterBackend(const BackendFactory& factory);
+
+// Names of the backends compiled in or registered, "cpu" first.
 std::vector<std::string> AvailableBackends();
 Result<std::unique_ptr<Backend>> CreateBackend(std::string_view name, BackendId id,
                                                const BackendOptions& options);

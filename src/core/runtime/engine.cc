@@ -3,8 +3,6 @@
 #include "core/runtime/engine.h"
 
 #include <algorithm>
-#include <cmath>
-#include <map>
 #include <thread>
 
 #include "core/runtime/backend_registry.h"
@@ -16,13 +14,37 @@ Engine::~Engine() = default;
 
 namespace {
 
-Result<TensorView> Place(Backend& backend, const TensorView& view, const char* what, bool matmul) {
+Result<TensorView> Place(Backend& backend, const TensorView& view) {
   if (!view.data) return view;
-  if (matmul && !backend.SupportsWeight(view.desc.dtype)) {
-    return Error("%s: weight type %s is not supported by the %s backend", what,
-                 DTypeName(view.desc.dtype), backend.Name());
-  }
   return backend.PrepareWeight(view);
+}
+
+// Moves every layer with a node its backend cannot run to the CPU backend (0), noting why, and
+// fails if the CPU cannot run one either. `probe` is the graph of a one-token batch.
+Status PlaceSupportedLayers(const Graph& probe, const std::vector<std::unique_ptr<Backend>>& backends,
+                            Placement* placement) {
+  for (const Node& node : probe.nodes) {
+    const BackendId b = placement->Of(node.layer);
+    if (backends[size_t(b)]->Supports(node)) continue;
+    const std::string what = std::string(OpName(node.op)) +
+                             (node.weight ? std::string(" with ") + DTypeName(node.weight->desc.dtype) + " weights" : "");
+    const std::string where = node.layer < 0 ? "embedding"
+                              : size_t(node.layer) >= placement->layers.size() ? "output"
+                                                                                : "layer " + std::to_string(node.layer);
+    if (b == 0 || !backends[0]->Supports(node)) {
+      return Error("%s: no backend of this build runs %s", where.c_str(), what.c_str());
+    }
+    placement->notes.push_back(where + " on " + backends[0]->Name() + ": " + backends[size_t(b)]->Name() +
+                               " does not run " + what);
+    if (node.layer < 0) {
+      placement->embedding = 0;
+    } else if (size_t(node.layer) >= placement->layers.size()) {
+      placement->output = 0;
+    } else {
+      placement->layers[size_t(node.layer)] = 0;
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -51,6 +73,11 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   const ModelConfig& config = engine->model_->config;
 
   engine->placement_ = Placement::Offload(size_t(config.n_layers), device, opts.device_layers);
+  {
+    Graph probe;
+    engine->model_->arch->build_graph(config, engine->model_->weights, 1, 1, &probe);
+    PETREL_RETURN_IF_ERROR(PlaceSupportedLayers(probe, engine->backends_, &engine->placement_));
+  }
   const Placement& placement = engine->placement_;
 
   // Weight views on their backends (host backends keep pointing into the mapped file).
@@ -58,15 +85,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   ModelWeights& placed = engine->placed_;
   Backend& embed_backend = *engine->backends_[size_t(placement.embedding)];
   Backend& output_backend = *engine->backends_[size_t(placement.output)];
-  PETREL_ASSIGN_OR_RETURN(placed.token_embd,
-                          Place(embed_backend, host.token_embd, "token_embd.weight", false));
-  if (!embed_backend.SupportsWeight(host.token_embd.desc.dtype)) {
-    return Error("token_embd.weight: type %s is not supported by the %s backend",
-                 DTypeName(host.token_embd.desc.dtype), embed_backend.Name());
-  }
-  PETREL_ASSIGN_OR_RETURN(placed.output, Place(output_backend, host.output, "output.weight", true));
-  PETREL_ASSIGN_OR_RETURN(placed.output_norm,
-                          Place(output_backend, host.output_norm, "output_norm.weight", false));
+  PETREL_ASSIGN_OR_RETURN(placed.token_embd, Place(embed_backend, host.token_embd));
+  PETREL_ASSIGN_OR_RETURN(placed.output, Place(output_backend, host.output));
+  PETREL_ASSIGN_OR_RETURN(placed.output_norm, Place(output_backend, host.output_norm));
+  placed.rope_inv_freq = host.rope_inv_freq;
   placed.layers.resize(host.layers.size());
   std::vector<Backend*> layer_backends;
   for (size_t l = 0; l < host.layers.size(); ++l) {
@@ -74,19 +96,16 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     layer_backends.push_back(&backend);
     const LayerWeights& h = host.layers[l];
     LayerWeights& p = placed.layers[l];
-    const std::string where = "layer " + std::to_string(l);
     struct Item {
       const TensorView* from;
       TensorView* to;
-      bool matmul;
     };
     for (Item item :
-         {Item{&h.attn_norm, &p.attn_norm, false}, Item{&h.wq, &p.wq, true},
-          Item{&h.wk, &p.wk, true}, Item{&h.wv, &p.wv, true}, Item{&h.wo, &p.wo, true},
-          Item{&h.bq, &p.bq, false}, Item{&h.bk, &p.bk, false}, Item{&h.bv, &p.bv, false},
-          Item{&h.ffn_norm, &p.ffn_norm, false}, Item{&h.w_gate, &p.w_gate, true},
-          Item{&h.w_up, &p.w_up, true}, Item{&h.w_down, &p.w_down, true}}) {
-      PETREL_ASSIGN_OR_RETURN(*item.to, Place(backend, *item.from, where.c_str(), item.matmul));
+         {Item{&h.attn_norm, &p.attn_norm}, Item{&h.wq, &p.wq}, Item{&h.wk, &p.wk},
+          Item{&h.wv, &p.wv}, Item{&h.wo, &p.wo}, Item{&h.bq, &p.bq}, Item{&h.bk, &p.bk},
+          Item{&h.bv, &p.bv}, Item{&h.ffn_norm, &p.ffn_norm}, Item{&h.w_gate, &p.w_gate},
+          Item{&h.w_up, &p.w_up}, Item{&h.w_down, &p.w_down}}) {
+      PETREL_ASSIGN_OR_RETURN(*item.to, Place(backend, *item.from));
     }
   }
 
@@ -114,7 +133,6 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   std::vector<Backend*> raw;
   for (auto& backend : engine->backends_) raw.push_back(backend.get());
   engine->executor_ = std::make_unique<Executor>(raw, placement);
-  engine->inv_freq_ = config.rope.InverseFrequencies();
   if (opts.ubatch_tokens == 0) {
     PETREL_ASSIGN_OR_RETURN(opts.ubatch_tokens, engine->ChooseMicroBatch());
   }
@@ -165,25 +183,26 @@ Status Engine::Decode(const Batch& batch, std::vector<float>* logits) {
     return Error("batch arrays have different lengths");
   }
   // Several passes: a later one that fails undoes the earlier ones' KV appends.
-  std::map<SeqId, size_t> lengths;
+  lengths_before_.clear();
   for (SeqId seq : batch.seq_ids) {
-    if (kv_->HasSequence(seq)) lengths.emplace(seq, kv_->Length(seq));
+    if (!kv_->HasSequence(seq)) continue;
+    bool seen = false;
+    for (const auto& [known, length] : lengths_before_) seen = seen || known == seq;
+    if (!seen) lengths_before_.emplace_back(seq, kv_->Length(seq));
   }
   if (logits) logits->clear();
-  std::vector<float> part_logits;
-  Batch part;
   for (size_t begin = 0; begin < batch.size(); begin += ubatch) {
     const size_t end = std::min(batch.size(), begin + ubatch);
-    part.Clear();
+    part_.Clear();
     for (size_t t = begin; t < end; ++t) {
-      part.Add(batch.tokens[t], batch.positions[t], batch.seq_ids[t], batch.want_logits[t] != 0);
+      part_.Add(batch.tokens[t], batch.positions[t], batch.seq_ids[t], batch.want_logits[t] != 0);
     }
-    Status status = DecodeChunk(part, begin, &part_logits);
+    Status status = DecodeChunk(part_, begin, &part_logits_);
     if (!status.ok()) {
-      for (const auto& [seq, length] : lengths) (void)kv_->Truncate(seq, length);
+      for (const auto& [seq, length] : lengths_before_) (void)kv_->Truncate(seq, length);
       return status;
     }
-    if (logits) logits->insert(logits->end(), part_logits.begin(), part_logits.end());
+    if (logits) logits->insert(logits->end(), part_logits_.begin(), part_logits_.end());
   }
   return Status::Ok();
 }
@@ -195,93 +214,94 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.want_logits.size() != n) {
     return Error("batch arrays have different lengths");
   }
-  // Validate and group tokens by sequence, in order of first appearance.
-  std::map<SeqId, size_t> next_position;
-  std::vector<SeqId> order;
+  // Validate and group tokens by sequence, in order of first appearance. Batches hold few
+  // sequences, so a linear search per token is cheaper than a map and allocates nothing.
+  batch_seqs_.clear();
+  seq_start_.clear();
+  seq_tokens_.clear();
+  token_seq_.resize(n);
   for (size_t t = 0; t < n; ++t) {
     const SeqId seq = batch.seq_ids[t];
     if (batch.tokens[t] < 0 || batch.tokens[t] >= config.n_vocab) {
       return Error("token %zu: id %d is outside the vocabulary of %lld", first + t, batch.tokens[t],
                    (long long)config.n_vocab);
     }
-    if (!kv_->HasSequence(seq))
-      return Error("token %zu: sequence %d does not exist", first + t, seq);
-    auto [it, inserted] = next_position.emplace(seq, kv_->Length(seq));
-    if (inserted) order.push_back(seq);
-    if (size_t(batch.positions[t]) != it->second || batch.positions[t] < 0) {
+    size_t s = 0;
+    while (s < batch_seqs_.size() && batch_seqs_[s] != seq) ++s;
+    if (s == batch_seqs_.size()) {
+      if (!kv_->HasSequence(seq))
+        return Error("token %zu: sequence %d does not exist", first + t, seq);
+      batch_seqs_.push_back(seq);
+      seq_start_.push_back(kv_->Length(seq));
+      seq_tokens_.push_back(0);
+    }
+    const size_t expected = seq_start_[s] + seq_tokens_[s];
+    if (batch.positions[t] < 0 || size_t(batch.positions[t]) != expected) {
       return Error("token %zu: position %d does not continue sequence %d (expected %zu)", first + t,
-                   batch.positions[t], seq, it->second);
+                   batch.positions[t], seq, expected);
     }
-    ++it->second;
+    ++seq_tokens_[s];
+    token_seq_[t] = int32_t(s);
   }
+  const size_t n_seqs = batch_seqs_.size();
   // Reserve KV slots; roll back on failure so no sequence changes.
-  std::map<SeqId, std::vector<int32_t>> slots;
-  for (SeqId seq : order) {
-    const size_t before = kv_->Length(seq);
-    auto appended = kv_->Append(seq, next_position[seq] - before);
-    if (!appended.ok()) {
-      for (auto& [done, unused] : slots)
-        (void)kv_->Truncate(done, next_position[done] - unused.size());
-      return appended.status();
-    }
-    slots[seq] = std::move(appended).value();
-  }
-  auto rollback = [&]() {
-    for (auto& [seq, seq_slots] : slots)
-      (void)kv_->Truncate(seq, next_position[seq] - seq_slots.size());
+  auto rollback = [&](size_t n_reserved) {
+    for (size_t s = 0; s < n_reserved; ++s) (void)kv_->Truncate(batch_seqs_[s], seq_start_[s]);
   };
-  std::map<SeqId, size_t> used;
+  seq_slots_.clear();
+  slot_begin_.clear();
+  for (size_t s = 0; s < n_seqs; ++s) {
+    slot_begin_.push_back(int32_t(seq_slots_.size()));
+    Status appended = kv_->Append(batch_seqs_[s], seq_tokens_[s], &seq_slots_);
+    if (!appended.ok()) {
+      rollback(s);
+      return appended;
+    }
+  }
+  // Block tables after every append (an append may copy a shared block).
+  block_tables_.clear();
+  block_table_begin_.clear();
+  for (size_t s = 0; s < n_seqs; ++s) {
+    block_table_begin_.push_back(int32_t(block_tables_.size()));
+    const std::vector<int32_t>& table = kv_->BlockTable(batch_seqs_[s]);
+    block_tables_.insert(block_tables_.end(), table.begin(), table.end());
+  }
+  block_table_begin_.push_back(int32_t(block_tables_.size()));
+  seq_appended_.assign(n_seqs, 0);
   kv_slot_.resize(n);
   n_ctx_.resize(n);
-  block_tables_.resize(n);
   selected_.clear();
-  const size_t pairs = inv_freq_.size();
-  rope_cos_.resize(n * pairs);
-  rope_sin_.resize(n * pairs);
   size_t max_ctx = 0;
   for (size_t t = 0; t < n; ++t) {
-    const SeqId seq = batch.seq_ids[t];
-    kv_slot_[t] = slots[seq][used[seq]++];
+    const size_t s = size_t(token_seq_[t]);
+    kv_slot_[t] = seq_slots_[size_t(slot_begin_[s]) + seq_appended_[s]++];
     n_ctx_[t] = batch.positions[t] + 1;
     max_ctx = std::max(max_ctx, size_t(n_ctx_[t]));
-    block_tables_[t] = kv_->BlockTable(seq).data();
     if (batch.want_logits[t]) selected_.push_back(int32_t(t));
-    for (size_t i = 0; i < pairs; ++i) {
-      // Angles in double: large positions times small frequencies lose bits in float.
-      const double angle = double(batch.positions[t]) * inv_freq_[i];
-      rope_cos_[t * pairs + i] = float(std::cos(angle));
-      rope_sin_[t * pairs + i] = float(std::sin(angle));
-    }
   }
-  if (selected_.empty()) selected_.push_back(int32_t(n - 1));  // the graph needs one output row
-  const bool any_wanted = std::any_of(batch.want_logits.begin(), batch.want_logits.end(),
-                                      [](uint8_t w) { return w != 0; });
+  const bool any_wanted = !selected_.empty();
+  if (!any_wanted) selected_.push_back(int32_t(n - 1));  // the graph needs one output row
 
   graph_.Clear();
   model_->arch->build_graph(config, placed_, n, selected_.size(), &graph_);
   BatchContext context;
   context.n_tokens = n;
   context.tokens = batch.tokens.data();
-  context.rope_cos = rope_cos_.data();
-  context.rope_sin = rope_sin_.data();
-  context.rope_pairs = pairs;
+  context.positions = batch.positions.data();
+  context.n_seqs = n_seqs;
+  context.token_seq = token_seq_.data();
   context.block_tables = block_tables_.data();
+  context.block_table_begin = block_table_begin_.data();
   context.n_ctx = n_ctx_.data();
   context.kv_slot = kv_slot_.data();
   context.max_ctx = max_ctx;
   context.selected_rows = selected_.data();
   context.n_selected = selected_.size();
-  context.n_heads = size_t(config.n_heads);
-  context.n_kv_heads = size_t(config.n_kv_heads);
-  context.head_dim = size_t(config.head_dim);
-  context.rope_dims = size_t(config.rope.dims);
-  context.rope_style = config.rope.style;
-  std::vector<float> scratch;
-  std::vector<float>* out = any_wanted ? logits : &scratch;
+  std::vector<float>* out = any_wanted && logits ? logits : &unwanted_logits_;
   out->resize(selected_.size() * size_t(config.n_vocab));
   Status status = executor_->Run(graph_, context, *kv_, out->data());
   if (!status.ok()) {
-    rollback();
+    rollback(n_seqs);
     return status;
   }
   if (!any_wanted && logits) logits->clear();

@@ -85,12 +85,22 @@ class Engine {
   ModelWeights placed_;  // weight views on their layer's backend
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<Executor> executor_;
-  std::vector<double> inv_freq_;
-  // Per-batch scratch, kept to avoid allocating per step.
+  // Per-batch scratch, kept so that decode steps of a steady shape allocate nothing.
   Graph graph_;
-  std::vector<float> rope_cos_, rope_sin_;
-  std::vector<const int32_t*> block_tables_;
+  std::vector<SeqId> batch_seqs_;          // the batch's sequences, in order of first token
+  std::vector<size_t> seq_start_;          // per batch sequence: its length before the batch
+  std::vector<size_t> seq_tokens_;         // per batch sequence: its tokens in the batch
+  std::vector<size_t> seq_appended_;       // per batch sequence: tokens appended to its KV so far
+  std::vector<int32_t> seq_slots_;         // KV slots of each batch sequence's tokens, in order
+  std::vector<int32_t> slot_begin_;        // per batch sequence: its first entry in seq_slots_
+  std::vector<int32_t> token_seq_;         // per token: index into batch_seqs_
+  std::vector<int32_t> block_tables_;      // the batch sequences' block tables, concatenated
+  std::vector<int32_t> block_table_begin_; // (batch sequences + 1)
   std::vector<int32_t> n_ctx_, kv_slot_, selected_;
+  std::vector<float> unwanted_logits_;     // the output row of a batch that wants no logits
+  Batch part_;                             // one pass of a batch split into passes
+  std::vector<float> part_logits_;
+  std::vector<std::pair<SeqId, size_t>> lengths_before_;  // Decode's rollback points
 };
 
 }  // namespace petrel

@@ -145,17 +145,30 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
                      float* host_logits) {
   PETREL_RETURN_IF_ERROR(Plan(graph));
   const size_t n_values = graph.values.size();
+  const size_t n_backends = backends_.size();
   bound_.resize(n_values);
   auto view = [&](ValueId v, BackendId b, size_t offset) {
     const ValueDesc& desc = graph.values[size_t(v)];
-    char* base = static_cast<char*>(arenas_[size_t(b)]->data());
-    return TensorView{TensorDesc::Make(DType::kF32, {desc.cols, desc.rows}), base + offset, b};
+    return ValueView{arenas_[size_t(b)].get(), offset,
+                     TensorDesc::Make(DType::kF32, {desc.cols, desc.rows})};
   };
   std::fill(copied_.begin(), copied_.end(), 0);
-  auto copied = [&](ValueId v, BackendId b) -> uint8_t& { return copied_[size_t(v) * backends_.size() + size_t(b)]; };
+  unsubmitted_.assign(n_backends, 0);
+  in_batch_.assign(n_backends, 0);
+  auto copied = [&](ValueId v, BackendId b) -> uint8_t& { return copied_[size_t(v) * n_backends + size_t(b)]; };
+  auto submit = [&](BackendId b) -> Status {
+    if (!unsubmitted_[size_t(b)]) return Status::Ok();
+    unsubmitted_[size_t(b)] = 0;
+    return backends_[size_t(b)]->Submit();
+  };
   last_copy_count_ = 0;
   for (const Node& node : graph.nodes) {
     const BackendId b = placement_.Of(node.layer);
+    Backend& backend = *backends_[size_t(b)];
+    if (!in_batch_[size_t(b)]) {
+      PETREL_RETURN_IF_ERROR(backend.BeginBatch(batch));
+      in_batch_[size_t(b)] = 1;
+    }
     for (ValueId v : node.inputs) {
       if (v == kNoValue) continue;
       const ValueSlot& home = layout_.home[size_t(v)];
@@ -166,12 +179,12 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
       const size_t offset = size_t(layout_.copy_at[size_t(v)][size_t(b)]);
       bound_[size_t(v)] = view(v, b, offset);
       if (!copied(v, b)) {
-        // Hidden-state rows cross the boundary through host memory.
-        const TensorView src = view(v, home.backend, home.offset);
-        const size_t bytes = graph.values[size_t(v)].bytes();
-        staging_.resize(bytes);
-        backends_[size_t(home.backend)]->CopyToHost(src.data, staging_.data(), bytes);
-        backends_[size_t(b)]->CopyFromHost(staging_.data(), bound_[size_t(v)].data, bytes);
+        // Hidden-state rows cross the boundary: the producer's work first goes to its device.
+        PETREL_RETURN_IF_ERROR(submit(home.backend));
+        const ValueView src = view(v, home.backend, home.offset);
+        PETREL_RETURN_IF_ERROR(backends_[size_t(home.backend)]->CopyToBackend(
+            *src.buffer, src.offset, backend, *bound_[size_t(v)].buffer, bound_[size_t(v)].offset,
+            graph.values[size_t(v)].bytes()));
         copied(v, b) = 1;
         ++last_copy_count_;
       }
@@ -179,17 +192,24 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
     if (node.output != kNoValue) {
       bound_[size_t(node.output)] = view(node.output, b, layout_.home[size_t(node.output)].offset);
     }
-    const PagedKvView* layer_kv =
+    const KvLayerView* layer_kv =
         node.op == OpKind::kAttention ? &kv.LayerView(size_t(node.layer)) : nullptr;
-    Status status = backends_[size_t(b)]->Run(node, bound_.data(), layer_kv, batch);
+    Status status = backend.Run(node, bound_.data(), layer_kv);
     if (!status.ok())
       return status.Wrap(std::string("layer ") + std::to_string(node.layer) + " " +
                          OpName(node.op));
+    unsubmitted_[size_t(b)] = 1;
   }
+  for (size_t b = 0; b < n_backends; ++b) PETREL_RETURN_IF_ERROR(submit(BackendId(b)));
   const ValueSlot& logits = layout_.home[size_t(graph.logits)];
-  const TensorView src = view(graph.logits, logits.backend, logits.offset);
-  backends_[size_t(logits.backend)]->CopyToHost(src.data, host_logits,
-                                                graph.values[size_t(graph.logits)].bytes());
+  Backend& logits_backend = *backends_[size_t(logits.backend)];
+  PETREL_RETURN_IF_ERROR(logits_backend.CopyToHost(*arenas_[size_t(logits.backend)], logits.offset,
+                                                   host_logits,
+                                                   graph.values[size_t(graph.logits)].bytes()));
+  // Every backend done: the KV writes of this batch are complete before the next one reads them.
+  for (size_t b = 0; b < n_backends; ++b) {
+    if (in_batch_[b]) PETREL_RETURN_IF_ERROR(backends_[b]->Synchronize());
+  }
   return Status::Ok();
 }
 

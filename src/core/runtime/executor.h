@@ -34,7 +34,8 @@ class Executor {
   Executor(std::vector<Backend*> backends, Placement placement);
   ~Executor();
 
-  // Runs `graph` and copies the logits value to `host_logits` (rows x n_vocab floats).
+  // Runs `graph` and copies the logits value to `host_logits` (rows x n_vocab floats). Returns
+  // once every backend has finished.
   Status Run(const Graph& graph, const BatchContext& batch, const KvCache& kv, float* host_logits);
 
   // Number of cross-backend copies the last Run made (tests check that only boundaries copy).
@@ -49,9 +50,10 @@ class Executor {
   Placement placement_;
   std::vector<std::unique_ptr<BackendBuffer>> arenas_;  // per backend
   ArenaLayout layout_;                        // for the current graph
-  std::vector<TensorView> bound_;             // per value, re-pointed per node
-  std::vector<uint8_t> staging_;
+  std::vector<ValueView> bound_;              // per value, re-pointed per node
   std::vector<uint8_t> copied_;               // per (value, backend): copy made in this run
+  std::vector<uint8_t> unsubmitted_;          // per backend: has nodes recorded since Submit
+  std::vector<uint8_t> in_batch_;             // per backend: BeginBatch called in this run
   std::vector<ValueDesc> planned_values_;     // the graph shape the plan above is for
   size_t planned_nodes_ = 0;
   size_t last_copy_count_ = 0;

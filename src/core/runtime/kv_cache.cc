@@ -38,8 +38,8 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
     layer.backend = backend;
     PETREL_ASSIGN_OR_RETURN(layer.k, backend->Allocate(layer_bytes));
     PETREL_ASSIGN_OR_RETURN(layer.v, backend->Allocate(layer_bytes));
-    layer.view.k = layer.k->data();
-    layer.view.v = layer.v->data();
+    layer.view.k = layer.k.get();
+    layer.view.v = layer.v.get();
     layer.view.dtype = options.dtype;
     layer.view.block_tokens = options.block_tokens;
     layer.view.row_elems = kv_row_elems;
@@ -104,18 +104,22 @@ Status KvCache::Truncate(SeqId seq, size_t length) {
 
 Status KvCache::CopyBlock(int32_t from, int32_t to) {
   const size_t block_bytes = options_.block_tokens * row_bytes_;
-  std::vector<uint8_t> staging(block_bytes);
   for (Layer& layer : layers_) {
     for (BackendBuffer* buffer : {layer.k.get(), layer.v.get()}) {
-      char* base = static_cast<char*>(buffer->data());
-      layer.backend->CopyToHost(base + size_t(from) * block_bytes, staging.data(), block_bytes);
-      layer.backend->CopyFromHost(staging.data(), base + size_t(to) * block_bytes, block_bytes);
+      PETREL_RETURN_IF_ERROR(layer.backend->CopyWithin(*buffer, size_t(from) * block_bytes, *buffer,
+                                                       size_t(to) * block_bytes, block_bytes));
     }
   }
   return Status::Ok();
 }
 
 Result<std::vector<int32_t>> KvCache::Append(SeqId seq, size_t n_new) {
+  std::vector<int32_t> slots;
+  PETREL_RETURN_IF_ERROR(Append(seq, n_new, &slots));
+  return slots;
+}
+
+Status KvCache::Append(SeqId seq, size_t n_new, std::vector<int32_t>* slots) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return Error("sequence %d does not exist", seq);
   Sequence& s = it->second;
@@ -148,13 +152,12 @@ Result<std::vector<int32_t>> KvCache::Append(SeqId seq, size_t n_new) {
     refcount_[size_t(block)] = 1;
     s.blocks.push_back(block);
   }
-  std::vector<int32_t> slots(n_new);
   for (size_t i = 0; i < n_new; ++i) {
     const size_t pos = s.length + i;
-    slots[i] = int32_t(size_t(s.blocks[pos / bt]) * bt + pos % bt);
+    slots->push_back(int32_t(size_t(s.blocks[pos / bt]) * bt + pos % bt));
   }
   s.length = new_length;
-  return slots;
+  return Status::Ok();
 }
 
 size_t KvCache::bytes() const {
@@ -169,10 +172,10 @@ Status KvCache::ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out
   const size_t bt = options_.block_tokens;
   for (size_t pos = 0; pos < it->second.length; ++pos) {
     const size_t slot = size_t(it->second.blocks[pos / bt]) * bt + pos % bt;
-    L.backend->CopyToHost(static_cast<char*>(L.view.k) + slot * row_bytes_, k_out + pos * row_bytes_, row_bytes_);
-    L.backend->CopyToHost(static_cast<char*>(L.view.v) + slot * row_bytes_, v_out + pos * row_bytes_, row_bytes_);
+    PETREL_RETURN_IF_ERROR(L.backend->CopyToHost(*L.k, slot * row_bytes_, k_out + pos * row_bytes_, row_bytes_));
+    PETREL_RETURN_IF_ERROR(L.backend->CopyToHost(*L.v, slot * row_bytes_, v_out + pos * row_bytes_, row_bytes_));
   }
-  return Status::Ok();
+  return L.backend->Synchronize();
 }
 
 Status KvCache::WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const uint8_t* v_in) {
@@ -184,11 +187,13 @@ Status KvCache::WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const ui
   for (size_t pos = 0; pos < it->second.length; ++pos) {
     const int32_t block = it->second.blocks[pos / bt];
     if (refcount_[size_t(block)] > 1) return Error("sequence %d shares block %d; cannot overwrite it", seq, block);
-    const size_t slot = size_t(block) * bt + pos % bt;
-    L.backend->CopyFromHost(k_in + pos * row_bytes_, static_cast<char*>(L.view.k) + slot * row_bytes_, row_bytes_);
-    L.backend->CopyFromHost(v_in + pos * row_bytes_, static_cast<char*>(L.view.v) + slot * row_bytes_, row_bytes_);
   }
-  return Status::Ok();
+  for (size_t pos = 0; pos < it->second.length; ++pos) {
+    const size_t slot = size_t(it->second.blocks[pos / bt]) * bt + pos % bt;
+    PETREL_RETURN_IF_ERROR(L.backend->CopyFromHost(k_in + pos * row_bytes_, *L.k, slot * row_bytes_, row_bytes_));
+    PETREL_RETURN_IF_ERROR(L.backend->CopyFromHost(v_in + pos * row_bytes_, *L.v, slot * row_bytes_, row_bytes_));
+  }
+  return L.backend->Synchronize();
 }
 
 }  // namespace petrel

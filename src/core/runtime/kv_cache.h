@@ -7,10 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "core/runtime/backend.h"
-#include "core/runtime/batch.h"  // SeqId
 #include "core/base/status.h"
-#include "cpu/kernel_table.h"  // PagedKvView
+#include "core/runtime/backend.h"  // Backend, KvLayerView
+#include "core/runtime/batch.h"    // SeqId
 
 namespace petrel {
 
@@ -43,6 +42,8 @@ class KvCache {
   // (block * block_tokens + offset). Fails when blocks run out or the context is exceeded;
   // nothing changes then.
   Result<std::vector<int32_t>> Append(SeqId seq, size_t n_new);
+  // The same, appending the slots to `slots` (no allocation once it has grown).
+  Status Append(SeqId seq, size_t n_new, std::vector<int32_t>* slots);
   const std::vector<int32_t>& BlockTable(SeqId seq) const;
 
   // Copies positions [0, Length(seq)) of one layer's K and V rows to/from host buffers of
@@ -52,7 +53,8 @@ class KvCache {
   size_t row_bytes() const { return row_bytes_; }
   DType dtype() const { return options_.dtype; }
 
-  const PagedKvView& LayerView(size_t layer) const { return layers_[layer].view; }
+  // Layer `layer`'s storage, on that layer's backend.
+  const KvLayerView& LayerView(size_t layer) const { return layers_[layer].view; }
   size_t n_layers() const { return layers_.size(); }
   size_t free_blocks() const { return free_.size(); }
   size_t block_tokens() const { return options_.block_tokens; }
@@ -62,7 +64,7 @@ class KvCache {
  private:
   struct Layer {
     std::unique_ptr<BackendBuffer> k, v;
-    PagedKvView view;
+    KvLayerView view;
     Backend* backend = nullptr;
   };
   struct Sequence {

@@ -16,6 +16,7 @@ std::string Placement::Describe(const std::vector<std::string>& names) const {
     }
   }
   out += ", output: " + names[size_t(output)];
+  for (const std::string& note : notes) out += "; " + note;
   return out;
 }
 

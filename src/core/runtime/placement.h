@@ -13,6 +13,8 @@ struct Placement {
   std::vector<BackendId> layers;  // per block
   BackendId embedding = 0;        // the embedding lookup stays on the CPU (token ids are host data)
   BackendId output = 0;           // final norm + output projection
+  // Why layers were moved off the requested backend ("layer 3 on cpu: ref does not support …").
+  std::vector<std::string> notes;
 
   BackendId Of(int layer) const {
     if (layer < 0) return embedding;
@@ -31,6 +33,7 @@ struct Placement {
     return placement;
   }
 
+  // "layers 0-5: cpu, layers 6-11: ref, output: cpu", then the notes.
   std::string Describe(const std::vector<std::string>& backend_names) const;
 };
 

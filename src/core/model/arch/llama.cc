@@ -3,6 +3,7 @@
 // x += Wdown·(silu(Wgate·n2) ⊙ Wup·n2), with n1, n2 the RMS-normed x.
 #include "core/model/arch/llama.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -242,12 +243,25 @@ void BuildLlamaGraph(const ModelConfig& c, const ModelWeights& w, size_t n_token
   auto rms_norm = [&](int layer, ValueId x, const TensorView& weight) {
     Node node{OpKind::kRmsNorm, layer, {x}};
     node.weight = &weight;
-    node.eps = c.norm_eps;
+    node.norm.eps = c.norm_eps;
     return g->Add(node, g->values[size_t(x)].rows, g->values[size_t(x)].cols);
   };
   auto binary = [&](OpKind op, int layer, ValueId a, ValueId b) {
     return g->Add(Node{op, layer, {a, b}}, g->values[size_t(a)].rows, g->values[size_t(a)].cols);
   };
+
+  RopeParams rope_params;
+  rope_params.n_heads = int32_t(c.n_heads);
+  rope_params.n_kv_heads = int32_t(c.n_kv_heads);
+  rope_params.head_dim = int32_t(c.head_dim);
+  rope_params.rot_dims = int32_t(c.rope.dims);
+  rope_params.style = c.rope.style;
+  rope_params.inv_freq = w.rope_inv_freq.data();
+  AttentionParams attention_params;
+  attention_params.n_heads = int32_t(c.n_heads);
+  attention_params.n_kv_heads = int32_t(c.n_kv_heads);
+  attention_params.head_dim = int32_t(c.head_dim);
+  attention_params.scale = 1.0f / std::sqrt(float(c.head_dim));
 
   Node embed{OpKind::kEmbed, kEmbeddingLayer};
   embed.weight = &w.token_embd;
@@ -258,8 +272,12 @@ void BuildLlamaGraph(const ModelConfig& c, const ModelWeights& w, size_t n_token
     const ValueId q = mat_mul(l, h, L.wq, &L.bq);
     const ValueId k = mat_mul(l, h, L.wk, &L.bk);
     const ValueId v = mat_mul(l, h, L.wv, &L.bv);
-    g->nodes.push_back(Node{OpKind::kRope, l, {q, k}});  // in place, no output value
-    const ValueId attn = g->Add(Node{OpKind::kAttention, l, {q, k, v}}, n, c.q_dim());
+    Node rope{OpKind::kRope, l, {q, k}};  // in place, no output value
+    rope.rope = rope_params;
+    g->nodes.push_back(rope);
+    Node attention{OpKind::kAttention, l, {q, k, v}};
+    attention.attention = attention_params;
+    const ValueId attn = g->Add(attention, n, c.q_dim());
     x = binary(OpKind::kAdd, l, x, mat_mul(l, attn, L.wo, nullptr));
     const ValueId h2 = rms_norm(l, x, L.ffn_norm);
     ValueId act;
