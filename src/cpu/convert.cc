@@ -81,10 +81,30 @@ void RowToF32(DType type, const void* row, size_t n, float* out) {
       return HWY_DYNAMIC_DISPATCH(F16ToF32T)(static_cast<const uint16_t*>(row), out, n);
     case DType::kBF16:
       return HWY_DYNAMIC_DISPATCH(BF16ToF32T)(static_cast<const uint16_t*>(row), out, n);
-    default:
+    // Block formats: one row per token in embedding lookups, so the scalar decoder is enough.
+    // The others fail the check below.
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ8_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
       break;
   }
-  // Block formats: one row per token in embedding lookups, so the scalar decoder is enough.
   PETREL_CHECK(DequantizeRow(type, row, out, n) && "row_to_f32: unsupported element type");
 }
 
@@ -97,12 +117,31 @@ void RowFromF32(DType type, const float* row, size_t n, void* out) {
       return HWY_DYNAMIC_DISPATCH(F32ToF16T)(row, static_cast<uint16_t*>(out), n);
     case DType::kBF16:  // Rare (no bf16 KV cache yet), so the scalar code is enough.
       return F32ToBF16Row(row, static_cast<uint16_t*>(out), n);
-    default:
-      // Block types (the Q8_0 KV cache): the reference quantizer, so every backend stores the
-      // same bytes.
-      if (QuantizeRow(type, row, out, n)) return;
+    // Block types (the Q8_0 KV cache): the reference quantizer, so every backend stores the same
+    // bytes. The others fail the check below.
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ8_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
       break;
   }
+  if (QuantizeRow(type, row, out, n)) return;
   PETREL_CHECK(false && "row_from_f32: unsupported element type");
 }
 

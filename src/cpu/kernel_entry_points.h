@@ -1,5 +1,6 @@
 // Internal: the dispatching entry point of each Highway TU, which kernels.cc puts in the table.
-// Each has the signature of its HostKernels field (mat_mul is split per weight type).
+// Each has the signature of its HostKernels field (mat_mul is split per weight type, and the
+// mat_mul table, matmul_table.h, names the one for each).
 #pragma once
 
 #include <cstddef>
@@ -22,8 +23,8 @@ void MatMulBF16(const void* w, size_t w_row_bytes, size_t n_in, const float* x, 
                 size_t row_end);
 
 // matmul_q*.cc, matmul_iq4_*.cc: `w` holds rows of blocks of the format in the name; `xq` holds
-// n_tokens rows of activation blocks (Q8_0, Q8_1 or Q8_K, see QuantActivationType),
-// `xq_row_bytes` apart.
+// n_tokens rows of activation blocks (Q8_0, Q8_1 or Q8_K, as kMatMulKernels in matmul_table.h
+// says), `xq_row_bytes` apart.
 #define PETREL_QUANT_MATMUL(name)                                                           \
   void MatMul##name(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,         \
                     size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,    \

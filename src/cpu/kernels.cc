@@ -5,8 +5,9 @@
 #include <cstdlib>
 
 #include "core/base/log.h"
-#include "core/base/status.h"              // PETREL_CHECK
-#include "cpu/kernel_entry_points.h"  // MatMulF32, RmsNorm, ...
+#include "core/base/status.h"         // PETREL_CHECK
+#include "cpu/kernel_entry_points.h"  // RmsNorm, Rope, ...
+#include "cpu/matmul_table.h"         // FindMatMulKernel
 #include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
 #include "hwy/targets.h"              // SupportedTargets, DisableTargets, TargetName
 
@@ -16,21 +17,13 @@ namespace {
 void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const float* x,
             size_t x_stride, size_t n_tokens, const float* bias, float* out, size_t out_stride,
             size_t row_begin, size_t row_end) {
-  switch (w_type) {
-    case DType::kF32:
-      return MatMulF32(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
-                       row_begin, row_end);
-    case DType::kF16:
-      return MatMulF16(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
-                       row_begin, row_end);
-    case DType::kBF16:
-      return MatMulBF16(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
-                        row_begin, row_end);
-    default:
-      break;
-  }
-  PETREL_CHECK(QuantActivationType(w_type) != DType::kF32 &&
+  const MatMulKernel* kernel = FindMatMulKernel(w_type);
+  PETREL_CHECK(kernel != nullptr &&
                "cpu mat_mul: unsupported weight type (see SupportsWeightType)");
+  if (kernel->f32 != nullptr) {
+    return kernel->f32(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
+                       row_begin, row_end);
+  }
   MatMulQuantizedF32(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
                      row_begin, row_end);
 }
@@ -67,30 +60,25 @@ std::string SimdTargetName() {
   return Lowercase(hwy::TargetName(targets & -targets));
 }
 
-bool SupportsWeightType(DType type) {
-  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16 ||
-         QuantActivationType(type) != DType::kF32;
-}
+bool SupportsWeightType(DType type) { return FindMatMulKernel(type) != nullptr; }
 
 std::string MatMulPathName(DType type) {
-  switch (type) {
-    case DType::kF32:
+  const MatMulKernel* kernel = FindMatMulKernel(type);
+  if (kernel == nullptr) return "unsupported";
+  const std::string activations =
+      std::string(", ") + DTypeName(kernel->activation) + " activations";
+  switch (kernel->driver) {
+    case MatMulDriver::kF32Tiles:
       return "f32 FMA tiles";
-    case DType::kF16:
-    case DType::kBF16:
+    case MatMulDriver::kWidenedF32Tiles:
       return "f32 FMA tiles (prompts: weights widened to f32 once per panel; single tokens: "
              "converted in registers)";
-    default:
-      break;
+    case MatMulDriver::kRowsInLanes:
+      return "int8, rows in lanes" + activations;
+    case MatMulDriver::kPairPerBlock:
+      return "int8, one (row, token) pair per block" + activations;
   }
-  const DType act = QuantActivationType(type);
-  if (act == DType::kF32) return "unsupported";
-  // The formats on quant_lanes-inl.h's driver; the others dot one (row, token) pair per block.
-  const bool lanes = type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ5_0 ||
-                     type == DType::kQ5_1 || type == DType::kQ8_0 || type == DType::kIQ4_NL ||
-                     type == DType::kIQ4_XS || type == DType::kQ4_K || type == DType::kQ6_K;
-  return std::string("int8, ") + (lanes ? "rows in lanes" : "one (row, token) pair per block") +
-         ", " + DTypeName(act) + " activations";
+  return "unsupported";
 }
 
 const HostKernels& CpuKernels() {

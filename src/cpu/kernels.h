@@ -23,9 +23,10 @@ uint64_t StreamRead(const void* data, size_t n);
 // The Highway target the kernels dispatch to now, lowercase ("avx2", "avx3", ...).
 std::string SimdTargetName();
 
-// Whether `mat_mul` accepts weights of `type`: F32, F16, BF16, and the block formats with a
-// Highway kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K..Q6_K, IQ4_XS). The engine checks this
-// when it loads a model; calling `mat_mul` with any other type is a bug and fails a PETREL_CHECK.
+// Whether `mat_mul` accepts weights of `type`: whether the mat_mul table (kMatMulKernels in
+// matmul_table.h: F32, F16, BF16 and the block formats with a Highway kernel) has a row for it.
+// The engine checks this when it loads a model; calling `mat_mul` with any other type is a bug
+// and fails a PETREL_CHECK.
 bool SupportsWeightType(DType type);
 
 // How `mat_mul` computes with weights of `type`, for `petrel info`: the driver and the

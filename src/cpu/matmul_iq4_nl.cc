@@ -1,5 +1,5 @@
-// mat_mul for IQ4_NL weights against Q8_0 activations: one Highway foreach_target TU over the
-// rows-in-lanes driver (quant_lanes-inl.h).
+// mat_mul for IQ4_NL weights: one Highway foreach_target TU over the rows-in-lanes driver
+// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // A block is Q4_0's layout with a non-linear grid: its nibbles are transposed as Q4_0's (lane l
 // of vector s holds bytes 4s..4s+3 of row l, low nibbles group s, high nibbles group s + 4) and
@@ -27,7 +27,6 @@ struct Format
 {
   using WBlock = quant::BlockIQ4_NL;
   static constexpr DType kType = DType::kIQ4_NL;
-  static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
   static HWY_INLINE void PackQuants(const WBlock* const* HWY_RESTRICT rows,

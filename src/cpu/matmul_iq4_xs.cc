@@ -1,5 +1,5 @@
-// mat_mul for IQ4_XS weights against Q8_K activations: one Highway foreach_target TU over the
-// rows-in-lanes driver (quant_lanes-inl.h).
+// mat_mul for IQ4_XS weights: one Highway foreach_target TU over the rows-in-lanes driver
+// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // A super-block is eight IQ4_NL-like sub-blocks of 32 (16 nibble bytes each, indexing the
 // non-linear grid) with a 6-bit signed scale each and one f16 d. Packed, each sub-block is
@@ -27,7 +27,6 @@ namespace {
 struct Format {
   using WBlock = quant::BlockIQ4_XS;
   static constexpr DType kType = DType::kIQ4_XS;
-  static constexpr DType kActType = DType::kQ8_K;
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;

@@ -1,5 +1,5 @@
-// mat_mul for Q2_K weights against Q8_K activations: one Highway foreach_target TU (the
-// driver and dot helpers are in quant_dot-inl.h).
+// mat_mul for Q2_K weights: one Highway foreach_target TU (the driver and dot helpers are in
+// quant_dot-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q2_k.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.

@@ -1,5 +1,5 @@
-// mat_mul for Q4_0 weights against Q8_0 activations: one Highway foreach_target TU over the
-// rows-in-lanes driver (quant_lanes-inl.h).
+// mat_mul for Q4_0 weights: one Highway foreach_target TU over the rows-in-lanes driver
+// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // A block's nibbles are transposed as they are stored (PackNibbles) and dotted with 16-bit pair
 // sums (DotNibbles); the level offset 8 goes through the activation sums.
@@ -25,7 +25,6 @@ struct Format
 {
   using WBlock = quant::BlockQ4_0;
   static constexpr DType kType = DType::kQ4_0;
-  static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 };
 

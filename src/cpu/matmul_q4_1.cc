@@ -1,5 +1,5 @@
-// mat_mul for Q4_1 weights against Q8_1 activations: one Highway foreach_target TU over the
-// rows-in-lanes driver (quant_lanes-inl.h).
+// mat_mul for Q4_1 weights: one Highway foreach_target TU over the rows-in-lanes driver
+// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Q4_0's nibbles with a scale and a min per block, d q + m: Q4_0's integer dot (PackNibbles,
 // DotNibbles) inside LanesMinFormat, which handles d and m.
@@ -25,7 +25,6 @@ struct Format
 {
   using WBlock = quant::BlockQ4_1;
   static constexpr DType kType = DType::kQ4_1;
-  static constexpr DType kActType = DType::kQ8_1;
   static constexpr size_t kElems = quant::kQK;
 };
 

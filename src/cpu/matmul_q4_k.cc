@@ -1,5 +1,5 @@
-// mat_mul for Q4_K weights against Q8_K activations: one Highway foreach_target TU over the
-// rows-in-lanes driver (quant_lanes-inl.h).
+// mat_mul for Q4_K weights: one Highway foreach_target TU over the rows-in-lanes driver
+// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // A super-block holds four 32-byte chunks; byte i of chunk j has element 64j + i in its low
 // nibble (sub-block 2j) and 64j + 32 + i in its high one (sub-block 2j + 1), and each sub-block
@@ -27,7 +27,6 @@ namespace {
 struct Format {
   using WBlock = quant::BlockQ4_K;
   static constexpr DType kType = DType::kQ4_K;
-  static constexpr DType kActType = DType::kQ8_K;
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;

@@ -1,5 +1,5 @@
-// mat_mul for Q5_0 weights against Q8_0 activations: one Highway foreach_target TU over the
-// rows-in-lanes driver (quant_lanes-inl.h).
+// mat_mul for Q5_0 weights: one Highway foreach_target TU over the rows-in-lanes driver
+// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Q4_0's nibbles plus a fifth bit per element from the block's qh word: PackNibbles transposes
 // the nibbles as for Q4_0, one gather fetches the qh words of the 8 rows, and FifthBitLevels
@@ -27,7 +27,6 @@ struct Format
 {
   using WBlock = quant::BlockQ5_0;
   static constexpr DType kType = DType::kQ5_0;
-  static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 };
 

@@ -1,5 +1,5 @@
-// mat_mul for Q5_1 weights against Q8_1 activations: one Highway foreach_target TU over the
-// rows-in-lanes driver (quant_lanes-inl.h).
+// mat_mul for Q5_1 weights: one Highway foreach_target TU over the rows-in-lanes driver
+// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Q5_0's levels (nibbles plus a fifth bit from qh, 0..31) with a scale and a min per block,
 // d q + m: PackNibbles and FifthBitLevels, the dot DotFiveBitLevels, inside LanesMinFormat,
@@ -26,7 +26,6 @@ struct Format
 {
   using WBlock = quant::BlockQ5_1;
   static constexpr DType kType = DType::kQ5_1;
-  static constexpr DType kActType = DType::kQ8_1;
   static constexpr size_t kElems = quant::kQK;
 };
 

@@ -1,5 +1,5 @@
-// mat_mul for Q8_0 weights against Q8_0 activations: one Highway foreach_target TU over the
-// rows-in-lanes driver (quant_lanes-inl.h).
+// mat_mul for Q8_0 weights: one Highway foreach_target TU over the rows-in-lanes driver
+// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Lane l of packed vector g holds bytes 4g..4g+3 of row l (element group g). Both operands are
 // signed: DotSignedGroups.
@@ -25,7 +25,6 @@ struct Format
 {
   using WBlock = quant::BlockQ8_0;
   static constexpr DType kType = DType::kQ8_0;
-  static constexpr DType kActType = DType::kQ8_0;
   static constexpr size_t kElems = quant::kQK;
 #if PETREL_QUANT_SIMD
 

@@ -1,5 +1,6 @@
 // Per-target int8 dot products of quantized weight blocks with 8-bit activation blocks, and the
-// register-tiled mat_mul driver every per-format TU (matmul_q4_0.cc, ...) instantiates.
+// register-tiled mat_mul driver the per-format TUs of MatMulDriver::kPairPerBlock instantiate
+// (the mat_mul table, matmul_table.h, names them); its helpers also serve quant_lanes-inl.h.
 //
 // Scheme (as ggml's and llamafile's CPU kernels): the activation row is quantized once per op and
 // token to Q8_0, Q8_1 or Q8_K. A weight block is decoded straight into int8 vectors in registers
@@ -30,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/matmul_table.h"  // FindMatMulKernel, MatMulActivationType
 #include "hwy/highway.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"       // F16ToF32
@@ -469,6 +471,21 @@ constexpr size_t kQuantTokenChunk = 64;
 
 #endif  // PETREL_QUANT_SIMD
 
+// The DType of an activation block struct (kCount for any other struct): a driver checks its
+// Format's XBlock against the mat_mul table with it.
+template <class XBlock>
+constexpr DType ActivationBlockType() {
+  if constexpr (std::is_same_v<XBlock, quant::BlockQ8_0>) {
+    return DType::kQ8_0;
+  } else if constexpr (std::is_same_v<XBlock, quant::BlockQ8_1>) {
+    return DType::kQ8_1;
+  } else if constexpr (std::is_same_v<XBlock, quant::BlockQ8_K>) {
+    return DType::kQ8_K;
+  } else {
+    return DType::kCount;
+  }
+}
+
 // HWY_SCALAR: each weight row and activation row dequantized exactly and dotted in double, with
 // Q8_1's stored block sum for the min term (as the integer kernels use it).
 template <class F>
@@ -476,6 +493,7 @@ HWY_NOINLINE void MatMulQuantScalar(const void* w, size_t w_row_bytes, size_t n_
                                     size_t xq_row_bytes, size_t n_tokens, const float* bias,
                                     float* out, size_t out_stride, size_t row_begin,
                                     size_t row_end) {
+  constexpr DType kActType = MatMulActivationType(F::kType);
   thread_local std::vector<float> w_row, x_row;  // (n_in) each
   w_row.resize(n_in);
   x_row.resize(n_in);
@@ -484,10 +502,10 @@ HWY_NOINLINE void MatMulQuantScalar(const void* w, size_t w_row_bytes, size_t n_
     DequantizeRow(F::kType, w_bytes, w_row.data(), n_in);
     for (size_t t = 0; t < n_tokens; ++t) {
       const uint8_t* x_bytes = static_cast<const uint8_t*>(xq) + t * xq_row_bytes;
-      DequantizeRow(F::kActType, x_bytes, x_row.data(), n_in);
+      DequantizeRow(kActType, x_bytes, x_row.data(), n_in);
       double sum = 0;
       for (size_t i = 0; i < n_in; ++i) sum += double(w_row[i]) * x_row[i];
-      if constexpr (F::kActType == DType::kQ8_1) {
+      if constexpr (kActType == DType::kQ8_1) {
         // The min (the f16 after d in Q4_1/Q5_1) times s - sum(x) of each block.
         const auto* xb = reinterpret_cast<const quant::BlockQ8_1*>(x_bytes);
         for (size_t b = 0; b < n_in / quant::kQK; ++b) {
@@ -508,7 +526,6 @@ HWY_NOINLINE void MatMulQuantScalar(const void* w, size_t w_row_bytes, size_t n_
 // kHasMins), two decode rows per pass and 1 x 4 prompt tiles.
 template <int kLevelOffset, bool kMins>
 struct SuperBlockPairFormat {
-  static constexpr DType kActType = DType::kQ8_K;
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
@@ -527,10 +544,14 @@ template <class F>
 HWY_INLINE void MatMulQuantImpl(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                                 size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                                 size_t out_stride, size_t row_begin, size_t row_end) {
+  static_assert(FindMatMulKernel(F::kType)->driver == MatMulDriver::kPairPerBlock,
+                "kMatMulKernels names another driver for this format");
 #if !PETREL_QUANT_SIMD
   MatMulQuantScalar<F>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
                        row_begin, row_end);
 #else
+  static_assert(ActivationBlockType<typename F::XBlock>() == MatMulActivationType(F::kType),
+                "the Format's activation blocks are not those kMatMulKernels names");
   const uint8_t* w_bytes = static_cast<const uint8_t*>(w);
   const uint8_t* x_bytes = static_cast<const uint8_t*>(xq);
   const size_t n_blocks = n_in / F::kElems;

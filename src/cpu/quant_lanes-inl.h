@@ -1,6 +1,5 @@
-// The rows-in-lanes mat_mul driver for quantized weights: instantiated by the per-format TUs
-// (matmul_q4_0.cc, matmul_q4_1.cc, matmul_q5_0.cc, matmul_q5_1.cc, matmul_q8_0.cc,
-// matmul_iq4_nl.cc, matmul_iq4_xs.cc, matmul_q4_k.cc, matmul_q6_k.cc).
+// The rows-in-lanes mat_mul driver for quantized weights: instantiated by the per-format TUs of
+// the formats whose row in the mat_mul table (matmul_table.h) names MatMulDriver::kRowsInLanes.
 //
 // Why a second driver beside quant_dot-inl.h's: that one dots one (row, token) pair per block,
 // about seven vector ops for 32 products, most of them per-pair bookkeeping (int32 pair sums,
@@ -599,10 +598,14 @@ template <class F>
 HWY_INLINE void LaneMatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                                size_t out_stride, size_t row_begin, size_t row_end) {
+  static_assert(FindMatMulKernel(F::kType)->driver == MatMulDriver::kRowsInLanes,
+                "kMatMulKernels names another driver for this format");
 #if !PETREL_QUANT_SIMD
   MatMulQuantScalar<F>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride,
                        row_begin, row_end);
 #else
+  static_assert(ActivationBlockType<typename F::XBlock>() == MatMulActivationType(F::kType),
+                "the Format's activation blocks are not those kMatMulKernels names");
   if (row_begin >= row_end || n_tokens == 0) return;
   const uint8_t* w_bytes = static_cast<const uint8_t*>(w);
   const size_t n_blocks = n_in / F::kElems;

@@ -7,9 +7,9 @@
 
 namespace petrel::cpu {
 
-// The activation block format the CPU kernel for weights of `w_type` multiplies with: Q8_0 for
-// Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants and IQ4_XS, kF32 for float
-// weights (they take f32 activations).
+// HostKernels::activation_type for the CPU backend: the activation block format (Q8_0, Q8_1,
+// Q8_K) the kernel for weights of `w_type` multiplies with, as kMatMulKernels (matmul_table.h)
+// says; kF32 for float weights (they take f32 activations) and for types without a kernel.
 DType QuantActivationType(DType w_type);
 
 // Quantizes one activation row of n floats to `act_type` (QuantActivationType's result).
@@ -19,7 +19,8 @@ void QuantizeActivation(DType act_type, const float* x, size_t n, void* out);
 // bit-identical to QuantizeRow). False for any other type.
 bool QuantizeActivationRow(DType act_type, const float* x, size_t n, void* out);
 
-// HostKernels::mat_mul_quantized for the CPU backend.
+// HostKernels::mat_mul_quantized for the CPU backend: the kernel kMatMulKernels names for
+// `w_type`.
 void MatMulQuantized(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                      size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                      size_t out_stride, size_t row_begin, size_t row_end);
