@@ -1,0 +1,535 @@
+// Every op through the backend seam (Allocate, BeginBatch, Run, Submit, copies, Synchronize, the
+// executor and the paged KV cache), on every registered backend, against a scalar reference
+// written here in double precision. A new backend joins by being registered: the suite is
+// instantiated over AvailableBackends(). Inputs are fresh random values (seed printed on
+// failure; PETREL_TEST_SEED=n reproduces a run).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/runtime/backend_registry.h"
+#include "core/runtime/executor.h"
+#include "core/runtime/kv_cache.h"
+#include "quant/quantize.h"
+
+namespace petrel {
+namespace {
+
+uint32_t TestSeed() {
+  static const uint32_t seed = [] {
+    const char* env = std::getenv("PETREL_TEST_SEED");
+    return env ? uint32_t(std::strtoul(env, nullptr, 10)) : std::random_device{}();
+  }();
+  return seed;
+}
+
+// Weight types with a scalar quantizer: every type a backend may be asked to multiply.
+std::vector<DType> WeightTypes() {
+  std::vector<DType> types;
+  for (size_t i = 0; i < size_t(DType::kCount); ++i) {
+    const DType type = DType(i);
+    if (type == DType::kQ8_1 || type == DType::kQ8_K) continue;  // activation-only formats
+    if (CanQuantize(type) && CanDequantize(type)) types.push_back(type);
+  }
+  return types;
+}
+
+bool IsBlockType(DType type) { return Traits(type).block_elems > 1; }
+
+// A weight matrix (n_in x n_rows) of `type` with random values, and its dequantized f32 copy.
+struct Weight {
+  std::vector<uint8_t> bytes;
+  std::vector<float> f32;  // (n_rows, n_in), as the backend will read it
+  TensorView view;
+};
+
+Weight MakeWeight(DType type, size_t n_in, size_t n_rows, std::mt19937& gen) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Weight w;
+  w.view.desc = TensorDesc::Make(type, {int64_t(n_in), int64_t(n_rows)});
+  w.bytes.resize(w.view.desc.bytes());
+  w.f32.resize(n_in * n_rows);
+  std::vector<float> row(n_in);
+  const size_t row_bytes = w.view.desc.row_bytes();
+  for (size_t r = 0; r < n_rows; ++r) {
+    for (float& v : row) v = normal(gen);
+    EXPECT_TRUE(QuantizeRow(type, row.data(), w.bytes.data() + r * row_bytes, n_in));
+    EXPECT_TRUE(DequantizeRow(type, w.bytes.data() + r * row_bytes, w.f32.data() + r * n_in, n_in));
+  }
+  w.view.data = w.bytes.data();
+  return w;
+}
+
+// Row-major f32 matrices for the reference.
+using Matrix = std::vector<double>;
+
+// Compares a backend's result with the reference. Float weights and the other ops: each value
+// within 1e-4 of its row's scale. Block-quantized weights: a backend may quantize activations to
+// 8 bits (as llama.cpp does), so the RMS error must stay under 3 % of the RMS value; a wrong
+// block decoder or a wrong row is off by the size of the values themselves.
+void ExpectMatches(const Matrix& want, const std::vector<float>& got, size_t cols, bool quantized,
+                   const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  if (quantized) {
+    double diff2 = 0, ref2 = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << what << " index " << i;
+      diff2 += (got[i] - want[i]) * (got[i] - want[i]);
+      ref2 += want[i] * want[i];
+    }
+    EXPECT_LT(std::sqrt(diff2 / ref2), 0.03) << what;
+    return;
+  }
+  for (size_t row = 0; row * cols < want.size(); ++row) {
+    double scale = 0;
+    for (size_t c = 0; c < cols; ++c) scale = std::max(scale, std::fabs(want[row * cols + c]));
+    for (size_t c = 0; c < cols; ++c) {
+      const size_t i = row * cols + c;
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (scale + 1e-3)) << what << " row " << row << " col " << c;
+    }
+  }
+}
+
+// One sequence's part of a batch: `n_history` tokens already in its KV cache (from an earlier
+// batch), `n_new` tokens now.
+struct SeqPart {
+  size_t n_history, n_new;
+};
+
+class BackendConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto backend = CreateBackend(GetParam(), 0, BackendOptions{2, false});
+    ASSERT_TRUE(backend.ok()) << backend.status().message();
+    backend_ = std::move(backend).value();
+    gen_.seed(TestSeed());
+    ::testing::Test::RecordProperty("seed", std::to_string(TestSeed()));
+  }
+
+  // The batch's tokens in order: `parts` give each sequence's new tokens, one sequence after
+  // the other. Positions continue each sequence's history.
+  struct BatchData {
+    std::vector<int32_t> tokens, positions, token_seq, block_tables, block_table_begin, n_ctx,
+        kv_slot, selected;
+    BatchContext context;
+  };
+
+  // Runs `graph` on the backend under test (every layer, the embedding and the head on it) and
+  // returns the logits value. `kv` may be null when the graph has no attention.
+  std::vector<float> Run(const Graph& graph, BatchData& batch, const KvCache* kv) {
+    Placement placement;
+    placement.layers.assign(1, 0);
+    Executor executor({backend_.get()}, placement);
+    const ValueDesc& out = graph.values[size_t(graph.logits)];
+    std::vector<float> logits(size_t(out.rows * out.cols), NAN);
+    const KvCache* cache = kv ? kv : empty_kv_.get();
+    if (!cache) {
+      auto made = KvCache::Create({backend_.get()}, 32, KvCacheOptions{});
+      EXPECT_TRUE(made.ok());
+      empty_kv_ = std::move(made).value();
+      cache = empty_kv_.get();
+    }
+    const Status status = executor.Run(graph, batch.context, *cache, logits.data());
+    EXPECT_TRUE(status.ok()) << status.message();
+    return logits;
+  }
+
+  // A batch of `n_tokens` random token ids in one sequence without KV use, all rows selected.
+  BatchData SimpleBatch(size_t n_tokens, size_t vocab) {
+    BatchData b;
+    std::uniform_int_distribution<int32_t> id(0, int32_t(vocab) - 1);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      b.tokens.push_back(id(gen_));
+      b.positions.push_back(int32_t(t));
+      b.token_seq.push_back(0);
+      b.n_ctx.push_back(int32_t(t) + 1);
+      b.kv_slot.push_back(0);
+      b.selected.push_back(int32_t(t));
+    }
+    b.block_table_begin = {0, 0};
+    Bind(b);
+    return b;
+  }
+
+  void Bind(BatchData& b) {
+    BatchContext& c = b.context;
+    c.n_tokens = b.tokens.size();
+    c.tokens = b.tokens.data();
+    c.positions = b.positions.data();
+    c.n_seqs = b.block_table_begin.size() - 1;
+    c.token_seq = b.token_seq.data();
+    c.block_tables = b.block_tables.data();
+    c.block_table_begin = b.block_table_begin.data();
+    c.n_ctx = b.n_ctx.data();
+    c.kv_slot = b.kv_slot.data();
+    c.max_ctx = 0;
+    for (int32_t n : b.n_ctx) c.max_ctx = std::max(c.max_ctx, size_t(n));
+    c.selected_rows = b.selected.data();
+    c.n_selected = b.selected.size();
+  }
+
+  // An embedding table of random f32 rows and the graph's first value: its rows for the batch.
+  ValueId Embed(Graph* graph, const Weight& table, size_t n_tokens) {
+    Node node{OpKind::kEmbed, kEmbeddingLayer};
+    node.weight = &table.view;
+    return graph->Add(node, int64_t(n_tokens), table.view.desc.ne[0]);
+  }
+  static Matrix Lookup(const Weight& table, const BatchData& b) {
+    const size_t dim = size_t(table.view.desc.ne[0]);
+    Matrix out;
+    for (int32_t token : b.tokens) {
+      out.insert(out.end(), table.f32.begin() + size_t(token) * dim,
+                 table.f32.begin() + size_t(token + 1) * dim);
+    }
+    return out;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<KvCache> empty_kv_;
+  std::mt19937 gen_;
+};
+
+constexpr size_t kVocab = 37;
+const size_t kTokenCounts[] = {1, 7, 70};
+
+TEST_P(BackendConformance, EmbedEveryWeightType) {
+  for (DType type : WeightTypes()) {
+    Weight table = MakeWeight(type, 256, kVocab, gen_);
+    if (!backend_->Supports(Node{OpKind::kEmbed, kEmbeddingLayer, {}, kNoValue, &table.view})) continue;
+    for (size_t n : kTokenCounts) {
+      Graph graph;
+      BatchData b = SimpleBatch(n, kVocab);
+      graph.logits = Embed(&graph, table, n);
+      // Row conversion is exact for every type: the same bits as the dequantizer.
+      ExpectMatches(Lookup(table, b), Run(graph, b, nullptr), 256, false,
+                    std::string("embed ") + DTypeName(type));
+    }
+  }
+}
+
+TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
+  for (size_t dim : {size_t(1), size_t(33), size_t(96)}) {
+    Weight table_a = MakeWeight(DType::kF32, dim, kVocab, gen_);
+    Weight table_b = MakeWeight(DType::kF32, dim, kVocab, gen_);
+    Weight norm = MakeWeight(DType::kF32, dim, 1, gen_);
+    for (size_t n : kTokenCounts) {
+      BatchData b = SimpleBatch(n, kVocab);
+      const Matrix a = Lookup(table_a, b);
+      // The second operand is table b's row after each token's (see `shifted` below).
+      BatchData next = b;
+      for (int32_t& token : next.tokens) token = (token + 1) % int32_t(kVocab);
+      const Matrix bv = Lookup(table_b, next);
+      const std::string where = " dim " + std::to_string(dim) + " tokens " + std::to_string(n);
+
+      // rms_norm
+      {
+        Graph graph;
+        const ValueId x = Embed(&graph, table_a, n);
+        Node node{OpKind::kRmsNorm, 0, {x}};
+        node.weight = &norm.view;
+        node.norm.eps = 1e-5f;
+        graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+        Matrix want(a.size());
+        for (size_t t = 0; t < n; ++t) {
+          double sum2 = 0;
+          for (size_t c = 0; c < dim; ++c) sum2 += a[t * dim + c] * a[t * dim + c];
+          const double inv = 1.0 / std::sqrt(sum2 / double(dim) + 1e-5);
+          for (size_t c = 0; c < dim; ++c) want[t * dim + c] = a[t * dim + c] * inv * norm.f32[c];
+        }
+        ExpectMatches(want, Run(graph, b, nullptr), dim, false, "rms_norm" + where);
+      }
+      // add and silu_mul of two looked-up values, then get_rows of every other row.
+      for (OpKind op : {OpKind::kAdd, OpKind::kSiluMul}) {
+        Graph graph;
+        const ValueId x = Embed(&graph, table_a, n);
+        // A second embed node on a table whose row t is table_b's row t + 1.
+        Weight shifted = table_b;
+        const size_t row_bytes = shifted.view.desc.row_bytes();
+        for (size_t r = 0; r < kVocab; ++r) {
+          std::copy_n(table_b.bytes.begin() + ((r + 1) % kVocab) * row_bytes, row_bytes,
+                      shifted.bytes.begin() + r * row_bytes);
+        }
+        shifted.view.data = shifted.bytes.data();
+        const ValueId y = Embed(&graph, shifted, n);
+        const ValueId z = graph.Add(Node{op, 0, {x, y}}, int64_t(n), int64_t(dim));
+        BatchData picked = b;
+        picked.selected.clear();
+        for (size_t t = 0; t < n; t += 2) picked.selected.push_back(int32_t(t));
+        Bind(picked);
+        graph.logits =
+            graph.Add(Node{OpKind::kGetRows, 1, {z}}, int64_t(picked.selected.size()), int64_t(dim));
+        Matrix want;
+        for (int32_t t : picked.selected) {
+          for (size_t c = 0; c < dim; ++c) {
+            const double u = a[size_t(t) * dim + c], v = bv[size_t(t) * dim + c];
+            want.push_back(op == OpKind::kAdd ? u + v : u / (1.0 + std::exp(-u)) * v);
+          }
+        }
+        ExpectMatches(want, Run(graph, picked, nullptr), dim, false,
+                      std::string(OpName(op)) + " + get_rows" + where);
+      }
+    }
+  }
+}
+
+TEST_P(BackendConformance, MatMulAndGatedFfnEveryWeightType) {
+  for (DType type : WeightTypes()) {
+    const size_t n_in = 256, n_rows = 19;  // whole blocks of every format; rows past a group of 8
+    Weight table = MakeWeight(DType::kF32, n_in, kVocab, gen_);
+    Weight w = MakeWeight(type, n_in, n_rows, gen_);
+    Weight up = MakeWeight(type, n_in, n_rows, gen_);
+    Weight bias = MakeWeight(DType::kF32, n_rows, 1, gen_);
+    Node probe{OpKind::kMatMul, 0};
+    probe.weight = &w.view;
+    if (!backend_->Supports(probe)) continue;
+    for (size_t n : kTokenCounts) {
+      BatchData b = SimpleBatch(n, kVocab);
+      const Matrix x = Lookup(table, b);
+      auto dot = [&](const Weight& m, size_t t, size_t r) {
+        double sum = 0;
+        for (size_t c = 0; c < n_in; ++c) sum += x[t * n_in + c] * m.f32[r * n_in + c];
+        return sum;
+      };
+      const std::string where =
+          std::string(" ") + DTypeName(type) + " tokens " + std::to_string(n);
+      for (bool with_bias : {false, true}) {
+        Graph graph;
+        const ValueId in = Embed(&graph, table, n);
+        Node node{OpKind::kMatMul, 0, {in}};
+        node.weight = &w.view;
+        node.bias = with_bias ? &bias.view : nullptr;
+        graph.logits = graph.Add(node, int64_t(n), int64_t(n_rows));
+        Matrix want;
+        for (size_t t = 0; t < n; ++t) {
+          for (size_t r = 0; r < n_rows; ++r) want.push_back(dot(w, t, r) + (with_bias ? bias.f32[r] : 0.0));
+        }
+        ExpectMatches(want, Run(graph, b, nullptr), n_rows, IsBlockType(type),
+                      std::string("mat_mul") + (with_bias ? "+bias" : "") + where);
+      }
+      Graph graph;
+      const ValueId in = Embed(&graph, table, n);
+      Node node{OpKind::kGatedFfn, 0, {in}};
+      node.weight = &w.view;
+      node.weight_up = &up.view;
+      if (!backend_->Supports(node)) continue;
+      graph.logits = graph.Add(node, int64_t(n), int64_t(n_rows));
+      Matrix want;
+      for (size_t t = 0; t < n; ++t) {
+        for (size_t r = 0; r < n_rows; ++r) {
+          const double g = dot(w, t, r);
+          want.push_back(g / (1.0 + std::exp(-g)) * dot(up, t, r));
+        }
+      }
+      ExpectMatches(want, Run(graph, b, nullptr), n_rows, IsBlockType(type), "gated_ffn" + where);
+    }
+  }
+}
+
+TEST_P(BackendConformance, RopeBothStyles) {
+  const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32;
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
+    for (int32_t rot_dims : {head_dim, 16}) {
+      std::vector<double> inv_freq(size_t(rot_dims / 2));
+      for (size_t i = 0; i < inv_freq.size(); ++i)
+        inv_freq[i] = std::pow(10000.0, -2.0 * double(i) / rot_dims);
+      Weight q_table = MakeWeight(DType::kF32, size_t(n_heads * head_dim), kVocab, gen_);
+      Weight k_table = MakeWeight(DType::kF32, size_t(n_kv_heads * head_dim), kVocab, gen_);
+      for (size_t n : kTokenCounts) {
+        BatchData b = SimpleBatch(n, kVocab);
+        for (size_t t = 0; t < n; ++t) b.positions[t] = int32_t(3 * t + 1000);  // large angles too
+        Bind(b);
+        for (bool check_k : {false, true}) {
+          Graph graph;
+          const ValueId q = Embed(&graph, q_table, n);
+          const ValueId k = Embed(&graph, k_table, n);
+          Node node{OpKind::kRope, 0, {q, k}};
+          node.rope = RopeParams{n_heads, n_kv_heads, head_dim, rot_dims, style, inv_freq.data()};
+          graph.nodes.push_back(node);
+          graph.logits = check_k ? k : q;
+          const Weight& table = check_k ? k_table : q_table;
+          const int32_t heads = check_k ? n_kv_heads : n_heads;
+          Matrix want = Lookup(table, b);
+          for (size_t t = 0; t < n; ++t) {
+            for (int32_t h = 0; h < heads; ++h) {
+              double* x = want.data() + (t * size_t(heads) + size_t(h)) * size_t(head_dim);
+              for (int32_t i = 0; i < rot_dims / 2; ++i) {
+                const double angle = double(b.positions[t]) * inv_freq[size_t(i)];
+                // The reference rounds cos/sin to float, as every backend's tables are f32.
+                const double cos = float(std::cos(angle)), sin = float(std::sin(angle));
+                const size_t i0 = style == RopeStyle::kInterleaved ? size_t(2 * i) : size_t(i);
+                const size_t i1 = style == RopeStyle::kInterleaved ? size_t(2 * i + 1)
+                                                                   : size_t(i + rot_dims / 2);
+                const double x0 = x[i0], x1 = x[i1];
+                x[i0] = x0 * cos - x1 * sin;
+                x[i1] = x0 * sin + x1 * cos;
+              }
+            }
+          }
+          ExpectMatches(want, Run(graph, b, nullptr), size_t(head_dim), false,
+                        std::string("rope ") + (check_k ? "k" : "q") + " rot_dims " +
+                            std::to_string(rot_dims) + " tokens " + std::to_string(n));
+        }
+      }
+    }
+  }
+}
+
+// Attention over the paged KV cache for a batch of several sequences of different lengths:
+// some new, some with history written by an earlier batch, prompt chunks and single tokens
+// mixed, block sizes that split sequences across blocks.
+TEST_P(BackendConformance, AttentionOverSeveralSequences) {
+  const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32;
+  const size_t q_dim = size_t(n_heads * head_dim), kv_dim = size_t(n_kv_heads * head_dim);
+  const std::vector<std::vector<SeqPart>> batches = {
+      {{0, 1}},                                      // one token alone
+      {{0, 5}, {0, 23}, {0, 1}},                     // three prompts of different lengths
+      {{17, 1}, {40, 1}, {3, 9}, {0, 2}, {31, 16}},  // decodes and chunks after history
+  };
+  for (DType kv_type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    if (!backend_->SupportsKv(kv_type)) continue;
+    for (size_t b_index = 0; b_index < batches.size(); ++b_index) {
+      const std::vector<SeqPart>& parts = batches[b_index];
+      KvCacheOptions options;
+      options.block_tokens = 16;
+      options.context = 128;
+      options.n_blocks = 64;
+      options.dtype = kv_type;
+      auto cache = KvCache::Create({backend_.get()}, kv_dim, options);
+      ASSERT_TRUE(cache.ok()) << cache.status().message();
+      KvCache& kv = **cache;
+      // Each sequence: its K/V rows (as stored, so after rounding to the cache type) by position.
+      struct SeqRows {
+        SeqId id;
+        Matrix k, v;
+      };
+      std::vector<SeqRows> seqs;
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      auto stored = [&](std::vector<float> row) {  // round-trip through the cache's element type
+        std::vector<uint8_t> bytes(*RowBytes(kv_type, kv_dim));
+        EXPECT_TRUE(QuantizeRow(kv_type, row.data(), bytes.data(), kv_dim));
+        EXPECT_TRUE(DequantizeRow(kv_type, bytes.data(), row.data(), kv_dim));
+        return row;
+      };
+      const size_t row_bytes = kv.row_bytes();
+      for (const SeqPart& part : parts) {
+        SeqRows s{kv.NewSequence(), {}, {}};
+        if (part.n_history > 0) {  // history written through the cache's host copies
+          ASSERT_TRUE(kv.Append(s.id, part.n_history).ok());
+          std::vector<uint8_t> k_bytes(part.n_history * row_bytes), v_bytes(k_bytes.size());
+          for (size_t p = 0; p < part.n_history; ++p) {
+            for (auto [rows, bytes] : {std::pair{&s.k, &k_bytes}, std::pair{&s.v, &v_bytes}}) {
+              std::vector<float> row(kv_dim);
+              for (float& x : row) x = normal(gen_);
+              ASSERT_TRUE(QuantizeRow(kv_type, row.data(), bytes->data() + p * row_bytes, kv_dim));
+              row = stored(row);
+              rows->insert(rows->end(), row.begin(), row.end());
+            }
+          }
+          ASSERT_TRUE(kv.WriteRows(s.id, 0, k_bytes.data(), v_bytes.data()).ok());
+        }
+        seqs.push_back(std::move(s));
+      }
+      // The batch.
+      BatchData b;
+      size_t n = 0;
+      for (size_t s = 0; s < parts.size(); ++s) {
+        auto slots = kv.Append(seqs[s].id, parts[s].n_new);
+        ASSERT_TRUE(slots.ok());
+        for (size_t i = 0; i < parts[s].n_new; ++i, ++n) {
+          b.tokens.push_back(int32_t(n % kVocab));
+          b.positions.push_back(int32_t(parts[s].n_history + i));
+          b.token_seq.push_back(int32_t(s));
+          b.n_ctx.push_back(int32_t(parts[s].n_history + i + 1));
+          b.kv_slot.push_back((*slots)[i]);
+          b.selected.push_back(int32_t(n));
+        }
+      }
+      for (size_t s = 0; s < parts.size(); ++s) {
+        b.block_table_begin.push_back(int32_t(b.block_tables.size()));
+        const std::vector<int32_t>& table = kv.BlockTable(seqs[s].id);
+        b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+      }
+      b.block_table_begin.push_back(int32_t(b.block_tables.size()));
+      Bind(b);
+      // q, k and v are looked up in random tables (token t's id is t mod kVocab, so each row of
+      // the batch reads its own row of tables of n rows).
+      Weight q_table = MakeWeight(DType::kF32, q_dim, n, gen_);
+      Weight k_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
+      Weight v_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
+      for (size_t t = 0; t < n; ++t) b.tokens[t] = int32_t(t);
+      Graph graph;
+      const ValueId q = Embed(&graph, q_table, n);
+      const ValueId k = Embed(&graph, k_table, n);
+      const ValueId v = Embed(&graph, v_table, n);
+      Node node{OpKind::kAttention, 0, {q, k, v}};
+      node.attention.n_heads = n_heads;
+      node.attention.n_kv_heads = n_kv_heads;
+      node.attention.head_dim = head_dim;
+      node.attention.scale = 1.0f / std::sqrt(float(head_dim));
+      graph.logits = graph.Add(node, int64_t(n), int64_t(q_dim));
+      const std::vector<float> got = Run(graph, b, &kv);
+      // Reference: each token attends its sequence's rows up to its own position.
+      Matrix want;
+      size_t t = 0;
+      for (size_t s = 0; s < parts.size(); ++s) {
+        for (size_t i = 0; i < parts[s].n_new; ++i, ++t) {
+          const std::vector<float> k_row(k_table.f32.begin() + t * kv_dim, k_table.f32.begin() + (t + 1) * kv_dim);
+          const std::vector<float> v_row(v_table.f32.begin() + t * kv_dim, v_table.f32.begin() + (t + 1) * kv_dim);
+          const std::vector<float> k_stored = stored(k_row), v_stored = stored(v_row);
+          seqs[s].k.insert(seqs[s].k.end(), k_stored.begin(), k_stored.end());
+          seqs[s].v.insert(seqs[s].v.end(), v_stored.begin(), v_stored.end());
+          const size_t n_ctx = parts[s].n_history + i + 1;
+          for (int32_t h = 0; h < n_heads; ++h) {
+            const size_t kv_head = size_t(h / (n_heads / n_kv_heads));
+            const float* qh = q_table.f32.data() + t * q_dim + size_t(h * head_dim);
+            std::vector<double> scores(n_ctx);
+            double max_score = -INFINITY;
+            for (size_t p = 0; p < n_ctx; ++p) {
+              double dot = 0;
+              for (int32_t d = 0; d < head_dim; ++d)
+                dot += double(qh[d]) * seqs[s].k[p * kv_dim + kv_head * size_t(head_dim) + size_t(d)];
+              scores[p] = dot / std::sqrt(double(head_dim));
+              max_score = std::max(max_score, scores[p]);
+            }
+            double total = 0;
+            for (double& score : scores) total += (score = std::exp(score - max_score));
+            for (int32_t d = 0; d < head_dim; ++d) {
+              double sum = 0;
+              for (size_t p = 0; p < n_ctx; ++p)
+                sum += scores[p] / total * seqs[s].v[p * kv_dim + kv_head * size_t(head_dim) + size_t(d)];
+              want.push_back(sum);
+            }
+          }
+        }
+      }
+      ExpectMatches(want, got, size_t(head_dim), false,
+                    std::string("attention, KV ") + DTypeName(kv_type) + ", batch " +
+                        std::to_string(b_index));
+    }
+  }
+}
+
+// The seam itself: copies into, within and out of backend memory keep the bytes.
+TEST_P(BackendConformance, CopiesKeepTheBytes) {
+  auto buffer = backend_->Allocate(4096);
+  ASSERT_TRUE(buffer.ok());
+  std::vector<uint8_t> in(1000), out(1000);
+  for (uint8_t& byte : in) byte = uint8_t(gen_());
+  ASSERT_TRUE(backend_->CopyFromHost(in.data(), **buffer, 17, in.size()).ok());
+  ASSERT_TRUE(backend_->CopyWithin(**buffer, 17, **buffer, 2048, in.size()).ok());
+  ASSERT_TRUE(backend_->CopyToHost(**buffer, 2048, out.data(), out.size()).ok());
+  ASSERT_TRUE(backend_->Synchronize().ok());
+  EXPECT_EQ(in, out);
+  EXPECT_FALSE(backend_->CopyToHost(**buffer, 4000, out.data(), out.size()).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, BackendConformance, ::testing::ValuesIn(AvailableBackends()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace petrel
