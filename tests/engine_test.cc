@@ -146,6 +146,69 @@ void CheckSplitPlacement(const std::string& path, const std::vector<int32_t>& id
 TEST(Placement, HalfTheStoryLayersOnRefMatchAllCpu) { CheckSplitPlacement(StoryGguf(), Prompt(40, 5)); }
 TEST(Placement, HalfTheSynthLayersOnRefMatchAllCpu) { CheckSplitPlacement(SynthF32(), Prompt(24, 9)); }
 
+// A `ref` backend that cannot run attention: the engine keeps the layers it was asked to place
+// there on the CPU, says why, and gives the all-CPU logits.
+class NoAttentionBackend final : public Backend {
+ public:
+  explicit NoAttentionBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  const char* Name() const override { return "ref-no-attention"; }
+  BackendId id() const override { return inner_->id(); }
+  bool Supports(const Node& node) const override {
+    return node.op != OpKind::kAttention && inner_->Supports(node);
+  }
+  bool SupportsKv(DType type) const override { return inner_->SupportsKv(type); }
+  Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
+  Result<TensorView> PrepareWeight(const TensorView& view) override { return inner_->PrepareWeight(view); }
+  Status CopyToHost(const BackendBuffer& src, size_t offset, void* dst, size_t bytes) override {
+    return inner_->CopyToHost(src, offset, dst, bytes);
+  }
+  Status CopyFromHost(const void* src, BackendBuffer& dst, size_t offset, size_t bytes) override {
+    return inner_->CopyFromHost(src, dst, offset, bytes);
+  }
+  Status CopyWithin(const BackendBuffer& src, size_t src_offset, BackendBuffer& dst,
+                    size_t dst_offset, size_t bytes) override {
+    return inner_->CopyWithin(src, src_offset, dst, dst_offset, bytes);
+  }
+  Status Synchronize() override { return inner_->Synchronize(); }
+  Status BeginBatch(const BatchContext& batch) override { return inner_->BeginBatch(batch); }
+  Status Run(const Node& node, const ValueView* values, const KvLayerView* kv) override {
+    if (node.op == OpKind::kAttention) return Error("attention placed on a backend without it");
+    return inner_->Run(node, values, kv);
+  }
+  Status Submit() override { return inner_->Submit(); }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+TEST(Placement, LayersADeviceCannotRunStayOnTheCpu) {
+  static const Status registered = RegisterBackend(
+      {"ref-no-attention", [](BackendId id, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
+         PETREL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> ref, CreateBackend("ref", id, options));
+         return std::unique_ptr<Backend>(std::make_unique<NoAttentionBackend>(std::move(ref)));
+       }});
+  ASSERT_TRUE(registered.ok()) << registered.message();
+  auto cpu = Load(StoryGguf());
+  ASSERT_TRUE(cpu);
+  EngineOptions options;
+  options.device = "ref-no-attention";
+  options.device_layers = size_t(cpu->config().n_layers) + 1;  // every block and the output head
+  auto limited = Load(StoryGguf(), options);
+  ASSERT_TRUE(limited);
+  const std::string placement = limited->PlacementString();
+  EXPECT_NE(placement.find("output: ref-no-attention"), std::string::npos) << placement;
+  EXPECT_NE(placement.find("layer 0 on cpu: ref-no-attention does not run attention"),
+            std::string::npos) << placement;
+  EXPECT_EQ(placement.find("layers 0-" + std::to_string(cpu->config().n_layers - 1) + ": cpu"), 0u)
+      << placement;
+  const std::vector<int32_t> ids = Prompt(24, 3);
+  std::vector<float> want, got;
+  ASSERT_TRUE(cpu->Prefill(cpu->NewSequence(), ids, true, &want).ok());
+  ASSERT_TRUE(limited->Prefill(limited->NewSequence(), ids, true, &got).ok());
+  const auto stats = testing::CompareLogits(got, want, size_t(cpu->config().n_vocab));
+  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
+}
+
 TEST(Placement, UnknownDeviceIsAnError) {
   EngineOptions options;
   options.device = "quantum";

@@ -261,6 +261,8 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   // Block tables after every append (an append may copy a shared block).
   block_tables_.clear();
   block_table_begin_.clear();
+  // Room for every sequence's whole context, so that a table growing by a block allocates nothing.
+  block_tables_.reserve(n_seqs * ((kv_->context() + kv_->block_tokens() - 1) / kv_->block_tokens()));
   for (size_t s = 0; s < n_seqs; ++s) {
     block_table_begin_.push_back(int32_t(block_tables_.size()));
     const std::vector<int32_t>& table = kv_->BlockTable(batch_seqs_[s]);

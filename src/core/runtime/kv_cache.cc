@@ -53,7 +53,9 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
 
 SeqId KvCache::NewSequence() {
   const SeqId seq = next_seq_++;
-  seqs_[seq] = Sequence{};
+  Sequence& s = seqs_[seq];
+  // The whole context's block table up front, so that decode steps never grow it.
+  s.blocks.reserve((options_.context + options_.block_tokens - 1) / options_.block_tokens);
   return seq;
 }
 
@@ -71,7 +73,9 @@ Result<SeqId> KvCache::Fork(SeqId seq) {
   if (it == seqs_.end()) return Error("sequence %d does not exist", seq);
   const SeqId child = next_seq_++;
   for (int32_t block : it->second.blocks) ++refcount_[size_t(block)];
-  seqs_[child] = it->second;
+  Sequence& copy = seqs_[child];
+  copy = it->second;
+  copy.blocks.reserve((options_.context + options_.block_tokens - 1) / options_.block_tokens);
   return child;
 }
 
