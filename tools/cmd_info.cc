@@ -3,8 +3,9 @@
 #include <optional>
 #include <string>
 
-#include "core/runtime/kv_cache.h"
 #include "core/model/loader.h"
+#include "core/runtime/backend_registry.h"
+#include "core/runtime/engine.h"
 #include "core/tokenizer/tokenizer.h"
 #include "cpu/kernels.h"  // SimdTargetName
 #include "tools/common.h"
@@ -31,6 +32,8 @@ Runner AddInfoCommand(CLI::App& app) {
     std::string model;
     size_t context = 4096;
     std::string kv_type = "f16";
+    std::string device = "cpu";
+    int64_t gpu_layers = -1;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("info", "describe a model and the memory it needs");
@@ -38,6 +41,9 @@ Runner AddInfoCommand(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", args->context,
                   "context length for the KV cache estimate (default 4096)");
   cmd->add_option("--cache-type", args->kv_type, "KV cache type for the estimate: f32, f16");
+  cmd->add_option("--device", args->device, "show the placement on this backend");
+  cmd->add_option("--gpu-layers,--n-gpu-layers", args->gpu_layers,
+                  "blocks to place on --device (default: all)");
   return [args]() -> int {
     auto loaded = LoadModel(args->model);
     if (!loaded.ok()) return Fail(loaded.status());
@@ -64,6 +70,21 @@ Runner AddInfoCommand(CLI::App& app) {
         "matmul path      Highway kernels (batch-invariant), SIMD target %s; no BLAS (no\n"
         "                 faster than the f32 tiles here, see docs/PERFORMANCE.md)\n",
         cpu::SimdTargetName().c_str());
+    std::string backends;
+    for (const std::string& name : AvailableBackends()) backends += (backends.empty() ? "" : ", ") + name;
+    std::printf("backends         %s\n", backends.c_str());
+    if (args->device != "cpu") {
+      // The placement the engine would make, with the layers the device cannot run kept on
+      // the CPU and why.
+      EngineOptions options;
+      options.device = args->device;
+      options.device_layers = args->gpu_layers < 0 ? SIZE_MAX / 2 : size_t(args->gpu_layers);
+      options.context = 16;
+      options.load_tokenizer = false;
+      auto engine = Engine::Load(args->model, options);
+      if (!engine.ok()) return Fail(engine.status());
+      std::printf("placement        %s\n", (*engine)->PlacementString().c_str());
+    }
     return 0;
   };
 }
