@@ -41,7 +41,7 @@ Result<size_t> PickMicroBatch(size_t weight_bytes, size_t share, size_t max_batc
 
 // One sequence's part of a Step: `tokens` continue `seq` in order.
 struct StepInput {
-  SeqId seq = 0;
+  SeqId seq = -1;
   std::span<const int32_t> tokens;
   bool want_logits = false;  // the logits of its last token
 };
@@ -105,7 +105,8 @@ class Engine {
   // the others still run. `outputs` gets one entry per input. The returned status is an error
   // when the step as a whole failed: more than max_batch_tokens tokens in all, or a failed
   // forward pass (then every admitted input has that error too and no sequence changes).
-  // Allocates nothing once its scratch has grown to the batch.
+  // Its own bookkeeping reuses engine scratch, so a steady step allocates no more than the
+  // forward pass (Decode) does.
   Status Step(std::span<const StepInput> inputs, std::vector<StepOutput>* outputs);
 
   // Runs one forward pass. Each sequence's tokens must continue it in order (positions =
@@ -140,7 +141,7 @@ class Engine {
   std::vector<float> rope_cos_, rope_sin_;
   std::vector<const int32_t*> block_tables_;
   std::vector<int32_t> n_ctx_, kv_slot_, selected_;
-  // Step scratch (engine_step.cc), kept so that steady decoding allocates nothing.
+  // Step scratch (engine_step.cc), kept so that steady decoding allocates nothing more.
   Batch step_batch_;
   std::vector<float> step_logits_;
   std::vector<size_t> step_admitted_;  // indices of the admitted inputs, in input order
