@@ -61,5 +61,41 @@ TEST(DecodeAllocation, SteadyStateDecodeAllocatesNothing) {
   EXPECT_EQ(during, 0u) << during << " allocations in 20 decode steps of 3 sequences";
 }
 
+TEST(DecodeAllocation, SteadyStateStepAllocatesNothing) {
+  EngineOptions options;
+  options.n_threads = 2;
+  options.context = 256;
+  options.max_sequences = 3;
+  auto engine = Engine::Load(testing::SharedDir() + "/models/story-gguf/story-q8_0.gguf", options);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  Engine& e = **engine;
+  std::vector<SeqId> seqs;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int s = 0; s < 3; ++s) {
+    seqs.push_back(e.NewSequence());
+    prompts.emplace_back();
+    for (int i = 0; i < 5 + 7 * s; ++i) prompts.back().push_back(1 + (i * 37 + s) % 200);
+  }
+  std::vector<StepInput> inputs(seqs.size());
+  std::vector<StepOutput> outputs;
+  for (size_t s = 0; s < seqs.size(); ++s) inputs[s] = {seqs[s], prompts[s], true};
+  ASSERT_TRUE(e.Step(inputs, &outputs).ok());  // the prompts, in one step
+  std::vector<int32_t> next(seqs.size());
+  auto step = [&]() {
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      next[s] = int32_t(10 + s);
+      inputs[s] = {seqs[s], std::span<const int32_t>(&next[s], 1), true};
+    }
+    const Status status = e.Step(inputs, &outputs);
+    for (const StepOutput& output : outputs) EXPECT_TRUE(output.status.ok());
+    return status;
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(step().ok());
+  const size_t before = g_allocations.load();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(step().ok());
+  const size_t during = g_allocations.load() - before;
+  EXPECT_EQ(during, 0u) << during << " allocations in 20 steps of 3 sequences";
+}
+
 }  // namespace
 }  // namespace petrel

@@ -80,7 +80,7 @@ TEST(Batching, FourSequencesTogetherMatchEachAlone) {
     for (size_t step = 0; step < n_steps; ++step) {
       tokens.push_back(token);
       Batch batch;
-      batch.Add(token, int32_t(engine->kv_cache().Length(seq)), seq, true);
+      batch.Add(token, int32_t(engine->SequenceLength(seq)), seq, true);
       ASSERT_TRUE(engine->Decode(batch, &logits).ok());
       token = ArgMax(logits.data(), n_vocab);
     }
@@ -117,7 +117,7 @@ TEST(Batching, FourSequencesTogetherMatchEachAlone) {
     batch.Clear();
     for (size_t s = 0; s < lengths.size(); ++s) {
       together[s].push_back(next[s]);
-      batch.Add(next[s], int32_t(engine->kv_cache().Length(seqs[s])), seqs[s], true);
+      batch.Add(next[s], int32_t(engine->SequenceLength(seqs[s])), seqs[s], true);
     }
     ASSERT_TRUE(engine->Decode(batch, &logits).ok());
     for (size_t s = 0; s < lengths.size(); ++s) next[s] = ArgMax(logits.data() + s * n_vocab, n_vocab);
@@ -232,13 +232,13 @@ TEST(DecodeErrors, BadRequestsChangeNothing) {
   batch.Clear();
   batch.Add(1, 0, 99, true);  // unknown sequence
   EXPECT_FALSE(engine->Decode(batch, &logits).ok());
-  EXPECT_EQ(engine->kv_cache().Length(seq), 0u);
+  EXPECT_EQ(engine->SequenceLength(seq), 0u);
   std::vector<int32_t> too_long(300, 5);  // context is 256
   EXPECT_FALSE(engine->Prefill(seq, too_long, false, &logits).ok());
   batch.Clear();
   batch.Add(1, 0, seq, true);
   EXPECT_TRUE(engine->Decode(batch, &logits).ok());
-  EXPECT_EQ(engine->kv_cache().Length(seq), 1u);
+  EXPECT_EQ(engine->SequenceLength(seq), 1u);
 }
 
 TEST(MicroBatching, PassesOfEightGiveTheLogitsOfOnePass) {
@@ -317,7 +317,7 @@ TEST(MicroBatching, AnErrorInALaterPassUndoesTheEarlierOnes) {
   const Status status = engine->Decode(batch, &logits);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("token 15"), std::string::npos) << status.message();
-  EXPECT_EQ(engine->kv_cache().Length(seq), 0u);
+  EXPECT_EQ(engine->SequenceLength(seq), 0u);
   batch.Clear();
   batch.Add(1, 0, seq, true);
   EXPECT_TRUE(engine->Decode(batch, &logits).ok());

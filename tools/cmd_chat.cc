@@ -57,7 +57,7 @@ class ChatSession {
     size_t common = 0;
     while (common < cached_.size() && common < ids.size() && cached_[common] == ids[common]) ++common;
     if (common == ids.size()) --common;
-    PETREL_RETURN_IF_ERROR(engine_.kv_cache().Truncate(seq_, common));
+    PETREL_RETURN_IF_ERROR(engine_.TruncateSequence(seq_, common));
     cached_.resize(common);
     const std::vector<int32_t> fresh(ids.begin() + long(common), ids.end());
     g_interrupted = 0;
@@ -69,7 +69,7 @@ class ChatSession {
       return g_interrupted == 0;
     });
     if (!result.ok()) {
-      (void)engine_.kv_cache().Truncate(seq_, cached_.size());
+      (void)engine_.TruncateSequence(seq_, cached_.size());
       return result.status();
     }
     std::fputs("\n", stdout);
@@ -94,7 +94,7 @@ class ChatSession {
     PETREL_ASSIGN_OR_RETURN(LoadedSession session, LoadSession(engine_, seq_, path));
     auto metadata = nlohmann::ordered_json::parse(session.metadata, nullptr, false);
     if (!metadata.is_object() || !metadata["messages"].is_array() || !metadata["system"].is_string()) {
-      (void)engine_.kv_cache().Truncate(seq_, 0);
+      (void)engine_.TruncateSequence(seq_, 0);
       cached_.clear();
       return Error("%s: session metadata is not a chat", path.c_str());
     }

@@ -1,5 +1,6 @@
 // BeamSearch: expand every live beam by its n best next tokens, keep the n best candidates by
-// summed log-probability, retire those that end, and return the best by normalised score.
+// summed log-probability, retire those that end, and return the best by normalised score. The
+// beams are engine sequences forked from their parents and stepped together.
 #include "core/generation/beam_search.h"
 
 #include <algorithm>
@@ -43,6 +44,13 @@ void BestTokens(const float* logits, size_t n_vocab, size_t n, std::vector<std::
   for (size_t i = 0; i < n; ++i) out->push_back({ids[i], double(logits[ids[i]]) - log_z});
 }
 
+// Runs `inputs` in one Step; any input's failure is the error.
+Status StepAll(Engine& engine, std::span<const StepInput> inputs, std::vector<StepOutput>* outputs) {
+  PETREL_RETURN_IF_ERROR(engine.Step(inputs, outputs));
+  for (const StepOutput& output : *outputs) PETREL_RETURN_IF_ERROR(output.status);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<BeamSearchResult> BeamSearch(Engine& engine, SeqId seq, const std::vector<int32_t>& prompt,
@@ -51,16 +59,23 @@ Result<BeamSearchResult> BeamSearch(Engine& engine, SeqId seq, const std::vector
   if (prompt.empty()) return Error("the prompt has no tokens");
   const size_t n_vocab = size_t(engine.config().n_vocab);
   const Tokenizer* tokenizer = engine.tokenizer();
-  KvCache& kv = engine.kv_cache();
-  std::vector<float> logits;
-  PETREL_ASSIGN_OR_RETURN(SeqId root, kv.Fork(seq));
-  Status status = engine.Prefill(root, prompt, false, &logits);
-  if (!status.ok()) {
-    kv.FreeSequence(root);
-    return status;
+  std::vector<StepInput> inputs;
+  std::vector<StepOutput> outputs;
+  PETREL_ASSIGN_OR_RETURN(SeqId root, engine.ForkSequence(seq));
+  const size_t chunk = engine.options().max_batch_tokens;
+  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+    const size_t end = std::min(prompt.size(), begin + chunk);
+    const StepInput input{root, std::span<const int32_t>(prompt).subspan(begin, end - begin),
+                          end == prompt.size()};
+    Status status = StepAll(engine, {&input, 1}, &outputs);
+    if (!status.ok()) {
+      engine.FreeSequence(root);
+      return status;
+    }
   }
   std::vector<Beam> beams = {{root, {}, 0.0}};
-  std::vector<std::vector<float>> beam_logits = {logits};
+  std::vector<std::vector<float>> beam_logits = {
+      std::vector<float>(outputs[0].logits.begin(), outputs[0].logits.end())};
   struct Finished {
     std::vector<int32_t> tokens;
     double logprob, score;
@@ -68,7 +83,7 @@ Result<BeamSearchResult> BeamSearch(Engine& engine, SeqId seq, const std::vector
   std::vector<Finished> finished;
   std::vector<std::pair<int32_t, double>> best;
   auto free_all = [&]() {
-    for (const Beam& beam : beams) kv.FreeSequence(beam.seq);
+    for (const Beam& beam : beams) engine.FreeSequence(beam.seq);
   };
   for (size_t step = 0; step < options.max_new_tokens && !beams.empty(); ++step) {
     std::vector<Expansion> expansions;
@@ -81,7 +96,7 @@ Result<BeamSearchResult> BeamSearch(Engine& engine, SeqId seq, const std::vector
     // Keep the n best; ending candidates retire (and still take one of the n places, as in
     // Hugging Face's beam search), the others become the next beams.
     std::vector<Beam> next;
-    Batch batch;
+    inputs.clear();
     const bool last_step = step + 1 == options.max_new_tokens;
     size_t retired_at_limit = 0;
     for (const Expansion& e : expansions) {
@@ -94,13 +109,12 @@ Result<BeamSearchResult> BeamSearch(Engine& engine, SeqId seq, const std::vector
         retired_at_limit += last_step ? 1 : 0;
         continue;
       }
-      auto child = kv.Fork(beams[e.parent].seq);
+      auto child = engine.ForkSequence(beams[e.parent].seq);
       if (!child.ok()) {
         free_all();
-        for (const Beam& beam : next) kv.FreeSequence(beam.seq);
+        for (const Beam& beam : next) engine.FreeSequence(beam.seq);
         return child.status();
       }
-      batch.Add(e.token, int32_t(kv.Length(*child)), *child, true);
       next.push_back({*child, std::move(tokens), e.logprob});
     }
     free_all();
@@ -115,15 +129,18 @@ Result<BeamSearchResult> BeamSearch(Engine& engine, SeqId seq, const std::vector
       for (const Beam& beam : beams) best_live = std::max(best_live, Normalised(beam.logprob, beam.tokens.size(), options.length_penalty));
       if (best_live <= scores[options.n_beams - 1]) break;
     }
-    std::vector<float> batch_logits;
-    status = engine.Decode(batch, &batch_logits);
+    // Each beam feeds its last token (the storage of `beams` stays put until the next step).
+    for (const Beam& beam : beams) {
+      inputs.push_back({beam.seq, std::span<const int32_t>(&beam.tokens.back(), 1), true});
+    }
+    Status status = StepAll(engine, inputs, &outputs);
     if (!status.ok()) {
       free_all();
       return status;
     }
-    beam_logits.assign(beams.size(), {});
+    beam_logits.resize(beams.size());
     for (size_t b = 0; b < beams.size(); ++b) {
-      beam_logits[b].assign(batch_logits.begin() + long(b * n_vocab), batch_logits.begin() + long((b + 1) * n_vocab));
+      beam_logits[b].assign(outputs[b].logits.begin(), outputs[b].logits.end());
     }
   }
   for (const Beam& beam : beams) {

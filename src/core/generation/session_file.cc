@@ -27,26 +27,26 @@ struct FileCloser {
 
 Status SaveSession(Engine& engine, SeqId seq, const std::vector<int32_t>& tokens,
                    const std::string& metadata, const std::string& path) {
-  KvCache& kv = engine.kv_cache();
-  if (tokens.size() != kv.Length(seq)) {
-    return Error("session: %zu tokens given but the cache holds %zu", tokens.size(), kv.Length(seq));
+  if (tokens.size() != engine.SequenceLength(seq)) {
+    return Error("session: %zu tokens given but the cache holds %zu", tokens.size(),
+                 engine.SequenceLength(seq));
   }
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
   if (!file) return Error("%s: cannot open for writing", path.c_str());
   Header header;
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.version = kVersion;
-  header.n_layers = uint32_t(kv.n_layers());
-  header.row_bytes = uint32_t(kv.row_bytes());
-  header.dtype = uint32_t(kv.dtype());
+  header.n_layers = uint32_t(engine.kv_layers());
+  header.row_bytes = uint32_t(engine.kv_row_bytes());
+  header.dtype = uint32_t(engine.kv_type());
   header.n_tokens = tokens.size();
   header.metadata_bytes = metadata.size();
   bool ok = std::fwrite(&header, sizeof(header), 1, file.get()) == 1;
   ok = ok && std::fwrite(metadata.data(), 1, metadata.size(), file.get()) == metadata.size();
   ok = ok && std::fwrite(tokens.data(), sizeof(int32_t), tokens.size(), file.get()) == tokens.size();
-  std::vector<uint8_t> k(tokens.size() * kv.row_bytes()), v(k.size());
-  for (size_t layer = 0; ok && layer < kv.n_layers(); ++layer) {
-    PETREL_RETURN_IF_ERROR(kv.ReadRows(seq, layer, k.data(), v.data()));
+  std::vector<uint8_t> k(tokens.size() * engine.kv_row_bytes()), v(k.size());
+  for (size_t layer = 0; ok && layer < engine.kv_layers(); ++layer) {
+    PETREL_RETURN_IF_ERROR(engine.ReadSequenceKv(seq, layer, k.data(), v.data()));
     ok = std::fwrite(k.data(), 1, k.size(), file.get()) == k.size() &&
          std::fwrite(v.data(), 1, v.size(), file.get()) == v.size();
   }
@@ -55,7 +55,6 @@ Status SaveSession(Engine& engine, SeqId seq, const std::vector<int32_t>& tokens
 }
 
 Result<LoadedSession> LoadSession(Engine& engine, SeqId seq, const std::string& path) {
-  KvCache& kv = engine.kv_cache();
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
   if (!file) return Error("%s: cannot open", path.c_str());
   std::fseek(file.get(), 0, SEEK_END);
@@ -67,12 +66,13 @@ Result<LoadedSession> LoadSession(Engine& engine, SeqId seq, const std::string& 
   }
   if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return Error("%s: not a petrel session file (bad magic)", path.c_str());
   if (header.version != kVersion) return Error("%s: session version %u is not supported", path.c_str(), header.version);
-  if (header.n_layers != kv.n_layers() || header.row_bytes != kv.row_bytes() || header.dtype != uint32_t(kv.dtype())) {
+  if (header.n_layers != engine.kv_layers() || header.row_bytes != engine.kv_row_bytes() ||
+      header.dtype != uint32_t(engine.kv_type())) {
     return Error("%s: saved for a different model or cache type (%u layers x %u bytes per row)", path.c_str(),
                  header.n_layers, header.row_bytes);
   }
-  if (header.n_tokens > kv.context()) {
-    return Error("%s: %llu tokens exceed the context of %zu", path.c_str(), (unsigned long long)header.n_tokens, kv.context());
+  if (header.n_tokens > engine.context()) {
+    return Error("%s: %llu tokens exceed the context of %zu", path.c_str(), (unsigned long long)header.n_tokens, engine.context());
   }
   const uint64_t rows_bytes = 2ull * header.n_layers * header.n_tokens * header.row_bytes;
   const uint64_t expected = sizeof(header) + header.metadata_bytes + header.n_tokens * 4 + rows_bytes;
@@ -89,15 +89,14 @@ Result<LoadedSession> LoadSession(Engine& engine, SeqId seq, const std::string& 
   for (int32_t token : session.tokens) {
     if (token < 0 || token >= engine.config().n_vocab) return Error("%s: token id %d is outside the vocabulary", path.c_str(), token);
   }
-  PETREL_RETURN_IF_ERROR(kv.Truncate(seq, 0));
-  PETREL_RETURN_IF_ERROR(kv.Append(seq, session.tokens.size()).status());
-  std::vector<uint8_t> k(session.tokens.size() * kv.row_bytes()), v(k.size());
-  for (size_t layer = 0; layer < kv.n_layers(); ++layer) {
+  PETREL_RETURN_IF_ERROR(engine.ResizeSequenceKv(seq, session.tokens.size()));
+  std::vector<uint8_t> k(session.tokens.size() * engine.kv_row_bytes()), v(k.size());
+  for (size_t layer = 0; layer < engine.kv_layers(); ++layer) {
     if (std::fread(k.data(), 1, k.size(), file.get()) != k.size() || std::fread(v.data(), 1, v.size(), file.get()) != v.size()) {
-      (void)kv.Truncate(seq, 0);
+      (void)engine.TruncateSequence(seq, 0);
       return Error("%s: truncated in layer %zu", path.c_str(), layer);
     }
-    PETREL_RETURN_IF_ERROR(kv.WriteRows(seq, layer, k.data(), v.data()));
+    PETREL_RETURN_IF_ERROR(engine.WriteSequenceKv(seq, layer, k.data(), v.data()));
   }
   return session;
 }

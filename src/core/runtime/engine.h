@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,19 @@ struct EngineOptions {
 Result<size_t> PickMicroBatch(size_t weight_bytes, size_t share, size_t max_batch_tokens,
                               const std::function<Result<size_t>(size_t tokens)>& arena_bytes);
 
+// One sequence's part of a Step: `tokens` continue `seq` in order.
+struct StepInput {
+  SeqId seq = -1;
+  std::span<const int32_t> tokens;
+  bool want_logits = false;  // the logits of its last token
+};
+
+// What became of one StepInput. On error the sequence is as it was before the step.
+struct StepOutput {
+  Status status;
+  std::span<const float> logits;  // n_vocab floats with want_logits; valid until the next Step
+};
+
 class Engine {
  public:
   // Activations may take this fraction (1/n) of the weights' bytes when the engine chooses the
@@ -52,12 +66,48 @@ class Engine {
   const LoadedModel& model() const { return *model_; }
   const Tokenizer* tokenizer() const { return model_->tokenizer.get(); }
   const EngineOptions& options() const { return options_; }
-  KvCache& kv_cache() { return *kv_; }
   const Placement& placement() const { return placement_; }
   std::string PlacementString() const;
 
+  // Sequences: each holds the K/V rows of up to context() tokens in the paged cache.
   SeqId NewSequence() { return kv_->NewSequence(); }
   void FreeSequence(SeqId seq) { kv_->FreeSequence(seq); }
+  // A new sequence with the same tokens; it shares their K/V blocks until either one writes.
+  Result<SeqId> ForkSequence(SeqId seq) { return kv_->Fork(seq); }
+  bool HasSequence(SeqId seq) const { return kv_->HasSequence(seq); }
+  size_t SequenceLength(SeqId seq) const { return kv_->Length(seq); }  // tokens stored
+  // Drops tokens past `length` (for example to re-run a turn).
+  Status TruncateSequence(SeqId seq, size_t length) { return kv_->Truncate(seq, length); }
+  size_t context() const { return kv_->context(); }  // tokens per sequence at most
+
+  // A sequence's K/V rows, for session files: per layer, the K and the V rows of positions
+  // [0, SequenceLength(seq)), kv_row_bytes() each, in the cache's type kv_type().
+  size_t kv_layers() const { return kv_->n_layers(); }
+  size_t kv_row_bytes() const { return kv_->row_bytes(); }
+  DType kv_type() const { return kv_->dtype(); }
+  Status ReadSequenceKv(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const {
+    return kv_->ReadRows(seq, layer, k_out, v_out);
+  }
+  // Empties `seq` and gives it `length` positions whose rows the caller then writes, layer by
+  // layer, with WriteSequenceKv. On error `seq` is left empty.
+  Status ResizeSequenceKv(SeqId seq, size_t length) {
+    PETREL_RETURN_IF_ERROR(kv_->Truncate(seq, 0));
+    return kv_->Append(seq, length).status();
+  }
+  Status WriteSequenceKv(SeqId seq, size_t layer, const uint8_t* k_in, const uint8_t* v_in) {
+    return kv_->WriteRows(seq, layer, k_in, v_in);
+  }
+
+  // Advances each input's sequence by its tokens in one forward pass, prompt chunks and
+  // single-token decodes together. Each input is admitted on its own: its sequence must exist
+  // and appear once, its ids lie in the vocabulary, and its tokens fit the context and the KV
+  // blocks left by the inputs before it; one that does not gets its own error in `outputs` and
+  // the others still run. `outputs` gets one entry per input. The returned status is an error
+  // when the step as a whole failed: more than max_batch_tokens tokens in all, or a failed
+  // forward pass (then every admitted input has that error too and no sequence changes).
+  // Its own bookkeeping reuses engine scratch, so a steady step allocates no more than the
+  // forward pass (Decode) does.
+  Status Step(std::span<const StepInput> inputs, std::vector<StepOutput>* outputs);
 
   // Runs one forward pass. Each sequence's tokens must continue it in order (positions =
   // its length, length + 1, …). `logits` receives n_vocab floats per token with want_logits,
@@ -101,6 +151,11 @@ class Engine {
   Batch part_;                             // one pass of a batch split into passes
   std::vector<float> part_logits_;
   std::vector<std::pair<SeqId, size_t>> lengths_before_;  // Decode's rollback points
+  // Step scratch (engine_step.cc), kept so that steady decoding allocates nothing more.
+  Batch step_batch_;
+  std::vector<float> step_logits_;
+  std::vector<size_t> step_admitted_;  // indices of the admitted inputs, in input order
+  std::vector<uint8_t> step_taken_;    // per input: its blocks were taken to test the fit
 };
 
 }  // namespace petrel

@@ -1,0 +1,205 @@
+// Sequence: prompt chunks, then one sampled token per step through the sampler chain, the
+// streaming detokenizer and the stop matcher; RunSequences steps many of them together.
+#include "core/generation/sequence.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/tokenizer/tokenizer.h"
+
+namespace petrel {
+
+Sequence::Sequence(Engine& engine, SeqId seq, std::vector<int32_t> prompt,
+                   const GenerateOptions& options, TokenCallback on_token)
+    : engine_(engine),
+      tokenizer_(engine.tokenizer()),
+      seq_(seq),
+      options_(options),
+      on_token_(std::move(on_token)),
+      n_vocab_(size_t(engine.config().n_vocab)),
+      stops_(options.stop),
+      prompt_(std::move(prompt)) {}
+
+Sequence::~Sequence() = default;
+
+Result<std::unique_ptr<Sequence>> Sequence::Create(Engine& engine, SeqId seq,
+                                                   std::vector<int32_t> prompt,
+                                                   const GenerateOptions& options,
+                                                   TokenCallback on_token) {
+  if (prompt.empty()) return Error("the prompt has no tokens");
+  std::unique_ptr<Sequence> sequence(
+      new Sequence(engine, seq, std::move(prompt), options, std::move(on_token)));
+  Sequence& s = *sequence;
+  PETREL_ASSIGN_OR_RETURN(s.sampler_, SamplerChain::Create(options.sampling));
+  for (const auto& [token, bias] : options.sampling.logit_bias) {
+    if (size_t(token) >= s.n_vocab_) {
+      return Error("logit_bias: token id %d is outside the vocabulary of %zu", token, s.n_vocab_);
+    }
+  }
+  if (!engine.HasSequence(seq)) return Error("sequence %d does not exist", seq);
+  s.context_ = options.context ? std::min(options.context, engine.context()) : engine.context();
+  const size_t held = engine.SequenceLength(seq) + s.prompt_.size();
+  if (held > s.context_) {
+    return Error("sequence %d: %zu tokens exceed the context of %zu", seq, held, s.context_);
+  }
+  if (s.tokenizer_) {
+    const Tokenizer* tokenizer = s.tokenizer_;
+    s.sampler_->SetTokenText([tokenizer](int32_t id) { return tokenizer->TokenText(id); });
+    for (size_t id = 0; id < std::min(s.n_vocab_, tokenizer->n_vocab()); ++id) {
+      if (tokenizer->IsEndOfGeneration(int32_t(id))) s.end_tokens_.push_back(int32_t(id));
+    }
+    s.decoder_ = std::make_unique<StreamDecoder>(*tokenizer, options.skip_special);
+  }
+  if (!s.end_tokens_.empty() && (options.ignore_eos || options.min_new_tokens > 0)) {
+    s.masked_.resize(s.n_vocab_);
+  }
+  s.sampler_->AddHistory(s.prompt_);
+  s.result_.prompt_tokens = s.prompt_.size();
+  s.result_.stop_reason = "length";
+  const size_t expected = std::min(options.max_new_tokens, s.context_);
+  s.result_.new_ids.reserve(expected);
+  s.result_.tokens.reserve(expected);
+  return sequence;
+}
+
+StepInput Sequence::NextInput(size_t max_tokens) {
+  pending_ = 0;
+  if (finished_ || max_tokens == 0) return StepInput{seq_, {}, false};
+  if (prefilling()) {
+    if (prompt_fed_ == 0) prompt_start_ = Clock::now();
+    pending_ = std::min(max_tokens, prompt_.size() - prompt_fed_);
+    const bool last = prompt_fed_ + pending_ == prompt_.size();
+    return StepInput{seq_, std::span<const int32_t>(prompt_).subspan(prompt_fed_, pending_), last};
+  }
+  pending_ = 1;
+  return StepInput{seq_, std::span<const int32_t>(&last_token_, 1), true};
+}
+
+void Sequence::Consume(const StepOutput& output) {
+  if (finished_ || pending_ == 0) return;
+  if (!output.status.ok()) {
+    Fail(output.status);
+    return;
+  }
+  if (prefilling()) {
+    prompt_fed_ += pending_;
+    pending_ = 0;
+    if (prefilling()) return;
+    result_.prompt_seconds = std::chrono::duration<double>(Clock::now() - prompt_start_).count();
+    generate_start_ = Clock::now();
+    generating_ = true;
+  }
+  pending_ = 0;
+  if (output.logits.size() != n_vocab_) {
+    Fail(Error("sequence %d: the step returned %zu logits instead of %zu", seq_,
+               output.logits.size(), n_vocab_));
+    return;
+  }
+  Sample(output.logits);
+}
+
+void Sequence::Sample(std::span<const float> logits) {
+  const size_t step = result_.new_ids.size();
+  if (step >= options_.max_new_tokens) {
+    Finish("length");
+    return;
+  }
+  const float* row = logits.data();
+  if (!masked_.empty() && (options_.ignore_eos || step < options_.min_new_tokens)) {
+    std::copy(logits.begin(), logits.end(), masked_.begin());
+    for (int32_t id : end_tokens_) masked_[size_t(id)] = -INFINITY;
+    row = masked_.data();
+  }
+  const SampleResult sample = sampler_->Sample(row, n_vocab_);
+  result_.new_ids.push_back(sample.id);
+  result_.tokens.push_back(GeneratedToken{sample.id, sample.logprob, sample.top});
+  const GeneratedToken& token = result_.tokens.back();
+  if (tokenizer_ && !options_.ignore_eos && tokenizer_->IsEndOfGeneration(token.id)) {
+    Finish("eos");
+    return;
+  }
+  const std::string piece = decoder_ ? stops_.Push(decoder_->Push(token.id)) : std::string();
+  result_.text += piece;
+  const bool keep_going = !on_token_ || on_token_(token, piece);
+  if (stops_.matched()) {
+    result_.stop_string = stops_.matched_stop();
+    Finish("stop");
+    return;
+  }
+  if (!keep_going) {
+    Finish("cancelled");
+    return;
+  }
+  if (step + 1 == options_.max_new_tokens) {
+    Finish("length");
+    return;
+  }
+  // The cache holds every token but this one; feeding it must leave room for it.
+  if (engine_.SequenceLength(seq_) >= context_) {
+    Finish("context");
+    return;
+  }
+  last_token_ = token.id;
+}
+
+void Sequence::Cancel() {
+  if (!finished_) Finish("cancelled");
+}
+
+void Sequence::Finish(const char* reason) {
+  result_.stop_reason = reason;
+  if (result_.stop_reason != "stop" && decoder_) {
+    std::string tail = stops_.Push(decoder_->Flush());
+    tail += stops_.Flush();
+    result_.text += tail;
+    if (on_token_ && !tail.empty()) on_token_(GeneratedToken{-1, 0.0f, {}}, tail);
+  }
+  if (generating_) {
+    result_.generate_seconds =
+        std::chrono::duration<double>(Clock::now() - generate_start_).count();
+  }
+  finished_ = true;
+}
+
+void Sequence::Fail(Status status) {
+  status_ = std::move(status);
+  result_.stop_reason = "error";
+  if (generating_) {
+    result_.generate_seconds =
+        std::chrono::duration<double>(Clock::now() - generate_start_).count();
+  }
+  finished_ = true;
+}
+
+void RunSequences(Engine& engine, std::span<Sequence* const> sequences) {
+  const size_t max_tokens = engine.options().max_batch_tokens;
+  std::vector<StepInput> inputs;
+  std::vector<Sequence*> fed;
+  std::vector<StepOutput> outputs;
+  inputs.reserve(sequences.size());
+  fed.reserve(sequences.size());
+  outputs.reserve(sequences.size());
+  for (;;) {
+    inputs.clear();
+    fed.clear();
+    size_t budget = max_tokens;
+    // Sampling sequences first, one token each, so that their pace does not depend on the
+    // prompts arriving; prompt chunks take what is left of the batch.
+    for (const bool prompts : {false, true}) {
+      for (Sequence* sequence : sequences) {
+        if (budget == 0) break;
+        if (sequence->finished() || sequence->prefilling() != prompts) continue;
+        const StepInput input = sequence->NextInput(budget);
+        budget -= input.tokens.size();
+        inputs.push_back(input);
+        fed.push_back(sequence);
+      }
+    }
+    if (inputs.empty()) return;
+    // A failure of the whole step is also in every output it touched.
+    (void)engine.Step(inputs, &outputs);
+    for (size_t i = 0; i < fed.size(); ++i) fed[i]->Consume(outputs[i]);
+  }
+}
+
+}  // namespace petrel

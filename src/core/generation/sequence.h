@@ -1,0 +1,129 @@
+// A generation request as a state machine: its sampler chain, streaming detokenizer, stop
+// matcher, limits and result; it says what to feed next and consumes the logits of each step,
+// so that many sequences can be stepped together through Engine::Step.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/generation/sampling/sampler.h"
+#include "core/generation/stop_matcher.h"
+#include "core/runtime/engine.h"
+
+namespace petrel {
+
+class StreamDecoder;
+class Tokenizer;
+
+struct GenerateOptions {
+  size_t max_new_tokens = 64;
+  size_t min_new_tokens = 0;      // end-of-generation tokens are banned before this many
+  bool ignore_eos = false;        // ban end-of-generation tokens altogether
+  std::vector<std::string> stop;  // stop strings; the matched one is not part of the text
+  SamplingParams sampling;
+  bool skip_special = true;  // leave special tokens out of the text
+  size_t context = 0;        // tokens the sequence may hold, prompt included; 0: the engine's
+};
+
+struct GeneratedToken {
+  int32_t id;
+  float logprob;
+  std::vector<TokenLogprob> top;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> new_ids;  // includes the end-of-generation token when it stopped there
+  std::vector<GeneratedToken> tokens;
+  std::string text;          // what was emitted: stop strings and held-back text excluded
+  std::string stop_reason;   // "eos", "stop", "length", "context", "cancelled" ("error": Sequence)
+  std::string stop_string;   // for "stop"
+  size_t prompt_tokens = 0;  // fed to the model in this call
+  double prompt_seconds = 0.0;
+  double generate_seconds = 0.0;
+};
+
+// Called with each token and the text it releases (possibly empty); return false to stop.
+using TokenCallback = std::function<bool(const GeneratedToken& token, std::string_view text)>;
+
+class Sequence {
+ public:
+  // Continues engine sequence `seq` (not owned; it must live until this finishes) with
+  // `prompt`, which may be only the part its cache does not hold yet. Fails on bad sampling
+  // parameters, an empty prompt or one that does not fit the context. Needs the engine's
+  // tokenizer for text and end-of-generation tokens; without one, text stays empty.
+  static Result<std::unique_ptr<Sequence>> Create(Engine& engine, SeqId seq,
+                                                  std::vector<int32_t> prompt,
+                                                  const GenerateOptions& options,
+                                                  TokenCallback on_token = nullptr);
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+  ~Sequence();
+
+  SeqId seq() const { return seq_; }
+  bool finished() const { return finished_; }
+  // Prompt tokens remain to be fed (the next input is a prompt chunk, not one sampled token).
+  bool prefilling() const { return prompt_fed_ < prompt_.size(); }
+
+  // The input of this sequence's next step: the next at most `max_tokens` prompt tokens (with
+  // logits wanted on the last chunk), or the token sampled last. Its tokens stay valid until
+  // Consume(). Empty once finished.
+  StepInput NextInput(size_t max_tokens);
+  // Takes the outcome of the step that fed the last NextInput(): advances through the prompt,
+  // or samples a token from the logits, detokenizes it, matches stop strings, calls the token
+  // callback and decides whether the sequence is finished. A failed step finishes it with
+  // reason "error" (status() says why); its engine sequence is then as before that step.
+  void Consume(const StepOutput& output);
+  // Finishes now with reason "cancelled", releasing text held back for stop strings.
+  void Cancel();
+
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+  const GenerateResult& result() const { return result_; }
+  GenerateResult TakeResult() { return std::move(result_); }
+  // OK unless it finished with reason "error".
+  const Status& status() const { return status_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Sequence(Engine& engine, SeqId seq, std::vector<int32_t> prompt, const GenerateOptions& options,
+           TokenCallback on_token);
+  void Sample(std::span<const float> logits);
+  void Finish(const char* reason);
+  void Fail(Status status);
+
+  Engine& engine_;
+  const Tokenizer* tokenizer_;
+  const SeqId seq_;
+  const GenerateOptions options_;
+  const TokenCallback on_token_;
+  const size_t n_vocab_;
+  size_t context_ = 0;  // tokens the engine sequence may hold
+  std::unique_ptr<SamplerChain> sampler_;
+  std::unique_ptr<StreamDecoder> decoder_;  // with a tokenizer only
+  StopMatcher stops_;
+  std::vector<int32_t> end_tokens_;  // end-of-generation ids, banned while min/ignore apply
+  std::vector<float> masked_;        // (n_vocab) logits with end tokens banned
+  std::vector<int32_t> prompt_;
+  size_t prompt_fed_ = 0;  // prompt tokens in the engine sequence
+  size_t pending_ = 0;     // tokens of the input handed out by NextInput()
+  int32_t last_token_ = -1;
+  bool generating_ = false;  // the prompt is in and tokens are being sampled
+  bool finished_ = false;
+  Clock::time_point prompt_start_, generate_start_;
+  GenerateResult result_;
+  Status status_;
+};
+
+// Steps every unfinished sequence together through Engine::Step until all have finished. Each
+// step feeds every sampling sequence its last token, then fills the rest of the engine's batch
+// (max_batch_tokens) with prompt chunks in order. Every failure is one sequence's own: it
+// finishes with reason "error" and its status(), and the others go on.
+void RunSequences(Engine& engine, std::span<Sequence* const> sequences);
+
+}  // namespace petrel
