@@ -77,7 +77,12 @@ Value Interpreter::GetItem(const Value& object, const Value& key) {
       }
       break;
     }
-    default:
+    case ValueKind::kUndefined:
+    case ValueKind::kNone:
+    case ValueKind::kBool:
+    case ValueKind::kInt:
+    case ValueKind::kFloat:
+    case ValueKind::kFunction:
       break;
   }
   if (key.is_string()) {

@@ -379,9 +379,15 @@ std::optional<Value> FindMethod(const Value& object, const std::string& name) {
         return Unsafe(object, name);
       }
       return std::nullopt;
-    default:
+    case ValueKind::kUndefined:
+    case ValueKind::kNone:
+    case ValueKind::kBool:
+    case ValueKind::kInt:
+    case ValueKind::kFloat:
+    case ValueKind::kFunction:
       return std::nullopt;
   }
+  return std::nullopt;
 }
 
 }  // namespace petrel::chat

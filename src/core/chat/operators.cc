@@ -200,7 +200,11 @@ Result<bool> Contains(const Value& container, const Value& item) {
         return Error("TypeError: unhashable type: '%s'", item.TypeName());
       }
       return container.dict().Find(item) != nullptr;
-    default:
+    case ValueKind::kNone:
+    case ValueKind::kBool:
+    case ValueKind::kInt:
+    case ValueKind::kFloat:
+    case ValueKind::kFunction:
       break;
   }
   return Error("TypeError: argument of type '%s' is not iterable", container.TypeName());

@@ -257,7 +257,12 @@ Result<ExprPtr> Parser::ParsePrimary() {
         return expr;
       }
       break;
-    default:
+    case TokenKind::kText:
+    case TokenKind::kVarBegin:
+    case TokenKind::kVarEnd:
+    case TokenKind::kBlockBegin:
+    case TokenKind::kBlockEnd:
+    case TokenKind::kEof:
       break;
   }
   return Unexpected(token);

@@ -56,7 +56,13 @@ Result<NodeList> Parser::ParseBody(std::initializer_list<std::string_view> end_t
         }
         return Fail(token, "unexpected end of template, expected " + wanted);
       }
-      default:
+      case TokenKind::kVarEnd:
+      case TokenKind::kBlockEnd:
+      case TokenKind::kName:
+      case TokenKind::kString:
+      case TokenKind::kInt:
+      case TokenKind::kFloat:
+      case TokenKind::kOp:
         return Unexpected(token);
     }
   }

@@ -235,7 +235,10 @@ Status JsonAt(const Value& value, const JsonOptions& options, int depth, std::st
           case ValueKind::kNone:
             key_text = "null";
             break;
-          default:
+          case ValueKind::kUndefined:
+          case ValueKind::kList:
+          case ValueKind::kDict:
+          case ValueKind::kFunction:
             return Error("TypeError: keys must be str, int, float, bool or None, not %s",
                          key.TypeName());
         }
@@ -438,9 +441,15 @@ const void* Value::identity() const {
       return dict_.get();
     case ValueKind::kFunction:
       return fn_.get();
-    default:
+    case ValueKind::kUndefined:
+    case ValueKind::kNone:
+    case ValueKind::kBool:
+    case ValueKind::kInt:
+    case ValueKind::kFloat:
+    case ValueKind::kString:
       return nullptr;
   }
+  return nullptr;
 }
 
 bool Value::Truthy() const {
@@ -581,7 +590,11 @@ Result<std::vector<Value>> Iterate(const Value& value) {
         return keys;
       }
       break;
-    default:
+    case ValueKind::kNone:
+    case ValueKind::kBool:
+    case ValueKind::kInt:
+    case ValueKind::kFloat:
+    case ValueKind::kFunction:
       break;
   }
   return Error("TypeError: '%s' object is not iterable", value.TypeName());
@@ -599,7 +612,11 @@ Result<int64_t> Length(const Value& value) {
     case ValueKind::kDict:
       if (!value.dict().is_namespace) return int64_t(value.dict().entries.size());
       break;
-    default:
+    case ValueKind::kNone:
+    case ValueKind::kBool:
+    case ValueKind::kInt:
+    case ValueKind::kFloat:
+    case ValueKind::kFunction:
       break;
   }
   return Error("TypeError: object of type '%s' has no len()", value.TypeName());
