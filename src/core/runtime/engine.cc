@@ -75,18 +75,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     const LayerWeights& h = host.layers[l];
     LayerWeights& p = placed.layers[l];
     const std::string where = "layer " + std::to_string(l);
-    struct Item {
-      const TensorView* from;
-      TensorView* to;
-      bool matmul;
-    };
-    for (Item item :
-         {Item{&h.attn_norm, &p.attn_norm, false}, Item{&h.wq, &p.wq, true},
-          Item{&h.wk, &p.wk, true}, Item{&h.wv, &p.wv, true}, Item{&h.wo, &p.wo, true},
-          Item{&h.bq, &p.bq, false}, Item{&h.bk, &p.bk, false}, Item{&h.bv, &p.bv, false},
-          Item{&h.ffn_norm, &p.ffn_norm, false}, Item{&h.w_gate, &p.w_gate, true},
-          Item{&h.w_up, &p.w_up, true}, Item{&h.w_down, &p.w_down, true}}) {
-      PETREL_ASSIGN_OR_RETURN(*item.to, Place(backend, *item.from, where.c_str(), item.matmul));
+    p = LayerWeights(h.specs());
+    for (size_t i = 0; i < h.size(); ++i) {
+      const bool matmul = h.spec(i).kind == WeightKind::kMatrix;
+      PETREL_ASSIGN_OR_RETURN(p[i], Place(backend, h[i], where.c_str(), matmul));
     }
   }
 
