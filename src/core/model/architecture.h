@@ -101,8 +101,10 @@ using ConfigToGgufFn = void(const ModelConfig& config, const Architecture& arch,
 using BuildGraphFn = void(const ModelConfig& config, const ModelWeights& weights, size_t n_tokens,
                           size_t n_selected, Graph* graph);
 
-// What a family file (arch/<family>.cc) defines: its weight tables and functions. Several rows
-// of the registry may share one family and differ in data (Llama, Mistral, Qwen2).
+// What a family file (arch/<family>.cc) defines, as
+// `extern constinit const ArchitectureFamily kFooFamily = {...};` (extern: the registry names it;
+// constinit: it is ready before any lookup): its weight tables and functions. Several rows of
+// the registry may share one family and differ in data (Llama, Mistral, Qwen2).
 struct ArchitectureFamily {
   const char* hf_layer_prefix;  // "model.layers.": HF names of block l are prefix + "l." + name
   std::span<const WeightSpec> layer_weights;  // indexed by the family's weight enum

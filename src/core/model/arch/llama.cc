@@ -276,7 +276,7 @@ void BuildLlamaGraph(const ModelConfig& c, const ModelWeights& w, size_t n_token
   g->logits = mat_mul(head, normed, w.output, nullptr);
 }
 
-constinit const ArchitectureFamily kLlamaFamily = {
+extern constinit const ArchitectureFamily kLlamaFamily = {
     "model.layers.",
     kLlamaLayerWeights,
     {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab, nullptr, false},
