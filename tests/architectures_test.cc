@@ -3,6 +3,10 @@
 // tied output, llama3 RoPE scaling), and the split placement must agree too.
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "core/format/gguf.h"
+#include "core/model/loader.h"
 #include "core/runtime/engine.h"
 #include "util/parity.h"
 #include "util/test_data.h"
@@ -84,6 +88,53 @@ TEST(KvCacheTypes, Q8_0CacheMatchesRefAndStaysCloseToF32) {
   std::remove((base + "/config.json").c_str());
   std::remove((base + "/model.safetensors").c_str());
   rmdir(base.c_str());
+}
+
+// Each architecture's weight table names every tensor once, in both naming schemes.
+TEST(WeightTables, NamesAreUnique) {
+  const std::string known = KnownArchitectures();
+  size_t begin = 0;
+  while (begin < known.size()) {
+    const size_t end = std::min(known.find(", ", begin), known.size());
+    const Architecture* arch = FindArchitectureByGguf(known.substr(begin, end - begin));
+    ASSERT_NE(arch, nullptr) << known;
+    std::set<std::string> gguf, hf;
+    for (const WeightSpec* spec : {&arch->token_embd, &arch->output_norm, &arch->output}) {
+      EXPECT_TRUE(gguf.insert(GgufWeightName(*spec, -1)).second) << spec->gguf_name;
+      EXPECT_TRUE(hf.insert(HfWeightName(*arch, *spec, -1)).second) << spec->hf_name;
+    }
+    for (const WeightSpec& spec : arch->layer_weights) {
+      EXPECT_TRUE(gguf.insert(GgufWeightName(spec, 0)).second) << spec.gguf_name;
+      EXPECT_TRUE(hf.insert(HfWeightName(*arch, spec, 0)).second) << spec.hf_name;
+    }
+    begin = end + 2;
+  }
+}
+
+// llama.cpp's conversion of the story model: every tensor in the file is one the architecture
+// declares (nothing is silently left unread), and every declared weight is bound.
+TEST(WeightTables, CoverAReferenceGguf) {
+  const std::string path = testing::SharedDir() + "/models/story-gguf/story-f32.gguf";
+  LoadOptions options;
+  options.load_tokenizer = false;
+  auto model = LoadModel(path, options);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const Architecture& arch = *(*model)->arch;
+  std::set<std::string> declared = {GgufWeightName(arch.token_embd, -1),
+                                    GgufWeightName(arch.output_norm, -1),
+                                    GgufWeightName(arch.output, -1)};
+  for (size_t l = 0; l < (*model)->weights.layers.size(); ++l) {
+    const LayerWeights& layer = (*model)->weights.layers[l];
+    ASSERT_EQ(layer.size(), arch.layer_weights.size());
+    for (size_t i = 0; i < layer.size(); ++i) {
+      declared.insert(GgufWeightName(layer.spec(i), int(l)));
+      EXPECT_TRUE(layer[i].data || !layer.spec(i).IsRequired((*model)->config))
+          << GgufWeightName(layer.spec(i), int(l));
+    }
+  }
+  for (const GgufTensorInfo& tensor : (*model)->gguf->tensors()) {
+    EXPECT_TRUE(declared.count(tensor.name)) << tensor.name << " is not declared";
+  }
 }
 
 testing::TinyModelSpec Spec(const char* arch, bool tied, bool bias, bool llama3, unsigned seed) {

@@ -5,12 +5,13 @@ namespace petrel::tools {
 PromptRoof::PromptRoof(const ModelWeights& weights) {
   size_t quantized = 0;
   for (const LayerWeights& layer : weights.layers) {
-    for (const TensorView* view :
-         {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down}) {
-      if (view->data == nullptr) continue;
-      const size_t elems = size_t(view->desc.ne[0]) * size_t(view->desc.ne[1]);
+    // The matrices carry the arithmetic; norms and biases are negligible.
+    for (size_t i = 0; i < layer.size(); ++i) {
+      const TensorView& view = layer[i];
+      if (layer.spec(i).kind != WeightKind::kMatrix || view.data == nullptr) continue;
+      const size_t elems = size_t(view.desc.ne[0]) * size_t(view.desc.ne[1]);
       layer_params_ += elems;
-      if (Traits(view->desc.dtype).block_elems > 1) quantized += elems;
+      if (Traits(view.desc.dtype).block_elems > 1) quantized += elems;
     }
   }
   // The path most of the arithmetic takes (a Q4_K_M file is all quantized; an F16 one all f32).

@@ -17,11 +17,7 @@ ReadRoof::ReadRoof(const ModelWeights& weights) {
     total_bytes_ += bytes;
   };
   for (const LayerWeights& layer : weights.layers) {
-    for (const TensorView* view :
-         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.bq, &layer.bk,
-          &layer.bv, &layer.ffn_norm, &layer.w_gate, &layer.w_up, &layer.w_down}) {
-      add(*view);
-    }
+    for (const TensorView& view : layer.views()) add(view);  // a token step reads them all
   }
   add(weights.output_norm);
   add(weights.output);  // the embedding table itself when tied: then it is read as the output

@@ -71,8 +71,24 @@ DType FallbackForRow(DType type, int64_t n_in) {
     case DType::kIQ4_XS:
       fallback = DType::kIQ4_NL;
       break;
-    default:
-      break;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ8_1:
+    case DType::kQ8_K:
+    case DType::kIQ4_NL:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
+      break;  // no fallback of their own: F16 when their blocks do not fit the row
   }
   return n_in % Traits(fallback).block_elems == 0 ? fallback : DType::kF16;
 }
@@ -162,9 +178,17 @@ uint32_t GgufFileType(const QuantMix& mix) {
       return 30;
     case DType::kBF16:
       return 32;
-    default:
-      return 0;
+    case DType::kQ8_1:
+    case DType::kQ8_K:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
+      break;  // not a file type of its own (ParseQuantMix never yields them)
   }
+  return 0;
 }
 
 }  // namespace petrel

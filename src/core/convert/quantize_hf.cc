@@ -41,29 +41,12 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model, LoadModel(folder, options));
   if (model->format != "safetensors") return Error("%s: not a Hugging Face folder", folder.c_str());
   const ModelConfig& c = model->config;
-  const std::string a = c.architecture;
   GgufWriter writer;
-  writer.SetString("general.architecture", a);
+  writer.SetString("general.architecture", c.architecture);
   writer.SetString("general.name", folder.substr(folder.find_last_of('/') + 1));
   writer.SetU32("general.file_type", GgufFileType(mix));
   writer.SetU32("general.quantization_version", 2);
-  writer.SetU32(a + ".context_length", uint32_t(c.max_context));
-  writer.SetU32(a + ".embedding_length", uint32_t(c.dim));
-  writer.SetU32(a + ".block_count", uint32_t(c.n_layers));
-  writer.SetU32(a + ".feed_forward_length", uint32_t(c.ffn_dim));
-  writer.SetU32(a + ".attention.head_count", uint32_t(c.n_heads));
-  writer.SetU32(a + ".attention.head_count_kv", uint32_t(c.n_kv_heads));
-  writer.SetU32(a + ".attention.key_length", uint32_t(c.head_dim));
-  writer.SetU32(a + ".attention.value_length", uint32_t(c.head_dim));
-  writer.SetF32(a + ".attention.layer_norm_rms_epsilon", c.norm_eps);
-  writer.SetF32(a + ".rope.freq_base", c.rope.base);
-  writer.SetU32(a + ".rope.dimension_count", uint32_t(c.rope.dims));
-  writer.SetU32(a + ".vocab_size", uint32_t(c.n_vocab));
-  if (c.sliding_window > 0) writer.SetU32(a + ".attention.sliding_window", uint32_t(c.sliding_window));
-  if (c.rope.scaling == RopeScalingKind::kLinear) {
-    writer.SetString(a + ".rope.scaling.type", "linear");
-    writer.SetF32(a + ".rope.scaling.factor", c.rope.factor);
-  }
+  model->arch->config_to_gguf(c, *model->arch, &writer);
   // Tokenizer: the tokenizer.json itself, plus the two files it is read with.
   const std::string tokenizer_json = ReadText(folder + "/tokenizer.json");
   if (tokenizer_json.empty()) return Error("%s/tokenizer.json: missing or empty", folder.c_str());
@@ -79,11 +62,14 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
   const std::string generation_config = ReadText(folder + "/generation_config.json");
   if (!generation_config.empty()) writer.SetString("tokenizer.huggingface.generation_config", generation_config);
 
-  // Weights. Q/K rows are permuted when this family's GGUF files rotate interleaved pairs.
+  // Weights, as the architecture lists them. Rows that follow the RoPE pair layout (Q, K and
+  // their biases) are permuted when this family's GGUF files rotate interleaved pairs.
   const bool permute = model->arch->gguf_rope_style == RopeStyle::kInterleaved &&
                        c.rope.style == RopeStyle::kHalfSplit;
-  auto add = [&](const std::string& name, const TensorView& view, bool permute_rows) {
+  auto add = [&](const WeightSpec& spec, int layer, const TensorView& view) {
     if (!view.data) return;
+    const std::string name = GgufWeightName(spec, layer);
+    const bool permute_rows = permute && spec.rope_rows;
     TensorDesc desc = view.desc;
     desc.dtype = ChooseTensorType(mix, name, desc.ne[0], desc.n_dims, int(c.n_layers));
     if (verbose) std::fprintf(stderr, "%-32s %-6s -> %s\n", name.c_str(), DTypeName(view.desc.dtype), DTypeName(desc.dtype));
@@ -106,25 +92,14 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
       }
     });
   };
+  const Architecture& arch = *model->arch;
   const ModelWeights& w = model->weights;
-  add("token_embd.weight", w.token_embd, false);
-  add("output_norm.weight", w.output_norm, false);
-  if (!c.tied_embeddings) add("output.weight", w.output, false);
+  add(arch.token_embd, -1, w.token_embd);
+  add(arch.output_norm, -1, w.output_norm);
+  if (!c.tied_embeddings) add(arch.output, -1, w.output);
   for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& L = w.layers[l];
-    const std::string b = "blk." + std::to_string(l) + ".";
-    add(b + "attn_norm.weight", L.attn_norm, false);
-    add(b + "attn_q.weight", L.wq, permute);
-    add(b + "attn_k.weight", L.wk, permute);
-    add(b + "attn_v.weight", L.wv, false);
-    add(b + "attn_output.weight", L.wo, false);
-    add(b + "attn_q.bias", L.bq, permute);
-    add(b + "attn_k.bias", L.bk, permute);
-    add(b + "attn_v.bias", L.bv, false);
-    add(b + "ffn_norm.weight", L.ffn_norm, false);
-    add(b + "ffn_gate.weight", L.w_gate, false);
-    add(b + "ffn_up.weight", L.w_up, false);
-    add(b + "ffn_down.weight", L.w_down, false);
+    const LayerWeights& layer = w.layers[l];
+    for (size_t i = 0; i < layer.size(); ++i) add(layer.spec(i), int(l), layer[i]);
   }
   if (c.rope.scaling == RopeScalingKind::kLlama3) {
     // llama.cpp's form of Llama 3 scaling: per-pair divisors of the base frequencies.

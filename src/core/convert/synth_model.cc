@@ -1,6 +1,6 @@
-// WriteSynthModel: metadata of a Llama GGUF, a vocabulary, and weights drawn as
-// embeddings N(0,1), projections N(0, 1/dim) (ffn_down N(0, 1/ffn)), norms 1 + N(0, 0.01),
-// output N(0, 16/dim) — the recipe of the baseline files.
+// WriteSynthModel: metadata of a Llama GGUF, a vocabulary, and the weights the llama
+// architecture declares, drawn as embeddings N(0,1), projections N(0, 1/n_in) (1/dim, and 1/ffn
+// for ffn_down), norms 1 + N(0, 0.01), output N(0, 16/dim) — the recipe of the baseline files.
 #include "core/convert/synth_model.h"
 
 #include <cmath>
@@ -10,6 +10,7 @@
 
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
+#include "core/model/architecture.h"
 #include "quant/f16.h"
 #include "quant/quantize.h"  // QuantizeRow
 
@@ -62,7 +63,26 @@ void FillRandom(void* dst, DType type, size_t n, uint64_t seed, float mean, floa
       case DType::kBF16:
         F32ToBF16Row(row.data(), static_cast<uint16_t*>(dst) + done, count);
         break;
-      default:
+      case DType::kQ4_0:
+      case DType::kQ4_1:
+      case DType::kQ5_0:
+      case DType::kQ5_1:
+      case DType::kQ8_0:
+      case DType::kQ8_1:
+      case DType::kQ2_K:
+      case DType::kQ3_K:
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+      case DType::kQ6_K:
+      case DType::kQ8_K:
+      case DType::kIQ4_NL:
+      case DType::kIQ4_XS:
+      case DType::kI8:
+      case DType::kI16:
+      case DType::kI32:
+      case DType::kI64:
+      case DType::kF64:
+      case DType::kCount:
         break;  // rejected in WriteSynthModel
     }
   }
@@ -182,7 +202,7 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
   writer.SetU32("llama.vocab_size", uint32_t(n_vocab));
 
   uint64_t seed = spec.seed;
-  const float dim = float(spec.dim), ffn = float(spec.ffn_dim);
+  const float dim = float(spec.dim);
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float stddev) {
     if (spec.quant_mix) {
       const DType type = ChooseTensorType(*spec.quant_mix, name, n_in, 2, int(spec.n_layers));
@@ -203,22 +223,40 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
     });
     ++seed;
   };
-  const int64_t head_dim = spec.dim / spec.n_heads;
-  matrix("token_embd.weight", spec.dim, n_vocab, 1.0f);
-  for (int64_t l = 0; l < spec.n_layers; ++l) {
-    const std::string blk = "blk." + std::to_string(l) + ".";
-    norm(blk + "attn_norm.weight", spec.dim);
-    matrix(blk + "attn_q.weight", spec.dim, spec.dim, 1.0f / std::sqrt(dim));
-    matrix(blk + "attn_k.weight", spec.dim, spec.n_kv_heads * head_dim, 1.0f / std::sqrt(dim));
-    matrix(blk + "attn_v.weight", spec.dim, spec.n_kv_heads * head_dim, 1.0f / std::sqrt(dim));
-    matrix(blk + "attn_output.weight", spec.dim, spec.dim, 1.0f / std::sqrt(dim));
-    norm(blk + "ffn_norm.weight", spec.dim);
-    matrix(blk + "ffn_gate.weight", spec.dim, spec.ffn_dim, 1.0f / std::sqrt(dim));
-    matrix(blk + "ffn_up.weight", spec.dim, spec.ffn_dim, 1.0f / std::sqrt(dim));
-    matrix(blk + "ffn_down.weight", spec.ffn_dim, spec.dim, 1.0f / std::sqrt(ffn));
+  // The weights the Llama architecture declares, in its order; optional ones are left out.
+  const Architecture* arch = FindArchitectureByGguf("llama");
+  PETREL_CHECK(arch != nullptr);
+  ModelConfig config;
+  config.n_vocab = n_vocab;
+  config.dim = spec.dim;
+  config.n_layers = spec.n_layers;
+  config.n_heads = spec.n_heads;
+  config.n_kv_heads = spec.n_kv_heads;
+  config.head_dim = spec.dim / spec.n_heads;
+  config.ffn_dim = spec.ffn_dim;
+  config.tied_embeddings = spec.tied_embeddings;
+  // Projections are drawn N(0, 1/n_in) so activations keep their scale; vectors as norms.
+  auto weight = [&](const WeightSpec& weight_spec, int layer) {
+    if (!weight_spec.IsRequired(config)) return;
+    const std::string name = GgufWeightName(weight_spec, layer);
+    const WeightShape shape = weight_spec.shape(config);
+    switch (weight_spec.kind) {
+      case WeightKind::kMatrix:
+        matrix(name, shape.n_in, shape.n_out, 1.0f / std::sqrt(float(shape.n_in)));
+        break;
+      case WeightKind::kVector:
+        norm(name, shape.n_in);
+        break;
+    }
+  };
+  matrix(GgufWeightName(arch->token_embd, -1), spec.dim, n_vocab, 1.0f);
+  for (int l = 0; l < int(spec.n_layers); ++l) {
+    for (const WeightSpec& weight_spec : arch->layer_weights) weight(weight_spec, l);
   }
-  norm("output_norm.weight", spec.dim);
-  if (!spec.tied_embeddings) matrix("output.weight", spec.dim, n_vocab, 4.0f / std::sqrt(dim));
+  weight(arch->output_norm, -1);
+  if (arch->output.IsRequired(config)) {
+    matrix(GgufWeightName(arch->output, -1), spec.dim, n_vocab, 4.0f / std::sqrt(dim));
+  }
   return writer.Write(path);
 }
 

@@ -1,28 +1,88 @@
-// What an architecture provides: its weights (as views), how to read its config from GGUF
-// metadata or config.json, how to find its tensors, and how to build its graph for a batch.
+// What an architecture provides, as data: the weights it reads (a table of specs: names, shapes,
+// kind, presence), how to read its config from GGUF metadata or config.json and write it back,
+// and how to build its graph for a batch. Generic code (loader, converters, placement) iterates
+// the tables and never names a family's tensors.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
-#include "core/graph/graph.h"
-#include "core/model/model_config.h"
 #include "core/base/status.h"
 #include "core/base/tensor.h"
+#include "core/graph/graph.h"
+#include "core/model/model_config.h"
 
 namespace petrel {
 
 class GgufFile;
+class GgufWriter;
+struct Architecture;
 
-// Views of one block's weights; absent optional tensors have data == nullptr. Norm weights and
-// biases are f32 (converted at load if the file stores them otherwise: they are tiny).
-struct LayerWeights {
-  TensorView attn_norm, wq, wk, wv, wo;
-  TensorView bq, bk, bv;  // optional (Qwen2)
-  TensorView ffn_norm, w_gate, w_up, w_down;
+// How a weight is stored and used. A matrix maps `n_in` to `n_out` features (GGUF shape
+// [n_in, n_out]), may be quantized and is read by matrix products; a vector holds `n_in` values
+// (norm weights, biases) and is converted to f32 at load: it is tiny.
+enum class WeightKind : uint8_t { kMatrix, kVector };
+
+struct WeightShape {
+  int64_t n_in = 0;
+  int64_t n_out = 1;  // 1 for vectors
+};
+
+// One weight of an architecture. Names of block weights are the part after the block prefix:
+// GGUF "blk.<l>." and the family's `hf_layer_prefix` + "<l>.".
+struct WeightSpec {
+  const char* gguf_name = nullptr;  // "attn_q.weight"
+  const char* hf_name = nullptr;    // "self_attn.q_proj.weight"
+  WeightKind kind = WeightKind::kMatrix;
+  WeightShape (*shape)(const ModelConfig& config) = nullptr;
+  // nullptr: always required. Otherwise the weight is required when this returns true and may
+  // be absent (an empty view) when it returns false; e.g. Q/K/V biases follow `qkv_bias`.
+  bool (*required)(const ModelConfig& config) = nullptr;
+  // The rows (a vector's elements) follow the RoPE pair layout of the heads: Q and K and their
+  // biases. Converters permute them when the target layout differs from the source's.
+  bool rope_rows = false;
+
+  bool IsRequired(const ModelConfig& config) const { return !required || required(config); }
+};
+
+// True when every entry of a family's table (built by index) was filled: for static_assert.
+template <size_t N>
+constexpr bool AllSpecsSet(const std::array<WeightSpec, N>& specs) {
+  for (const WeightSpec& spec : specs) {
+    if (!spec.gguf_name || !spec.hf_name || !spec.shape) return false;
+  }
+  return true;
+}
+
+// Views of one block's weights, indexed by the family's own weight enum (`L[kWq]`); absent
+// optional tensors have data == nullptr. Vectors are f32.
+class LayerWeights {
+ public:
+  LayerWeights() = default;
+  explicit LayerWeights(std::span<const WeightSpec> specs) : specs_(specs), views_(specs.size()) {}
+
+  size_t size() const { return views_.size(); }
+  TensorView& operator[](size_t index) {
+    PETREL_DCHECK(index < views_.size());
+    return views_[index];
+  }
+  const TensorView& operator[](size_t index) const {
+    PETREL_DCHECK(index < views_.size());
+    return views_[index];
+  }
+  const WeightSpec& spec(size_t index) const { return specs_[index]; }
+  std::span<const WeightSpec> specs() const { return specs_; }
+  std::span<const TensorView> views() const { return views_; }
+
+ private:
+  std::span<const WeightSpec> specs_;  // the family's table (static storage)
+  std::vector<TensorView> views_;      // one per spec
 };
 
 struct ModelWeights {
@@ -35,32 +95,47 @@ struct ModelWeights {
   std::vector<double> rope_inv_freq;
 };
 
-// Finds tensors by name in a GGUF file or a Hugging Face folder; each caller passes both names
-// and the source picks its own. Returns nullptr when absent.
-class WeightSource {
- public:
-  virtual ~WeightSource() = default;
-  virtual const TensorView* Find(std::string_view gguf_name, std::string_view hf_name) = 0;
-  virtual std::string Describe() const = 0;  // for messages: the file or folder
-  // A copy of `view` converted to f32 and owned by the source (for norms and biases).
-  virtual Result<TensorView> ToF32(const TensorView& view) = 0;
+using ConfigFromGgufFn = Result<ModelConfig>(const GgufFile& file, const Architecture& arch);
+using ConfigFromHfFn = Result<ModelConfig>(const nlohmann::json& config, const Architecture& arch);
+// Writes the `<arch>.*` hyperparameter keys that `ConfigFromGgufFn` reads back.
+using ConfigToGgufFn = void(const ModelConfig& config, const Architecture& arch,
+                            GgufWriter* writer);
+// Appends the forward pass of `n_tokens` tokens, keeping `n_selected` rows for the logits.
+using BuildGraphFn = void(const ModelConfig& config, const ModelWeights& weights, size_t n_tokens,
+                          size_t n_selected, Graph* graph);
+
+// What a family file (arch/<family>.cc) defines, as
+// `extern constinit const ArchitectureFamily kFooFamily = {...};` (extern: the registry names it;
+// constinit: it is ready before any lookup): its weight tables and functions. Several rows of
+// the registry may share one family and differ in data (Llama, Mistral, Qwen2).
+struct ArchitectureFamily {
+  const char* hf_layer_prefix;  // "model.layers.": HF names of block l are prefix + "l." + name
+  std::span<const WeightSpec> layer_weights;  // indexed by the family's weight enum
+  // The embedding, the final norm and the output head. When the config says the embeddings
+  // are tied, an absent `output` is the embedding table and an absent `token_embd` is read
+  // from `output`'s tensor (checkpoints store the tied matrix under either name).
+  WeightSpec token_embd, output_norm, output;
+  ConfigFromGgufFn* config_from_gguf;
+  ConfigFromHfFn* config_from_hf;
+  ConfigToGgufFn* config_to_gguf;
+  BuildGraphFn* build_graph;
 };
 
-// One architecture family. Only core/models/ knows the names in it.
-struct Architecture {
-  const char* gguf_name;        // general.architecture
-  const char* hf_class;         // config.json "architectures"[0]
-  RopeStyle gguf_rope_style;    // how that family's GGUF files lay out Q/K rows
+// One row of the registry (arch/registry.cc): a family plus the names and data of one variant.
+// It derives from its family so callers reach `arch->build_graph` and `arch->layer_weights`
+// directly.
+struct Architecture : ArchitectureFamily {
+  const char* gguf_name;      // general.architecture
+  const char* hf_class;       // config.json "architectures"[0]
+  RopeStyle gguf_rope_style;  // how that family's GGUF files lay out Q/K rows
   bool qkv_bias;
-  Result<ModelConfig> (*config_from_gguf)(const GgufFile& file, const Architecture& arch);
-  Result<ModelConfig> (*config_from_hf)(const nlohmann::json& config, const Architecture& arch);
-  Status (*bind_weights)(const ModelConfig& config, WeightSource& source, ModelWeights* weights);
-  // Appends the forward pass of `n_tokens` tokens, keeping `n_selected` rows for the logits.
-  void (*build_graph)(const ModelConfig& config, const ModelWeights& weights, size_t n_tokens,
-                      size_t n_selected, Graph* graph);
 };
 
-// Lookups over the registry (models/registry.cc); nullptr when unknown.
+// The full names of a weight: `layer` < 0 for the non-block weights.
+std::string GgufWeightName(const WeightSpec& spec, int layer);
+std::string HfWeightName(const ArchitectureFamily& family, const WeightSpec& spec, int layer);
+
+// Lookups over the registry (arch/registry.cc); nullptr when unknown.
 const Architecture* FindArchitectureByGguf(std::string_view name);
 const Architecture* FindArchitectureByHf(std::string_view hf_class, std::string_view model_type);
 std::string KnownArchitectures();

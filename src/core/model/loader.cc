@@ -1,5 +1,5 @@
 // LoadModel: detects the format, reads the config through the architecture registry, and binds
-// weight views by name and shape.
+// the weight views the architecture declares, by name and shape.
 #include "core/model/loader.h"
 
 #include <sys/stat.h>
@@ -23,32 +23,67 @@ namespace {
 // Converts a small F32/F16/BF16 tensor into an owned f32 copy (norm weights, biases).
 Result<TensorView> ConvertToF32(const TensorView& view, LoadedModel& model,
                                 const std::string& where) {
-  if (view.desc.dtype == DType::kF32) return view;
-  const size_t n = size_t(view.desc.n_elems());
-  std::vector<float>& buffer = model.owned.emplace_back(n);
-  const uint16_t* bits = static_cast<const uint16_t*>(view.data);
+  void (*convert)(const uint16_t* in, float* out, size_t n) = nullptr;
   switch (view.desc.dtype) {
+    case DType::kF32:
+      return view;  // used in place
     case DType::kF16:
-      F16ToF32Row(bits, buffer.data(), n);
+      convert = &F16ToF32Row;
       break;
     case DType::kBF16:
-      BF16ToF32Row(bits, buffer.data(), n);
+      convert = &BF16ToF32Row;
       break;
-    default:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ8_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
       return Error("%s: tensor of type %s cannot be used as a norm weight or bias", where.c_str(),
                    DTypeName(view.desc.dtype));
   }
+  const size_t n = size_t(view.desc.n_elems());
+  std::vector<float>& buffer = model.owned.emplace_back(n);
+  convert(static_cast<const uint16_t*>(view.data), buffer.data(), n);
   TensorView out = view;
   out.desc.dtype = DType::kF32;
   out.data = buffer.data();
   return out;
 }
 
+// Finds tensors by name in a GGUF file or a Hugging Face folder.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // Which of a weight's two names this source uses.
+  virtual bool UsesHfNames() const = 0;
+  // nullptr when absent.
+  virtual const TensorView* Find(const std::string& name) = 0;
+  virtual std::string Describe() const = 0;  // for messages: the file or folder
+  // A copy of `view` converted to f32 and owned by the model (for norms and biases).
+  virtual Result<TensorView> ToF32(const TensorView& view) = 0;
+};
+
 class GgufSource final : public WeightSource {
  public:
   GgufSource(LoadedModel& model) : model_(model) {}
-  const TensorView* Find(std::string_view gguf_name, std::string_view) override {
-    const GgufTensorInfo* info = model_.gguf->FindTensor(gguf_name);
+  bool UsesHfNames() const override { return false; }
+  const TensorView* Find(const std::string& name) override {
+    const GgufTensorInfo* info = model_.gguf->FindTensor(name);
     if (!info) return nullptr;
     return &model_.views.emplace_back(TensorView{info->desc, const_cast<void*>(info->data), 0});
   }
@@ -64,8 +99,9 @@ class GgufSource final : public WeightSource {
 class SafetensorsSource final : public WeightSource {
  public:
   SafetensorsSource(LoadedModel& model) : model_(model) {}
-  const TensorView* Find(std::string_view, std::string_view hf_name) override {
-    const SafetensorsTensor* tensor = model_.safetensors->Find(hf_name);
+  bool UsesHfNames() const override { return true; }
+  const TensorView* Find(const std::string& name) override {
+    const SafetensorsTensor* tensor = model_.safetensors->Find(name);
     if (!tensor) return nullptr;
     return &model_.views.emplace_back(TensorView{tensor->desc, const_cast<void*>(tensor->data), 0});
   }
@@ -77,6 +113,80 @@ class SafetensorsSource final : public WeightSource {
  private:
   LoadedModel& model_;
 };
+
+// Binds the weights an architecture declares, checking each one's shape against the config.
+class Binder {
+ public:
+  Binder(const Architecture& arch, const ModelConfig& config, WeightSource& source)
+      : arch_(arch), config_(config), source_(source) {}
+
+  // The name `spec` of block `layer` (-1: not in a block) has in this source.
+  std::string Name(const WeightSpec& spec, int layer) const {
+    return source_.UsesHfNames() ? HfWeightName(arch_, spec, layer) : GgufWeightName(spec, layer);
+  }
+  bool Has(const WeightSpec& spec, int layer) { return source_.Find(Name(spec, layer)) != nullptr; }
+
+  // Binds `spec` of block `layer` into `out`; an absent weight that is not required leaves
+  // `out` empty.
+  Status Bind(const WeightSpec& spec, int layer, TensorView* out) {
+    const std::string name = Name(spec, layer);
+    const TensorView* view = source_.Find(name);
+    if (!view) {
+      if (spec.IsRequired(config_)) {
+        return Error("%s: tensor %s is missing", source_.Describe().c_str(), name.c_str());
+      }
+      *out = TensorView{};
+      return Status::Ok();
+    }
+    const WeightShape shape = spec.shape(config_);
+    switch (spec.kind) {
+      case WeightKind::kMatrix:
+        if (view->desc.n_dims != 2 || view->desc.ne[0] != shape.n_in ||
+            view->desc.ne[1] != shape.n_out) {
+          return Error("%s: tensor %s has shape %s, expected [%lld, %lld]",
+                       source_.Describe().c_str(), name.c_str(), view->desc.ShapeString().c_str(),
+                       (long long)shape.n_in, (long long)shape.n_out);
+        }
+        *out = *view;
+        return Status::Ok();
+      case WeightKind::kVector:
+        if (view->desc.n_elems() != shape.n_in || view->desc.ne[0] != shape.n_in) {
+          return Error("%s: tensor %s has shape %s, expected [%lld]", source_.Describe().c_str(),
+                       name.c_str(), view->desc.ShapeString().c_str(), (long long)shape.n_in);
+        }
+        PETREL_ASSIGN_OR_RETURN(*out, source_.ToF32(*view));
+        return Status::Ok();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const Architecture& arch_;
+  const ModelConfig& config_;
+  WeightSource& source_;
+};
+
+Status BindWeights(const Architecture& arch, const ModelConfig& c, WeightSource& source,
+                   ModelWeights* w) {
+  Binder binder(arch, c, source);
+  // Tied checkpoints may store the matrix under either name (the story model keeps only
+  // `lm_head.weight`), so look for the embedding under both.
+  const bool embd_in_output =
+      c.tied_embeddings && !binder.Has(arch.token_embd, -1) && binder.Has(arch.output, -1);
+  PETREL_RETURN_IF_ERROR(
+      binder.Bind(embd_in_output ? arch.output : arch.token_embd, -1, &w->token_embd));
+  PETREL_RETURN_IF_ERROR(binder.Bind(arch.output, -1, &w->output));
+  if (!w->output.data && c.tied_embeddings) w->output = w->token_embd;
+  PETREL_RETURN_IF_ERROR(binder.Bind(arch.output_norm, -1, &w->output_norm));
+  w->layers.assign(size_t(c.n_layers), LayerWeights(arch.layer_weights));
+  for (int l = 0; l < int(c.n_layers); ++l) {
+    LayerWeights& layer = w->layers[size_t(l)];
+    for (size_t i = 0; i < layer.size(); ++i) {
+      PETREL_RETURN_IF_ERROR(binder.Bind(layer.spec(i), l, &layer[i]));
+    }
+  }
+  return Status::Ok();
+}
 
 Result<nlohmann::json> ReadJsonFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -101,20 +211,15 @@ void Account(LoadedModel& model) {
   add(w.token_embd);
   if (w.output.data != w.token_embd.data) add(w.output);
   add(w.output_norm);
-  for (const LayerWeights& L : w.layers) {
-    for (const TensorView* view : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv,
-                                   &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down}) {
-      add(*view);
-    }
+  for (const LayerWeights& layer : w.layers) {
+    for (const TensorView& view : layer.views()) add(view);
   }
   model.bytes_by_type.assign(by_type.begin(), by_type.end());
 }
 
 // Runs before any allocation sized by the config.
 Status CheckConfig(const ModelConfig& config, const std::string& where) {
-  const std::string problem = config.Validate();
-  if (!problem.empty()) return Error("%s: %s", where.c_str(), problem.c_str());
-  return Status::Ok();
+  return config.Validate().Wrap(where);
 }
 
 Status LoadGguf(const std::string& path, const LoadOptions& options, LoadedModel& model) {
@@ -138,7 +243,7 @@ Status LoadGguf(const std::string& path, const LoadOptions& options, LoadedModel
     model.tokenizer = std::move(tokenizer).value();
   }
   GgufSource source(model);
-  return model.arch->bind_weights(model.config, source, &model.weights);
+  return BindWeights(*model.arch, model.config, source, &model.weights);
 }
 
 Status LoadHfFolder(const std::string& folder, const LoadOptions& options, LoadedModel& model) {
@@ -167,7 +272,7 @@ Status LoadHfFolder(const std::string& folder, const LoadOptions& options, Loade
     model.tokenizer = std::move(tokenizer).value();
   }
   SafetensorsSource source(model);
-  return model.arch->bind_weights(model.config, source, &model.weights);
+  return BindWeights(*model.arch, model.config, source, &model.weights);
 }
 
 }  // namespace

@@ -39,33 +39,36 @@ std::vector<double> RopeConfig::InverseFrequencies() const {
   return inv_freq;
 }
 
-std::string ModelConfig::Validate() const {
+Status ModelConfig::Validate() const {
   auto positive = [](int64_t v) { return v > 0 && v < (int64_t(1) << 31); };
-  if (!positive(n_vocab)) return "vocabulary size " + std::to_string(n_vocab) + " is invalid";
-  if (!positive(dim)) return "embedding length " + std::to_string(dim) + " is invalid";
-  if (n_layers > 4096) return "block count " + std::to_string(n_layers) + " is too large";
-  if (!positive(n_layers)) return "block count " + std::to_string(n_layers) + " is invalid";
-  if (!positive(n_heads)) return "head count " + std::to_string(n_heads) + " is invalid";
+  auto value = [](int64_t v) { return (long long)v; };
+  if (!positive(n_vocab)) return Error("vocabulary size %lld is invalid", value(n_vocab));
+  if (!positive(dim)) return Error("embedding length %lld is invalid", value(dim));
+  if (n_layers > 4096) return Error("block count %lld is too large", value(n_layers));
+  if (!positive(n_layers)) return Error("block count %lld is invalid", value(n_layers));
+  if (!positive(n_heads)) return Error("head count %lld is invalid", value(n_heads));
   if (!positive(n_kv_heads) || n_heads % n_kv_heads != 0) {
-    return "kv head count " + std::to_string(n_kv_heads) + " does not divide head count " +
-           std::to_string(n_heads);
+    return Error("kv head count %lld does not divide head count %lld", value(n_kv_heads),
+                 value(n_heads));
   }
-  if (!positive(head_dim)) return "head dimension " + std::to_string(head_dim) + " is invalid";
-  if (!positive(ffn_dim)) return "feed-forward length " + std::to_string(ffn_dim) + " is invalid";
+  if (!positive(head_dim)) return Error("head dimension %lld is invalid", value(head_dim));
+  if (!positive(ffn_dim)) return Error("feed-forward length %lld is invalid", value(ffn_dim));
   if (rope.dims <= 0 || rope.dims > head_dim || rope.dims % 2 != 0) {
-    return "rope dimension count " + std::to_string(rope.dims) + " is invalid for head dim " +
-           std::to_string(head_dim);
+    return Error("rope dimension count %lld is invalid for head dim %lld", value(rope.dims),
+                 value(head_dim));
   }
-  if (!(rope.base > 0.0f) || !std::isfinite(rope.base)) return "rope base must be positive";
-  if (!(rope.factor > 0.0f) || !std::isfinite(rope.factor))
-    return "rope scaling factor must be positive";
+  if (!(rope.base > 0.0f) || !std::isfinite(rope.base)) return Error("rope base must be positive");
+  if (!(rope.factor > 0.0f) || !std::isfinite(rope.factor)) {
+    return Error("rope scaling factor must be positive");
+  }
   if (rope.scaling == RopeScalingKind::kLlama3 &&
       (!(rope.high_freq_factor > rope.low_freq_factor) || rope.original_context <= 0)) {
-    return "llama3 rope scaling needs high_freq_factor > low_freq_factor and a context length";
+    return Error(
+        "llama3 rope scaling needs high_freq_factor > low_freq_factor and a context length");
   }
-  if (!(norm_eps >= 0.0f) || !std::isfinite(norm_eps)) return "norm epsilon is invalid";
-  if (max_context < 0) return "context length is negative";
-  return "";
+  if (!(norm_eps >= 0.0f) || !std::isfinite(norm_eps)) return Error("norm epsilon is invalid");
+  if (max_context < 0) return Error("context length is negative");
+  return Status::Ok();
 }
 
 std::string ModelConfig::Summary() const {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/status.h"
 #include "core/graph/ops.h"  // RopeStyle
 
 namespace petrel {
@@ -46,7 +47,7 @@ struct ModelConfig {
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
   // Checks the values against each other (divisibility, positivity); names the bad field.
-  std::string Validate() const;  // empty when valid
+  Status Validate() const;
   std::string Summary() const;   // one line per field group, for `petrel info`
 };
 

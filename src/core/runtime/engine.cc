@@ -96,16 +96,9 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     layer_backends.push_back(&backend);
     const LayerWeights& h = host.layers[l];
     LayerWeights& p = placed.layers[l];
-    struct Item {
-      const TensorView* from;
-      TensorView* to;
-    };
-    for (Item item :
-         {Item{&h.attn_norm, &p.attn_norm}, Item{&h.wq, &p.wq}, Item{&h.wk, &p.wk},
-          Item{&h.wv, &p.wv}, Item{&h.wo, &p.wo}, Item{&h.bq, &p.bq}, Item{&h.bk, &p.bk},
-          Item{&h.bv, &p.bv}, Item{&h.ffn_norm, &p.ffn_norm}, Item{&h.w_gate, &p.w_gate},
-          Item{&h.w_up, &p.w_up}, Item{&h.w_down, &p.w_down}}) {
-      PETREL_ASSIGN_OR_RETURN(*item.to, Place(backend, *item.from));
+    p = LayerWeights(h.specs());
+    for (size_t i = 0; i < h.size(); ++i) {
+      PETREL_ASSIGN_OR_RETURN(p[i], Place(backend, h[i]));
     }
   }
 

@@ -1,15 +1,16 @@
-// The Llama family: reads hyperparameters, binds tensors by name and shape, builds the graph.
+// The Llama family: reads and writes hyperparameters, declares its weights, builds the graph.
 // The forward pass, per block: x += Wo·Attn(RoPE(Wq·n1), RoPE(Wk·n1), Wv·n1);
 // x += Wdown·(silu(Wgate·n2) ⊙ Wup·n2), with n1, n2 the RMS-normed x.
 #include "core/model/arch/llama.h"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "core/format/gguf.h"
+#include "core/format/gguf_writer.h"
 
 namespace petrel {
 namespace {
@@ -31,6 +32,60 @@ Result<double> JsonNumberOr(const nlohmann::json& config, const char* field, dou
   if (!it->is_number()) return Error("config.json: field '%s' must be a number", field);
   return it->get<double>();
 }
+
+// A block's weights, in the order loaders and converters visit them.
+enum LlamaWeight : size_t {
+  kAttnNorm,
+  kWq,
+  kWk,
+  kWv,
+  kWo,
+  kBq,
+  kBk,
+  kBv,
+  kFfnNorm,
+  kWGate,
+  kWUp,
+  kWDown,
+  kLlamaWeightCount
+};
+
+using Config = const ModelConfig&;
+WeightShape Dim(Config c) { return {c.dim, 1}; }
+WeightShape QDim(Config c) { return {c.q_dim(), 1}; }
+WeightShape KvDim(Config c) { return {c.kv_dim(), 1}; }
+WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
+WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
+WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
+WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
+WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
+WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
+bool QkvBias(Config c) { return c.qkv_bias; }
+bool Untied(Config c) { return !c.tied_embeddings; }
+
+constexpr WeightKind kMatrix = WeightKind::kMatrix;
+constexpr WeightKind kVector = WeightKind::kVector;
+
+constexpr std::array<WeightSpec, kLlamaWeightCount> LlamaLayerWeights() {
+  std::array<WeightSpec, kLlamaWeightCount> w{};
+  w[kAttnNorm] = {"attn_norm.weight", "input_layernorm.weight", kVector, &Dim, nullptr, false};
+  w[kWq] = {"attn_q.weight", "self_attn.q_proj.weight", kMatrix, &DimToQ, nullptr, true};
+  w[kWk] = {"attn_k.weight", "self_attn.k_proj.weight", kMatrix, &DimToKv, nullptr, true};
+  w[kWv] = {"attn_v.weight", "self_attn.v_proj.weight", kMatrix, &DimToKv, nullptr, false};
+  w[kWo] = {"attn_output.weight", "self_attn.o_proj.weight", kMatrix, &QToDim, nullptr, false};
+  w[kBq] = {"attn_q.bias", "self_attn.q_proj.bias", kVector, &QDim, &QkvBias, true};
+  w[kBk] = {"attn_k.bias", "self_attn.k_proj.bias", kVector, &KvDim, &QkvBias, true};
+  w[kBv] = {"attn_v.bias", "self_attn.v_proj.bias", kVector, &KvDim, &QkvBias, false};
+  w[kFfnNorm] = {
+      "ffn_norm.weight", "post_attention_layernorm.weight", kVector, &Dim, nullptr, false};
+  w[kWGate] = {"ffn_gate.weight", "mlp.gate_proj.weight", kMatrix, &DimToFfn, nullptr, false};
+  w[kWUp] = {"ffn_up.weight", "mlp.up_proj.weight", kMatrix, &DimToFfn, nullptr, false};
+  w[kWDown] = {"ffn_down.weight", "mlp.down_proj.weight", kMatrix, &FfnToDim, nullptr, false};
+  return w;
+}
+
+constexpr std::array<WeightSpec, kLlamaWeightCount> kLlamaLayerWeights = LlamaLayerWeights();
+static_assert(AllSpecsSet(kLlamaLayerWeights), "every LlamaWeight needs its row");
 
 }  // namespace
 
@@ -86,10 +141,10 @@ Result<ModelConfig> LlamaConfigFromGguf(const GgufFile& file, const Architecture
   // The vocabulary size comes from the token list; the weights are checked against it later.
   if (const GgufValue* tokens = file.Find("tokenizer.ggml.tokens")) {
     c.n_vocab = clamp(tokens->count);
-  } else if (const GgufTensorInfo* embd = file.FindTensor("token_embd.weight")) {
+  } else if (const GgufTensorInfo* embd = file.FindTensor(arch.token_embd.gguf_name)) {
     c.n_vocab = embd->desc.ne[1];
   }
-  c.tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  c.tied_embeddings = file.FindTensor(arch.output.gguf_name) == nullptr;
   return c;
 }
 
@@ -149,86 +204,27 @@ Result<ModelConfig> LlamaConfigFromHf(const nlohmann::json& json, const Architec
   return c;
 }
 
-namespace {
-
-// Looks up one tensor by its GGUF and HF names and checks its shape.
-class Binder {
- public:
-  Binder(WeightSource& source) : source_(source) {}
-
-  Status Matrix(const std::string& gguf, const std::string& hf, int64_t n_in, int64_t n_out,
-                TensorView* out) {
-    const TensorView* view = source_.Find(gguf, hf);
-    if (!view) return Error("%s: tensor %s is missing", source_.Describe().c_str(), gguf.c_str());
-    if (view->desc.n_dims != 2 || view->desc.ne[0] != n_in || view->desc.ne[1] != n_out) {
-      return Error("%s: tensor %s has shape %s, expected [%lld, %lld]", source_.Describe().c_str(),
-                   gguf.c_str(), view->desc.ShapeString().c_str(), (long long)n_in, (long long)n_out);
-    }
-    *out = *view;
-    return Status::Ok();
+void LlamaConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWriter* writer) {
+  const std::string a = arch.gguf_name;
+  writer->SetU32(a + ".context_length", uint32_t(c.max_context));
+  writer->SetU32(a + ".embedding_length", uint32_t(c.dim));
+  writer->SetU32(a + ".block_count", uint32_t(c.n_layers));
+  writer->SetU32(a + ".feed_forward_length", uint32_t(c.ffn_dim));
+  writer->SetU32(a + ".attention.head_count", uint32_t(c.n_heads));
+  writer->SetU32(a + ".attention.head_count_kv", uint32_t(c.n_kv_heads));
+  writer->SetU32(a + ".attention.key_length", uint32_t(c.head_dim));
+  writer->SetU32(a + ".attention.value_length", uint32_t(c.head_dim));
+  writer->SetF32(a + ".attention.layer_norm_rms_epsilon", c.norm_eps);
+  writer->SetF32(a + ".rope.freq_base", c.rope.base);
+  writer->SetU32(a + ".rope.dimension_count", uint32_t(c.rope.dims));
+  writer->SetU32(a + ".vocab_size", uint32_t(c.n_vocab));
+  if (c.sliding_window > 0) {
+    writer->SetU32(a + ".attention.sliding_window", uint32_t(c.sliding_window));
   }
-
-  Status Vector(const std::string& gguf, const std::string& hf, int64_t n, bool required,
-                TensorView* out) {
-    const TensorView* view = source_.Find(gguf, hf);
-    if (!view) {
-      if (required) return Error("%s: tensor %s is missing", source_.Describe().c_str(), gguf.c_str());
-      *out = TensorView{};
-      return Status::Ok();
-    }
-    if (view->desc.n_elems() != n || view->desc.ne[0] != n) {
-      return Error("%s: tensor %s has shape %s, expected [%lld]", source_.Describe().c_str(),
-                   gguf.c_str(), view->desc.ShapeString().c_str(), (long long)n);
-    }
-    PETREL_ASSIGN_OR_RETURN(*out, source_.ToF32(*view));
-    return Status::Ok();
+  if (c.rope.scaling == RopeScalingKind::kLinear) {
+    writer->SetString(a + ".rope.scaling.type", "linear");
+    writer->SetF32(a + ".rope.scaling.factor", c.rope.factor);
   }
-
- private:
-  WeightSource& source_;
-};
-
-std::string Blk(int layer, const char* name) { return "blk." + std::to_string(layer) + "." + name; }
-std::string HfLayer(int layer, const char* name) {
-  return "model.layers." + std::to_string(layer) + "." + name;
-}
-
-}  // namespace
-
-Status BindLlamaWeights(const ModelConfig& c, WeightSource& source, ModelWeights* w) {
-  Binder bind(source);
-  // Tied checkpoints may store the matrix under either name (the story model keeps only
-  // `lm_head.weight`), so look for the embedding under both.
-  Status embd = bind.Matrix("token_embd.weight", "model.embed_tokens.weight", c.dim, c.n_vocab, &w->token_embd);
-  if (!embd.ok()) {
-    if (!c.tied_embeddings || !bind.Matrix("output.weight", "lm_head.weight", c.dim, c.n_vocab, &w->token_embd).ok()) {
-      return embd;
-    }
-  }
-  if (c.tied_embeddings) {
-    Status out = bind.Matrix("output.weight", "lm_head.weight", c.dim, c.n_vocab, &w->output);
-    if (!out.ok()) w->output = w->token_embd;
-  } else {
-    PETREL_RETURN_IF_ERROR(bind.Matrix("output.weight", "lm_head.weight", c.dim, c.n_vocab, &w->output));
-  }
-  PETREL_RETURN_IF_ERROR(bind.Vector("output_norm.weight", "model.norm.weight", c.dim, true, &w->output_norm));
-  w->layers.resize(size_t(c.n_layers));
-  for (int l = 0; l < int(c.n_layers); ++l) {
-    LayerWeights& L = w->layers[size_t(l)];
-    PETREL_RETURN_IF_ERROR(bind.Vector(Blk(l, "attn_norm.weight"), HfLayer(l, "input_layernorm.weight"), c.dim, true, &L.attn_norm));
-    PETREL_RETURN_IF_ERROR(bind.Matrix(Blk(l, "attn_q.weight"), HfLayer(l, "self_attn.q_proj.weight"), c.dim, c.q_dim(), &L.wq));
-    PETREL_RETURN_IF_ERROR(bind.Matrix(Blk(l, "attn_k.weight"), HfLayer(l, "self_attn.k_proj.weight"), c.dim, c.kv_dim(), &L.wk));
-    PETREL_RETURN_IF_ERROR(bind.Matrix(Blk(l, "attn_v.weight"), HfLayer(l, "self_attn.v_proj.weight"), c.dim, c.kv_dim(), &L.wv));
-    PETREL_RETURN_IF_ERROR(bind.Matrix(Blk(l, "attn_output.weight"), HfLayer(l, "self_attn.o_proj.weight"), c.q_dim(), c.dim, &L.wo));
-    PETREL_RETURN_IF_ERROR(bind.Vector(Blk(l, "attn_q.bias"), HfLayer(l, "self_attn.q_proj.bias"), c.q_dim(), c.qkv_bias, &L.bq));
-    PETREL_RETURN_IF_ERROR(bind.Vector(Blk(l, "attn_k.bias"), HfLayer(l, "self_attn.k_proj.bias"), c.kv_dim(), c.qkv_bias, &L.bk));
-    PETREL_RETURN_IF_ERROR(bind.Vector(Blk(l, "attn_v.bias"), HfLayer(l, "self_attn.v_proj.bias"), c.kv_dim(), c.qkv_bias, &L.bv));
-    PETREL_RETURN_IF_ERROR(bind.Vector(Blk(l, "ffn_norm.weight"), HfLayer(l, "post_attention_layernorm.weight"), c.dim, true, &L.ffn_norm));
-    PETREL_RETURN_IF_ERROR(bind.Matrix(Blk(l, "ffn_gate.weight"), HfLayer(l, "mlp.gate_proj.weight"), c.dim, c.ffn_dim, &L.w_gate));
-    PETREL_RETURN_IF_ERROR(bind.Matrix(Blk(l, "ffn_up.weight"), HfLayer(l, "mlp.up_proj.weight"), c.dim, c.ffn_dim, &L.w_up));
-    PETREL_RETURN_IF_ERROR(bind.Matrix(Blk(l, "ffn_down.weight"), HfLayer(l, "mlp.down_proj.weight"), c.ffn_dim, c.dim, &L.w_down));
-  }
-  return Status::Ok();
 }
 
 void BuildLlamaGraph(const ModelConfig& c, const ModelWeights& w, size_t n_tokens,
@@ -268,34 +264,46 @@ void BuildLlamaGraph(const ModelConfig& c, const ModelWeights& w, size_t n_token
   ValueId x = g->Add(embed, n, c.dim);
   for (int l = 0; l < int(c.n_layers); ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
-    const ValueId h = rms_norm(l, x, L.attn_norm);
-    const ValueId q = mat_mul(l, h, L.wq, &L.bq);
-    const ValueId k = mat_mul(l, h, L.wk, &L.bk);
-    const ValueId v = mat_mul(l, h, L.wv, &L.bv);
+    const ValueId h = rms_norm(l, x, L[kAttnNorm]);
+    const ValueId q = mat_mul(l, h, L[kWq], &L[kBq]);
+    const ValueId k = mat_mul(l, h, L[kWk], &L[kBk]);
+    const ValueId v = mat_mul(l, h, L[kWv], &L[kBv]);
     Node rope{OpKind::kRope, l, {q, k}};  // in place, no output value
     rope.rope = rope_params;
     g->nodes.push_back(rope);
     Node attention{OpKind::kAttention, l, {q, k, v}};
     attention.attention = attention_params;
     const ValueId attn = g->Add(attention, n, c.q_dim());
-    x = binary(OpKind::kAdd, l, x, mat_mul(l, attn, L.wo, nullptr));
-    const ValueId h2 = rms_norm(l, x, L.ffn_norm);
+    x = binary(OpKind::kAdd, l, x, mat_mul(l, attn, L[kWo], nullptr));
+    const ValueId h2 = rms_norm(l, x, L[kFfnNorm]);
     ValueId act;
-    if (L.w_gate.desc.dtype == L.w_up.desc.dtype) {  // one activation type for both
+    if (L[kWGate].desc.dtype == L[kWUp].desc.dtype) {  // one activation type for both
       Node ffn{OpKind::kGatedFfn, l, {h2}};
-      ffn.weight = &L.w_gate;
-      ffn.weight_up = &L.w_up;
-      act = g->Add(ffn, g->values[size_t(h2)].rows, L.w_gate.desc.ne[1]);
+      ffn.weight = &L[kWGate];
+      ffn.weight_up = &L[kWUp];
+      act = g->Add(ffn, g->values[size_t(h2)].rows, L[kWGate].desc.ne[1]);
     } else {
-      act = binary(OpKind::kSiluMul, l, mat_mul(l, h2, L.w_gate, nullptr),
-                   mat_mul(l, h2, L.w_up, nullptr));
+      act = binary(OpKind::kSiluMul, l, mat_mul(l, h2, L[kWGate], nullptr),
+                   mat_mul(l, h2, L[kWUp], nullptr));
     }
-    x = binary(OpKind::kAdd, l, x, mat_mul(l, act, L.w_down, nullptr));
+    x = binary(OpKind::kAdd, l, x, mat_mul(l, act, L[kWDown], nullptr));
   }
   const int head = int(c.n_layers);
   const ValueId selected = g->Add(Node{OpKind::kGetRows, head, {x}}, int64_t(n_selected), c.dim);
   const ValueId normed = rms_norm(head, selected, w.output_norm);
   g->logits = mat_mul(head, normed, w.output, nullptr);
 }
+
+extern constinit const ArchitectureFamily kLlamaFamily = {
+    "model.layers.",
+    kLlamaLayerWeights,
+    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab, nullptr, false},
+    {"output_norm.weight", "model.norm.weight", kVector, &Dim, nullptr, false},
+    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied, false},
+    &LlamaConfigFromGguf,
+    &LlamaConfigFromHf,
+    &LlamaConfigToGguf,
+    &BuildLlamaGraph,
+};
 
 }  // namespace petrel

@@ -1,14 +1,16 @@
-// The Llama family (Llama 2/3, Mistral, Qwen2): config readers, weight binding, graph.
+// The Llama family (Llama 2/3, Mistral, Qwen2). Its registry entry is `kLlamaFamily`; the config
+// readers and writer are declared for families that share Llama's hyperparameter keys.
 #pragma once
 
 #include "core/model/architecture.h"
 
 namespace petrel {
 
-Result<ModelConfig> LlamaConfigFromGguf(const GgufFile& file, const Architecture& arch);
-Result<ModelConfig> LlamaConfigFromHf(const nlohmann::json& config, const Architecture& arch);
-Status BindLlamaWeights(const ModelConfig& config, WeightSource& source, ModelWeights* weights);
-void BuildLlamaGraph(const ModelConfig& config, const ModelWeights& weights, size_t n_tokens,
-                     size_t n_selected, Graph* graph);
+extern const ArchitectureFamily kLlamaFamily;
+
+ConfigFromGgufFn LlamaConfigFromGguf;
+ConfigFromHfFn LlamaConfigFromHf;
+ConfigToGgufFn LlamaConfigToGguf;
+BuildGraphFn BuildLlamaGraph;
 
 }  // namespace petrel
