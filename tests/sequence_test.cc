@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -401,6 +402,122 @@ TEST(Sequences, OneThatFillsItsContextStopsWithReasonContext) {
             std::vector<int32_t>(alone[0].new_ids.begin(), alone[0].new_ids.begin() + 11));
   // A prompt longer than the limit is refused before anything runs.
   EXPECT_FALSE(Sequence::Create(*engine, seq, Prompt(10, 15), limited).ok());
+  engine->FreeSequence(seq);
+}
+
+// A context shift keeps the first `keep` tokens, drops half of the rest and feeds the survivors
+// again: the engine sequence then holds exactly what held() says, starting with the kept
+// tokens, and its logits are those of a fresh sequence given the same tokens.
+TEST(Sequences, AContextShiftKeepsThePrefixAndRecomputesTheRest) {
+  EngineOptions options;
+  options.context = 32;
+  options.max_sequences = 2;  // and a fresh sequence to compare with
+  auto engine = Load(options);
+  ASSERT_TRUE(engine);
+  const std::vector<int32_t> prompt = Prompt(10, 21);
+  const auto unshifted = RunAlone(*engine, {{prompt, Greedy(60, true)}});
+  ASSERT_EQ(unshifted[0].stop_reason, "context");
+  ASSERT_EQ(unshifted[0].new_ids.size(), 23u);  // 32 - 10 + 1: the last one is never fed
+
+  GenerateOptions shifting = Greedy(60, true);
+  shifting.context_shift = true;
+  shifting.keep = 5;
+  const SeqId seq = engine->NewSequence();
+  auto sequence = Sequence::Create(*engine, seq, prompt, shifting);
+  ASSERT_TRUE(sequence.ok()) << sequence.status().message();
+  Sequence& s = **sequence;
+  const SeqId fresh = engine->NewSequence();
+  std::vector<StepOutput> outputs;
+  std::vector<float> want;
+  size_t recomputed = 0;  // shifts whose recomputation was checked
+  while (!s.finished()) {
+    const bool recomputing = s.prefilling() && s.result().context_shifts > 0;
+    const StepInput input = s.NextInput(engine->options().max_batch_tokens);
+    ASSERT_TRUE(engine->Step({&input, 1}, &outputs).ok());
+    ASSERT_TRUE(outputs[0].status.ok()) << outputs[0].status.message();
+    if (recomputing) {
+      SCOPED_TRACE(s.result().context_shifts);
+      // Length 32 = keep 5 + dropped 13 + 14 survivors; they and the sampled token are fed.
+      ASSERT_EQ(s.held().size(), 5u);
+      EXPECT_EQ(input.tokens.size(), 15u);
+      EXPECT_TRUE(std::equal(prompt.begin(), prompt.begin() + 5, s.held().begin()));
+      std::vector<int32_t> tokens = s.held();
+      tokens.insert(tokens.end(), input.tokens.begin(), input.tokens.end());
+      ASSERT_TRUE(engine->TruncateSequence(fresh, 0).ok());
+      ASSERT_TRUE(engine->Prefill(fresh, tokens, false, &want).ok());
+      ASSERT_EQ(outputs[0].logits.size(), kVocab);
+      for (size_t v = 0; v < kVocab; ++v) ASSERT_NEAR(outputs[0].logits[v], want[v], 1e-4) << v;
+      s.Consume(outputs[0]);
+      EXPECT_EQ(engine->SequenceLength(seq), 20u);
+      EXPECT_EQ(s.held(), tokens);
+      ++recomputed;
+      continue;
+    }
+    s.Consume(outputs[0]);
+    EXPECT_EQ(engine->SequenceLength(seq), s.held().size());
+  }
+  const GenerateResult& result = s.result();
+  EXPECT_EQ(result.stop_reason, "length");
+  EXPECT_EQ(result.new_ids.size(), 60u);
+  // 23 tokens fill the context, then every 13 more (19 held + 13 = 32).
+  EXPECT_EQ(result.context_shifts, 3u);
+  EXPECT_EQ(recomputed, 3u);
+  EXPECT_EQ(std::vector<int32_t>(result.new_ids.begin(), result.new_ids.begin() + 23),
+            unshifted[0].new_ids);
+  EXPECT_TRUE(std::equal(prompt.begin(), prompt.begin() + 5, s.held().begin()));
+  engine->FreeSequence(fresh);
+  engine->FreeSequence(seq);
+}
+
+// Tokens the cache held before the sequence began are recomputed only when the caller names
+// them; otherwise a shift that would need them stops the sequence at the context instead.
+TEST(Sequences, AShiftNeedsTheCachedTokensItRecomputes) {
+  EngineOptions options;
+  options.context = 32;
+  auto engine = Load(options);
+  ASSERT_TRUE(engine);
+  GenerateOptions shifting = Greedy(40, true);
+  shifting.context_shift = true;
+  shifting.keep = 2;
+  const std::vector<int32_t> cached = Prompt(20, 22);
+  std::vector<float> logits;
+  for (const bool named : {false, true}) {
+    SCOPED_TRACE(named);
+    const SeqId seq = engine->NewSequence();
+    ASSERT_TRUE(engine->Prefill(seq, cached, false, &logits).ok());
+    auto sequence = Sequence::Create(*engine, seq, {5, 6, 7, 8}, shifting, nullptr,
+                                     named ? std::span<const int32_t>(cached)
+                                           : std::span<const int32_t>());
+    ASSERT_TRUE(sequence.ok()) << sequence.status().message();
+    Sequence* const sequences[] = {sequence->get()};
+    RunSequences(*engine, sequences);
+    const GenerateResult& result = (*sequence)->result();
+    if (named) {
+      EXPECT_EQ(result.stop_reason, "length");
+      EXPECT_EQ(result.new_ids.size(), 40u);
+      EXPECT_GE(result.context_shifts, 1u);
+    } else {
+      // Dropping 15 after the 2 kept leaves positions 17..19 to recompute, which it never saw.
+      EXPECT_EQ(result.stop_reason, "context");
+      EXPECT_EQ(result.new_ids.size(), 32u - 24u + 1u);
+      EXPECT_EQ(result.context_shifts, 0u);
+      EXPECT_EQ((*sequence)->held()[0], -1);
+    }
+    EXPECT_EQ((*sequence)->held().size(), engine->SequenceLength(seq));
+    engine->FreeSequence(seq);
+  }
+  // A keep past the context, and cached tokens that are not what the sequence holds.
+  const SeqId seq = engine->NewSequence();
+  GenerateOptions too_much = shifting;
+  too_much.keep = 33;
+  auto refused = Sequence::Create(*engine, seq, {5, 6}, too_much);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("keep 33 exceeds the context of 32"),
+            std::string::npos);
+  refused = Sequence::Create(*engine, seq, {5, 6}, shifting, nullptr, cached);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("holds 0 tokens, but 20 cached tokens were named"),
+            std::string::npos);
   engine->FreeSequence(seq);
 }
 

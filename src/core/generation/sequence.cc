@@ -25,7 +25,8 @@ Sequence::~Sequence() = default;
 Result<std::unique_ptr<Sequence>> Sequence::Create(Engine& engine, SeqId seq,
                                                    std::vector<int32_t> prompt,
                                                    const GenerateOptions& options,
-                                                   TokenCallback on_token) {
+                                                   TokenCallback on_token,
+                                                   std::span<const int32_t> cached) {
   if (prompt.empty()) return Error("the prompt has no tokens");
   std::unique_ptr<Sequence> sequence(
       new Sequence(engine, seq, std::move(prompt), options, std::move(on_token)));
@@ -42,6 +43,23 @@ Result<std::unique_ptr<Sequence>> Sequence::Create(Engine& engine, SeqId seq,
   if (held > s.context_) {
     return Error("sequence %d: %zu tokens exceed the context of %zu", seq, held, s.context_);
   }
+  if (options.keep > s.context_) {
+    return Error("sequence %d: keep %zu exceeds the context of %zu", seq, options.keep, s.context_);
+  }
+  const size_t length = engine.SequenceLength(seq);
+  if (!cached.empty() && cached.size() != length) {
+    return Error("sequence %d holds %zu tokens, but %zu cached tokens were named", seq, length,
+                 cached.size());
+  }
+  // Reserved here so that neither decoding nor a shift allocates.
+  s.held_.reserve(s.context_);
+  if (cached.empty()) {
+    s.held_.assign(length, -1);
+  } else {
+    s.held_.assign(cached.begin(), cached.end());
+  }
+  if (options.context_shift) s.recompute_.reserve(s.context_);
+  s.input_ = s.prompt_;
   if (s.tokenizer_) {
     const Tokenizer* tokenizer = s.tokenizer_;
     s.sampler_->SetTokenText([tokenizer](int32_t id) { return tokenizer->TokenText(id); });
@@ -66,10 +84,10 @@ StepInput Sequence::NextInput(size_t max_tokens) {
   pending_ = 0;
   if (finished_ || max_tokens == 0) return StepInput{seq_, {}, false};
   if (prefilling()) {
-    if (prompt_fed_ == 0) prompt_start_ = Clock::now();
-    pending_ = std::min(max_tokens, prompt_.size() - prompt_fed_);
-    const bool last = prompt_fed_ + pending_ == prompt_.size();
-    return StepInput{seq_, std::span<const int32_t>(prompt_).subspan(prompt_fed_, pending_), last};
+    if (!generating_ && input_fed_ == 0) prompt_start_ = Clock::now();
+    pending_ = std::min(max_tokens, input_.size() - input_fed_);
+    const bool last = input_fed_ + pending_ == input_.size();
+    return StepInput{seq_, input_.subspan(input_fed_, pending_), last};
   }
   pending_ = 1;
   return StepInput{seq_, std::span<const int32_t>(&last_token_, 1), true};
@@ -82,12 +100,21 @@ void Sequence::Consume(const StepOutput& output) {
     return;
   }
   if (prefilling()) {
-    prompt_fed_ += pending_;
+    const std::span<const int32_t> fed = input_.subspan(input_fed_, pending_);
+    held_.insert(held_.end(), fed.begin(), fed.end());
+    input_fed_ += pending_;
     pending_ = 0;
     if (prefilling()) return;
-    result_.prompt_seconds = std::chrono::duration<double>(Clock::now() - prompt_start_).count();
-    generate_start_ = Clock::now();
-    generating_ = true;
+    if (generating_) {  // the recomputation after a shift is done
+      result_.shift_seconds += std::chrono::duration<double>(Clock::now() - shift_start_).count();
+    } else {
+      result_.prompt_seconds =
+          std::chrono::duration<double>(Clock::now() - prompt_start_).count();
+      generate_start_ = Clock::now();
+      generating_ = true;
+    }
+  } else {
+    held_.push_back(last_token_);
   }
   pending_ = 0;
   if (output.logits.size() != n_vocab_) {
@@ -134,12 +161,33 @@ void Sequence::Sample(std::span<const float> logits) {
     Finish("length");
     return;
   }
-  // The cache holds every token but this one; feeding it must leave room for it.
-  if (engine_.SequenceLength(seq_) >= context_) {
-    Finish("context");
-    return;
-  }
   last_token_ = token.id;
+  // The cache holds every token but this one; feeding it must leave room for it.
+  if (engine_.SequenceLength(seq_) >= context_ && !(options_.context_shift && ShiftContext())) {
+    Finish("context");
+  }
+}
+
+// Recomputes rather than moves the surviving tokens' K/V: re-rotating cached keys to their new
+// positions would need a backend op of its own and is not exact for quantized caches, while
+// feeding them again gives exactly the cache of a sequence that held only them. It costs one
+// prefill of about half the context per shift (docs/ARCHITECTURE.md).
+bool Sequence::ShiftContext() {
+  const size_t length = held_.size();
+  const size_t keep = options_.keep;
+  if (keep + 2 > context_ || length != engine_.SequenceLength(seq_)) return false;
+  const size_t discard = (length - keep) / 2;
+  const auto survivors = held_.begin() + long(keep + discard);
+  if (std::find(survivors, held_.end(), -1) != held_.end()) return false;  // not named
+  if (!engine_.TruncateSequence(seq_, keep).ok()) return false;
+  shift_start_ = Clock::now();
+  recompute_.assign(survivors, held_.end());
+  recompute_.push_back(last_token_);
+  held_.resize(keep);
+  input_ = recompute_;
+  input_fed_ = 0;
+  ++result_.context_shifts;
+  return true;
 }
 
 void Sequence::Cancel() {

@@ -30,6 +30,14 @@ struct GenerateOptions {
   SamplingParams sampling;
   bool skip_special = true;  // leave special tokens out of the text
   size_t context = 0;        // tokens the sequence may hold, prompt included; 0: the engine's
+  // Context shift: when the next token would not fit the context, drop the oldest
+  // (context - keep) / 2 tokens after the first `keep` and recompute the rest (see Sequence).
+  // Off, the sequence stops there with reason "context".
+  bool context_shift = false;
+  // Tokens at the start of the engine sequence that a shift never drops, counted from position
+  // 0: a BOS token is one of them (the `petrel` command adds it to its --keep). At most the
+  // context; a shift needs keep + 2 <= context, else the sequence stops with "context".
+  size_t keep = 0;
 };
 
 struct GeneratedToken {
@@ -47,6 +55,8 @@ struct GenerateResult {
   size_t prompt_tokens = 0;  // fed to the model in this call
   double prompt_seconds = 0.0;
   double generate_seconds = 0.0;
+  size_t context_shifts = 0;   // times the context was shifted (GenerateOptions::context_shift)
+  double shift_seconds = 0.0;  // spent recomputing after shifts (part of generate_seconds)
 };
 
 // Called with each token and the text it releases (possibly empty); return false to stop.
@@ -55,21 +65,27 @@ using TokenCallback = std::function<bool(const GeneratedToken& token, std::strin
 class Sequence {
  public:
   // Continues engine sequence `seq` (not owned; it must live until this finishes) with
-  // `prompt`, which may be only the part its cache does not hold yet. Fails on bad sampling
-  // parameters, an empty prompt or one that does not fit the context. Needs the engine's
-  // tokenizer for text and end-of-generation tokens; without one, text stays empty.
+  // `prompt`, which may be only the part its cache does not hold yet. `cached` names the tokens
+  // the cache already holds (empty, or all SequenceLength(seq) of them): a context shift must
+  // recompute those past `keep`, so without them a shift that would keep any stops the
+  // sequence with reason "context" instead. Fails on bad sampling parameters, an empty prompt,
+  // one that does not fit the context, a `keep` past the context or a wrong `cached`. Needs
+  // the engine's tokenizer for text and end-of-generation tokens; without one, text stays
+  // empty.
   static Result<std::unique_ptr<Sequence>> Create(Engine& engine, SeqId seq,
                                                   std::vector<int32_t> prompt,
                                                   const GenerateOptions& options,
-                                                  TokenCallback on_token = nullptr);
+                                                  TokenCallback on_token = nullptr,
+                                                  std::span<const int32_t> cached = {});
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
   ~Sequence();
 
   SeqId seq() const { return seq_; }
   bool finished() const { return finished_; }
-  // Prompt tokens remain to be fed (the next input is a prompt chunk, not one sampled token).
-  bool prefilling() const { return prompt_fed_ < prompt_.size(); }
+  // Prompt tokens, or after a context shift the tokens to recompute, remain to be fed (the
+  // next input is a chunk of them, not one sampled token).
+  bool prefilling() const { return input_fed_ < input_.size(); }
 
   // The input of this sequence's next step: the next at most `max_tokens` prompt tokens (with
   // logits wanted on the last chunk), or the token sampled last. Its tokens stay valid until
@@ -84,6 +100,10 @@ class Sequence {
   void Cancel();
 
   const std::vector<int32_t>& prompt() const { return prompt_; }
+  // The tokens the engine sequence holds, in order (after a failed step too): what the cache
+  // held at Create (-1 for each one `cached` did not name), the prompt and the generated
+  // tokens fed so far, less what context shifts dropped.
+  const std::vector<int32_t>& held() const { return held_; }
   const GenerateResult& result() const { return result_; }
   GenerateResult TakeResult() { return std::move(result_); }
   // OK unless it finished with reason "error".
@@ -94,6 +114,9 @@ class Sequence {
   Sequence(Engine& engine, SeqId seq, std::vector<int32_t> prompt, const GenerateOptions& options,
            TokenCallback on_token);
   void Sample(std::span<const float> logits);
+  // Makes room for the sampled token `last_token_`: drops tokens after `keep` and sets up the
+  // rest, then that token, to be fed again. False when it cannot (see Create).
+  bool ShiftContext();
   void Finish(const char* reason);
   void Fail(Status status);
 
@@ -110,12 +133,17 @@ class Sequence {
   std::vector<int32_t> end_tokens_;  // end-of-generation ids, banned while min/ignore apply
   std::vector<float> masked_;        // (n_vocab) logits with end tokens banned
   std::vector<int32_t> prompt_;
-  size_t prompt_fed_ = 0;  // prompt tokens in the engine sequence
-  size_t pending_ = 0;     // tokens of the input handed out by NextInput()
+  std::vector<int32_t> held_;       // the engine sequence's tokens (capacity: the context)
+  std::vector<int32_t> recompute_;  // what a shift feeds again (capacity: the context)
+  // The tokens being fed as chunks (the prompt, or recompute_ after a shift), and how many of
+  // them the engine sequence holds.
+  std::span<const int32_t> input_;
+  size_t input_fed_ = 0;
+  size_t pending_ = 0;  // tokens of the input handed out by NextInput()
   int32_t last_token_ = -1;
   bool generating_ = false;  // the prompt is in and tokens are being sampled
   bool finished_ = false;
-  Clock::time_point prompt_start_, generate_start_;
+  Clock::time_point prompt_start_, generate_start_, shift_start_;
   GenerateResult result_;
   Status status_;
 };
