@@ -42,6 +42,8 @@ Runner AddRunCommand(CLI::App& app) {
     bool no_bos = false;
     size_t beams = 0;
     float length_penalty = 1.0f;
+    int64_t keep = 0;
+    bool no_context_shift = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
@@ -55,6 +57,11 @@ Runner AddRunCommand(CLI::App& app) {
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
   cmd->add_option("--beams", args->beams, "beam search with N beams instead of sampling");
   cmd->add_option("--length-penalty", args->length_penalty, "beam score = log-prob / length^P (default 1)");
+  cmd->add_option("--keep", args->keep,
+                  "prompt tokens after the BOS (always kept) that a context shift never drops "
+                  "(0..context, default 0; past the prompt: all of it)");
+  cmd->add_flag("--no-context-shift", args->no_context_shift,
+                "stop at a full context (reason \"context\") instead of dropping the oldest half");
   return [args]() -> int {
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
@@ -80,6 +87,14 @@ Runner AddRunCommand(CLI::App& app) {
       prompt_ids = tokenizer->Encode(args->prompt, encode);
     }
     if (prompt_ids.empty()) return Fail(Error("the prompt is empty and the model adds no BOS token"));
+    if (args->keep < 0 || size_t(args->keep) > (*engine)->context()) {
+      return Fail(Error("--keep %lld is out of range (0..%zu, the context)", (long long)args->keep,
+                        (*engine)->context()));
+    }
+    // As llama.cpp's --keep: counted after the BOS token, which a shift always keeps.
+    const size_t bos = tokenizer->bos_id() >= 0 && prompt_ids[0] == tokenizer->bos_id() ? 1 : 0;
+    options->keep = bos + std::min(size_t(args->keep), prompt_ids.size() - bos);
+    options->context_shift = !args->no_context_shift;
 
     const SeqId seq = (*engine)->NewSequence();
     if (args->beams > 0) {
@@ -126,6 +141,8 @@ Runner AddRunCommand(CLI::App& app) {
                         {"generated_tokens", result->new_ids.size()},
                         {"generate_seconds", result->generate_seconds},
                         {"generate_tokens_per_second", gen_tps},
+                        {"context_shifts", result->context_shifts},
+                        {"shift_seconds", result->shift_seconds},
                         {"peak_rss_bytes", PeakRssBytes()}};
       std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
