@@ -1,6 +1,7 @@
 // `petrel chat`: an interactive multi-turn chat in the terminal. The KV cache is kept across
 // turns: each turn renders the whole conversation, reuses the cached prefix it shares with what
-// the model has already seen, and processes only the rest. Ctrl-C stops a reply, not the program.
+// the model has already seen, and processes only the rest. When the context fills, the oldest
+// turns are dropped. Ctrl-C stops a reply, not the program.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -11,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/chat/chat_prompt.h"
-#include "core/generation/generate.h"
+#include "core/generation/sequence.h"
 #include "core/generation/session_file.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tools/common.h"
@@ -52,6 +53,25 @@ class ChatSession {
     nlohmann::ordered_json messages = messages_;
     messages.push_back({{"role", "user"}, {"content", user_text}});
     PETREL_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_.Tokenize(*engine_.tokenizer(), messages, true));
+    // A turn's prompt leaves room for the reply (-n tokens, at most half the context): the
+    // oldest whole turns go until it does, the system prompt stays. A longer reply shifts the
+    // context (GenerateOptions::context_shift), keeping the system prompt.
+    const size_t context = engine_.context();
+    const size_t room = std::min(options_.max_new_tokens, context / 2);
+    size_t dropped = 0;
+    while (ids.size() + room > context && DropOldestTurn(messages)) {
+      ++dropped;
+      PETREL_ASSIGN_OR_RETURN(ids, prompt_.Tokenize(*engine_.tokenizer(), messages, true));
+    }
+    if (ids.size() >= context) {
+      return Error("the message does not fit the context: %zu tokens%s, the context holds %zu",
+                   ids.size(), system_.empty() ? "" : " with the system prompt", context);
+    }
+    if (dropped == 1) std::fputs("chat: context full, dropped the oldest turn\n", stderr);
+    if (dropped > 1) std::fprintf(stderr, "chat: context full, dropped the %zu oldest turns\n", dropped);
+    GenerateOptions options = options_;
+    options.context_shift = true;
+    PETREL_ASSIGN_OR_RETURN(options.keep, SystemPrefix(ids));
     // Reuse the longest prefix the cache already holds; keep one token to feed so there are
     // logits to sample from.
     size_t common = 0;
@@ -62,26 +82,30 @@ class ChatSession {
     const std::vector<int32_t> fresh(ids.begin() + long(common), ids.end());
     g_interrupted = 0;
     std::string reply;
-    auto result = Generate(engine_, seq_, fresh, options_, [&](const GeneratedToken&, std::string_view text) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-      reply.append(text);
-      return g_interrupted == 0;
-    });
-    if (!result.ok()) {
-      (void)engine_.TruncateSequence(seq_, cached_.size());
-      return result.status();
-    }
+    PETREL_ASSIGN_OR_RETURN(
+        std::unique_ptr<Sequence> sequence,
+        Sequence::Create(engine_, seq_, fresh, options,
+                         [&](const GeneratedToken&, std::string_view text) {
+                           std::fwrite(text.data(), 1, text.size(), stdout);
+                           std::fflush(stdout);
+                           reply.append(text);
+                           return g_interrupted == 0;
+                         },
+                         cached_));
+    Sequence* const sequences[] = {sequence.get()};
+    RunSequences(engine_, sequences);
+    // The cache holds the prompt and every generated token but the last (never fed back), less
+    // what context shifts dropped; after a failure, what it held before the failed step.
+    cached_ = sequence->held();
+    if (!sequence->status().ok()) return sequence->status();
+    const GenerateResult& result = sequence->result();
     std::fputs("\n", stdout);
     std::fflush(stdout);
-    // The cache now holds the prompt and every generated token but the last (never fed back).
-    cached_.insert(cached_.end(), fresh.begin(), fresh.end());
-    cached_.insert(cached_.end(), result->new_ids.begin(), result->new_ids.end() - (result->new_ids.empty() ? 0 : 1));
     messages_ = std::move(messages);
     messages_.push_back({{"role", "assistant"}, {"content", reply}});
     std::fprintf(stderr, "[prompt: %zu new tokens, %zu reused from the cache; reply: %zu tokens, %.1f tokens/s; stop: %s]\n",
-                 fresh.size(), common, result->new_ids.size(),
-                 result->new_ids.size() / std::max(result->generate_seconds, 1e-9), result->stop_reason.c_str());
+                 fresh.size(), common, result.new_ids.size(),
+                 result.new_ids.size() / std::max(result.generate_seconds, 1e-9), result.stop_reason.c_str());
     return Status::Ok();
   }
 
@@ -107,6 +131,31 @@ class ChatSession {
   size_t turns() const { return messages_.size(); }
 
  private:
+  // Removes the oldest turn, a user message and what follows it up to the next one, from
+  // `messages`; the system prompt stays. False when there is none but the last user message.
+  static bool DropOldestTurn(nlohmann::ordered_json& messages) {
+    size_t first = 0;
+    while (first < messages.size() && messages[first].value("role", "") == "system") ++first;
+    size_t end = first + 1;
+    while (end < messages.size() && messages[end].value("role", "") != "user") ++end;
+    if (end >= messages.size()) return false;
+    messages.erase(messages.begin() + long(first), messages.begin() + long(end));
+    return true;
+  }
+
+  // The tokens a context shift keeps: those `ids` shares with the system prompt rendered alone
+  // (or the BOS token without one).
+  Result<size_t> SystemPrefix(const std::vector<int32_t>& ids) const {
+    const Tokenizer& tokenizer = *engine_.tokenizer();
+    if (system_.empty()) return size_t(!ids.empty() && ids[0] == tokenizer.bos_id() ? 1 : 0);
+    const nlohmann::ordered_json system = nlohmann::ordered_json::array({{{"role", "system"}, {"content", system_}}});
+    PETREL_ASSIGN_OR_RETURN(std::vector<int32_t> alone, prompt_.Tokenize(tokenizer, system, false));
+    size_t common = 0;
+    while (common < alone.size() && common < ids.size() && alone[common] == ids[common]) ++common;
+    // A shift needs room for at least two tokens past the kept ones.
+    return std::min(common, engine_.context() > 2 ? engine_.context() - 2 : 0);
+  }
+
   Engine& engine_;
   const ChatPrompt& prompt_;
   GenerateOptions options_;
