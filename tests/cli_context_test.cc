@@ -201,8 +201,8 @@ TEST(ChatContext, TurnsPastTheContextDropTheOldestAndAreAnswered) {
   // One that does not fit even alone is refused, and the conversation stays as it was.
   chat.Send(Repeat("the dog ran to the park and ", 30) + "\n");
   ASSERT_TRUE(chat.WaitFor(std::regex(
-      "error: the message does not fit the context: \\d+ tokens with the system prompt, the "
-      "context holds 128\r?\n")))
+      "error: the message does not fit the context: its prompt has \\d+ tokens, the context "
+      "holds 128\r?\n")))
       << chat.transcript();
   chat.Send("Hello again\n");
   ASSERT_TRUE(chat.WaitFor(dropped_one)) << chat.transcript();

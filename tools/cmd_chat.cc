@@ -64,8 +64,8 @@ class ChatSession {
       PETREL_ASSIGN_OR_RETURN(ids, prompt_.Tokenize(*engine_.tokenizer(), messages, true));
     }
     if (ids.size() >= context) {
-      return Error("the message does not fit the context: %zu tokens%s, the context holds %zu",
-                   ids.size(), system_.empty() ? "" : " with the system prompt", context);
+      return Error("the message does not fit the context: its prompt has %zu tokens, the context "
+                   "holds %zu", ids.size(), context);
     }
     if (dropped == 1) std::fputs("chat: context full, dropped the oldest turn\n", stderr);
     if (dropped > 1) std::fprintf(stderr, "chat: context full, dropped the %zu oldest turns\n", dropped);
