@@ -66,10 +66,16 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path) {
   struct stat info;
   if (stat(target.c_str(), &info) == 0) {
     if (S_ISDIR(info.st_mode)) return Error("%s: is a folder, not a file", path.c_str());
-    if (!S_ISREG(info.st_mode)) {
-      return Error("%s: not a regular file (outputs are written to a temporary file that then replaces it)",
-                   path.c_str());
+    if (S_ISCHR(info.st_mode) || S_ISFIFO(info.st_mode)) {
+      AtomicFile file;
+      file.path_ = path;
+      file.target_ = target;
+      file.direct_ = true;
+      file.file_ = std::fopen(target.c_str(), "wb");
+      if (file.file_ == nullptr) return Error("%s: cannot open for writing: %s", path.c_str(), strerror(errno));
+      return file;
     }
+    if (!S_ISREG(info.st_mode)) return Error("%s: not a regular file, a character device or a pipe", path.c_str());
     exists = true;
     keep_mode = info.st_mode & 07777;
   }
@@ -107,6 +113,7 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
     : path_(std::move(other.path_)),
       target_(std::move(other.target_)),
       temp_path_(std::move(other.temp_path_)),
+      direct_(other.direct_),
       file_(other.file_),
       error_(other.error_) {
   other.file_ = nullptr;
@@ -132,7 +139,7 @@ void AtomicFile::SetError(int error_number) {
 }
 
 Status AtomicFile::Commit() {
-  PETREL_CHECK(file_ != nullptr && !temp_path_.empty());  // Commit() once
+  PETREL_CHECK(file_ != nullptr && (direct_ || !temp_path_.empty()));  // Commit() once
   if (error_ == 0 && std::fflush(file_) != 0) error_ = errno != 0 ? errno : EIO;
   // fsync before the rename: otherwise a crash can leave the new name on an empty file.
   if (error_ == 0 && fsync(fileno(file_)) != 0 && errno != EINVAL) error_ = errno;
@@ -142,8 +149,10 @@ Status AtomicFile::Commit() {
   if (error_ != 0) {
     const int error_number = error_;
     Discard();
-    return Error("%s: write failed: %s (the file was left as it was)", path_.c_str(), strerror(error_number));
+    return Error("%s: write failed: %s%s", path_.c_str(), strerror(error_number),
+                 direct_ ? "" : " (the file was left as it was)");
   }
+  if (direct_) return Status::Ok();
   if (rename(temp_path_.c_str(), target_.c_str()) != 0) {
     const int error_number = errno;
     Discard();

@@ -17,9 +17,10 @@ namespace petrel {
 // same destination removes temporaries whose writing process no longer exists.
 class AtomicFile {
  public:
-  // Refuses a destination that is a folder or another non-regular file (a device, a pipe),
-  // since those cannot be replaced by a rename. A symbolic link is followed: its target is
-  // replaced and the link kept. An existing destination's permission bits are kept.
+  // Refuses a destination that is a folder or a block device. A character device or a pipe
+  // (/dev/null, /dev/stdout) holds no file to damage and cannot be replaced by a rename, so it
+  // is written directly. A symbolic link is followed: its target is replaced and the link kept.
+  // An existing destination's permission bits are kept.
   static Result<AtomicFile> Create(const std::string& path);
 
   AtomicFile(AtomicFile&& other) noexcept;
@@ -41,7 +42,7 @@ class AtomicFile {
   Status Commit();
 
   const std::string& path() const { return path_; }            // as given
-  const std::string& temp_path() const { return temp_path_; }  // the temporary
+  const std::string& temp_path() const { return temp_path_; }  // the temporary (if any)
 
  private:
   AtomicFile() = default;
@@ -49,7 +50,8 @@ class AtomicFile {
 
   std::string path_;       // the destination as given (for messages)
   std::string target_;     // what the rename replaces: `path_` or its link target
-  std::string temp_path_;  // empty once committed or discarded
+  std::string temp_path_;  // empty once committed or discarded, and when `direct_`
+  bool direct_ = false;    // writing straight to a device or pipe
   std::FILE* file_ = nullptr;
   int error_ = 0;  // first write errno
 };
