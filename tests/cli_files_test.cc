@@ -39,7 +39,8 @@ std::string ReadBytes(const std::string& path) {
 
 // A fresh, empty folder under the scratch folder for one test.
 std::string FreshDir(const std::string& name) {
-  const std::string dir = testing::ScratchDir() + "/petrel_files_" + std::to_string(getpid()) + "_" + name;
+  const std::string dir =
+      testing::ScratchDir() + "/petrel_files_" + std::to_string(getpid()) + "_" + name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -98,7 +99,8 @@ TEST(CliFiles, QuantizeOntoItsInputIsRefusedByPathSymlinkAndHardLink) {
   ASSERT_FALSE(original.empty());
   fs::create_symlink(input, dir + "/symlink.gguf");
   fs::create_hard_link(input, dir + "/hardlink.gguf");
-  for (const std::string& output : {input, dir + "/./in.gguf", dir + "/symlink.gguf", dir + "/hardlink.gguf"}) {
+  for (const std::string& output :
+       {input, dir + "/./in.gguf", dir + "/symlink.gguf", dir + "/hardlink.gguf"}) {
     SCOPED_TRACE(output);
     const Output result = Petrel({"quantize", input, output, "Q8_0"});
     ExpectOneLineError(result, "is the input");
@@ -132,7 +134,8 @@ TEST(CliFiles, SynthAndLogitsOntoTheirInputAreRefused) {
   const std::string model = dir + "/model.gguf";
   fs::copy_file(testing::StoryF32Gguf(), model);
   const std::string original = ReadBytes(model);
-  ExpectOneLineError(Petrel({"synth", "--shape", "64x2x4x2x96", "--vocab", model, "-o", model}), "is the input");
+  ExpectOneLineError(Petrel({"synth", "--shape", "64x2x4x2x96", "--vocab", model, "-o", model}),
+                     "is the input");
   ExpectOneLineError(Petrel({"logits", "-m", model, "--ids", "1,2", "-o", model}), "is the input");
   EXPECT_EQ(ReadBytes(model), original);
 }
@@ -142,9 +145,11 @@ TEST(CliFiles, OutputInAMissingFolderIsAnErrorAndCreatesNothing) {
   const std::string missing = dir + "/missing";
   ExpectOneLineError(Petrel({"quantize", testing::StoryF32Gguf(), missing + "/out.gguf", "Q8_0"}),
                      "the folder " + missing + " does not exist");
-  ExpectOneLineError(Petrel({"synth", "--shape", "64x2x4x2x96", "-o", missing + "/out.gguf"}), "does not exist");
-  ExpectOneLineError(Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", missing + "/l.bin"}),
+  ExpectOneLineError(Petrel({"synth", "--shape", "64x2x4x2x96", "-o", missing + "/out.gguf"}),
                      "does not exist");
+  ExpectOneLineError(
+      Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", missing + "/l.bin"}),
+      "does not exist");
   EXPECT_FALSE(fs::exists(missing));
   EXPECT_TRUE(fs::is_empty(dir));
 }
@@ -155,13 +160,16 @@ TEST(CliFiles, UnwritableDestinationsAreOneLineErrors) {
   ExpectOneLineError(Petrel({"synth", "--shape", "64x2x4x2x96", "-o", dir}), "is a folder");
   // A regular file used as a folder.
   std::ofstream(dir + "/plain") << "x";
-  ExpectOneLineError(Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", dir + "/plain/l.bin"}),
-                     dir + "/plain is not a folder");
+  ExpectOneLineError(
+      Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", dir + "/plain/l.bin"}),
+      dir + "/plain is not a folder");
   // A device that fails every write.
-  ExpectOneLineError(Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", "/dev/full"}),
-                     "/dev/full: write failed");
+  ExpectOneLineError(
+      Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", "/dev/full"}),
+      "/dev/full: write failed");
   // Devices and pipes that accept the bytes are written directly.
-  const Output to_null = Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", "/dev/null"});
+  const Output to_null =
+      Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", "/dev/null"});
   EXPECT_EQ(to_null.exit_code, 0) << to_null.err;
   EXPECT_EQ(ReadBytes(dir + "/plain"), "x");
 }
@@ -174,9 +182,9 @@ TEST(CliFiles, AFailedWriteLeavesTheDestinationAsItWas) {
   fs::copy_file(testing::StoryQ8Gguf(), output);
   const std::string original = ReadBytes(output);
   const std::string err_path = dir + "/stderr.txt";
-  const std::string command = "trap '' XFSZ; ulimit -f 1200; exec " + testing::Quote(Bin()) + " quantize " +
-                              testing::Quote(testing::StoryF32Gguf()) + " " + testing::Quote(output) +
-                              " F32 2>" + testing::Quote(err_path);
+  const std::string command = "trap '' XFSZ; ulimit -f 1200; exec " + testing::Quote(Bin()) +
+                              " quantize " + testing::Quote(testing::StoryF32Gguf()) + " " +
+                              testing::Quote(output) + " F32 2>" + testing::Quote(err_path);
   std::FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   const int status = pclose(pipe);
@@ -184,7 +192,8 @@ TEST(CliFiles, AFailedWriteLeavesTheDestinationAsItWas) {
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.err = ReadBytes(err_path);
   fs::remove(err_path);
-  ExpectOneLineError(result, output + ": write failed: File too large (the file was left as it was)");
+  ExpectOneLineError(result,
+                     output + ": write failed: File too large (the file was left as it was)");
   EXPECT_EQ(ReadBytes(output), original);
   EXPECT_TRUE(Temporaries(dir).empty());
 }
@@ -197,13 +206,13 @@ void KillQuantizeMidWrite(const std::string& input, const std::string& output, b
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     freopen("/dev/null", "w", stderr);
-    execl(Bin().c_str(), Bin().c_str(), "quantize", input.c_str(), output.c_str(), "Q4_K", "--no-progress",
-          static_cast<char*>(nullptr));
+    execl(Bin().c_str(), Bin().c_str(), "quantize", input.c_str(), output.c_str(), "Q4_K",
+          "--no-progress", static_cast<char*>(nullptr));
     _exit(127);
   }
   const std::string folder = fs::path(output).parent_path().string();
-  const std::string temporary = folder + "/." + fs::path(output).filename().string() + ".petrel-tmp-" +
-                                std::to_string(pid);
+  const std::string temporary =
+      folder + "/." + fs::path(output).filename().string() + ".petrel-tmp-" + std::to_string(pid);
   // Wait until the temporary holds part of the tensor data (the header alone is small).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::error_code error;
@@ -215,7 +224,8 @@ void KillQuantizeMidWrite(const std::string& input, const std::string& output, b
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "quantize finished before it could be killed; use a larger input";
+  ASSERT_TRUE(WIFSIGNALED(status))
+      << "quantize finished before it could be killed; use a larger input";
   if (existed) {
     EXPECT_EQ(ReadBytes(output), original) << "the destination must stay byte for byte";
   } else {
@@ -231,7 +241,8 @@ void KillQuantizeMidWrite(const std::string& input, const std::string& output, b
 TEST(CliFiles, KillNineDuringQuantizeNeverDamagesTheDestination) {
   const std::string dir = FreshDir("kill");
   const std::string input = dir + "/in-f16.gguf";
-  const Output synth = Petrel({"synth", "--shape", "512x4x8x8x1408", "--type", "f16", "--n-vocab", "8000", "-o", input});
+  const Output synth = Petrel(
+      {"synth", "--shape", "512x4x8x8x1408", "--type", "f16", "--n-vocab", "8000", "-o", input});
   ASSERT_EQ(synth.exit_code, 0) << synth.err;
   {
     SCOPED_TRACE("destination absent");
@@ -263,23 +274,25 @@ TEST(CliFiles, QuantizeProgressOnlyOnATerminal) {
   EXPECT_EQ(piped.err, "wrote " + output + "\n");
   // stderr on a terminal: one line rewritten per tensor, ending with all of them.
   int exit_code = -1;
-  const std::string shown = RunOnTerminal({Bin(), "quantize", testing::StoryF32Gguf(), output, "Q8_0"}, &exit_code);
+  const std::string shown =
+      RunOnTerminal({Bin(), "quantize", testing::StoryF32Gguf(), output, "Q8_0"}, &exit_code);
   EXPECT_EQ(exit_code, 0) << shown;
   EXPECT_NE(shown.find("\rquantize: 1/"), std::string::npos) << shown;
   const std::regex done(R"(\rquantize: (\d+)/\1 tensors, [0-9.]+/[0-9.]+ MB\r?\n)");
   EXPECT_TRUE(std::regex_search(shown, done)) << shown;
   // --no-progress: none.
-  const std::string quiet =
-      RunOnTerminal({Bin(), "quantize", testing::StoryF32Gguf(), output, "Q8_0", "--no-progress"}, &exit_code);
+  const std::string quiet = RunOnTerminal(
+      {Bin(), "quantize", testing::StoryF32Gguf(), output, "Q8_0", "--no-progress"}, &exit_code);
   EXPECT_EQ(exit_code, 0) << quiet;
   EXPECT_EQ(quiet.find("tensors"), std::string::npos) << quiet;
 }
 
 // `petrel chat` fed through stdin; returns its stderr.
-std::string Chat(const std::string& model, const std::string& chat_template, const std::string& input,
-                 const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"chat", "-m", model, "--chat-template-file", chat_template, "-n", "4",
-                                   "--temp", "0", "-t", "2"};
+std::string Chat(const std::string& model, const std::string& chat_template,
+                 const std::string& input, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"chat",        "-m", model, "--chat-template-file",
+                                   chat_template, "-n", "4",   "--temp",
+                                   "0",           "-t", "2"};
   args.insert(args.end(), extra.begin(), extra.end());
   const Output output = Petrel(args, input);
   EXPECT_EQ(output.exit_code, 0) << output.err;
@@ -288,7 +301,8 @@ std::string Chat(const std::string& model, const std::string& chat_template, con
 
 size_t CountErrors(const std::string& err) {
   size_t count = 0;
-  for (size_t at = err.find("error: "); at != std::string::npos; at = err.find("error: ", at + 1)) ++count;
+  for (size_t at = err.find("error: "); at != std::string::npos; at = err.find("error: ", at + 1))
+    ++count;
   return count;
 }
 
@@ -296,14 +310,16 @@ TEST(CliFiles, ASessionLoadsOnlyIntoTheModelItWasSavedWith) {
   const std::string dir = FreshDir("session");
   const std::string chat_template = ChatTemplate(dir);
   const std::string session = dir + "/chat.session";
-  const std::string saved = Chat(testing::StoryF32Gguf(), chat_template, "Once upon a time\n/save " + session + "\n");
+  const std::string saved =
+      Chat(testing::StoryF32Gguf(), chat_template, "Once upon a time\n/save " + session + "\n");
   ASSERT_NE(saved.find("[saved to " + session + "]"), std::string::npos) << saved;
   EXPECT_TRUE(Temporaries(dir).empty());
 
   // Another model (same architecture and shape, other weights): one error naming both.
   const std::string other = Chat(testing::StoryQ8Gguf(), chat_template, "/load " + session + "\n");
   EXPECT_EQ(CountErrors(other), 1u) << other;
-  EXPECT_NE(other.find("error: " + session + ": saved with the model "), std::string::npos) << other;
+  EXPECT_NE(other.find("error: " + session + ": saved with the model "), std::string::npos)
+      << other;
   EXPECT_NE(other.find("story-f32.gguf, not with the current model "), std::string::npos) << other;
   EXPECT_NE(other.find("story-q8_0.gguf\n"), std::string::npos) << other;
   EXPECT_EQ(other.find("[loaded"), std::string::npos) << other;
@@ -321,7 +337,8 @@ TEST(CliFiles, ASessionLoadsOnlyIntoTheModelItWasSavedWith) {
   // The same model with another KV cache type.
   const std::string cache = Chat(testing::StoryF32Gguf(), chat_template, "/load " + session + "\n",
                                  {"--cache-type", "f32"});
-  EXPECT_NE(cache.find("error: " + session + ": saved with a F16 KV cache, but this one is F32 (--cache-type)"),
+  EXPECT_NE(cache.find("error: " + session +
+                       ": saved with a F16 KV cache, but this one is F32 (--cache-type)"),
             std::string::npos)
       << cache;
 
@@ -330,9 +347,12 @@ TEST(CliFiles, ASessionLoadsOnlyIntoTheModelItWasSavedWith) {
   Chat(dir + "/copy-f32.gguf", chat_template, "Hello\n/save " + copy_session + "\n");
   fs::remove(dir + "/copy-f32.gguf");
   fs::copy_file(testing::StoryQ8Gguf(), dir + "/copy-f32.gguf");
-  const std::string changed = Chat(dir + "/copy-f32.gguf", chat_template, "/load " + copy_session + "\n");
-  EXPECT_NE(changed.find("error: " + copy_session + ": saved with the model "), std::string::npos) << changed;
-  EXPECT_NE(changed.find("copy-f32.gguf as it was then; that file's weights have changed since"), std::string::npos)
+  const std::string changed =
+      Chat(dir + "/copy-f32.gguf", chat_template, "/load " + copy_session + "\n");
+  EXPECT_NE(changed.find("error: " + copy_session + ": saved with the model "), std::string::npos)
+      << changed;
+  EXPECT_NE(changed.find("copy-f32.gguf as it was then; that file's weights have changed since"),
+            std::string::npos)
       << changed;
 }
 
@@ -343,11 +363,13 @@ TEST(CliFiles, SessionSavesAreRefusedOntoTheModelAndIntoMissingFolders) {
   fs::copy_file(testing::StoryF32Gguf(), model);
   const std::string original = ReadBytes(model);
   const std::string onto_model = Chat(model, chat_template, "Hi\n/save " + model + "\n");
-  EXPECT_NE(onto_model.find("error: output " + model + " is the input " + model), std::string::npos) << onto_model;
+  EXPECT_NE(onto_model.find("error: output " + model + " is the input " + model), std::string::npos)
+      << onto_model;
   EXPECT_EQ(ReadBytes(model), original);
   const std::string missing = Chat(model, chat_template, "/save " + dir + "/none/s.session\n");
-  EXPECT_NE(missing.find("error: " + dir + "/none/s.session: the folder " + dir + "/none does not exist"),
-            std::string::npos)
+  EXPECT_NE(
+      missing.find("error: " + dir + "/none/s.session: the folder " + dir + "/none does not exist"),
+      std::string::npos)
       << missing;
   EXPECT_FALSE(fs::exists(dir + "/none"));
 }
@@ -366,10 +388,12 @@ TEST(CliFiles, SessionFilesOfTheOlderFormatAreRefused) {
     out.write(reinterpret_cast<const char*>(sizes), sizeof(sizes));
     out.write("{}", 2);
   }
-  const std::string err = Chat(testing::StoryF32Gguf(), chat_template, "/load " + old_session + "\n");
+  const std::string err =
+      Chat(testing::StoryF32Gguf(), chat_template, "/load " + old_session + "\n");
   EXPECT_EQ(CountErrors(err), 1u) << err;
   EXPECT_NE(err.find("error: " + old_session +
-                     ": session format version 1 comes from an older petrel and names no model; this one reads "
+                     ": session format version 1 comes from an older petrel and names no model; "
+                     "this one reads "
                      "version 2 (save the session again)"),
             std::string::npos)
       << err;
@@ -380,8 +404,11 @@ TEST(CliFiles, SessionFilesOfTheOlderFormatAreRefused) {
     out.seekp(8);
     out.write(reinterpret_cast<const char*>(&version), sizeof(version));
   }
-  const std::string newer = Chat(testing::StoryF32Gguf(), chat_template, "/load " + old_session + "\n");
-  EXPECT_NE(newer.find("session format version 3 is newer than this petrel reads (2)"), std::string::npos) << newer;
+  const std::string newer =
+      Chat(testing::StoryF32Gguf(), chat_template, "/load " + old_session + "\n");
+  EXPECT_NE(newer.find("session format version 3 is newer than this petrel reads (2)"),
+            std::string::npos)
+      << newer;
 }
 
 // Removes this run's scratch folders (the kill test's input alone is 42 MB).
@@ -391,11 +418,13 @@ class RemoveScratchFolders : public ::testing::Environment {
     const std::string prefix = "petrel_files_" + std::to_string(getpid()) + "_";
     std::error_code error;
     for (const auto& entry : fs::directory_iterator(testing::ScratchDir(), error)) {
-      if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(entry.path(), error);
+      if (entry.path().filename().string().rfind(prefix, 0) == 0)
+        fs::remove_all(entry.path(), error);
     }
   }
 };
-const auto* const kRemoveScratchFolders = ::testing::AddGlobalTestEnvironment(new RemoveScratchFolders);
+const auto* const kRemoveScratchFolders =
+    ::testing::AddGlobalTestEnvironment(new RemoveScratchFolders);
 
 }  // namespace
 }  // namespace petrel

@@ -42,11 +42,12 @@ Runner AddQuantizeCommand(CLI::App& app) {
     GgufWriter::ProgressFn progress;
     bool line_open = false;
     if (!args->no_progress && isatty(STDERR_FILENO)) {
-      progress = [&line_open](size_t done, size_t n_tensors, uint64_t bytes_done, uint64_t bytes_total) {
+      progress = [&line_open](size_t done, size_t n_tensors, uint64_t bytes_done,
+                              uint64_t bytes_total) {
         const bool gb = bytes_total >= 1000000000ull;
         const double scale = gb ? 1e9 : 1e6;
-        std::fprintf(stderr, "\rquantize: %zu/%zu tensors, %.1f/%.1f %s", done, n_tensors, double(bytes_done) / scale,
-                     double(bytes_total) / scale, gb ? "GB" : "MB");
+        std::fprintf(stderr, "\rquantize: %zu/%zu tensors, %.1f/%.1f %s", done, n_tensors,
+                     double(bytes_done) / scale, double(bytes_total) / scale, gb ? "GB" : "MB");
         line_open = done < n_tensors;
         if (!line_open) std::fputc('\n', stderr);
         std::fflush(stderr);
@@ -54,8 +55,9 @@ Runner AddQuantizeCommand(CLI::App& app) {
     }
     struct stat info;
     const bool folder = stat(args->input.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-    const Status status = folder ? QuantizeHfFolder(args->input, args->output, *mix, args->list, progress)
-                                 : QuantizeGgufModel(args->input, args->output, *mix, args->list, progress);
+    const Status status =
+        folder ? QuantizeHfFolder(args->input, args->output, *mix, args->list, progress)
+               : QuantizeGgufModel(args->input, args->output, *mix, args->list, progress);
     if (line_open) std::fputc('\n', stderr);  // an error ends the progress line first
     if (!status.ok()) return Fail(status);
     std::fprintf(stderr, "wrote %s\n", args->output.c_str());

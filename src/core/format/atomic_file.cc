@@ -37,7 +37,8 @@ void RemoveStaleTemporaries(const std::string& folder, const std::string& name) 
   const std::string prefix = "." + name + kTempTag;
   while (const dirent* entry = readdir(dir)) {
     const std::string entry_name = entry->d_name;
-    if (entry_name.size() <= prefix.size() || entry_name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (entry_name.size() <= prefix.size() || entry_name.compare(0, prefix.size(), prefix) != 0)
+      continue;
     const std::string digits = entry_name.substr(prefix.size());
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
     const long pid = std::strtol(digits.c_str(), nullptr, 10);
@@ -72,32 +73,41 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path) {
       file.target_ = target;
       file.direct_ = true;
       file.file_ = std::fopen(target.c_str(), "wb");
-      if (file.file_ == nullptr) return Error("%s: cannot open for writing: %s", path.c_str(), strerror(errno));
+      if (file.file_ == nullptr)
+        return Error("%s: cannot open for writing: %s", path.c_str(), strerror(errno));
       return file;
     }
-    if (!S_ISREG(info.st_mode)) return Error("%s: not a regular file, a character device or a pipe", path.c_str());
+    if (!S_ISREG(info.st_mode))
+      return Error("%s: not a regular file, a character device or a pipe", path.c_str());
     exists = true;
     keep_mode = info.st_mode & 07777;
   }
   const std::string folder = FolderOf(target), name = NameOf(target);
-  if (name.empty() || name == "." || name == "..") return Error("%s: is a folder, not a file", path.c_str());
+  if (name.empty() || name == "." || name == "..")
+    return Error("%s: is a folder, not a file", path.c_str());
   struct stat folder_info;
   if (stat(folder.c_str(), &folder_info) != 0) {
-    if (errno == ENOENT) return Error("%s: the folder %s does not exist", path.c_str(), folder.c_str());
+    if (errno == ENOENT)
+      return Error("%s: the folder %s does not exist", path.c_str(), folder.c_str());
     if (errno == ENOTDIR) return Error("%s: %s is not a folder", path.c_str(), folder.c_str());
-    return Error("%s: cannot reach the folder %s: %s", path.c_str(), folder.c_str(), strerror(errno));
+    return Error("%s: cannot reach the folder %s: %s", path.c_str(), folder.c_str(),
+                 strerror(errno));
   }
-  if (!S_ISDIR(folder_info.st_mode)) return Error("%s: %s is not a folder", path.c_str(), folder.c_str());
+  if (!S_ISDIR(folder_info.st_mode))
+    return Error("%s: %s is not a folder", path.c_str(), folder.c_str());
   RemoveStaleTemporaries(folder, name);
 
   AtomicFile file;
   file.path_ = path;
   file.target_ = target;
-  const std::string temp = (folder == "." && target.find('/') == std::string::npos ? "" : folder + "/") + "." +
-                           name + kTempTag + std::to_string(getpid());
+  const std::string temp =
+      (folder == "." && target.find('/') == std::string::npos ? "" : folder + "/") + "." + name +
+      kTempTag + std::to_string(getpid());
   // O_NOFOLLOW: a link planted at the temporary's name must not redirect the write.
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0) return Error("%s: cannot create a file in %s: %s", path.c_str(), folder.c_str(), strerror(errno));
+  if (fd < 0)
+    return Error("%s: cannot create a file in %s: %s", path.c_str(), folder.c_str(),
+                 strerror(errno));
   file.temp_path_ = temp;
   if (exists) (void)fchmod(fd, keep_mode);
   file.file_ = fdopen(fd, "wb");
@@ -156,7 +166,8 @@ Status AtomicFile::Commit() {
   if (rename(temp_path_.c_str(), target_.c_str()) != 0) {
     const int error_number = errno;
     Discard();
-    return Error("%s: cannot replace: %s (the file was left as it was)", path_.c_str(), strerror(error_number));
+    return Error("%s: cannot replace: %s (the file was left as it was)", path_.c_str(),
+                 strerror(error_number));
   }
   temp_path_.clear();
   const std::string folder = FolderOf(target_);
@@ -180,8 +191,8 @@ Status CheckOutputIsNotInput(const std::string& output, const std::vector<std::s
            input_info.st_ino == output_info.st_ino;
   };
   auto refuse = [&](const std::string& input) {
-    return Error("output %s is the input %s (the same file); write the output to another path", output.c_str(),
-                 input.c_str());
+    return Error("output %s is the input %s (the same file); write the output to another path",
+                 output.c_str(), input.c_str());
   };
   for (const std::string& input : inputs) {
     if (input.empty()) continue;
@@ -195,10 +206,13 @@ Status CheckOutputIsNotInput(const std::string& output, const std::vector<std::s
       continue;
     }
     // A folder model: each file in it (weights, tokenizer, config) is an input.
-    for (fs::recursive_directory_iterator it(input, fs::directory_options::skip_permission_denied, error), end;
+    for (fs::recursive_directory_iterator
+             it(input, fs::directory_options::skip_permission_denied, error),
+         end;
          !error && it != end; it.increment(error)) {
       std::error_code type_error;
-      if (it->is_regular_file(type_error) && same_file(it->path().string())) return refuse(it->path().string());
+      if (it->is_regular_file(type_error) && same_file(it->path().string()))
+        return refuse(it->path().string());
     }
   }
   return Status::Ok();

@@ -63,9 +63,9 @@ void HashWeight(const std::string& name, const TensorView& view, Hasher* header,
   const size_t n_bytes = view.desc.bytes();
   const uint8_t* bytes = static_cast<const uint8_t*>(view.data);
   const size_t sample = std::min(n_bytes, kSampleBytes);
-  data->Bytes(bytes, sample);                              // first
-  data->Bytes(bytes + (n_bytes - sample) / 2, sample);     // middle
-  data->Bytes(bytes + n_bytes - sample, sample);           // last
+  data->Bytes(bytes, sample);                           // first
+  data->Bytes(bytes + (n_bytes - sample) / 2, sample);  // middle
+  data->Bytes(bytes + n_bytes - sample, sample);        // last
 }
 
 // The model's path as it reads from anywhere, for messages in a later run.
@@ -81,8 +81,8 @@ ModelFingerprint FingerprintModel(const LoadedModel& model) {
   Hasher header, data;
   const ModelConfig& c = model.config;
   header.Text(c.architecture);
-  for (int64_t value : {c.n_vocab, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
-                        c.max_context, c.sliding_window}) {
+  for (int64_t value : {c.n_vocab, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,
+                        c.ffn_dim, c.max_context, c.sliding_window}) {
     header.Value(value);
   }
   header.Value(c.norm_eps);
@@ -90,7 +90,8 @@ ModelFingerprint FingerprintModel(const LoadedModel& model) {
   header.Value(c.rope.dims);
   header.Value(uint32_t(c.rope.style));
   header.Value(uint32_t(c.rope.scaling));
-  for (float value : {c.rope.factor, c.rope.low_freq_factor, c.rope.high_freq_factor}) header.Value(value);
+  for (float value : {c.rope.factor, c.rope.low_freq_factor, c.rope.high_freq_factor})
+    header.Value(value);
   header.Value(c.rope.original_context);
   header.Value<uint64_t>(c.rope.freq_factors.size());
   header.Bytes(c.rope.freq_factors.data(), c.rope.freq_factors.size() * sizeof(float));
@@ -102,7 +103,8 @@ ModelFingerprint FingerprintModel(const LoadedModel& model) {
   if (!c.tied_embeddings) HashWeight(GgufWeightName(arch.output, -1), w.output, &header, &data);
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& layer = w.layers[l];
-    for (size_t i = 0; i < layer.size(); ++i) HashWeight(GgufWeightName(layer.spec(i), int(l)), layer[i], &header, &data);
+    for (size_t i = 0; i < layer.size(); ++i)
+      HashWeight(GgufWeightName(layer.spec(i), int(l)), layer[i], &header, &data);
   }
   return ModelFingerprint{header.hash(), data.hash()};
 }
@@ -153,20 +155,27 @@ Result<LoadedSession> LoadSession(Engine& engine, SeqId seq, const std::string& 
   if (file_size < long(prefix_bytes) || std::fread(&header, prefix_bytes, 1, file.get()) != 1) {
     return Error("%s: too short for a session header", path.c_str());
   }
-  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return Error("%s: not a petrel session file (bad magic)", path.c_str());
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0)
+    return Error("%s: not a petrel session file (bad magic)", path.c_str());
   if (header.version < kVersion) {
-    return Error("%s: session format version %u comes from an older petrel and names no model; this one reads version %u (save the session again)",
-                 path.c_str(), header.version, kVersion);
+    return Error(
+        "%s: session format version %u comes from an older petrel and names no model; this one "
+        "reads version %u (save the session again)",
+        path.c_str(), header.version, kVersion);
   }
   if (header.version != kVersion) {
-    return Error("%s: session format version %u is newer than this petrel reads (%u)", path.c_str(), header.version, kVersion);
+    return Error("%s: session format version %u is newer than this petrel reads (%u)", path.c_str(),
+                 header.version, kVersion);
   }
   if (file_size < long(sizeof(header)) ||
-      std::fread(reinterpret_cast<char*>(&header) + prefix_bytes, sizeof(header) - prefix_bytes, 1, file.get()) != 1) {
+      std::fread(reinterpret_cast<char*>(&header) + prefix_bytes, sizeof(header) - prefix_bytes, 1,
+                 file.get()) != 1) {
     return Error("%s: too short for a session header", path.c_str());
   }
-  if (header.model_path_bytes > kMaxModelPathBytes || header.model_path_bytes > uint64_t(file_size)) {
-    return Error("%s: model path of %llu bytes is not plausible", path.c_str(), (unsigned long long)header.model_path_bytes);
+  if (header.model_path_bytes > kMaxModelPathBytes ||
+      header.model_path_bytes > uint64_t(file_size)) {
+    return Error("%s: model path of %llu bytes is not plausible", path.c_str(),
+                 (unsigned long long)header.model_path_bytes);
   }
   std::string saved_model(header.model_path_bytes, '\0');
   if (std::fread(saved_model.data(), 1, saved_model.size(), file.get()) != saved_model.size()) {
@@ -176,44 +185,53 @@ Result<LoadedSession> LoadSession(Engine& engine, SeqId seq, const std::string& 
   const std::string current_model = ModelPath(engine.model());
   if (header.header_hash != fingerprint.header_hash || header.data_hash != fingerprint.data_hash) {
     if (saved_model == current_model) {
-      return Error("%s: saved with the model %s as it was then; that file's weights have changed since", path.c_str(),
-                   saved_model.c_str());
+      return Error(
+          "%s: saved with the model %s as it was then; that file's weights have changed since",
+          path.c_str(), saved_model.c_str());
     }
-    return Error("%s: saved with the model %s, not with the current model %s", path.c_str(), saved_model.c_str(),
-                 current_model.c_str());
+    return Error("%s: saved with the model %s, not with the current model %s", path.c_str(),
+                 saved_model.c_str(), current_model.c_str());
   }
   if (header.dtype != uint32_t(engine.kv_type())) {
-    const char* saved_type = header.dtype < uint32_t(DType::kCount) ? DTypeName(DType(header.dtype)) : "unknown";
-    return Error("%s: saved with a %s KV cache, but this one is %s (--cache-type)", path.c_str(), saved_type,
-                 DTypeName(engine.kv_type()));
+    const char* saved_type =
+        header.dtype < uint32_t(DType::kCount) ? DTypeName(DType(header.dtype)) : "unknown";
+    return Error("%s: saved with a %s KV cache, but this one is %s (--cache-type)", path.c_str(),
+                 saved_type, DTypeName(engine.kv_type()));
   }
   if (header.n_layers != engine.kv_layers() || header.row_bytes != engine.kv_row_bytes()) {
-    return Error("%s: %u layers x %u bytes per K/V row do not match the cache (%zu x %zu)", path.c_str(),
-                 header.n_layers, header.row_bytes, engine.kv_layers(), engine.kv_row_bytes());
+    return Error("%s: %u layers x %u bytes per K/V row do not match the cache (%zu x %zu)",
+                 path.c_str(), header.n_layers, header.row_bytes, engine.kv_layers(),
+                 engine.kv_row_bytes());
   }
   if (header.n_tokens > engine.context()) {
-    return Error("%s: %llu tokens exceed the context of %zu", path.c_str(), (unsigned long long)header.n_tokens, engine.context());
+    return Error("%s: %llu tokens exceed the context of %zu", path.c_str(),
+                 (unsigned long long)header.n_tokens, engine.context());
   }
   const uint64_t rows_bytes = 2ull * header.n_layers * header.n_tokens * header.row_bytes;
-  const uint64_t expected =
-      sizeof(header) + header.model_path_bytes + header.metadata_bytes + header.n_tokens * 4 + rows_bytes;
+  const uint64_t expected = sizeof(header) + header.model_path_bytes + header.metadata_bytes +
+                            header.n_tokens * 4 + rows_bytes;
   if (header.metadata_bytes > uint64_t(file_size) || expected != uint64_t(file_size)) {
-    return Error("%s: size %ld does not match its header (expected %llu)", path.c_str(), file_size, (unsigned long long)expected);
+    return Error("%s: size %ld does not match its header (expected %llu)", path.c_str(), file_size,
+                 (unsigned long long)expected);
   }
   LoadedSession session;
   session.metadata.resize(header.metadata_bytes);
   session.tokens.resize(header.n_tokens);
-  if (std::fread(session.metadata.data(), 1, session.metadata.size(), file.get()) != session.metadata.size() ||
-      std::fread(session.tokens.data(), 4, session.tokens.size(), file.get()) != session.tokens.size()) {
+  if (std::fread(session.metadata.data(), 1, session.metadata.size(), file.get()) !=
+          session.metadata.size() ||
+      std::fread(session.tokens.data(), 4, session.tokens.size(), file.get()) !=
+          session.tokens.size()) {
     return Error("%s: truncated", path.c_str());
   }
   for (int32_t token : session.tokens) {
-    if (token < 0 || token >= engine.config().n_vocab) return Error("%s: token id %d is outside the vocabulary", path.c_str(), token);
+    if (token < 0 || token >= engine.config().n_vocab)
+      return Error("%s: token id %d is outside the vocabulary", path.c_str(), token);
   }
   PETREL_RETURN_IF_ERROR(engine.ResizeSequenceKv(seq, session.tokens.size()));
   std::vector<uint8_t> k(session.tokens.size() * engine.kv_row_bytes()), v(k.size());
   for (size_t layer = 0; layer < engine.kv_layers(); ++layer) {
-    if (std::fread(k.data(), 1, k.size(), file.get()) != k.size() || std::fread(v.data(), 1, v.size(), file.get()) != v.size()) {
+    if (std::fread(k.data(), 1, k.size(), file.get()) != k.size() ||
+        std::fread(v.data(), 1, v.size(), file.get()) != v.size()) {
       (void)engine.TruncateSequence(seq, 0);
       return Error("%s: truncated in layer %zu", path.c_str(), layer);
     }
