@@ -5,11 +5,15 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -172,6 +176,34 @@ TEST(CliFiles, UnwritableDestinationsAreOneLineErrors) {
       Petrel({"logits", "-m", testing::StoryF32Gguf(), "--ids", "1,2", "-o", "/dev/null"});
   EXPECT_EQ(to_null.exit_code, 0) << to_null.err;
   EXPECT_EQ(ReadBytes(dir + "/plain"), "x");
+  const std::vector<std::string> synth = {"synth", "--shape", "64x2x4x2x96", "-o"};
+  auto synth_to = [&](const std::string& output) {
+    std::vector<std::string> args = synth;
+    args.push_back(output);
+    return Petrel(args);
+  };
+  ExpectOneLineError(synth_to(""), "output path is empty");
+  // A socket is neither a file to replace nor a device to write to.
+  const std::string socket_path = dir + "/socket";
+  const int socket_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(socket_path.size(), sizeof(address.sun_path));
+  std::memcpy(address.sun_path, socket_path.c_str(), socket_path.size());
+  ASSERT_EQ(bind(socket_fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  ExpectOneLineError(synth_to(socket_path), "not a regular file, a character device or a pipe");
+  close(socket_fd);
+  // A folder that cannot be reached (a loop of links).
+  fs::create_symlink("loop", dir + "/loop");
+  ExpectOneLineError(synth_to(dir + "/loop/out.gguf"), "cannot reach the folder " + dir + "/loop");
+  // A name too long for the temporary beside it.
+  ExpectOneLineError(synth_to(dir + "/" + std::string(250, 'n')), "cannot create a file in " + dir);
+  EXPECT_TRUE(Temporaries(dir).empty());
+  // A character device without a driver (only root may make one).
+  const std::string device = dir + "/no-driver";
+  if (mknod(device.c_str(), S_IFCHR | 0600, makedev(511, 0)) == 0) {
+    ExpectOneLineError(synth_to(device), device + ": cannot open for writing");
+  }
 }
 
 TEST(CliFiles, AFailedWriteLeavesTheDestinationAsItWas) {
@@ -409,6 +441,22 @@ TEST(CliFiles, SessionFilesOfTheOlderFormatAreRefused) {
   EXPECT_NE(newer.find("session format version 3 is newer than this petrel reads (2)"),
             std::string::npos)
       << newer;
+  // Version 2 with a model path longer than any path.
+  const std::string bad_path = dir + "/bad_path.session";
+  {
+    std::ofstream out(bad_path, std::ios::binary);
+    const uint32_t fields[4] = {2, 5, 128, 1};
+    const uint64_t sizes[5] = {0, 0, 0, 0, uint64_t(1) << 40};
+    out.write("PTRLSESS", 8);
+    out.write(reinterpret_cast<const char*>(fields), sizeof(fields));
+    out.write(reinterpret_cast<const char*>(sizes), sizeof(sizes));
+  }
+  const std::string implausible =
+      Chat(testing::StoryF32Gguf(), chat_template, "/load " + bad_path + "\n");
+  EXPECT_NE(implausible.find("error: " + bad_path +
+                             ": model path of 1099511627776 bytes is not plausible"),
+            std::string::npos)
+      << implausible;
 }
 
 // Removes this run's scratch folders (the kill test's input alone is 42 MB).
