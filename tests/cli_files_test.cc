@@ -183,6 +183,7 @@ TEST(CliFiles, UnwritableDestinationsAreOneLineErrors) {
     return Petrel(args);
   };
   ExpectOneLineError(synth_to(""), "output path is empty");
+  ExpectOneLineError(synth_to(dir + "/new/"), dir + "/new/: names a folder, not a file");
   // A socket is neither a file to replace nor a device to write to.
   const std::string socket_path = dir + "/socket";
   const int socket_fd = socket(AF_UNIX, SOCK_STREAM, 0);

@@ -83,8 +83,9 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path) {
     keep_mode = info.st_mode & 07777;
   }
   const std::string folder = FolderOf(target), name = NameOf(target);
-  if (name.empty() || name == "." || name == "..")
-    return Error("%s: is a folder, not a file", path.c_str());
+  if (name.empty() || name == "." || name == "..") {
+    return Error("%s: names a folder, not a file", path.c_str());
+  }
   struct stat folder_info;
   if (stat(folder.c_str(), &folder_info) != 0) {
     if (errno == ENOENT)
