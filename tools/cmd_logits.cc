@@ -3,6 +3,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/format/atomic_file.h"
 #include "tools/common.h"
 
 namespace petrel::tools {
@@ -40,6 +41,13 @@ Runner AddLogitsCommand(CLI::App& app) {
   return [args]() -> int {
     auto ids = ParseIds(args->ids);
     if (!ids.ok()) return Fail(ids.status());
+    // Before the model is even loaded: never replace the model file with its own logits.
+    Status not_input = CheckOutputIsNotInput(args->output, {args->model.model_path});
+    if (!not_input.ok()) return Fail(not_input);
+    // Opened first so that an unwritable output fails before the work; any failure after this
+    // removes the temporary and leaves the output as it was.
+    auto file = AtomicFile::Create(args->output);
+    if (!file.ok()) return Fail(file.status());
     ModelOptions model = args->model;
     if (model.context == 0) model.context = std::max<size_t>(ids->size(), 16);
     auto engine = model.LoadEngine();
@@ -48,12 +56,9 @@ Runner AddLogitsCommand(CLI::App& app) {
     const SeqId seq = (*engine)->NewSequence();
     Status status = (*engine)->Prefill(seq, *ids, /*all_logits=*/true, &logits);
     if (!status.ok()) return Fail(status);
-    std::FILE* file = std::fopen(args->output.c_str(), "wb");
-    if (!file) return Fail(Error("%s: cannot open for writing", args->output.c_str()));
-    const size_t written = std::fwrite(logits.data(), sizeof(float), logits.size(), file);
-    if (std::fclose(file) != 0 || written != logits.size()) {
-      return Fail(Error("%s: write failed", args->output.c_str()));
-    }
+    file->Write(logits.data(), logits.size() * sizeof(float));
+    status = file->Commit();
+    if (!status.ok()) return Fail(status);
     return 0;
   };
 }

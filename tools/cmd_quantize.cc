@@ -4,6 +4,7 @@
 #include <string>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/convert/quantize_hf.h"
 #include "core/convert/quantize_model.h"
@@ -16,6 +17,7 @@ Runner AddQuantizeCommand(CLI::App& app) {
     std::string input, output, type;
     bool pure = false;
     bool list = false;
+    bool no_progress = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("quantize", "write a GGUF with weights in another type");
@@ -28,15 +30,35 @@ Runner AddQuantizeCommand(CLI::App& app) {
   cmd->add_flag("--pure", args->pure,
                 "every 2-D weight in TYPE (rows that hold no whole block still fall back)");
   cmd->add_flag("--list", args->list, "print each tensor's new type");
+  cmd->add_flag("--no-progress", args->no_progress,
+                "no progress line on stderr (default: shown when stderr is a terminal)");
   return [args]() -> int {
     std::optional<QuantMix> mix = ParseQuantMix(args->type);
     if (!mix)
       return Fail(Error("quantize: '%s' is not a type or mix we can write", args->type.c_str()));
     mix->pure = args->pure;
+    // One stderr line rewritten in place after each tensor; only for a person watching, so
+    // never when stderr goes to a file or a pipe.
+    GgufWriter::ProgressFn progress;
+    bool line_open = false;
+    if (!args->no_progress && isatty(STDERR_FILENO)) {
+      progress = [&line_open](size_t done, size_t n_tensors, uint64_t bytes_done,
+                              uint64_t bytes_total) {
+        const bool gb = bytes_total >= 1000000000ull;
+        const double scale = gb ? 1e9 : 1e6;
+        std::fprintf(stderr, "\rquantize: %zu/%zu tensors, %.1f/%.1f %s", done, n_tensors,
+                     double(bytes_done) / scale, double(bytes_total) / scale, gb ? "GB" : "MB");
+        line_open = done < n_tensors;
+        if (!line_open) std::fputc('\n', stderr);
+        std::fflush(stderr);
+      };
+    }
     struct stat info;
     const bool folder = stat(args->input.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-    const Status status = folder ? QuantizeHfFolder(args->input, args->output, *mix, args->list)
-                                 : QuantizeGgufModel(args->input, args->output, *mix, args->list);
+    const Status status =
+        folder ? QuantizeHfFolder(args->input, args->output, *mix, args->list, progress)
+               : QuantizeGgufModel(args->input, args->output, *mix, args->list, progress);
+    if (line_open) std::fputc('\n', stderr);  // an error ends the progress line first
     if (!status.ok()) return Fail(status);
     std::fprintf(stderr, "wrote %s\n", args->output.c_str());
     return 0;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/format/atomic_file.h"
 #include "core/format/gguf_writer.h"
 #include "core/model/loader.h"
 #include "quant/quantize.h"
@@ -35,7 +36,8 @@ int64_t SourceRow(int64_t r, int64_t head_dim, bool permute) {
 }  // namespace
 
 Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, const QuantMix& mix,
-                        bool verbose) {
+                        bool verbose, const GgufWriter::ProgressFn& progress) {
+  PETREL_RETURN_IF_ERROR(CheckOutputIsNotInput(out_path, {folder}));
   LoadOptions options;
   options.load_tokenizer = true;  // proves the tokenizer loads before anything is written
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model, LoadModel(folder, options));
@@ -111,6 +113,7 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
     writer.AddTensor("rope_freqs.weight", TensorDesc::Make(DType::kF32, {int64_t(factors->size())}),
                      [factors](void* dst) { std::memcpy(dst, factors->data(), factors->size() * sizeof(float)); });
   }
+  writer.SetProgress(progress);
   return writer.Write(out_path);
 }
 

@@ -8,10 +8,13 @@
 
 #include "core/convert/quant_mix.h"
 #include "core/base/status.h"
+#include "core/format/gguf_writer.h"  // GgufWriter::ProgressFn
 
 namespace petrel {
 
+// An `out_path` that is one of the folder's files (by path or link) is refused before anything
+// is written; on any error `out_path` is left as it was (AtomicFile).
 Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, const QuantMix& mix,
-                        bool verbose);
+                        bool verbose, const GgufWriter::ProgressFn& progress = {});
 
 }  // namespace petrel

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/format/atomic_file.h"
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
 #include "quant/quantize.h"
@@ -13,7 +14,9 @@ namespace petrel {
 namespace {}  // namespace
 
 Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
-                         const QuantMix& mix, bool verbose) {
+                         const QuantMix& mix, bool verbose,
+                         const GgufWriter::ProgressFn& progress) {
+  PETREL_RETURN_IF_ERROR(CheckOutputIsNotInput(out_path, {in_path}));
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> in, GgufFile::Open(in_path));
   PETREL_ASSIGN_OR_RETURN(std::string_view arch, in->GetString("general.architecture"));
   PETREL_ASSIGN_OR_RETURN(uint64_t n_layers, in->GetUint(std::string(arch) + ".block_count"));
@@ -53,6 +56,7 @@ Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path
       }
     });
   }
+  writer.SetProgress(progress);
   return writer.Write(out_path);
 }
 

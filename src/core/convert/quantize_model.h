@@ -5,14 +5,18 @@
 
 #include "core/convert/quant_mix.h"
 #include "core/base/status.h"
+#include "core/format/gguf_writer.h"  // GgufWriter::ProgressFn
 
 namespace petrel {
 
 // Reads `in_path` (GGUF with F32/F16/BF16 or block-format tensors), writes `out_path` with every
 // metadata key copied (general.file_type updated), 2-D weights re-encoded per `mix`
 // (ChooseTensorType) and 1-D tensors as F32. `verbose` prints one line per tensor
-// on stderr.
+// on stderr; `progress` (if set) is called after each tensor is written. An `out_path` that is
+// the input file (by path or link) is refused before anything is written; on any error
+// `out_path` is left as it was (AtomicFile).
 Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
-                         const QuantMix& mix, bool verbose);
+                         const QuantMix& mix, bool verbose,
+                         const GgufWriter::ProgressFn& progress = {});
 
 }  // namespace petrel

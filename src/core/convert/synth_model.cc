@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/format/atomic_file.h"
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
 #include "core/model/architecture.h"
@@ -169,6 +170,7 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
       spec.type != DType::kBF16) {
     return Error("--type %s: block types go through SynthSpec::quant_mix", DTypeName(spec.type));
   }
+  PETREL_RETURN_IF_ERROR(CheckOutputIsNotInput(path, {spec.vocab_gguf}));
   GgufWriter writer;
   writer.SetString("general.architecture", "llama");
   writer.SetString("general.name", "petrel-synth");

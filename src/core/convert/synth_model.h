@@ -33,6 +33,7 @@ struct SynthSpec {
 // "small", "tinyllama" (the shapes of BASELINES.md) or "<dim>x<layers>x<heads>x<kv_heads>x<ffn>".
 Result<SynthSpec> ParseSynthShape(const std::string& shape);
 
+// Refuses a `path` that is the `vocab_gguf` file; on any error `path` is left as it was.
 Status WriteSynthModel(const SynthSpec& spec, const std::string& path);
 
 }  // namespace petrel

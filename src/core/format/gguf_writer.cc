@@ -3,9 +3,10 @@
 #include "core/format/gguf_writer.h"
 
 #include <bit>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include "core/format/atomic_file.h"
 
 namespace petrel {
 namespace {
@@ -91,18 +92,17 @@ class MemorySink {
     return out_.data() + out_.size() - n;
   }
   void EndChunk(size_t) {}
+  bool ok() const { return true; }
 
  private:
   std::vector<uint8_t>& out_;
 };
 
-// Streams to a FILE*; one buffer, sized for the largest tensor, is reused for every tensor.
+// Streams to an AtomicFile; one buffer, sized for the largest tensor, is reused for every tensor.
 class FileSink {
  public:
-  explicit FileSink(std::FILE* file) : file_(file) {}
-  void Write(const void* bytes, size_t n) {
-    if (error_ == 0 && n > 0 && std::fwrite(bytes, 1, n, file_) != n) error_ = errno ? errno : EIO;
-  }
+  explicit FileSink(AtomicFile& file) : file_(file) {}
+  void Write(const void* bytes, size_t n) { file_.Write(bytes, n); }
   void WriteZeros(size_t n) {
     static const uint8_t kZeros[256] = {};
     while (n > 0) {
@@ -116,12 +116,11 @@ class FileSink {
     return buffer_.data();
   }
   void EndChunk(size_t n) { Write(buffer_.data(), n); }
-  int error() const { return error_; }
+  bool ok() const { return file_.ok(); }
 
  private:
-  std::FILE* file_;
+  AtomicFile& file_;
   std::vector<uint8_t> buffer_;
-  int error_ = 0;
 };
 
 }  // namespace
@@ -295,27 +294,26 @@ void GgufWriter::Emit(Sink& sink) const {
   }
   head.resize(AlignUp(head.size(), alignment_), 0);
   sink.Write(head.data(), head.size());
-  for (const PendingTensor& tensor : tensors_) {
+  uint64_t bytes_total = 0, bytes_done = 0;
+  for (const PendingTensor& tensor : tensors_) bytes_total += tensor.desc.bytes();
+  // After a failed write (disk full) the remaining tensors are not computed: the file is lost.
+  for (size_t i = 0; i < tensors_.size() && sink.ok(); ++i) {
+    const PendingTensor& tensor = tensors_[i];
     const size_t n_bytes = tensor.desc.bytes();
     void* dst = sink.BeginChunk(n_bytes);
     if (tensor.fill) tensor.fill(dst);
     sink.EndChunk(n_bytes);
     sink.WriteZeros(AlignUp(n_bytes, alignment_) - n_bytes);
+    bytes_done += n_bytes;
+    if (progress_) progress_(i + 1, tensors_.size(), bytes_done, bytes_total);
   }
 }
 
 Status GgufWriter::Write(const std::string& path) const {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) return Error("gguf: %s: cannot create: %s", path.c_str(), strerror(errno));
+  PETREL_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
   FileSink sink(file);
   Emit(sink);
-  const int write_error = sink.error();
-  const bool close_failed = std::fclose(file) != 0;
-  if (write_error != 0) {
-    return Error("gguf: %s: write failed: %s", path.c_str(), strerror(write_error));
-  }
-  if (close_failed) return Error("gguf: %s: close failed: %s", path.c_str(), strerror(errno));
-  return Status::Ok();
+  return file.Commit();
 }
 
 std::vector<uint8_t> GgufWriter::WriteToMemory() const {

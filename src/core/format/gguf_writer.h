@@ -43,6 +43,13 @@ class GgufWriter {
   void SetAlignment(uint32_t alignment);  // also written as general.alignment (u32)
   void SetVersion(uint32_t version);       // 2 or 3 (default 3)
 
+  // Called after each tensor's data is written, with counts so far and in all (tensor data
+  // bytes, padding excluded), for progress displays.
+  using ProgressFn = std::function<void(size_t tensors_done, size_t n_tensors, uint64_t bytes_done,
+                                        uint64_t bytes_total)>;
+  void SetProgress(ProgressFn progress) { progress_ = std::move(progress); }
+
+  // Writes through AtomicFile: on any error `path` is left as it was.
   Status Write(const std::string& path) const;
   std::vector<uint8_t> WriteToMemory() const;  // for tests that corrupt bytes
 
@@ -64,6 +71,7 @@ class GgufWriter {
   std::vector<PendingTensor> tensors_;
   uint32_t alignment_ = 32;
   uint32_t version_ = 3;
+  ProgressFn progress_;
 };
 
 }  // namespace petrel
