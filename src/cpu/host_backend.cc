@@ -233,10 +233,20 @@ void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
   // Each chunk of rows: its gate rows into a per-thread scratch, its up rows into the output,
   // then silu(gate) * up in place, while both are in cache. The same kernels on the same rows
   // as separate mat_mul and silu_mul ops, so the same bits.
+  const size_t chunks_per_thread = MatMulChunksPerThread(in.type, n_tokens);
+  // Sized for the largest chunk at once: a thread that has only had the short last chunk must
+  // not grow it later (decode steps allocate nothing).
+  // Each thread's gate scratch is sized here, by the calling thread, for the largest chunk, so
+  // the first time a worker gets a chunk of a given shape costs no allocation (decode steps
+  // allocate nothing).
+  const size_t max_rows = pool_.MaxChunk(n_ff, kRowGrain, chunks_per_thread);
+  gate_scratch_.resize(pool_.size());
+  for (std::vector<float>& scratch : gate_scratch_) {
+    if (scratch.size() < n_tokens * max_rows) scratch.resize(n_tokens * max_rows);
+  }
   pool_.ParallelFor(n_ff, [&](size_t row_begin, size_t row_end) {
     const size_t rows = row_end - row_begin;
-    thread_local std::vector<float> gate_rows;
-    if (gate_rows.size() < n_tokens * rows) gate_rows.resize(n_tokens * rows);
+    std::vector<float>& gate_rows = gate_scratch_[cpu::ThreadPool::ThreadIndex()];
     MatMulRows(gate.desc.dtype, static_cast<const char*>(gate.data) + row_begin * gate_row_bytes,
                gate_row_bytes, n_in, in, n_tokens, nullptr, gate_rows.data(), rows, 0, rows);
     MatMulRows(up.desc.dtype, up.data, up.desc.row_bytes(), n_in, in, n_tokens, nullptr, out,
@@ -245,7 +255,7 @@ void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
       float* out_row = out + t * n_ff + row_begin;
       kernels_.silu_mul(gate_rows.data() + t * rows, out_row, rows, out_row);
     }
-  }, kRowGrain, MatMulChunksPerThread(in.type, n_tokens));
+  }, kRowGrain, chunks_per_thread);
 }
 
 void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv) {

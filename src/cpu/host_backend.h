@@ -87,6 +87,7 @@ class HostBackend final : public Backend {
   std::vector<TensorView> host_values_;  // the current node's values as host views
   std::vector<RopeTable> rope_tables_;  // per frequency table; capacity kept across batches
   size_t rope_tables_used_ = 0;          // tables valid for the current batch
+  std::vector<std::vector<float>> gate_scratch_;  // per pool thread: gated_ffn's gate rows
   std::vector<uint8_t> act_scratch_;  // quantized activations of one mat_mul, (n_tokens, row bytes)
   // What act_scratch_ holds: the quantized rows of value `value` (at `data`) of the current run.
   struct QuantizedInput {

@@ -56,15 +56,20 @@ void ThreadPool::RunChunks() {
   }
 }
 
-void ThreadPool::Run(size_t n, size_t grain, size_t chunks_per_thread, const void* ctx,
-                     ChunkFn fn) {
-  PETREL_DCHECK(pending_.load(std::memory_order_relaxed) == 0);
+size_t ThreadPool::MaxChunk(size_t n, size_t grain, size_t chunks_per_thread) const {
+  if (n_threads_ == 1 || n <= 1) return n;  // ParallelFor runs it inline, whole
   // Several chunks per thread (four by default): small enough to rebalance around a preempted
   // thread, large enough that claiming costs nothing next to the work.
   grain = std::max<size_t>(grain, 1);
   const size_t chunks = std::max<size_t>(chunks_per_thread, 1) * n_threads_;
   const size_t target = (n + chunks - 1) / chunks;
-  job_chunk_ = std::max(grain, (target + grain - 1) / grain * grain);
+  return std::min(n, std::max(grain, (target + grain - 1) / grain * grain));
+}
+
+void ThreadPool::Run(size_t n, size_t grain, size_t chunks_per_thread, const void* ctx,
+                     ChunkFn fn) {
+  PETREL_DCHECK(pending_.load(std::memory_order_relaxed) == 0);
+  job_chunk_ = std::max<size_t>(MaxChunk(n, grain, chunks_per_thread), 1);
   next_chunk_.store(0, std::memory_order_relaxed);
   job_n_ = n;
   job_ctx_ = ctx;
@@ -88,7 +93,14 @@ void ThreadPool::Run(size_t n, size_t grain, size_t chunks_per_thread, const voi
   }
 }
 
-void ThreadPool::WorkerLoop(size_t /*thread_index*/) {
+namespace {
+thread_local size_t t_thread_index = 0;
+}  // namespace
+
+size_t ThreadPool::ThreadIndex() { return t_thread_index; }
+
+void ThreadPool::WorkerLoop(size_t thread_index) {
+  t_thread_index = thread_index;
   uint64_t seen = 0;
   for (;;) {
     uint64_t generation = generation_.load(std::memory_order_acquire);

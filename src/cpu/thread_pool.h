@@ -30,6 +30,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   size_t size() const { return n_threads_; }
+  // The index of the calling thread in its pool: 0 for the thread that calls ParallelFor (and
+  // any thread outside a pool), 1 .. size()-1 for the workers. Lets a caller hand each thread
+  // its own slice of scratch it sized beforehand.
+  static size_t ThreadIndex();
 
   // `fn` is any callable `void(size_t begin, size_t end)`; it is called by reference.
   template <class Fn>
@@ -40,6 +44,10 @@ class ThreadPool {
       (*static_cast<const Fn*>(ctx))(begin, end);
     });
   }
+
+  // The largest chunk ParallelFor(n, fn, grain, chunks_per_thread) hands one call of `fn`, so a
+  // per-thread scratch can be sized once for any chunk it may get.
+  size_t MaxChunk(size_t n, size_t grain = 1, size_t chunks_per_thread = 4) const;
 
   // Pins thread i (the caller is thread 0, and stays pinned afterwards) to the i-th CPU of the
   // process's affinity mask. Returns false, leaving the rest unpinned, when there are fewer
