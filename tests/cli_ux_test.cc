@@ -148,31 +148,33 @@ TEST(CliUxTest, PromptFromFile) {
   ExpectOneLineError(Petrel({"run", "-m", StoryHf(), "-f", path, "-p", "hi"}), "--prompt excludes --file");
 }
 
-TEST(CliUxTest, EndOfGenerationTextIsLeftOutUnlessSpecial) {
+TEST(CliUxTest, EndOfGenerationTextIsLeftOutOfTheStreamUnlessSpecial) {
   // The story model spells "<|end_story|>" out in plain tokens, then emits the end token.
-  const std::vector<std::string> args = {"run", "-m", StoryHf(), "-p", "Once upon a time", "--temp", "0",
-                                         "-n", "300"};
-  Output streamed = Petrel(args);
-  EXPECT_EQ(streamed.exit_code, 0) << streamed.err;
-  EXPECT_TRUE(Contains(streamed.err, "stop: eos")) << streamed.err;
-  EXPECT_FALSE(Contains(streamed.out, "<|end_story|>")) << streamed.out;
-  EXPECT_FALSE(Contains(streamed.out, "<|")) << streamed.out;
+  for (const char* prompt : {"Once upon a time", "The cat saw a mouse."}) {
+    const std::vector<std::string> args = {"run", "-m", StoryHf(), "-p", prompt, "--temp", "0", "-n", "300"};
+    Output streamed = Petrel(args);
+    EXPECT_EQ(streamed.exit_code, 0) << streamed.err;
+    EXPECT_TRUE(Contains(streamed.err, "stop: eos")) << streamed.err;
+    EXPECT_FALSE(Contains(streamed.out, "<|")) << streamed.out;
 
-  std::vector<std::string> json_args = args;
-  json_args.push_back("--json");
-  const nlohmann::json plain = RunJson(json_args);
-  EXPECT_EQ(plain["stop_reason"], "eos");
-  EXPECT_EQ(plain["new_ids"].back(), 2);
-  EXPECT_FALSE(Contains(plain["text"].get<std::string>(), "<|"));
+    // --json "text" is the reference decode of new_ids: the spelled-out marker stays.
+    std::vector<std::string> json_args = args;
+    json_args.push_back("--json");
+    const nlohmann::json plain = RunJson(json_args);
+    EXPECT_EQ(plain["stop_reason"], "eos");
+    EXPECT_EQ(plain["new_ids"].back(), 2);
+    const std::string text = plain["text"].get<std::string>();
+    EXPECT_EQ(text.substr(text.size() - 13), "<|end_story|>");
 
-  json_args.push_back("--special");
-  const nlohmann::json special = RunJson(json_args);
-  EXPECT_EQ(special["new_ids"], plain["new_ids"]);
-  EXPECT_TRUE(Contains(special["text"].get<std::string>(), "<|end_story|>"));
-
-  std::vector<std::string> special_stream = args;
-  special_stream.push_back("--special");
-  EXPECT_TRUE(Contains(Petrel(special_stream).out, "<|end_story|>"));
+    // --special: the spelled-out marker and the end token's own text.
+    json_args.push_back("--special");
+    const nlohmann::json special = RunJson(json_args);
+    EXPECT_EQ(special["new_ids"], plain["new_ids"]);
+    EXPECT_EQ(special["text"], text + "<|end_story|>");
+    std::vector<std::string> special_stream = args;
+    special_stream.push_back("--special");
+    EXPECT_EQ(Petrel(special_stream).out, text + "<|end_story|>\n");
+  }
 }
 
 TEST(CliUxTest, InterruptStopsRunWithStatsAndStatus130) {

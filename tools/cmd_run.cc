@@ -145,21 +145,24 @@ Runner AddRunCommand(CLI::App& app) {
       beam.stop_at_end_of_generation = !options->ignore_eos;
       auto found = BeamSearch(**engine, seq, prompt_ids, beam);
       if (!found.ok()) return Fail(found.status());
-      EndTextFilter end_text(tokenizer, args->special);
-      std::string text = end_text.Push(tokenizer->Decode(found->new_ids, !args->special));
-      text += end_text.Flush();
+      // --json "text" is the decode of new_ids as the reference tokenizers give it; the streamed
+      // text leaves out end markers a model spells out (EndTextFilter).
+      const std::string text = tokenizer->Decode(found->new_ids, !args->special);
       if (args->json) {
         nlohmann::json out = {{"prompt_ids", prompt_ids}, {"new_ids", found->new_ids}, {"text", text},
                               {"score", found->score}, {"logprob", found->logprob},
                               {"stop_reason", found->new_ids.size() < beam.max_new_tokens ? "eos" : "length"}};
         std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       } else {
-        std::printf("%s\n", text.c_str());
+        EndTextFilter end_text(tokenizer, args->special);
+        std::printf("%s\n", (end_text.Push(text) + end_text.Flush()).c_str());
       }
       return 0;
     }
-    EndTextFilter end_text(tokenizer, args->special);
-    std::string text;  // what was printed (or goes into --json "text")
+    // The streamed text leaves out end markers a model spells out (EndTextFilter); --json "text"
+    // keeps them, as the reference tokenizers decode new_ids.
+    EndTextFilter end_text(tokenizer, args->special || args->json);
+    std::string text;  // what was printed, or goes into --json "text"
     auto emit = [&](const std::string& piece) {
       text += piece;
       if (!args->json && !piece.empty()) {
@@ -176,6 +179,10 @@ Runner AddRunCommand(CLI::App& app) {
     signal(SIGINT, SIG_DFL);
     if (!result.ok()) return Fail(result.status());
     emit(end_text.Flush());
+    // With --special the end-of-generation token that stopped it is shown too.
+    if (args->special && result->stop_reason == "eos" && !result->new_ids.empty()) {
+      emit(std::string(tokenizer->TokenText(result->new_ids.back())));
+    }
     PETREL_LOG_INFO("prompt: %zu tokens in %.3f s; generation: %zu tokens in %.3f s", result->prompt_tokens,
                     result->prompt_seconds, result->new_ids.size(), result->generate_seconds);
     const int exit_code = result->stop_reason == "cancelled" && g_interrupted ? kInterruptedExit : 0;
