@@ -235,6 +235,26 @@ std::string StoryWithChatTemplate(const std::string& dir) {
   return dir;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+TEST(CliUxTest, ChatEscapesTheSystemPromptWithE) {
+  const std::string model = StoryWithChatTemplate(testing::ScratchDir() + "/cli_ux_chat/story-chat");
+  const std::string session = testing::ScratchDir() + "/cli_ux_chat/session.bin";
+  for (const bool escape : {true, false}) {
+    std::vector<std::string> args = {"chat", "-m", model, "--system", "Be\\tterse.", "-n", "4"};
+    if (escape) args.push_back("-e");
+    Output output = Petrel(args, "/save " + session + "\n/exit\n");
+    EXPECT_EQ(output.exit_code, 0) << output.err;
+    // The session's metadata is JSON: a tab is written as \t, a backslash as \\.
+    const std::string saved = ReadFile(session);
+    EXPECT_EQ(Contains(saved, "\"system\":\"Be\\tterse.\""), escape) << saved.substr(0, 200);
+    EXPECT_EQ(Contains(saved, "\"system\":\"Be\\\\tterse.\""), !escape);
+  }
+}
+
 // Every `petrel …` line of README.md's "Using petrel" block, as written: MODEL is the story model
 // (MODEL.gguf its GGUF file); files it names are made in a scratch working folder.
 TEST(CliUxTest, ReadmeExamplesRun) {
