@@ -81,6 +81,9 @@ TEST(CliUxTest, UnknownOptionNamesTheClosest) {
   ExpectOneLineError(Petrel({"run", "-m", model, "--temperature=0"}),
                      "unknown option '--temperature' for 'petrel run'; did you mean --temp?");
   ExpectOneLineError(Petrel({"run", "-m", model, "--n-predcit", "4"}), "did you mean --n-predict?");
+  // Named before the "--model is required" it causes.
+  ExpectOneLineError(Petrel({"run", "--modle", model, "-p", "hi"}),
+                     "unknown option '--modle' for 'petrel run'; did you mean --model?");
   ExpectOneLineError(Petrel({"chat", "-m", model, "--sytem", "x"}),
                      "unknown option '--sytem' for 'petrel chat'; did you mean --system?");
   ExpectOneLineError(Petrel({"--verbos", "version"}), "unknown option '--verbos' for 'petrel'; did you mean --verbose?");

@@ -74,15 +74,14 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
-  } catch (const CLI::ExtrasError& e) {
-    const CLI::App* where = &app;
+  } catch (const CLI::ParseError& e) {
+    // An unknown argument is named first, also when it made a required option look missing
+    // (`petrel run --modle X`).
+    const CLI::App* where = app.remaining().empty() ? nullptr : &app;
     for (const CLI::App* sub : app.get_subcommands({})) {
       if (sub->parsed() && !sub->remaining().empty()) where = sub;
     }
-    std::fprintf(stderr, "error: %s\n", UnknownArgumentMessage(*where).c_str());
-    return 1;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", where ? UnknownArgumentMessage(*where).c_str() : e.what());
     return 1;
   }
   if (verbose) petrel::SetLogLevel(petrel::LogLevel::kInfo);
