@@ -132,6 +132,18 @@ TEST(CliUxTest, EscapesApplyToStopStringsAndPromptsOnlyWithE) {
   backslash.push_back("Tom\\tand\\x21");
   EXPECT_EQ(RunJson(tab_escape)["prompt_ids"], RunJson(tab)["prompt_ids"]);
   EXPECT_NE(RunJson(backslash)["prompt_ids"], RunJson(tab)["prompt_ids"]);
+  // Unknown escapes, a \x without digits and a final backslash stay as written.
+  std::vector<std::string> odd_escape = prompt, odd = prompt;
+  odd_escape.insert(odd_escape.end(), {"a\\qb\\xg\\", "-e"});
+  odd.push_back("a\\qb\\xg\\");
+  EXPECT_EQ(RunJson(odd_escape)["prompt_ids"], RunJson(odd)["prompt_ids"]);
+  // -e applies to a prompt file too.
+  const std::string file = testing::ScratchDir() + "/cli_ux_escaped_prompt.txt";
+  std::ofstream(file) << "Tom\\tand\\x21";
+  std::vector<std::string> file_escape = prompt;
+  file_escape.back() = "-f";
+  file_escape.insert(file_escape.end(), {file, "-e"});
+  EXPECT_EQ(RunJson(file_escape)["prompt_ids"], RunJson(tab)["prompt_ids"]);
 }
 
 TEST(CliUxTest, PromptFromFile) {

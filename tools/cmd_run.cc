@@ -87,7 +87,7 @@ Runner AddRunCommand(CLI::App& app) {
   CLI::Option* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text");
   cmd->add_option("-f,--file", args->prompt_file, "read the prompt from this file")->excludes(prompt);
   cmd->add_flag("-e,--escape", args->escape,
-                "process escapes (\\n \\t \\\\ \\\" \\xHH ...) in --prompt, --stop, --system (default off)");
+                "process escapes (\\n \\t \\\\ \\\" \\xHH ...) in the prompt (-p or -f), --stop, --system (default off)");
   cmd->add_flag("--special", args->special,
                 "print special tokens, end-of-generation ones included (default: left out)");
   cmd->add_flag("--chat", args->chat, "treat the prompt as a user message of the model's chat template");
