@@ -271,7 +271,8 @@ TEST(CliUxTest, ChatEscapesTheSystemPromptWithE) {
 }
 
 // Every `petrel …` line of README.md's "Using petrel" block, as written: MODEL is the story model
-// (MODEL.gguf its GGUF file); files it names are made in a scratch working folder.
+// (MODEL.gguf and VOCAB.gguf its GGUF file); the files the examples read (prompt.txt, ctx.json)
+// are made in a scratch working folder, where they also write theirs.
 TEST(CliUxTest, ReadmeExamplesRun) {
   const char* source = std::getenv("PETREL_SOURCE_DIR");
   ASSERT_NE(source, nullptr);
@@ -299,7 +300,7 @@ TEST(CliUxTest, ReadmeExamplesRun) {
   std::ofstream(work + "/ctx.json")
       << R"({"messages": [{"role": "user", "content": "Hi!"}], "add_generation_prompt": true})";
   const std::vector<std::pair<std::string, std::string>> placeholders = {
-      {"MODEL.gguf", testing::StoryF32Gguf()}, {"MODEL", model}};
+      {"MODEL.gguf", testing::StoryF32Gguf()}, {"VOCAB.gguf", testing::StoryF32Gguf()}, {"MODEL", model}};
   for (const std::string& example : examples) {
     std::string command = testing::Quote(std::getenv("PETREL_BIN")) + example.substr(6);
     for (const auto& [name, value] : placeholders) {
