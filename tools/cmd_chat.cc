@@ -15,6 +15,7 @@
 #include "core/generation/sequence.h"
 #include "core/generation/session_file.h"
 #include "core/tokenizer/tokenizer.h"
+#include "tools/cli_ux.h"
 #include "tools/common.h"
 #include "tools/sampling_options.h"
 
@@ -38,7 +39,11 @@ const char* kHelp =
 class ChatSession {
  public:
   ChatSession(Engine& engine, const ChatPrompt& prompt, GenerateOptions options)
-      : engine_(engine), prompt_(prompt), options_(std::move(options)), seq_(engine.NewSequence()) {}
+      : engine_(engine),
+        prompt_(prompt),
+        options_(std::move(options)),
+        seq_(engine.NewSequence()),
+        end_text_(engine.tokenizer(), !options_.skip_special) {}
 
   void SetSystem(const std::string& text) {
     system_ = text;
@@ -82,18 +87,22 @@ class ChatSession {
     const std::vector<int32_t> fresh(ids.begin() + long(common), ids.end());
     g_interrupted = 0;
     std::string reply;
+    auto emit = [&](const std::string& text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      reply.append(text);
+    };
     PETREL_ASSIGN_OR_RETURN(
         std::unique_ptr<Sequence> sequence,
         Sequence::Create(engine_, seq_, fresh, options,
                          [&](const GeneratedToken&, std::string_view text) {
-                           std::fwrite(text.data(), 1, text.size(), stdout);
-                           std::fflush(stdout);
-                           reply.append(text);
+                           emit(end_text_.Push(text));
                            return g_interrupted == 0;
                          },
                          cached_));
     Sequence* const sequences[] = {sequence.get()};
     RunSequences(engine_, sequences);
+    emit(end_text_.Flush());
     // The cache holds the prompt and every generated token but the last (never fed back), less
     // what context shifts dropped; after a failure, what it held before the failed step.
     cached_ = sequence->held();
@@ -163,6 +172,7 @@ class ChatSession {
   std::string system_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
   std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds, in order
+  EndTextFilter end_text_;       // keeps end-of-generation markers out of replies
 };
 
 }  // namespace
@@ -173,16 +183,27 @@ Runner AddChatCommand(CLI::App& app) {
     SamplingOptions sampling;
     std::string system;
     std::string template_file;
+    bool escape = false;
+    bool special = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("chat", "chat with a model in the terminal");
   args->model.AddTo(*cmd);
   args->sampling.AddTo(*cmd);
   cmd->add_option("--system", args->system, "system prompt");
+  cmd->add_flag("-e,--escape", args->escape, "process escapes (\\n \\t \\\\ \\xHH ...) in --system and --stop (default off)");
+  cmd->add_flag("--special", args->special,
+                "print special tokens, end-of-generation ones included (default: left out)");
   cmd->add_option("--chat-template-file", args->template_file, "use this Jinja template instead of the model's");
   return [args]() -> int {
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
+    options->skip_special = !args->special;
+    std::string system = args->system;
+    if (args->escape) {
+      system = ProcessEscapes(system);
+      for (std::string& stop : options->stop) stop = ProcessEscapes(stop);
+    }
     Result<ChatPrompt> prompt = args->template_file.empty() ? ChatPrompt::Load(args->model.model_path)
                                                             : ChatPrompt::LoadFile(args->template_file);
     if (!prompt.ok()) return Fail(prompt.status());
@@ -192,7 +213,7 @@ Runner AddChatCommand(CLI::App& app) {
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
     InstallInterruptHandler();
     ChatSession session(**engine, *prompt, *options);
-    session.SetSystem(args->system);
+    session.SetSystem(system);
     std::fputs(kHelp, stderr);
     std::string line;
     for (;;) {

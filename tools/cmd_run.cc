@@ -1,19 +1,53 @@
 // `petrel run`: generate a continuation of a prompt (or, with --chat, a reply to it rendered
-// through the model's chat template), streamed to stdout or returned as one JSON object.
+// through the model's chat template), streamed to stdout or returned as one JSON object. Ctrl-C
+// stops the generation: the text so far and the stats line are printed and the exit status is
+// 130, as shells expect after SIGINT; a second Ctrl-C kills at once.
+#include <csignal>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "core/generation/beam_search.h"
 #include "core/chat/chat_prompt.h"
+#include "core/base/log.h"
 #include "core/generation/generate.h"
 #include "core/tokenizer/tokenizer.h"
+#include "tools/cli_ux.h"
 #include "tools/common.h"
 #include "tools/sampling_options.h"
 
 namespace petrel::tools {
 namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void OnInterrupt(int) { g_interrupted = 1; }
+
+// The first SIGINT sets the flag the token callback checks; SA_RESETHAND restores the default
+// action, so a second one ends the process at once.
+void InstallInterruptHandler() {
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &action, nullptr);
+}
+
+// Exit status after a generation stopped by Ctrl-C: 128 + SIGINT.
+constexpr int kInterruptedExit = 128 + SIGINT;
+
+Result<std::string> ReadPromptFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error("-f %s: cannot open the prompt file (%s)", path.c_str(), std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Error("-f %s: cannot read the prompt file", path.c_str());
+  return text.str();
+}
 
 nlohmann::json LogprobsJson(const Tokenizer& tokenizer, const std::vector<GeneratedToken>& tokens) {
   nlohmann::json out = nlohmann::json::array();
@@ -35,11 +69,14 @@ Runner AddRunCommand(CLI::App& app) {
     ModelOptions model;
     SamplingOptions sampling;
     std::string prompt;
+    std::string prompt_file;
     std::string system;
     std::string template_file;
     bool chat = false;
     bool json = false;
     bool no_bos = false;
+    bool escape = false;
+    bool special = false;
     size_t beams = 0;
     float length_penalty = 1.0f;
     int64_t keep = 0;
@@ -49,7 +86,12 @@ Runner AddRunCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
   args->model.AddTo(*cmd);
   args->sampling.AddTo(*cmd);
-  cmd->add_option("-p,--prompt", args->prompt, "prompt text");
+  CLI::Option* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text");
+  cmd->add_option("-f,--file", args->prompt_file, "read the prompt from this file")->excludes(prompt);
+  cmd->add_flag("-e,--escape", args->escape,
+                "process escapes (\\n \\t \\\\ \\\" \\xHH ...) in the prompt (-p or -f), --stop, --system (default off)");
+  cmd->add_flag("--special", args->special,
+                "print special tokens, end-of-generation ones included (default: left out)");
   cmd->add_flag("--chat", args->chat, "treat the prompt as a user message of the model's chat template");
   cmd->add_option("--system", args->system, "system prompt (with --chat)");
   cmd->add_option("--chat-template-file", args->template_file, "with --chat: this Jinja template instead of the model's");
@@ -65,6 +107,19 @@ Runner AddRunCommand(CLI::App& app) {
   return [args]() -> int {
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
+    std::string prompt_text = args->prompt;
+    std::string system = args->system;
+    if (!args->prompt_file.empty()) {
+      auto text = ReadPromptFile(args->prompt_file);
+      if (!text.ok()) return Fail(text.status());
+      prompt_text = std::move(text).value();
+    }
+    if (args->escape) {
+      prompt_text = ProcessEscapes(prompt_text);
+      system = ProcessEscapes(system);
+      for (std::string& stop : options->stop) stop = ProcessEscapes(stop);
+    }
+    options->skip_special = !args->special;
     if (args->beams > 64) return Fail(Error("--beams %zu is out of range (1..64)", args->beams));
     auto engine = args->model.LoadEngine(args->beams > 0 ? args->beams + 1 : 1);
     if (!engine.ok()) return Fail(engine.status());
@@ -76,15 +131,15 @@ Runner AddRunCommand(CLI::App& app) {
                                               : ChatPrompt::LoadFile(args->template_file);
       if (!chat.ok()) return Fail(chat.status());
       nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-      if (!args->system.empty()) messages.push_back({{"role", "system"}, {"content", args->system}});
-      messages.push_back({{"role", "user"}, {"content", args->prompt}});
+      if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+      messages.push_back({{"role", "user"}, {"content", prompt_text}});
       auto ids = chat->Tokenize(*tokenizer, messages, /*add_generation_prompt=*/true);
       if (!ids.ok()) return Fail(ids.status());
       prompt_ids = std::move(ids).value();
     } else {
       EncodeOptions encode;
       encode.add_special = !args->no_bos;
-      prompt_ids = tokenizer->Encode(args->prompt, encode);
+      prompt_ids = tokenizer->Encode(prompt_text, encode);
     }
     if (prompt_ids.empty()) return Fail(Error("the prompt is empty and the model adds no BOS token"));
     if (args->keep < 0 || size_t(args->keep) > (*engine)->context()) {
@@ -105,25 +160,47 @@ Runner AddRunCommand(CLI::App& app) {
       beam.stop_at_end_of_generation = !options->ignore_eos;
       auto found = BeamSearch(**engine, seq, prompt_ids, beam);
       if (!found.ok()) return Fail(found.status());
-      const std::string text = tokenizer->Decode(found->new_ids, /*skip_special=*/true);
+      // --json "text" is the decode of new_ids as the reference tokenizers give it; the streamed
+      // text leaves out end markers a model spells out (EndTextFilter).
+      const std::string text = tokenizer->Decode(found->new_ids, !args->special);
       if (args->json) {
         nlohmann::json out = {{"prompt_ids", prompt_ids}, {"new_ids", found->new_ids}, {"text", text},
                               {"score", found->score}, {"logprob", found->logprob},
                               {"stop_reason", found->new_ids.size() < beam.max_new_tokens ? "eos" : "length"}};
         std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       } else {
-        std::printf("%s\n", text.c_str());
+        EndTextFilter end_text(tokenizer, args->special);
+        std::printf("%s\n", (end_text.Push(text) + end_text.Flush()).c_str());
       }
       return 0;
     }
-    auto result = Generate(**engine, seq, prompt_ids, *options, [&](const GeneratedToken&, std::string_view text) {
-      if (!args->json && !text.empty()) {
-        std::fwrite(text.data(), 1, text.size(), stdout);
+    // The streamed text leaves out end markers a model spells out (EndTextFilter); --json "text"
+    // keeps them, as the reference tokenizers decode new_ids.
+    EndTextFilter end_text(tokenizer, args->special || args->json);
+    std::string text;  // what was printed, or goes into --json "text"
+    auto emit = [&](const std::string& piece) {
+      text += piece;
+      if (!args->json && !piece.empty()) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       }
-      return true;
+    };
+    g_interrupted = 0;
+    InstallInterruptHandler();
+    auto result = Generate(**engine, seq, prompt_ids, *options, [&](const GeneratedToken&, std::string_view piece) {
+      emit(end_text.Push(piece));
+      return g_interrupted == 0;
     });
+    signal(SIGINT, SIG_DFL);
     if (!result.ok()) return Fail(result.status());
+    emit(end_text.Flush());
+    // With --special the end-of-generation token that stopped it is shown too.
+    if (args->special && result->stop_reason == "eos" && !result->new_ids.empty()) {
+      emit(std::string(tokenizer->TokenText(result->new_ids.back())));
+    }
+    PETREL_LOG_INFO("prompt: %zu tokens in %.3f s; generation: %zu tokens in %.3f s", result->prompt_tokens,
+                    result->prompt_seconds, result->new_ids.size(), result->generate_seconds);
+    const int exit_code = result->stop_reason == "cancelled" && g_interrupted ? kInterruptedExit : 0;
     const double prompt_tps = result->prompt_tokens / std::max(result->prompt_seconds, 1e-9);
     const size_t decoded = result->new_ids.size() > 0 ? result->new_ids.size() - 1 : 0;
     const double gen_tps = decoded / std::max(result->generate_seconds, 1e-9);
@@ -131,7 +208,7 @@ Runner AddRunCommand(CLI::App& app) {
       nlohmann::json out;
       out["prompt_ids"] = prompt_ids;
       out["new_ids"] = result->new_ids;
-      out["text"] = result->text;
+      out["text"] = text;
       out["stop_reason"] = result->stop_reason;
       if (!result->stop_string.empty()) out["stop_string"] = result->stop_string;
       if (options->sampling.n_probs > 0) out["logprobs"] = LogprobsJson(*tokenizer, result->tokens);
@@ -152,7 +229,7 @@ Runner AddRunCommand(CLI::App& app) {
                    result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
                    result->stop_reason.c_str());
     }
-    return 0;
+    return exit_code;
   };
 }
 

@@ -1,11 +1,13 @@
 // Shared option handling for the subcommands.
 #include "tools/common.h"
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "core/base/log.h"
+#include "tools/cli_ux.h"
 
 namespace petrel::tools {
 
@@ -49,7 +51,12 @@ Result<std::unique_ptr<Engine>> ModelOptions::LoadEngine(size_t max_sequences) c
   PETREL_ASSIGN_OR_RETURN(EngineOptions options, ToEngineOptions());
   options.max_sequences = max_sequences;
   options.load_tokenizer = load_tokenizer;
-  return Engine::Load(model_path, options);
+  const auto start = std::chrono::steady_clock::now();
+  PETREL_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(model_path, options));
+  if (GetLogLevel() <= LogLevel::kInfo) {
+    LogLoadDetails(*engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return engine;
 }
 
 int Fail(const Status& status) {
