@@ -40,6 +40,7 @@ Runner AddLogitsCommand(CLI::App& app) {
   return [args]() -> int {
     auto ids = ParseIds(args->ids);
     if (!ids.ok()) return Fail(ids.status());
+    if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     ModelOptions model = args->model;
     if (model.context == 0) model.context = std::max<size_t>(ids->size(), 16);
     auto engine = model.LoadEngine();
