@@ -44,7 +44,7 @@ Runner AddInfoCommand(CLI::App& app) {
   cmd->add_option("--cache-type", args->kv_type, "KV cache type for the estimate (default f16)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   cmd->add_option("--device", args->device, "show the placement on this backend")
-      ->check(CLI::IsMember(AvailableBackends()));
+      ->check(KnownDevice());
   CLI::Option* gpu_layers =
       cmd->add_option("--gpu-layers,--n-gpu-layers", args->gpu_layers,
                       "blocks to place on --device (default: all; more than the model has: all); "

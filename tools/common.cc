@@ -80,6 +80,19 @@ CLI::Validator IntChoice(std::vector<int64_t> values) {
       "one of " + list, "IntChoice");
 }
 
+CLI::Validator KnownDevice() {
+  std::string list;
+  for (const std::string& name : AvailableBackends()) list += (list.empty() ? "" : ", ") + name;
+  return CLI::Validator(
+      [list](std::string& input) -> std::string {
+        for (const std::string& name : AvailableBackends()) {
+          if (name == input) return "";
+        }
+        return "unknown device '" + input + "' (this build has: " + list + ")";
+      },
+      "one of " + list, "KnownDevice");
+}
+
 void Warn(const char* format, ...) {
   va_list args;
   va_start(args, format);
@@ -104,7 +117,7 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
         ->check(IntRange(1, kMaxThreads));
   }
   app.add_option("--device", device, "backend for offloaded layers (default cpu)")
-      ->check(CLI::IsMember(AvailableBackends()));
+      ->check(KnownDevice());
   gpu_layers_option =
       app.add_option("--gpu-layers,--n-gpu-layers", gpu_layers,
                      "blocks to place on --device (default: all; more than the model has: all); "

@@ -26,6 +26,7 @@ inline constexpr int64_t kMaxTokens = 1 << 20;    // -n, --min-tokens, bench's -
 CLI::Validator IntRange(int64_t lo, int64_t hi);
 CLI::Validator RealRange(double lo, double hi, bool lo_open = false);  // lo_open: (lo, hi]
 CLI::Validator IntChoice(std::vector<int64_t> values);                 // one of `values`
+CLI::Validator KnownDevice();  // a backend of this build (--device)
 
 // "warning: <message>" on stderr: a flag combination we accept but that does not do what it says.
 void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
