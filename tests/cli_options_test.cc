@@ -79,9 +79,17 @@ Command RunCommand() {
   return {"run", {{"-m", StoryF32Gguf()}, {"-p", "hi"}, {"-n", "1"}, {"--temp", "0"}, {"-t", "1"}},
           {"-m", kMissingModel}, kMissingModel, ""};
 }
+// A minimal chat template (the story model has none).
+std::string TemplateFile() {
+  const std::string path = testing::ScratchDir() + "/options-template.jinja";
+  std::ofstream(path) << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  return path;
+}
+
 Command ChatCommand() {
-  return {"chat", {{"-m", StoryF32Gguf()}, {"-n", "1"}, {"-t", "1"}}, {"-m", kMissingModel},
-          kMissingModel, "/exit\n"};
+  return {"chat",
+          {{"-m", StoryF32Gguf()}, {"--chat-template-file", TemplateFile()}, {"-n", "1"}, {"-t", "1"}},
+          {"-m", kMissingModel}, kMissingModel, "hello\n/exit\n"};
 }
 Command LogitsCommand() {
   return {"logits",
@@ -220,10 +228,7 @@ TEST(CliOptions, RangesAreInTheHelp) {
 
 TEST(CliOptions, ForbiddenCombinationsAreErrors) {
   const std::string missing = testing::ScratchDir() + "/no-such-template.jinja";
-  const std::string present = testing::ScratchDir() + "/options-template.jinja";
-  {
-    std::ofstream(present) << "{% for m in messages %}{{ m.content }}{% endfor %}";
-  }
+  const std::string present = TemplateFile();
   ExpectOneLineError(Petrel(Args(RunCommand(), {{"--system", "be brief"}}, false)), "--system needs --chat");
   ExpectOneLineError(Petrel(Args(RunCommand(), {{"--chat-template-file", present}}, false)),
                      "--chat-template-file needs --chat");
@@ -233,9 +238,9 @@ TEST(CliOptions, ForbiddenCombinationsAreErrors) {
                      "--chat-template-file: File does not exist: " + missing);
   ExpectOneLineError(Petrel(Args(RunCommand(), {{"--length-penalty", "0.5"}}, false)),
                      "--length-penalty needs --beams");
-  ExpectOneLineError(Petrel(Args(RunCommand(), {{"--beams", "2"}, {"--top-k", "5"}}, false)),
+  ExpectOneLineError(Petrel(Args(RunCommand(), {{"--temp", kDrop}, {"--beams", "2"}, {"--top-k", "5"}}, false)),
                      "--top-k has no effect with --beams");
-  ExpectOneLineError(Petrel(Args(RunCommand(), {{"--beams", "2"}, {"-n", "0"}}, false)),
+  ExpectOneLineError(Petrel(Args(RunCommand(), {{"--temp", kDrop}, {"--beams", "2"}, {"-n", "0"}}, false)),
                      "--beams needs -n of at least 1");
   ExpectOneLineError(Petrel(Args(RunCommand(), {{"--n-probs", "2"}}, false)), "--n-probs needs --json");
   ExpectOneLineError(Petrel(Args(ChatCommand(), {{"--n-probs", "2"}}, false), "/exit\n"),
@@ -245,7 +250,7 @@ TEST(CliOptions, ForbiddenCombinationsAreErrors) {
   ExpectOneLineError(Petrel(Args(RunCommand(), {{"-b", "8"}, {"--ubatch-size", "16"}}, false)),
                      "--ubatch-size 16 is larger than -b/--batch-size 8");
   ExpectOneLineError(Petrel(Args(SynthCommand(), {{"--vocab", StoryF32Gguf()}, {"--n-vocab", "300"}}, false)),
-                     "--n-vocab excludes --vocab");
+                     "--vocab excludes --n-vocab");
   // With --chat both are accepted.
   const Output chat = Petrel(Args(RunCommand(), {{"--chat", ""}, {"--system", "be brief"}, {"--chat-template-file", present}}, false));
   EXPECT_EQ(chat.exit_code, 0) << chat.err;

@@ -108,12 +108,7 @@ Runner AddBenchCommand(CLI::App& app) {
     size_t longest = 16;
     for (size_t p : *prompts) longest = std::max(longest, p);
     for (size_t n : *gens) longest = std::max(longest, n);
-    std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
-    if (!args->json) {
-      std::printf(
-          "| model | threads | test | t/s (median) | min – max | of roof | peak RSS MiB |\n");
-      std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
-    }
+    bool header = false;
     for (size_t threads : thread_counts) {
       ModelOptions model = args->model;
       model.n_threads = threads;
@@ -121,6 +116,16 @@ Runner AddBenchCommand(CLI::App& app) {
       model.load_tokenizer = false;  // random token ids, never text
       auto engine = model.LoadEngine();
       if (!engine.ok()) return Fail(engine.status());
+      // After the first load, so that a model that does not load is one error line.
+      if (!header) {
+        header = true;
+        std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
+        if (!args->json) {
+          std::printf(
+              "| model | threads | test | t/s (median) | min – max | of roof | peak RSS MiB |\n");
+          std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+        }
+      }
       std::mt19937 rng(1234);
       struct Test {
         std::string name;
