@@ -99,9 +99,9 @@ Status SamplingOptions::Check() const {
   return Status::Ok();
 }
 
-Result<GenerateOptions> SamplingOptions::ToGenerateOptions(size_t context_tokens) const {
+Result<GenerateOptions> SamplingOptions::ToGenerateOptions() const {
   GenerateOptions options = generate;
-  options.max_new_tokens = n_predict < 0 ? context_tokens : size_t(n_predict);
+  options.max_new_tokens = n_predict < 0 ? SIZE_MAX : size_t(n_predict);
   if (!samplers.empty()) {
     auto order = ParseSamplerOrder(samplers);
     if (!order.ok()) return order.status().Wrap("--samplers");

@@ -26,9 +26,9 @@ struct SamplingOptions {
   Status Check() const;
   // The first flag given among ours that is not in `allowed` (its name, or "" when none).
   std::string GivenExcept(std::initializer_list<const char*> allowed) const;
-  // Completes `generate.sampling` from the flags; errors name the flag. -n -1 becomes
-  // `context_tokens`.
-  Result<GenerateOptions> ToGenerateOptions(size_t context_tokens = SIZE_MAX) const;
+  // Completes `generate.sampling` from the flags; errors name the flag. -n -1 becomes SIZE_MAX,
+  // which the caller replaces with the context once the engine is loaded.
+  Result<GenerateOptions> ToGenerateOptions() const;
 };
 
 }  // namespace petrel::tools
