@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,21 +22,6 @@
 
 namespace petrel::tools {
 namespace {
-
-Result<std::vector<size_t>> ParseList(const std::string& text, const char* flag) {
-  std::vector<size_t> values;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || value > (1u << 20)) {
-      return Error("%s: '%s' is not a valid count", flag, item.c_str());
-    }
-    values.push_back(size_t(value));
-  }
-  return values;
-}
 
 struct Sample {
   double median, min, max;
@@ -85,44 +69,46 @@ Result<double> RunOnce(Engine& engine, size_t n_prompt, size_t n_gen, std::mt199
 Runner AddBenchCommand(CLI::App& app) {
   struct Args {
     ModelOptions model;
-    std::string prompts = "128,512";
-    std::string gens = "64";
-    std::string threads;
+    std::vector<size_t> prompts = {128, 512};
+    std::vector<size_t> gens = {64};
+    std::vector<size_t> threads;
     size_t repetitions = 5;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation speed");
   args->model.AddTo(*cmd, /*threads_option=*/false);
-  cmd->add_option("-p,--n-prompt", args->prompts, "prompt lengths (default 128,512)");
-  cmd->add_option("-n,--n-gen", args->gens, "generation lengths (default 64)");
+  // Lists are comma-separated; the range check applies to each element.
+  cmd->add_option("-p,--n-prompt", args->prompts, "prompt lengths, e.g. 128,512 (default 128,512; 0: none)")
+      ->delimiter(',')
+      ->check(IntRange(0, kMaxTokens));
+  cmd->add_option("-n,--n-gen", args->gens, "generation lengths (default 64; 0: none)")
+      ->delimiter(',')
+      ->check(IntRange(0, kMaxTokens));
   cmd->add_option("-t,--threads", args->threads,
-                  "thread counts to test, e.g. 1,2 (default: all cores)");
-  cmd->add_option("-r,--repetitions", args->repetitions, "repetitions per test (default 5)");
+                  "thread counts to test, e.g. 1,2 (default: all cores; more than the CPUs: capped, "
+                  "with a warning)")
+      ->delimiter(',')
+      ->check(IntRange(1, kMaxThreads));
+  cmd->add_option("-r,--repetitions", args->repetitions, "repetitions per test (default 5)")
+      ->check(IntRange(1, 1000));
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
   return [args]() -> int {
-    auto prompts = ParseList(args->prompts, "-p");
-    if (!prompts.ok()) return Fail(prompts.status());
-    auto gens = ParseList(args->gens, "-n");
-    if (!gens.ok()) return Fail(gens.status());
+    if (Status status = args->model.Check(); !status.ok()) return Fail(status);
+    const std::vector<size_t>* prompts = &args->prompts;
+    const std::vector<size_t>* gens = &args->gens;
     std::vector<size_t> thread_counts;
-    if (!args->threads.empty()) {
-      auto parsed = ParseList(args->threads, "-t");
-      if (!parsed.ok()) return Fail(parsed.status());
-      thread_counts = *parsed;
-    } else {
-      thread_counts.push_back(args->model.n_threads);
+    for (const size_t threads : args->threads) {
+      const size_t capped = CapThreads(threads, "-t");
+      if (std::find(thread_counts.begin(), thread_counts.end(), capped) == thread_counts.end()) {
+        thread_counts.push_back(capped);
+      }
     }
-    if (args->repetitions == 0) return Fail(Error("-r must be at least 1"));
+    if (thread_counts.empty()) thread_counts.push_back(args->model.n_threads);
     size_t longest = 16;
     for (size_t p : *prompts) longest = std::max(longest, p);
     for (size_t n : *gens) longest = std::max(longest, n);
-    std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
-    if (!args->json) {
-      std::printf(
-          "| model | threads | test | t/s (median) | min – max | of roof | peak RSS MiB |\n");
-      std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
-    }
+    bool header = false;
     for (size_t threads : thread_counts) {
       ModelOptions model = args->model;
       model.n_threads = threads;
@@ -130,6 +116,16 @@ Runner AddBenchCommand(CLI::App& app) {
       model.load_tokenizer = false;  // random token ids, never text
       auto engine = model.LoadEngine();
       if (!engine.ok()) return Fail(engine.status());
+      // After the first load, so that a model that does not load is one error line.
+      if (!header) {
+        header = true;
+        std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
+        if (!args->json) {
+          std::printf(
+              "| model | threads | test | t/s (median) | min – max | of roof | peak RSS MiB |\n");
+          std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+        }
+      }
       std::mt19937 rng(1234);
       struct Test {
         std::string name;

@@ -194,8 +194,14 @@ Runner AddChatCommand(CLI::App& app) {
   cmd->add_flag("-e,--escape", args->escape, "process escapes (\\n \\t \\\\ \\xHH ...) in --system and --stop (default off)");
   cmd->add_flag("--special", args->special,
                 "print special tokens, end-of-generation ones included (default: left out)");
-  cmd->add_option("--chat-template-file", args->template_file, "use this Jinja template instead of the model's");
+  cmd->add_option("--chat-template-file", args->template_file, "use this Jinja template instead of the model's")
+      ->check(CLI::ExistingFile);
   return [args]() -> int {
+    if (args->sampling.generate.sampling.n_probs > 0) {
+      return Fail(Error("--n-probs has no effect in chat (use run --json)"));
+    }
+    if (Status status = args->sampling.Check(); !status.ok()) return Fail(status);
+    if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
     options->skip_special = !args->special;
@@ -211,6 +217,7 @@ Runner AddChatCommand(CLI::App& app) {
     auto engine = model.LoadEngine();
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
+    if (args->sampling.n_predict < 0) options->max_new_tokens = (*engine)->context();
     InstallInterruptHandler();
     ChatSession session(**engine, *prompt, *options);
     session.SetSystem(system);

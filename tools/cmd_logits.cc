@@ -41,6 +41,7 @@ Runner AddLogitsCommand(CLI::App& app) {
   return [args]() -> int {
     auto ids = ParseIds(args->ids);
     if (!ids.ok()) return Fail(ids.status());
+    if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     // Before the model is even loaded: never replace the model file with its own logits.
     Status not_input = CheckOutputIsNotInput(args->output, {args->model.model_path});
     if (!not_input.ok()) return Fail(not_input);

@@ -93,18 +93,43 @@ Runner AddRunCommand(CLI::App& app) {
   cmd->add_flag("--special", args->special,
                 "print special tokens, end-of-generation ones included (default: left out)");
   cmd->add_flag("--chat", args->chat, "treat the prompt as a user message of the model's chat template");
-  cmd->add_option("--system", args->system, "system prompt (with --chat)");
-  cmd->add_option("--chat-template-file", args->template_file, "with --chat: this Jinja template instead of the model's");
+  cmd->add_option("--system", args->system, "system prompt (needs --chat)");
+  cmd->add_option("--chat-template-file", args->template_file,
+                  "this Jinja template instead of the model's (needs --chat)")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", args->json, "print one JSON object instead of streaming");
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
-  cmd->add_option("--beams", args->beams, "beam search with N beams instead of sampling");
-  cmd->add_option("--length-penalty", args->length_penalty, "beam score = log-prob / length^P (default 1)");
+  CLI::Option* beams = cmd->add_option("--beams", args->beams,
+                                       "beam search with N beams instead of sampling (takes -n and "
+                                       "--ignore-eos; other sampling flags are errors)")
+                           ->check(IntRange(1, 64));
+  CLI::Option* length_penalty =
+      cmd->add_option("--length-penalty", args->length_penalty,
+                      "with --beams: beam score = log-prob / length^P (default 1)")
+          ->check(RealRange(-10, 10));
   cmd->add_option("--keep", args->keep,
                   "prompt tokens after the BOS (always kept) that a context shift never drops "
                   "(0..context, default 0; past the prompt: all of it)");
   cmd->add_flag("--no-context-shift", args->no_context_shift,
                 "stop at a full context (reason \"context\") instead of dropping the oldest half");
-  return [args]() -> int {
+  return [args, beams, length_penalty]() -> int {
+    if (!args->chat && !args->system.empty()) return Fail(Error("--system needs --chat"));
+    if (!args->chat && !args->template_file.empty()) {
+      return Fail(Error("--chat-template-file needs --chat"));
+    }
+    if (length_penalty->count() > 0 && beams->count() == 0) {
+      return Fail(Error("--length-penalty needs --beams"));
+    }
+    if (beams->count() > 0) {
+      const std::string ignored = args->sampling.GivenExcept({"--n-predict", "--ignore-eos"});
+      if (!ignored.empty()) return Fail(Error("%s has no effect with --beams", ignored.c_str()));
+      if (args->sampling.n_predict == 0) return Fail(Error("--beams needs -n of at least 1"));
+    }
+    if (args->sampling.generate.sampling.n_probs > 0 && !args->json) {
+      return Fail(Error("--n-probs needs --json (the probabilities are reported there)"));
+    }
+    if (Status status = args->sampling.Check(); !status.ok()) return Fail(status);
+    if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
     std::string prompt_text = args->prompt;
@@ -120,9 +145,9 @@ Runner AddRunCommand(CLI::App& app) {
       for (std::string& stop : options->stop) stop = ProcessEscapes(stop);
     }
     options->skip_special = !args->special;
-    if (args->beams > 64) return Fail(Error("--beams %zu is out of range (1..64)", args->beams));
     auto engine = args->model.LoadEngine(args->beams > 0 ? args->beams + 1 : 1);
     if (!engine.ok()) return Fail(engine.status());
+    if (args->sampling.n_predict < 0) options->max_new_tokens = (*engine)->context();
     const Tokenizer* tokenizer = (*engine)->tokenizer();
     if (!tokenizer) return Fail(Error("the model has no tokenizer"));
     std::vector<int32_t> prompt_ids;
@@ -155,7 +180,9 @@ Runner AddRunCommand(CLI::App& app) {
     if (args->beams > 0) {
       BeamSearchOptions beam;
       beam.n_beams = args->beams;
-      beam.max_new_tokens = options->max_new_tokens;
+      beam.max_new_tokens = args->sampling.n_predict >= 0
+                                ? options->max_new_tokens
+                                : (*engine)->context() - std::min((*engine)->context(), prompt_ids.size());
       beam.length_penalty = args->length_penalty;
       beam.stop_at_end_of_generation = !options->ignore_eos;
       auto found = BeamSearch(**engine, seq, prompt_ids, beam);

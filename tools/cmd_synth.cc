@@ -20,9 +20,13 @@ Runner AddSynthCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("synth", "write a random-weight model of a given shape");
   cmd->add_option("--shape", args->shape, "small, tinyllama or DIMxLAYERSxHEADSxKV_HEADSxFFN");
   cmd->add_option("--type", args->type, "weight type: f32, f16, bf16, a block type (q4_0, q8_0, q4_k, iq4_xs, ...) or a mix (q4_k_m, q5_k_m, q3_k_m); default f16");
-  cmd->add_option("--vocab", args->vocab, "GGUF whose tokenizer to copy (default: a byte vocabulary)");
-  cmd->add_option("--n-vocab", args->n_vocab, "vocabulary size without --vocab (default 32000)");
-  cmd->add_option("--seed", args->seed, "random seed (default 1)");
+  CLI::Option* vocab = cmd->add_option("--vocab", args->vocab, "GGUF whose tokenizer to copy (default: a byte vocabulary)");
+  CLI::Option* n_vocab =
+      cmd->add_option("--n-vocab", args->n_vocab,
+                      "vocabulary size of the byte vocabulary (default 32000; not with --vocab)")
+          ->check(IntRange(259, 1 << 20));
+  n_vocab->excludes(vocab);
+  cmd->add_option("--seed", args->seed, "random seed (default 1)")->check(IntRange(0, INT64_MAX));
   cmd->add_option("-o,--output", args->output, "output GGUF file")->required();
   return [args]() -> int {
     auto spec = ParseSynthShape(args->shape);

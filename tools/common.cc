@@ -1,29 +1,156 @@
 // Shared option handling for the subcommands.
 #include "tools/common.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "core/base/log.h"
+#include "core/runtime/backend_registry.h"
 #include "tools/cli_ux.h"
 
 namespace petrel::tools {
+namespace {
+
+std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* format, ...) {
+  char buffer[256];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  return buffer;
+}
+
+}  // namespace
+
+CLI::Validator IntRange(int64_t lo, int64_t hi) {
+  const std::string range = Format("[%lld, %lld]", (long long)lo, (long long)hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& input) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long value = std::strtoll(input.c_str(), &end, 10);
+        if (input.empty() || *end != '\0') {
+          return "'" + input + "' is not an integer (range " + range + ")";
+        }
+        if (errno == ERANGE || value < lo || value > hi) {
+          return input + " is outside the range " + range;
+        }
+        return "";
+      },
+      "in " + range, "IntRange");
+}
+
+CLI::Validator RealRange(double lo, double hi, bool lo_open) {
+  const std::string range = Format("%c%g, %g]", lo_open ? '(' : '[', lo, hi);
+  return CLI::Validator(
+      [lo, hi, lo_open, range](std::string& input) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(input.c_str(), &end);
+        if (input.empty() || *end != '\0' || std::isnan(value)) {
+          return "'" + input + "' is not a number (range " + range + ")";
+        }
+        const bool above_lo = lo_open ? value > lo : value >= lo;
+        if (!above_lo || !(value <= hi)) return input + " is outside the range " + range;
+        return "";
+      },
+      "in " + range, "RealRange");
+}
+
+CLI::Validator IntChoice(std::vector<int64_t> values) {
+  std::string list;
+  for (const int64_t value : values) list += (list.empty() ? "" : ", ") + std::to_string(value);
+  return CLI::Validator(
+      [values, list](std::string& input) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long value = std::strtoll(input.c_str(), &end, 10);
+        if (input.empty() || *end != '\0' || errno == ERANGE ||
+            std::find(values.begin(), values.end(), int64_t(value)) == values.end()) {
+          return input + " is not one of " + list;
+        }
+        return "";
+      },
+      "one of " + list, "IntChoice");
+}
+
+CLI::Validator KnownDevice() {
+  std::string list;
+  for (const std::string& name : AvailableBackends()) list += (list.empty() ? "" : ", ") + name;
+  return CLI::Validator(
+      [list](std::string& input) -> std::string {
+        for (const std::string& name : AvailableBackends()) {
+          if (name == input) return "";
+        }
+        return "unknown device '" + input + "' (this build has: " + list + ")";
+      },
+      "one of " + list, "KnownDevice");
+}
+
+void Warn(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::fputs("warning: ", stderr);
+  std::vfprintf(stderr, format, args);
+  std::fputc('\n', stderr);
+  va_end(args);
+}
+
+size_t CapThreads(size_t requested, const char* flag) {
+  const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+  if (requested <= cpus) return requested;
+  Warn("%s %zu is more than the %zu CPUs of this machine; using %zu", flag, requested, cpus, cpus);
+  return cpus;
+}
 
 void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
   app.add_option("-m,--model", model_path, "GGUF file or Hugging Face folder")->required();
-  if (threads_option) app.add_option("-t,--threads", n_threads, "CPU threads (default: all cores)");
-  app.add_option("--device", device, "backend for offloaded layers: cpu, ref");
-  app.add_option("--gpu-layers,--n-gpu-layers", gpu_layers,
-                 "blocks to place on --device (default: all)");
-  app.add_option("-c,--ctx-size", context,
-                 "context length per sequence (default: model's, <= 4096)");
-  app.add_option("--cache-type", kv_type, "KV cache type: f32, f16, q8_0");
-  app.add_option("-b,--batch-size", batch, "maximum tokens per batch (longer prompts are split)");
+  if (threads_option) {
+    app.add_option("-t,--threads", n_threads,
+                   "CPU threads (default: all cores; more than the CPUs: capped, with a warning)")
+        ->check(IntRange(1, kMaxThreads));
+  }
+  app.add_option("--device", device, "backend for offloaded layers (default cpu)")
+      ->check(KnownDevice());
+  gpu_layers_option =
+      app.add_option("--gpu-layers,--n-gpu-layers", gpu_layers,
+                     "blocks to place on --device (default: all; more than the model has: all); "
+                     "without --device: a warning, and ignored")
+          ->check(IntRange(0, kMaxGpuLayers));
+  context_option = app.add_option("-c,--ctx-size", context,
+                                  "context length per sequence (default: the model's, at most "
+                                  "4096; above the model's: a warning)")
+                       ->check(IntRange(1, kMaxContext));
+  app.add_option("--cache-type", kv_type, "KV cache type (default f16)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  app.add_option("-b,--batch-size", batch,
+                 "maximum tokens per batch; longer prompts are split (default 512)")
+      ->check(IntRange(1, kMaxBatch));
   app.add_option("--ubatch-size", ubatch,
-                 "tokens per forward pass within a batch (default: chosen from the model size)");
+                 "tokens per forward pass within a batch, at most -b (default: chosen from the "
+                 "model size)")
+      ->check(IntRange(1, kMaxBatch));
   app.add_flag("--cpu-affinity", pin_threads, "pin worker threads to cores");
+}
+
+Status ModelOptions::Check() {
+  if (ubatch > batch) {
+    return Error("--ubatch-size %zu is larger than -b/--batch-size %zu", ubatch, batch);
+  }
+  if (gpu_layers_option && gpu_layers_option->count() > 0 && device == "cpu") {
+    Warn("--gpu-layers %lld has no effect without --device (everything runs on the cpu)",
+         (long long)gpu_layers);
+  }
+  if (n_threads > 0) n_threads = CapThreads(n_threads, "-t");
+  return Status::Ok();
 }
 
 Result<EngineOptions> ModelOptions::ToEngineOptions() const {
@@ -55,6 +182,11 @@ Result<std::unique_ptr<Engine>> ModelOptions::LoadEngine(size_t max_sequences) c
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(model_path, options));
   if (GetLogLevel() <= LogLevel::kInfo) {
     LogLoadDetails(*engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  const int64_t trained = engine->config().max_context;
+  if (context_option && context_option->count() > 0 && trained > 0 && int64_t(context) > trained) {
+    Warn("-c %zu is above the %lld tokens the model was trained on; expect worse output past them",
+         context, (long long)trained);
   }
   return engine;
 }

@@ -5,15 +5,40 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/runtime/engine.h"
 #include "core/base/status.h"
 
 namespace petrel::tools {
 
+// The ranges of the numeric options, in one place so that --help, the checks and the tests agree.
+inline constexpr int64_t kMaxThreads = 1 << 20;  // above the CPU count: capped with a warning
+inline constexpr int64_t kMaxContext = 1 << 20;
+inline constexpr int64_t kMaxBatch = 1 << 16;
+inline constexpr int64_t kMaxGpuLayers = 100000;  // above the model's block count: all of them
+inline constexpr int64_t kMaxTokens = 1 << 20;    // -n, --min-tokens, bench's -p/-n
+
+// Every numeric option of every subcommand carries one of these checks. CLI11 runs them while
+// it parses, before any file is read; the range shows in --help, and a value outside it (or not
+// a number, or not finite) is one line naming the flag, the value and the range:
+// "error: --temp: -1 is outside the range [0, 100]".
+CLI::Validator IntRange(int64_t lo, int64_t hi);
+CLI::Validator RealRange(double lo, double hi, bool lo_open = false);  // lo_open: (lo, hi]
+CLI::Validator IntChoice(std::vector<int64_t> values);                 // one of `values`
+CLI::Validator KnownDevice();  // a backend of this build (--device)
+
+// "warning: <message>" on stderr: a flag combination we accept but that does not do what it says.
+void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// `requested` threads, capped at the CPUs of this machine (std::thread::hardware_concurrency)
+// with one warning naming `flag`: more threads than cores only contend (and can exhaust a
+// process limit).
+size_t CapThreads(size_t requested, const char* flag);
+
 struct ModelOptions {
   std::string model_path;
-  size_t n_threads = 0;
+  size_t n_threads = 0;  // 0: all cores
   std::string device = "cpu";
   int64_t gpu_layers = -1;  // -1: all when --device is not cpu
   size_t context = 0;
@@ -22,9 +47,16 @@ struct ModelOptions {
   size_t ubatch = 0;  // 0: the engine chooses
   bool pin_threads = false;
   bool load_tokenizer = true;  // false where only token ids are fed (bench): ~4 MB for 32k tokens
+  // Set by AddTo, to tell a value given from a default.
+  CLI::Option* gpu_layers_option = nullptr;
+  CLI::Option* context_option = nullptr;
 
   void AddTo(CLI::App& app, bool threads_option = true);
+  // The checks across flags, before anything is loaded: --ubatch-size above -b is an error;
+  // --gpu-layers without --device and -t above the CPU count are warnings (the count is capped).
+  Status Check();
   Result<EngineOptions> ToEngineOptions() const;
+  // Also warns when -c asks for more than the model was trained on.
   Result<std::unique_ptr<Engine>> LoadEngine(size_t max_sequences = 1) const;
 };
 

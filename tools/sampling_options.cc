@@ -1,45 +1,107 @@
 // Registration and parsing of the sampling flags.
 #include "tools/sampling_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+
+#include "tools/common.h"
 
 namespace petrel::tools {
 
 void SamplingOptions::AddTo(CLI::App& app) {
   SamplingParams& s = generate.sampling;
-  app.add_option("-n,--n-predict", generate.max_new_tokens, "tokens to generate (default 64)");
-  app.add_option("--min-tokens", generate.min_new_tokens, "generate at least this many tokens");
-  app.add_flag("--ignore-eos", generate.ignore_eos, "never stop at end-of-generation tokens");
-  app.add_option("--stop", generate.stop, "stop string (repeatable); not included in the output");
-  app.add_option("--temp", s.temperature, "temperature; 0 = greedy (default 0.8)");
-  app.add_option("--top-k", s.top_k, "top-k (default 40; 0 = off)");
-  app.add_option("--top-p", s.top_p, "top-p (default 0.95; 1 = off)");
-  app.add_option("--min-p", s.min_p, "min-p (default 0.05; 0 = off)");
-  app.add_option("--typical", s.typical_p, "typical-p (default 1 = off)");
-  app.add_option("--dynatemp-range", s.dynatemp_range, "dynamic temperature range (default 0 = off)");
-  app.add_option("--dynatemp-exp", s.dynatemp_exponent, "dynamic temperature exponent (default 1)");
-  app.add_option("--xtc-probability", s.xtc_probability, "XTC probability (default 0 = off)");
-  app.add_option("--xtc-threshold", s.xtc_threshold, "XTC threshold (default 0.1)");
-  app.add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (default 1 = off)");
-  app.add_option("--repeat-last-n", s.penalty_last_n, "penalty window (default 64; -1 = all)");
-  app.add_option("--presence-penalty", s.presence_penalty, "presence penalty (default 0)");
-  app.add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty (default 0)");
-  app.add_option("--dry-multiplier", s.dry_multiplier, "DRY multiplier (default 0 = off)");
-  app.add_option("--dry-base", s.dry_base, "DRY base (default 1.75)");
-  app.add_option("--dry-allowed-length", s.dry_allowed_length, "DRY allowed length (default 2)");
-  app.add_option("--dry-penalty-last-n", s.dry_penalty_last_n, "DRY window (default -1 = all)");
-  app.add_option("--mirostat", s.mirostat, "mirostat: 0 off, 2 mirostat v2");
-  app.add_option("--mirostat-ent", s.mirostat_tau, "mirostat target entropy tau (default 5)");
-  app.add_option("--mirostat-lr", s.mirostat_eta, "mirostat learning rate eta (default 0.1)");
-  app.add_option("--samplers", samplers, "stage order, e.g. penalties;top_k;top_p;temperature");
-  app.add_option("-l,--logit-bias", logit_bias, "TOKEN+BIAS or TOKEN-BIAS (repeatable; -inf bans)");
-  app.add_option("--seed", s.seed, "random seed (default 0)");
-  app.add_option("--n-probs", s.n_probs, "report the N most likely tokens at each step (--json)");
+  auto add = [&](const char* name, auto& value, const char* help, CLI::Validator check) {
+    flags.push_back(app.add_option(name, value, help)->check(check));
+  };
+  add("-n,--n-predict", n_predict, "tokens to generate (default 64; -1: until the context is full)",
+      IntRange(-1, kMaxTokens));
+  add("--min-tokens", generate.min_new_tokens, "generate at least this many tokens (default 0; at most -n)",
+      IntRange(0, kMaxTokens));
+  flags.push_back(app.add_flag("--ignore-eos", generate.ignore_eos, "never stop at end-of-generation tokens"));
+  flags.push_back(app.add_option("--stop", generate.stop, "stop string (repeatable); not included in the output"));
+  add("--temp", s.temperature, "temperature; 0 = greedy (default 0.8)", RealRange(0, 100));
+  add("--top-k", s.top_k, "top-k (default 40; 0 = off)", IntRange(0, kMaxTokens));
+  add("--top-p", s.top_p, "top-p (default 0.95; 1 = off)", RealRange(0, 1, /*lo_open=*/true));
+  add("--min-p", s.min_p, "min-p (default 0.05; 0 = off)", RealRange(0, 1));
+  add("--typical", s.typical_p, "typical-p (default 1 = off)", RealRange(0, 1, /*lo_open=*/true));
+  add("--dynatemp-range", s.dynatemp_range, "dynamic temperature range (default 0 = off)",
+      RealRange(0, 100));
+  add("--dynatemp-exp", s.dynatemp_exponent,
+      "dynamic temperature exponent (default 1; without --dynatemp-range: a warning)", RealRange(0, 100));
+  add("--xtc-probability", s.xtc_probability, "XTC probability (default 0 = off)", RealRange(0, 1));
+  add("--xtc-threshold", s.xtc_threshold,
+      "XTC threshold (default 0.1; without --xtc-probability: a warning)", RealRange(0, 1));
+  add("--repeat-penalty", s.repeat_penalty, "repetition penalty (default 1 = off)",
+      RealRange(0, 10, /*lo_open=*/true));
+  add("--repeat-last-n", s.penalty_last_n, "penalty window (default 64; -1 = all)",
+      IntRange(-1, kMaxTokens));
+  add("--presence-penalty", s.presence_penalty, "presence penalty (default 0)", RealRange(-2, 2));
+  add("--frequency-penalty", s.frequency_penalty, "frequency penalty (default 0)", RealRange(-2, 2));
+  add("--dry-multiplier", s.dry_multiplier, "DRY multiplier (default 0 = off)", RealRange(0, 100));
+  add("--dry-base", s.dry_base, "DRY base (default 1.75; without --dry-multiplier: a warning)",
+      RealRange(1, 100));
+  add("--dry-allowed-length", s.dry_allowed_length,
+      "DRY allowed length (default 2; without --dry-multiplier: a warning)", IntRange(0, kMaxTokens));
+  add("--dry-penalty-last-n", s.dry_penalty_last_n,
+      "DRY window (default -1 = all; without --dry-multiplier: a warning)", IntRange(-1, kMaxTokens));
+  add("--mirostat", s.mirostat, "mirostat: 0 off (default), 2 mirostat v2", IntChoice({0, 2}));
+  add("--mirostat-ent", s.mirostat_tau,
+      "mirostat target entropy tau (default 5; without --mirostat: a warning)",
+      RealRange(0, 100, /*lo_open=*/true));
+  add("--mirostat-lr", s.mirostat_eta,
+      "mirostat learning rate eta (default 0.1; without --mirostat: a warning)",
+      RealRange(0, 1, /*lo_open=*/true));
+  flags.push_back(app.add_option("--samplers", samplers, "stage order, e.g. penalties;top_k;top_p;temperature"));
+  flags.push_back(app.add_option("-l,--logit-bias", logit_bias, "TOKEN+BIAS or TOKEN-BIAS (repeatable; -inf bans)"));
+  add("--seed", s.seed, "random seed (default 0)", IntRange(0, INT64_MAX));
+  add("--n-probs", s.n_probs, "report the N most likely tokens at each step (default 0; needs --json)",
+      IntRange(0, 100));
+}
+
+std::string SamplingOptions::GivenExcept(std::initializer_list<const char*> allowed) const {
+  for (const CLI::Option* option : flags) {
+    if (option->count() == 0) continue;
+    const std::string name = option->get_name();
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) return name;
+  }
+  return "";
+}
+
+Status SamplingOptions::Check() const {
+  if (n_predict >= 0 && generate.min_new_tokens > size_t(n_predict)) {
+    return Error("--min-tokens %zu is more than -n %lld", generate.min_new_tokens, (long long)n_predict);
+  }
+  auto given = [&](const char* name) {
+    for (const CLI::Option* option : flags) {
+      if (option->get_name() == name) return option->count() > 0;
+    }
+    return false;
+  };
+  const SamplingParams& s = generate.sampling;
+  struct Dependent {
+    const char* flag;
+    const char* stage;
+    bool stage_on;
+  };
+  const Dependent dependents[] = {
+      {"--dynatemp-exp", "--dynatemp-range", s.dynatemp_range > 0.0f},
+      {"--xtc-threshold", "--xtc-probability", s.xtc_probability > 0.0f},
+      {"--dry-base", "--dry-multiplier", s.dry_multiplier > 0.0f},
+      {"--dry-allowed-length", "--dry-multiplier", s.dry_multiplier > 0.0f},
+      {"--dry-penalty-last-n", "--dry-multiplier", s.dry_multiplier > 0.0f},
+      {"--mirostat-ent", "--mirostat", s.mirostat != 0},
+      {"--mirostat-lr", "--mirostat", s.mirostat != 0},
+  };
+  for (const Dependent& d : dependents) {
+    if (given(d.flag) && !d.stage_on) Warn("%s has no effect without %s (ignored)", d.flag, d.stage);
+  }
+  return Status::Ok();
 }
 
 Result<GenerateOptions> SamplingOptions::ToGenerateOptions() const {
   GenerateOptions options = generate;
+  options.max_new_tokens = n_predict < 0 ? SIZE_MAX : size_t(n_predict);
   if (!samplers.empty()) {
     auto order = ParseSamplerOrder(samplers);
     if (!order.ok()) return order.status().Wrap("--samplers");

@@ -1,6 +1,7 @@
 // The sampling and generation-control flags shared by `run` and `chat` (llama.cpp's names).
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,20 @@ namespace petrel::tools {
 
 struct SamplingOptions {
   GenerateOptions generate;
+  int64_t n_predict = 64;  // -1: until the context is full
   std::vector<std::string> logit_bias;  // "TOKEN+BIAS", "TOKEN-BIAS", "TOKEN-inf"
   std::string samplers;
+  std::vector<CLI::Option*> flags;  // every flag added by AddTo, to tell which were given
 
   void AddTo(CLI::App& app);
-  // Completes `generate.sampling` from the flags; errors name the flag.
+  // The checks across flags, before anything is loaded: --min-tokens above -n is an error; a
+  // parameter of a stage that is off (--mirostat-lr without --mirostat, --dry-base without
+  // --dry-multiplier, ...) is a warning, as llama.cpp accepts it silently.
+  Status Check() const;
+  // The first flag given among ours that is not in `allowed` (its name, or "" when none).
+  std::string GivenExcept(std::initializer_list<const char*> allowed) const;
+  // Completes `generate.sampling` from the flags; errors name the flag. -n -1 becomes SIZE_MAX,
+  // which the caller replaces with the context once the engine is loaded.
   Result<GenerateOptions> ToGenerateOptions() const;
 };
 

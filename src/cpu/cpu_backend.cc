@@ -11,6 +11,9 @@ Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads
   if (n_threads == 0 || n_threads > 1024) return Error("thread count %zu is invalid", n_threads);
   auto backend = std::make_unique<HostBackend>("cpu", id, cpu::CpuKernels(),
                                                &cpu::SupportsWeightType, n_threads);
+  if (!backend->pool().start_error().empty()) {
+    return Error("cpu backend: %s", backend->pool().start_error().c_str());
+  }
   if (pin_threads) backend->pool().PinThreads();
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <system_error>
 
 #include "core/base/status.h"  // PETREL_CHECK
 
@@ -34,10 +35,22 @@ inline void Pause() {
 ThreadPool::ThreadPool(size_t n_threads) : n_threads_(n_threads) {
   PETREL_CHECK(n_threads >= 1);
   workers_.reserve(n_threads - 1);
-  for (size_t i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  // std::thread reports a refused thread (EAGAIN under a process or memory limit) only by
+  // throwing; the pool turns it into start_error() so that its owner can fail with a message.
+  try {
+    for (size_t i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  } catch (const std::system_error& e) {
+    start_error_ = "cannot start " + std::to_string(n_threads) + " threads (" +
+                   std::to_string(workers_.size() + 1) + " started): " + e.what();
+    StopWorkers();
+    workers_.clear();
+    n_threads_ = 1;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { StopWorkers(); }
+
+void ThreadPool::StopWorkers() {
   if (workers_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);

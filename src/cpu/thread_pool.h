@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,8 +25,10 @@ namespace petrel::cpu {
 // nothing. ParallelFor must not be called from inside `fn` or from two threads at once.
 class ThreadPool {
  public:
-  explicit ThreadPool(size_t n_threads);  // n_threads >= 1; 1 runs everything inline
-  ~ThreadPool();                          // joins the workers
+  // n_threads >= 1; 1 runs everything inline. When the OS refuses a thread (a process or
+  // memory limit), the pool runs everything on the calling thread and start_error() says why.
+  explicit ThreadPool(size_t n_threads);
+  ~ThreadPool();  // joins the workers
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
@@ -34,6 +37,8 @@ class ThreadPool {
   // any thread outside a pool), 1 .. size()-1 for the workers. Lets a caller hand each thread
   // its own slice of scratch it sized beforehand.
   static size_t ThreadIndex();
+  // Empty when every requested thread started.
+  const std::string& start_error() const { return start_error_; }
 
   // `fn` is any callable `void(size_t begin, size_t end)`; it is called by reference.
   template <class Fn>
@@ -60,8 +65,10 @@ class ThreadPool {
   void Run(size_t n, size_t grain, size_t chunks_per_thread, const void* ctx, ChunkFn fn);
   void RunChunks();
   void WorkerLoop(size_t thread_index);
+  void StopWorkers();
 
-  const size_t n_threads_;
+  size_t n_threads_;
+  std::string start_error_;
   std::vector<std::thread> workers_;  // (n_threads - 1)
 
   // The current job, written by Run before `generation_` is bumped (release) and read by the

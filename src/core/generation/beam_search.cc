@@ -57,6 +57,11 @@ Result<BeamSearchResult> BeamSearch(Engine& engine, SeqId seq, const std::vector
                                     const BeamSearchOptions& options) {
   if (options.n_beams == 0 || options.n_beams > 64) return Error("beam count %zu is invalid (1..64)", options.n_beams);
   if (prompt.empty()) return Error("the prompt has no tokens");
+  // Checked before the prompt is fed in batches, so that the count is the whole prompt's.
+  const size_t held = engine.SequenceLength(seq) + prompt.size();
+  if (held > engine.context()) {
+    return Error("sequence %d: %zu tokens exceed the context of %zu", seq, held, engine.context());
+  }
   const size_t n_vocab = size_t(engine.config().n_vocab);
   const Tokenizer* tokenizer = engine.tokenizer();
   std::vector<StepInput> inputs;

@@ -306,6 +306,11 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
 Status Engine::Prefill(SeqId seq, const std::vector<int32_t>& tokens, bool all_logits,
                        std::vector<float>* logits) {
   logits->clear();
+  // Checked before the first batch, so that the count is the whole prompt's and nothing is fed.
+  if (kv_->Length(seq) + tokens.size() > kv_->context()) {
+    return Error("sequence %d: %zu tokens exceed the context of %zu", seq,
+                 kv_->Length(seq) + tokens.size(), kv_->context());
+  }
   std::vector<float> chunk_logits;
   Batch batch;
   for (size_t begin = 0; begin < tokens.size(); begin += options_.max_batch_tokens) {
