@@ -70,9 +70,10 @@ using Matrix = std::vector<double>;
 
 // Compares a backend's result with the reference. Float weights and the other ops: each value
 // within 1e-4 of its row's scale. Block-quantized weights: a backend may quantize activations to
-// 8 bits (as llama.cpp does), so the RMS error must stay under 6 % of the RMS value (19 values of
-// one token vary: 3 % was once exceeded by an exact kernel); a wrong block decoder or a wrong row
-// is off by the size of the values themselves.
+// 8 bits (as llama.cpp does), so the RMS error must stay under 6 % of the RMS value (over one
+// token's 67 rows; with 19 rows, gated_ffn of low-bit formats reached 3-7 % on 11 % of seeds, with
+// 67 rows no seed of 1-200 passed 6 %); a wrong block decoder or a wrong row is off by the size of
+// the values themselves.
 void ExpectMatches(const Matrix& want, const std::vector<float>& got, size_t cols, bool quantized,
                    const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
@@ -280,7 +281,7 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
 
 TEST_P(BackendConformance, MatMulAndGatedFfnEveryWeightType) {
   for (DType type : WeightTypes()) {
-    const size_t n_in = 256, n_rows = 19;  // whole blocks of every format; rows past a group of 8
+    const size_t n_in = 256, n_rows = 67;  // whole blocks of every format; rows past groups of 8
     Weight table = MakeWeight(DType::kF32, n_in, kVocab, gen_);
     Weight w = MakeWeight(type, n_in, n_rows, gen_);
     Weight up = MakeWeight(type, n_in, n_rows, gen_);
