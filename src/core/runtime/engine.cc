@@ -2,7 +2,14 @@
 // (positions, KV slots, RoPE tables) that turns a Batch into a graph run.
 #include "core/runtime/engine.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "core/runtime/backend_registry.h"
@@ -46,6 +53,40 @@ Status PlaceSupportedLayers(const Graph& probe, const std::vector<std::unique_pt
   }
   return Status::Ok();
 }
+
+// A "kB" field of a /proc file (MemAvailable in /proc/meminfo, VmSize in /proc/self/status),
+// in bytes; 0 when absent.
+size_t ProcKbField(const char* path, const char* field) {
+  std::ifstream in(path);
+  std::string line;
+  const size_t n = std::strlen(field);
+  while (std::getline(in, line)) {
+    if (line.compare(0, n, field) == 0 && line.size() > n && line[n] == ':') {
+      return size_t(std::strtoull(line.c_str() + n + 1, nullptr, 10)) * 1024;
+    }
+  }
+  return 0;
+}
+
+// Bytes this process can still allocate: the kernel's MemAvailable (free pages on other
+// systems), lowered by an address-space limit (ulimit -v) less what is already mapped.
+size_t AvailableMemory() {
+  size_t available = ProcKbField("/proc/meminfo", "MemAvailable");
+  if (available == 0) {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) available = size_t(pages) * size_t(page);
+  }
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const size_t used = ProcKbField("/proc/self/status", "VmSize");
+    const size_t room = size_t(limit.rlim_cur) > used ? size_t(limit.rlim_cur) - used : 0;
+    available = available == 0 ? room : std::min(available, room);
+  }
+  return available;
+}
+
+double GiB(size_t bytes) { return double(bytes) / double(size_t(1) << 30); }
 
 }  // namespace
 
@@ -120,15 +161,16 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   const size_t blocks_per_seq =
       (context + opts.kv_block_tokens - 1) / std::max<size_t>(1, opts.kv_block_tokens);
   kv_options.n_blocks = blocks_per_seq * std::max<size_t>(1, opts.max_sequences);
+  if (opts.ubatch_tokens == 0) {
+    PETREL_ASSIGN_OR_RETURN(opts.ubatch_tokens, engine->ChooseMicroBatch());
+  }
+  PETREL_RETURN_IF_ERROR(engine->CheckMemoryPlan(size_t(config.kv_dim()), kv_options));
   PETREL_ASSIGN_OR_RETURN(engine->kv_,
                           KvCache::Create(layer_backends, size_t(config.kv_dim()), kv_options));
 
   std::vector<Backend*> raw;
   for (auto& backend : engine->backends_) raw.push_back(backend.get());
   engine->executor_ = std::make_unique<Executor>(raw, placement);
-  if (opts.ubatch_tokens == 0) {
-    PETREL_ASSIGN_OR_RETURN(opts.ubatch_tokens, engine->ChooseMicroBatch());
-  }
   return engine;
 }
 
@@ -144,18 +186,44 @@ Result<size_t> PickMicroBatch(size_t weight_bytes, size_t share, size_t max_batc
   return chosen;
 }
 
+Result<size_t> Engine::ArenaBytes(size_t tokens) const {
+  Graph graph;
+  model_->arch->build_graph(model_->config, placed_, tokens, 1, &graph);
+  PETREL_ASSIGN_OR_RETURN(ArenaLayout layout, LayOutArenas(graph, placement_, backends_.size()));
+  size_t bytes = 0;
+  for (size_t b : layout.bytes) bytes += b;
+  return bytes;
+}
+
+Status Engine::CheckMemoryPlan(size_t kv_row_elems, const KvCacheOptions& kv) const {
+  // Checked before anything large is allocated, so that a plan that cannot fit is one clear
+  // error instead of an allocation failure (or the OOM killer) after a long load.
+  const size_t kv_bytes = kv.n_blocks * kv.block_tokens * size_t(*RowBytes(kv.dtype, kv_row_elems)) *
+                          2 * size_t(model_->config.n_layers);
+  PETREL_ASSIGN_OR_RETURN(const size_t arena_bytes, ArenaBytes(options_.ubatch_tokens));
+  // Weights converted or read in at load are already resident, so the available memory below
+  // has accounted for them; mapped weights are page cache, which MemAvailable counts as free.
+  const size_t available = AvailableMemory();
+  const size_t total = kv_bytes + arena_bytes;
+  if (available == 0 || total <= available) return Status::Ok();
+  const size_t sequences = std::max<size_t>(1, options_.max_sequences);
+  if (kv_bytes >= arena_bytes) {
+    return Error(
+        "the KV cache for %zu tokens x %zu sequences (%.1f GiB, %s) and %.1f GiB of activations "
+        "do not fit the %.1f GiB of available memory; lower -c",
+        kv.context, sequences, GiB(kv_bytes), DTypeName(kv.dtype), GiB(arena_bytes),
+        GiB(available));
+  }
+  return Error(
+      "the activations for passes of %zu tokens (%.1f GiB) and a %.1f GiB KV cache do not fit "
+      "the %.1f GiB of available memory; lower --ubatch-size",
+      options_.ubatch_tokens, GiB(arena_bytes), GiB(kv_bytes), GiB(available));
+}
+
 Result<size_t> Engine::ChooseMicroBatch() const {
   return PickMicroBatch(
       model_->weight_bytes, kActivationShare, options_.max_batch_tokens,
-      [&](size_t tokens) -> Result<size_t> {
-        Graph graph;
-        model_->arch->build_graph(model_->config, placed_, tokens, 1, &graph);
-        PETREL_ASSIGN_OR_RETURN(ArenaLayout layout,
-                                LayOutArenas(graph, placement_, backends_.size()));
-        size_t bytes = 0;
-        for (size_t b : layout.bytes) bytes += b;
-        return bytes;
-      });
+      [&](size_t tokens) { return ArenaBytes(tokens); });
 }
 
 std::string Engine::PlacementString() const {

@@ -125,6 +125,11 @@ class Engine {
   // activation arenas stay within 1/kActivationShare of the weights, so that peak memory stays
   // close to weights + KV cache on small models while large ones get long passes.
   Result<size_t> ChooseMicroBatch() const;
+  // Bytes of the activation arenas of one pass of `tokens` tokens.
+  Result<size_t> ArenaBytes(size_t tokens) const;
+  // Fails, naming the larger part, when the KV cache and the arenas of one micro-batch cannot
+  // fit the memory this process may still allocate.
+  Status CheckMemoryPlan(size_t kv_row_elems, const KvCacheOptions& kv) const;
   // One forward pass; `first` is the index of batch[0] in the caller's batch (for messages).
   Status DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits);
 

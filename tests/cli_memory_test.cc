@@ -1,0 +1,66 @@
+// `petrel` and memory: the KV cache and activations checked against the memory available before
+// they are allocated.
+#include <string>
+#include <vector>
+
+#include "util/cli_runner.h"
+
+namespace petrel::testing {
+namespace {
+
+// Runs petrel under an address-space limit of `limit_kb` (ulimit -v), which the memory check
+// counts as what is available; stderr is appended to stdout's file through the runner.
+Output PetrelLimited(size_t limit_kb, const std::vector<std::string>& args) {
+  const char* bin = std::getenv("PETREL_BIN");
+  std::string inner = "ulimit -v " + std::to_string(limit_kb) + "; exec " + Quote(bin ? bin : "petrel");
+  for (const std::string& arg : args) inner += " " + Quote(arg);
+  const std::string err_path = ScratchDir() + "/petrel_mem_" + std::to_string(getpid()) + "_stderr";
+  const std::string command = "sh -c " + Quote(inner) + " 2>" + Quote(err_path) + " </dev/null";
+  Output output;
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return output;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  output.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  output.err.assign(std::istreambuf_iterator<char>(err), {});
+  std::remove(err_path.c_str());
+  return output;
+}
+
+const std::vector<std::string> kGreedy = {"-p", "Once upon a time", "-n", "8", "--temp", "0"};
+
+std::vector<std::string> RunArgs(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"run", "-m", StoryHf()};
+  args.insert(args.end(), kGreedy.begin(), kGreedy.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(CliMemory, KvCacheLargerThanAvailableMemoryIsOneError) {
+  // 2^20 tokens of an f32 cache over 2 layers of 64-wide K and V rows: 1 GiB, in under 1 GB.
+  const Output output = PetrelLimited(1000000, RunArgs({"-c", "1048576", "--cache-type", "f32"}));
+  ExpectOneLineError(output, "the KV cache for 1048576 tokens x 1 sequences (1.0 GiB, F32)");
+  EXPECT_NE(output.err.find("of available memory; lower -c"), std::string::npos) << output.err;
+  EXPECT_TRUE(output.out.empty());
+}
+
+TEST(CliMemory, ActivationsLargerThanAvailableMemoryIsOneError) {
+  const Output output = PetrelLimited(
+      150000, RunArgs({"-c", "64", "-b", "65536", "--ubatch-size", "65536"}));
+  ExpectOneLineError(output, "the activations for passes of 65536 tokens");
+  EXPECT_NE(output.err.find("lower --ubatch-size"), std::string::npos) << output.err;
+}
+
+TEST(CliMemory, PlanThatFitsRunsUnderTheSameLimit) {
+  const Output unlimited = Petrel(RunArgs({}));
+  ASSERT_EQ(unlimited.exit_code, 0) << unlimited.err;
+  const Output limited = PetrelLimited(1000000, RunArgs({}));
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  EXPECT_EQ(limited.out, unlimited.out);
+}
+
+}  // namespace
+}  // namespace petrel::testing
