@@ -62,5 +62,68 @@ TEST(CliMemory, PlanThatFitsRunsUnderTheSameLimit) {
   EXPECT_EQ(limited.out, unlimited.out);
 }
 
+// Either nothing on stderr but the summary line, or also the one warning of a refused lock.
+void ExpectAtMostLockWarning(const Output& output) {
+  size_t warnings = 0;
+  for (size_t at = output.err.find("warning: "); at != std::string::npos;
+       at = output.err.find("warning: ", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_LE(warnings, 1u) << output.err;
+  if (warnings == 1) {
+    EXPECT_NE(output.err.find("warning: cannot lock "), std::string::npos) << output.err;
+    EXPECT_NE(output.err.find("(ulimit -l)"), std::string::npos) << output.err;
+  }
+  EXPECT_EQ(output.err.find("error"), std::string::npos) << output.err;
+  EXPECT_EQ(output.err.find("loading "), std::string::npos) << output.err;  // not a terminal
+}
+
+TEST(CliMemory, NoMmapAndMlockGiveTheSameGreedyOutput) {
+  for (const std::string& model : {StoryHf(), StoryQ8Gguf()}) {
+    std::vector<std::string> base = {"run", "-m", model};
+    base.insert(base.end(), kGreedy.begin(), kGreedy.end());
+    const Output mapped = Petrel(base);
+    ASSERT_EQ(mapped.exit_code, 0) << mapped.err;
+    for (const std::vector<std::string>& extra :
+         std::vector<std::vector<std::string>>{{"--no-mmap"}, {"--mlock"}, {"--no-mmap", "--mlock"}}) {
+      std::vector<std::string> args = base;
+      args.insert(args.end(), extra.begin(), extra.end());
+      const Output output = Petrel(args);
+      ASSERT_EQ(output.exit_code, 0) << output.err;
+      EXPECT_EQ(output.out, mapped.out) << model << " " << extra[0];
+      ExpectAtMostLockWarning(output);
+    }
+  }
+}
+
+TEST(CliMemory, MlockRefusedIsOneWarning) {
+  // A lock limit of 0 KiB makes every lock fail: one warning, and the run goes on.
+  std::vector<std::string> args = {"run", "-m", StoryQ8Gguf(), "--mlock"};
+  args.insert(args.end(), kGreedy.begin(), kGreedy.end());
+  const Output unlimited = Petrel({"run", "-m", StoryQ8Gguf(), "-p", "Once upon a time", "-n", "8",
+                                   "--temp", "0"});
+  const char* bin = std::getenv("PETREL_BIN");
+  std::string inner = "ulimit -l 0; exec " + Quote(bin ? bin : "petrel");
+  for (const std::string& arg : args) inner += " " + Quote(arg);
+  const std::string err_path = ScratchDir() + "/petrel_mlock_" + std::to_string(getpid());
+  std::FILE* pipe = popen(("sh -c " + Quote(inner) + " 2>" + Quote(err_path) + " </dev/null").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  Output output;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  output.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  output.err.assign(std::istreambuf_iterator<char>(err), {});
+  std::remove(err_path.c_str());
+  ASSERT_EQ(output.exit_code, 0) << output.err;
+  EXPECT_EQ(output.out, unlimited.out);
+  if (getuid() != 0) {  // root may lock past the limit
+    EXPECT_NE(output.err.find("warning: cannot lock "), std::string::npos) << output.err;
+  }
+  ExpectAtMostLockWarning(output);
+}
+
 }  // namespace
 }  // namespace petrel::testing

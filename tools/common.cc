@@ -1,6 +1,8 @@
 // Shared option handling for the subcommands.
 #include "tools/common.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -139,6 +141,15 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
                  "model size)")
       ->check(IntRange(1, kMaxBatch));
   app.add_flag("--cpu-affinity", pin_threads, "pin worker threads to cores");
+  app.add_flag("--no-mmap", no_mmap,
+               "read the weights into memory instead of mapping the file (for filesystems where "
+               "mapping is slow or unsupported)");
+  app.add_flag("--mlock", mlock,
+               "keep the weights locked in RAM; when the lock limit (ulimit -l) refuses, a "
+               "warning and the weights stay pageable");
+  app.add_flag("--no-progress", no_progress,
+               "no progress line while weights over 100 MiB are read in (shown only when stderr "
+               "is a terminal, with --no-mmap or --mlock)");
 }
 
 Status ModelOptions::Check() {
@@ -162,6 +173,18 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   options.context = context;
   options.max_batch_tokens = batch;
   options.ubatch_tokens = ubatch;
+  options.map.read_into_memory = no_mmap;
+  options.map.lock = mlock;
+  if (!no_progress && ::isatty(STDERR_FILENO)) {
+    // One line rewritten in place; ended when the file is done.
+    options.map.progress = [](const std::string& path, size_t done, size_t total) {
+      const std::string name = path.substr(path.find_last_of('/') + 1);
+      std::fprintf(stderr, "\rloading %s: %3d%% (%zu / %zu MiB)", name.c_str(),
+                   int(100.0 * double(done) / double(total)), done >> 20, total >> 20);
+      if (done == total) std::fputc('\n', stderr);
+      std::fflush(stderr);
+    };
+  }
   if (kv_type == "f32") {
     options.kv_type = DType::kF32;
   } else if (kv_type == "f16") {

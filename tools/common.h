@@ -47,6 +47,9 @@ struct ModelOptions {
   size_t ubatch = 0;  // 0: the engine chooses
   bool pin_threads = false;
   bool load_tokenizer = true;  // false where only token ids are fed (bench): ~4 MB for 32k tokens
+  bool no_mmap = false;      // --no-mmap: read the weights into memory
+  bool mlock = false;        // --mlock: lock the weights in RAM (a warning when refused)
+  bool no_progress = false;  // --no-progress: no load progress line on a terminal
   // Set by AddTo, to tell a value given from a default.
   CLI::Option* gpu_layers_option = nullptr;
   CLI::Option* context_option = nullptr;

@@ -3,12 +3,37 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "core/base/status.h"
 
 namespace petrel {
+
+// How MappedFile::Open brings a file in.
+struct MapOptions {
+  bool read_into_memory = false;  // read() into anonymous memory instead of mapping the file
+                                  // (filesystems where mapping is slow or unsupported)
+  bool lock = false;  // mlock the pages; when the lock limit refuses, one warning and go on
+  // Called as bytes are read in (read_into_memory) or pre-faulted (lock) for files of at least
+  // kProgressMinBytes: (path, bytes done, bytes in all).
+  std::function<void(const std::string&, size_t, size_t)> progress;
+};
+inline constexpr size_t kProgressMinBytes = size_t(100) << 20;
+
+// Sets the MapOptions of every Open on this thread while it lives, so that the format readers
+// (which open their files themselves) follow the loader's options.
+class ScopedMapOptions {
+ public:
+  explicit ScopedMapOptions(MapOptions options);
+  ~ScopedMapOptions();
+  ScopedMapOptions(const ScopedMapOptions&) = delete;
+  ScopedMapOptions& operator=(const ScopedMapOptions&) = delete;
+
+ private:
+  MapOptions previous_;
+};
 
 class MappedFile {
  public:

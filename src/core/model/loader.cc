@@ -283,6 +283,7 @@ Result<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
   if (stat(path.c_str(), &info) != 0) return Error("%s: no such file or folder", path.c_str());
   auto model = std::make_unique<LoadedModel>();
   model->source = path;
+  const ScopedMapOptions map_options(options.map);
   if (S_ISDIR(info.st_mode)) {
     PETREL_RETURN_IF_ERROR(LoadHfFolder(path, options, *model));
   } else {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/format/mapped_file.h"
 #include "core/model/model_config.h"
 #include "core/model/architecture.h"
 #include "core/base/status.h"
@@ -19,6 +20,7 @@ class Tokenizer;
 
 struct LoadOptions {
   bool load_tokenizer = true;
+  MapOptions map;  // how the weight files are brought in (mapped or read, locked, progress)
 };
 
 struct LoadedModel {

@@ -110,6 +110,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   }
   LoadOptions load_options;
   load_options.load_tokenizer = opts.load_tokenizer;
+  load_options.map = opts.map;
   PETREL_ASSIGN_OR_RETURN(engine->model_, LoadModel(path, load_options));
   const ModelConfig& config = engine->model_->config;
 

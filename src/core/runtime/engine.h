@@ -32,6 +32,7 @@ struct EngineOptions {
   size_t kv_block_tokens = 16;
   DType kv_type = DType::kF32;
   bool load_tokenizer = true;
+  MapOptions map;  // weight files: mapped (default) or read into memory, locked, load progress
 };
 
 // The longest pass, a power of two from 64 (or max_batch_tokens if shorter) up to
