@@ -125,5 +125,14 @@ TEST(CliMemory, MlockRefusedIsOneWarning) {
   ExpectAtMostLockWarning(output);
 }
 
+TEST(CliColor, ColorIntoAPipeHasNoEscapeCodes) {
+  const Output plain = Petrel(RunArgs({}));
+  const Output color = Petrel(RunArgs({"--color"}));
+  ASSERT_EQ(color.exit_code, 0) << color.err;
+  EXPECT_EQ(color.out, plain.out);
+  EXPECT_EQ(color.out.find('\033'), std::string::npos);
+  EXPECT_EQ(color.err.find('\033'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace petrel::testing

@@ -2,6 +2,8 @@
 // through the model's chat template), streamed to stdout or returned as one JSON object. Ctrl-C
 // stops the generation: the text so far and the stats line are printed and the exit status is
 // 130, as shells expect after SIGINT; a second Ctrl-C kills at once.
+#include <unistd.h>
+
 #include <csignal>
 #include <cerrno>
 #include <cstdio>
@@ -74,6 +76,7 @@ Runner AddRunCommand(CLI::App& app) {
     std::string template_file;
     bool chat = false;
     bool json = false;
+    bool color = false;
     bool no_bos = false;
     bool escape = false;
     bool special = false;
@@ -98,6 +101,9 @@ Runner AddRunCommand(CLI::App& app) {
                   "this Jinja template instead of the model's (needs --chat)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", args->json, "print one JSON object instead of streaming");
+  cmd->add_flag("--color", args->color,
+                "show the generated text in color when stdout is a terminal (default off; never "
+                "escape codes into a pipe or file)");
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
   CLI::Option* beams = cmd->add_option("--beams", args->beams,
                                        "beam search with N beams instead of sampling (takes -n and "
@@ -205,6 +211,9 @@ Runner AddRunCommand(CLI::App& app) {
     // keeps them, as the reference tokenizers decode new_ids.
     EndTextFilter end_text(tokenizer, args->special || args->json);
     std::string text;  // what was printed, or goes into --json "text"
+    // Escape codes only where a terminal shows them: a pipe or file gets the plain text.
+    const bool color = args->color && !args->json && ::isatty(STDOUT_FILENO);
+    if (color) std::fputs("\033[33m", stdout);
     auto emit = [&](const std::string& piece) {
       text += piece;
       if (!args->json && !piece.empty()) {
@@ -219,7 +228,11 @@ Runner AddRunCommand(CLI::App& app) {
       return g_interrupted == 0;
     });
     signal(SIGINT, SIG_DFL);
-    if (!result.ok()) return Fail(result.status());
+    if (!result.ok()) {
+      if (color) std::fputs("\033[0m\n", stdout);
+      std::fflush(stdout);
+      return Fail(result.status());
+    }
     emit(end_text.Flush());
     // With --special the end-of-generation token that stopped it is shown too.
     if (args->special && result->stop_reason == "eos" && !result->new_ids.empty()) {
@@ -250,7 +263,7 @@ Runner AddRunCommand(CLI::App& app) {
                         {"peak_rss_bytes", PeakRssBytes()}};
       std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
-      std::fputs("\n", stdout);
+      std::fputs(color ? "\033[0m\n" : "\n", stdout);
       std::fflush(stdout);
       std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s; stop: %s\n",
                    result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
