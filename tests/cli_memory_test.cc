@@ -125,6 +125,44 @@ TEST(CliMemory, MlockRefusedIsOneWarning) {
   ExpectAtMostLockWarning(output);
 }
 
+// Runs `petrel args` with stderr (and stdout) on a terminal, through script(1); "" without it.
+std::string OnTerminal(const std::vector<std::string>& args) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) return "";
+  const char* bin = std::getenv("PETREL_BIN");
+  std::string inner = Quote(bin ? bin : "petrel");
+  for (const std::string& arg : args) inner += " " + Quote(arg);
+  std::FILE* pipe = popen(("script -qec " + Quote(inner) + " /dev/null </dev/null").c_str(), "r");
+  if (!pipe) return "";
+  std::string out;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
+  pclose(pipe);
+  return out;
+}
+
+TEST(CliMemory, LoadProgressOnlyOnATerminal) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
+  // Over the 100 MiB from which reading in shows progress.
+  const std::string model = ScratchDir() + "/petrel_mem_big_" + std::to_string(getpid()) + ".gguf";
+  const Output synth = Petrel({"synth", "--shape", "512x2x8x8x1408", "--type", "f32", "-o", model});
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const std::vector<std::string> run = {"run", "-m", model, "-p", "ab", "-n", "2", "--temp", "0"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = run;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  EXPECT_NE(OnTerminal(with({"--no-mmap"})).find("% (144 / 150 MiB)"), std::string::npos);
+  EXPECT_NE(OnTerminal(with({"--mlock"})).find("loading "), std::string::npos);
+  EXPECT_EQ(OnTerminal(with({"--no-mmap", "--no-progress"})).find("loading "), std::string::npos);
+  EXPECT_EQ(OnTerminal(run).find("loading "), std::string::npos);  // mapped: nothing read in
+  const Output piped = Petrel(with({"--no-mmap"}));
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.err.find("loading "), std::string::npos) << piped.err;
+  std::remove(model.c_str());
+}
+
 TEST(CliColor, ColorIntoAPipeHasNoEscapeCodes) {
   const Output plain = Petrel(RunArgs({}));
   const Output color = Petrel(RunArgs({"--color"}));
