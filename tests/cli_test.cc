@@ -1,62 +1,24 @@
 // The `petrel` command end to end: greedy runs against golden/story/greedy.jsonl, logits files,
 // tokenize/info/synth/bench output, and one-line errors with exit status 1 on bad input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "util/cli_runner.h"
 #include "util/parity.h"
 #include "util/test_data.h"
 
 namespace petrel {
 namespace {
 
+using testing::ExpectOneLineError;
+using testing::Output;
+using testing::Petrel;
 using testing::SharedDir;
-
-struct Output {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-std::string Quote(const std::string& arg) {
-  std::string quoted = "'";
-  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-Output Petrel(const std::vector<std::string>& args) {
-  const char* bin = std::getenv("PETREL_BIN");
-  std::string command = Quote(bin ? bin : "petrel");
-  for (const std::string& arg : args) command += " " + Quote(arg);
-  const std::string err_path = testing::ScratchDir() + "/petrel_cli_stderr_" + std::to_string(getpid());
-  command += " 2>" + Quote(err_path);
-  Output output;
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return output;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  output.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  output.err.assign(std::istreambuf_iterator<char>(err), {});
-  std::remove(err_path.c_str());
-  return output;
-}
-
-std::string Story() { return SharedDir() + "/models/story"; }
-std::string StoryGguf() { return SharedDir() + "/models/story-gguf/story-f32.gguf"; }
-
-void ExpectOneLineError(const Output& output, const std::string& needle) {
-  EXPECT_EQ(output.exit_code, 1) << output.err;
-  EXPECT_EQ(output.err.rfind("error: ", 0), 0u) << output.err;
-  EXPECT_EQ(std::count(output.err.begin(), output.err.end(), '\n'), 1) << output.err;
-  EXPECT_NE(output.err.find(needle), std::string::npos) << output.err;
-}
+std::string Story() { return testing::StoryHf(); }
+std::string StoryGguf() { return testing::StoryF32Gguf(); }
 
 TEST(Cli, RunGreedyReproducesGoldenFromBothSources) {
   for (const std::string& model : {Story(), StoryGguf()}) {
