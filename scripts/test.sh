@@ -11,7 +11,7 @@ meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --sui
 # The sanitizer build compiles only what the malformed-input tests need.
 if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dbenchmarks=disabled >&2
+    -Dbenchmarks=disabled ${PETREL_MESON_ARGS:-} >&2
 fi
 asan_tests=$(meson introspect build-asan --tests | python3 -c '
 import json, sys
