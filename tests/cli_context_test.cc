@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "util/cli_runner.h"
+#include "util/pty_process.h"
 
 namespace petrel {
 namespace {
@@ -91,73 +92,9 @@ TEST(RunContext, KeepOutsideTheContextIsRefused) {
 }
 
 // A child process on a pseudo-terminal, read as a user would see it.
-class PtyProcess {
- public:
-  explicit PtyProcess(const std::vector<std::string>& args) {
-    pid_ = forkpty(&fd_, nullptr, nullptr, nullptr);
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~PtyProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (fd_ >= 0) close(fd_);
-  }
-  bool ok() const { return pid_ > 0; }
-  void Send(const std::string& text) {
-    ASSERT_EQ(write(fd_, text.data(), text.size()), ssize_t(text.size()));
-  }
-  // Reads until `pattern` matches the output seen since the last match (or the timeout).
-  bool WaitFor(const std::regex& pattern, std::vector<std::string>* groups = nullptr,
-               int timeout_ms = 60000) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (;;) {
-      std::smatch found;
-      if (std::regex_search(pending_, found, pattern)) {
-        if (groups) groups->assign(found.begin(), found.end());
-        all_ += pending_.substr(0, size_t(found.position(0) + found.length(0)));
-        pending_ = found.suffix().str();
-        return true;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            deadline - std::chrono::steady_clock::now()).count();
-      if (left <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, int(left)) <= 0) continue;
-      char buffer[4096];
-      const ssize_t n = read(fd_, buffer, sizeof(buffer));
-      if (n <= 0) return false;
-      pending_.append(buffer, size_t(n));
-    }
-  }
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  std::string transcript() const { return all_ + pending_; }
+using testing::PtyProcess;
+std::string WriteTemplate() { return testing::WriteChatTemplate("cli_context"); }
 
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string pending_, all_;
-};
-
-std::string WriteTemplate() {
-  const std::string path = testing::ScratchDir() + "/petrel_cli_context_" +
-                           std::to_string(getpid()) + ".jinja";
-  std::ofstream(path) << "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
-                         "{% if add_generation_prompt %}assistant:{% endif %}";
-  return path;
-}
 
 std::string Repeat(const std::string& text, int times) {
   std::string out;
