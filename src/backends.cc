@@ -3,6 +3,9 @@
 #include "core/runtime/backend_registry.h"
 #include "cpu/cpu_backend.h"
 #include "ref/ref_backend.h"
+#if PETREL_HAS_VULKAN
+#include "vulkan/vulkan_backend.h"
+#endif
 
 namespace petrel {
 
@@ -11,8 +14,12 @@ std::span<const BackendFactory> CompiledBackends() {
       {"cpu",
        [](BackendId id, const BackendOptions& options) {
          return CreateCpuBackend(id, options.n_threads, options.pin_threads);
-       }},
-      {"ref", [](BackendId id, const BackendOptions&) { return CreateRefBackend(id); }},
+       },
+       nullptr},
+      {"ref", [](BackendId id, const BackendOptions&) { return CreateRefBackend(id); }, nullptr},
+#if PETREL_HAS_VULKAN
+      {"vulkan", &CreateVulkanBackend, &ListVulkanDevices},
+#endif
   };
   return kBackends;
 }

@@ -186,7 +186,8 @@ TEST(Placement, LayersADeviceCannotRunStayOnTheCpu) {
       {"ref-no-attention", [](BackendId id, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
          PETREL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> ref, CreateBackend("ref", id, options));
          return std::unique_ptr<Backend>(std::make_unique<NoAttentionBackend>(std::move(ref)));
-       }});
+       },
+       nullptr});
   ASSERT_TRUE(registered.ok()) << registered.message();
   auto cpu = Load(StoryGguf());
   ASSERT_TRUE(cpu);

@@ -27,6 +27,13 @@ class BackendBuffer {
   virtual size_t bytes() const = 0;
 };
 
+// Device time of one op kind, summed over the nodes a backend ran since profiling was last read.
+struct OpProfile {
+  OpKind op = OpKind::kAdd;
+  size_t calls = 0;
+  double seconds = 0.0;
+};
+
 // A value (an f32 activation matrix) in a backend's memory.
 struct ValueView {
   BackendBuffer* buffer = nullptr;
@@ -112,6 +119,14 @@ class Backend {
   virtual Status BeginBatch(const BatchContext& batch) = 0;
   virtual Status Run(const Node& node, const ValueView* values, const KvLayerView* kv) = 0;
   virtual Status Submit() = 0;
+
+  // Device memory this backend can still allocate, for `--gpu-layers auto`; 0 for host
+  // backends, whose limit is the process's (the engine's memory plan checks that).
+  virtual size_t FreeMemory() const { return 0; }
+  // Per-op device time (`--profile`): measured from the next batch on when enabled, read and
+  // reset by TakeProfile(). Backends that cannot time their work return nothing.
+  virtual void EnableProfiling(bool /*enabled*/) {}
+  virtual std::vector<OpProfile> TakeProfile() { return {}; }
 
  private:
   std::vector<uint8_t> staging_;  // CopyToBackend's default path

@@ -16,11 +16,23 @@ namespace petrel {
 struct BackendOptions {
   size_t n_threads = 1;
   bool pin_threads = false;
+  int device_index = -1;  // `--device vulkan:N`: the Nth device; -1 picks the best one
+};
+
+// One device a backend can run on, for `petrel info --devices`.
+struct DeviceDescription {
+  std::string name;      // "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string type;      // "discrete", "integrated", "virtual", "cpu", "other"
+  size_t memory_bytes = 0;
+  std::string features;  // what petrel uses of it: "subgroups 8, fp16, timestamps"
 };
 
 struct BackendFactory {
   const char* name;
   Result<std::unique_ptr<Backend>> (*create)(BackendId id, const BackendOptions& options);
+  // The devices this backend can use (an error when its driver or loader is missing); null for
+  // backends that run on the host.
+  Result<std::vector<DeviceDescription>> (*list_devices)();
 };
 
 // The backends compiled into this build, "cpu" first. Defined in src/backends.cc.

@@ -7,7 +7,10 @@
 namespace petrel {
 namespace {
 
-constexpr size_t kAlign = 64;
+// Values start at multiples of 256 bytes: the largest storage-buffer offset alignment Vulkan
+// allows a device to require, so a device backend binds any value at its own offset. (64 would
+// do for host vector loads.)
+constexpr size_t kAlign = 256;
 size_t AlignUp(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 // One allocation request: `bytes` on a backend, live over nodes [start, end].

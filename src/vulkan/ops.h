@@ -1,0 +1,33 @@
+// The ops of the Vulkan backend: what each can run (Supports*) and the function that records
+// it. One file per group of ops (ops_*.cc), each with its shaders in shaders/.
+#pragma once
+
+#include "core/graph/graph.h"
+#include "vulkan/op_context.h"
+#include "vulkan/vulkan_device.h"
+
+namespace petrel::vk {
+
+// Weights. Types with shaders run as stored; every other type petrel loads is converted at
+// upload to UploadType(type) (the backend logs one line per converted type).
+bool HasWeightShaders(DType type);
+// The native type a weight of `type` is uploaded as (type itself when HasWeightShaders).
+DType UploadType(DType type);
+
+// Per-op support beyond the weight type (parameters, device limits).
+bool SupportsAttention(const AttentionParams& params, const DeviceCaps& caps);
+bool SupportsKvType(DType type);
+
+// `values[v]` are the node's bound values (see Backend::Run).
+Status RecordEmbed(const OpContext& ctx, const Node& node, const ValueView* values);
+Status RecordRmsNorm(const OpContext& ctx, const Node& node, const ValueView* values);
+Status RecordMatMul(const OpContext& ctx, const Node& node, const ValueView* values);
+Status RecordGatedFfn(const OpContext& ctx, const Node& node, const ValueView* values);
+Status RecordRope(const OpContext& ctx, const Node& node, const ValueView* values);
+Status RecordAttention(const OpContext& ctx, const Node& node, const ValueView* values,
+                       const KvLayerView& kv);
+// add and silu_mul: out = a + b, out = silu(a) * b.
+Status RecordElementwise(const OpContext& ctx, const Node& node, const ValueView* values);
+Status RecordGetRows(const OpContext& ctx, const Node& node, const ValueView* values);
+
+}  // namespace petrel::vk
