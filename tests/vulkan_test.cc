@@ -80,7 +80,10 @@ class ScopedEnv {
 
 std::string Join(const std::vector<int32_t>& ids) {
   std::string out;
-  for (int32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  for (int32_t id : ids) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
   return out;
 }
 

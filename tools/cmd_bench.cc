@@ -178,9 +178,12 @@ Runner AddBenchCommand(CLI::App& app) {
             args->profile ? (*engine)->TakeProfile() : std::vector<Engine::BackendProfile>{};
         nlohmann::json profile_json = nlohmann::json::array();
         for (const Engine::BackendProfile& profile : profiles) {
+          std::vector<OpProfile> ops = profile.ops;
+          std::sort(ops.begin(), ops.end(),
+                    [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
           double total = 0.0;
-          for (const OpProfile& op : profile.ops) total += op.seconds;
-          for (const OpProfile& op : profile.ops) {
+          for (const OpProfile& op : ops) total += op.seconds;
+          for (const OpProfile& op : ops) {
             const double share = total > 0.0 ? op.seconds / total : 0.0;
             profile_json.push_back({{"backend", profile.backend},
                                     {"op", OpName(op.op)},
