@@ -216,7 +216,8 @@ Status ModelOptions::Check() {
   if (ubatch > batch) {
     return Error("--ubatch-size %zu is larger than -b/--batch-size %zu", ubatch, batch);
   }
-  if (gpu_layers_option && gpu_layers_option->count() > 0 && device == "cpu") {
+  if (gpu_layers_option && gpu_layers_option->count() > 0 &&
+      (device == "cpu" || device.rfind("cpu:", 0) == 0)) {
     Warn("--gpu-layers %s has no effect without --device (everything runs on the cpu)",
          gpu_layers.c_str());
   }

@@ -102,7 +102,8 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   engine->backends_.push_back(std::move(cpu));
   // The device is opened even when no block will go there, so that a wrong --device is an
   // error rather than silently ignored; it is dropped below if it gets nothing.
-  const bool wants_device = opts.device != "cpu";
+  PETREL_ASSIGN_OR_RETURN(const DeviceSpec device_spec, ParseDeviceSpec(opts.device));
+  const bool wants_device = device_spec.backend != "cpu";
   if (wants_device) {
     PETREL_ASSIGN_OR_RETURN(auto extra, CreateBackend(opts.device, 1, backend_options));
     engine->backends_.push_back(std::move(extra));
