@@ -60,6 +60,16 @@ struct MatMulPush {
 
 uint32_t CeilDiv(size_t a, size_t b) { return uint32_t((a + b - 1) / b); }
 
+// A weight's range for a shader that reads it as uint words: rounded up to whole words, so the
+// word holding a row's last bytes is inside the binding (robust buffer access may read a word
+// that ends past the range as 0). The pool aligns every allocation's size to at least 4 bytes,
+// so those bytes are the weight's own.
+BufferRange WeightWords(const TensorView& weight) {
+  BufferRange range = WeightRange(weight);
+  range.bytes = (range.bytes + 3) & ~VkDeviceSize(3);
+  return range;
+}
+
 Result<const char*> ShaderSuffix(const Node& node, const TensorView& weight) {
   const char* suffix = TypeSuffix(weight.desc.dtype);
   if (suffix == nullptr) {
@@ -148,7 +158,7 @@ Status RecordEmbed(const OpContext& ctx, const Node& node, const ValueView* valu
   const uint32_t groups_per_token = CeilDiv(CeilDiv(dim, 8), kEmbedGroup);
   const EmbedPush push = {uint32_t(dim), uint32_t(table.desc.n_rows()), uint32_t(n_tokens),
                           uint32_t(table.desc.row_bytes()), groups_per_token};
-  const BufferRange bindings[] = {WeightRange(table), ctx.device_batch.tokens, ValueRange(out)};
+  const BufferRange bindings[] = {WeightWords(table), ctx.device_batch.tokens, ValueRange(out)};
   const uint32_t spec[] = {kEmbedGroup};
   return ctx.recorder.Dispatch(node.op, std::string("embed_") + suffix, spec, bindings, push,
                                FoldGroups(n_tokens * groups_per_token, ctx.caps));
@@ -171,7 +181,7 @@ Status RecordMatMul(const OpContext& ctx, const Node& node, const ValueView* val
                            uint32_t(w.desc.row_bytes()), token_groups,
                            node.bias != nullptr ? 1u : 0u};
   // Without a bias the binding still needs a buffer: the output's, which the shader never reads.
-  const BufferRange bindings[] = {WeightRange(w), ValueRange(x),
+  const BufferRange bindings[] = {WeightWords(w), ValueRange(x),
                                   node.bias != nullptr ? WeightRange(*node.bias) : ValueRange(out),
                                   ValueRange(out)};
   const MatMulShape shape = MatMulShapeFor(ctx.caps);
@@ -198,7 +208,7 @@ Status RecordGatedFfn(const OpContext& ctx, const Node& node, const ValueView* v
   const uint32_t token_groups = CeilDiv(n_tokens, kMatMulTokens);
   const MatMulPush push = {uint32_t(gate.desc.ne[0]), uint32_t(n_rows), uint32_t(n_tokens),
                            uint32_t(gate.desc.row_bytes()), token_groups, 0u};
-  const BufferRange bindings[] = {WeightRange(gate), WeightRange(up), ValueRange(x),
+  const BufferRange bindings[] = {WeightWords(gate), WeightWords(up), ValueRange(x),
                                   ValueRange(out)};
   const MatMulShape shape = MatMulShapeFor(ctx.caps);
   const uint32_t spec[] = {shape.group};
