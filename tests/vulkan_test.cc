@@ -123,6 +123,8 @@ struct SynthCase {
   Tolerance tolerance;
 };
 
+void PrintTo(const SynthCase& c, std::ostream* os) { *os << c.type; }
+
 class VulkanSynthParity : public ::testing::TestWithParam<SynthCase> {};
 
 TEST_P(VulkanSynthParity, LogitsWithAllAndHalfTheBlocks) {
