@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <cstdlib>
 #include <functional>
 #include <random>
@@ -178,7 +179,7 @@ class BackendConformance : public ::testing::TestWithParam<std::string> {
   // An embedding table of random f32 rows and the graph's first value: its rows for the batch.
   ValueId Embed(Graph* graph, const Weight& table, size_t n_tokens) {
     Node node{OpKind::kEmbed, kEmbeddingLayer};
-    node.weight = &table.view;
+    node.weight = Prepared(table);
     return graph->Add(node, int64_t(n_tokens), table.view.desc.ne[0]);
   }
   static Matrix Lookup(const Weight& table, const BatchData& b) {
@@ -191,8 +192,18 @@ class BackendConformance : public ::testing::TestWithParam<std::string> {
     return out;
   }
 
+  // The weight as the backend under test holds it (a device backend's copy), as the engine
+  // prepares every weight at load; kept until the test ends.
+  const TensorView* Prepared(const Weight& w) {
+    auto view = backend_->PrepareWeight(w.view);
+    EXPECT_TRUE(view.ok()) << view.status().message();
+    prepared_.push_back(view.ok() ? *view : w.view);
+    return &prepared_.back();
+  }
+
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KvCache> empty_kv_;
+  std::deque<TensorView> prepared_;  // stable addresses
   std::mt19937 gen_;
 };
 
@@ -233,7 +244,7 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
         Graph graph;
         const ValueId x = Embed(&graph, table_a, n);
         Node node{OpKind::kRmsNorm, 0, {x}};
-        node.weight = &norm.view;
+        node.weight = Prepared(norm);
         node.norm.eps = 1e-5f;
         graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
         Matrix want(a.size());
@@ -303,8 +314,8 @@ TEST_P(BackendConformance, MatMulAndGatedFfnEveryWeightType) {
         Graph graph;
         const ValueId in = Embed(&graph, table, n);
         Node node{OpKind::kMatMul, 0, {in}};
-        node.weight = &w.view;
-        node.bias = with_bias ? &bias.view : nullptr;
+        node.weight = Prepared(w);
+        node.bias = with_bias ? Prepared(bias) : nullptr;
         graph.logits = graph.Add(node, int64_t(n), int64_t(n_rows));
         Matrix want;
         for (size_t t = 0; t < n; ++t) {
@@ -319,6 +330,8 @@ TEST_P(BackendConformance, MatMulAndGatedFfnEveryWeightType) {
       node.weight = &w.view;
       node.weight_up = &up.view;
       if (!backend_->Supports(node)) continue;
+      node.weight = Prepared(w);
+      node.weight_up = Prepared(up);
       graph.logits = graph.Add(node, int64_t(n), int64_t(n_rows));
       Matrix want;
       for (size_t t = 0; t < n; ++t) {
@@ -391,6 +404,7 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
       {{0, 1}},                                      // one token alone
       {{0, 5}, {0, 23}, {0, 1}},                     // three prompts of different lengths
       {{17, 1}, {40, 1}, {3, 9}, {0, 2}, {31, 16}},  // decodes and chunks after history
+      {{300, 1}, {120, 20}},                         // contexts of hundreds of positions
   };
   for (DType kv_type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
     if (!backend_->SupportsKv(kv_type)) continue;
@@ -398,7 +412,7 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
       const std::vector<SeqPart>& parts = batches[b_index];
       KvCacheOptions options;
       options.block_tokens = 16;
-      options.context = 128;
+      options.context = 512;
       options.n_blocks = 64;
       options.dtype = kv_type;
       auto cache = KvCache::Create({backend_.get()}, kv_dim, options);
