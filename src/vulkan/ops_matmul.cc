@@ -1,22 +1,220 @@
 // Weight ops: embed (dequantize table rows), mat_mul and gated_ffn over every weight type.
+// Shaders: shaders/embed.comp and shaders/mat_mul.comp, one variant per weight type, all
+// decoding blocks with shaders/dequant.glsl.
+#include <string>
+
 #include "vulkan/ops.h"
 
 namespace petrel::vk {
+namespace {
 
-bool HasWeightShaders(DType type) { return type == DType::kF32; }
-
-DType UploadType(DType type) { return HasWeightShaders(type) ? type : DType::kF32; }
-
-Status RecordEmbed(const OpContext&, const Node&, const ValueView*) {
-  return Error("vulkan: embed is not implemented yet");
+// The shader-name suffix of a weight type with shaders (shaders/meson.build lists the same
+// types), or null.
+const char* TypeSuffix(DType type) {
+  switch (type) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
+    case DType::kIQ4_NL: return "iq4_nl";
+    case DType::kIQ4_XS: return "iq4_xs";
+    case DType::kQ8_1:
+    case DType::kQ8_K:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
+      return nullptr;
+  }
+  return nullptr;
 }
 
-Status RecordMatMul(const OpContext&, const Node&, const ValueView*) {
-  return Error("vulkan: mat_mul is not implemented yet");
+// Embed: invocations per workgroup, each decoding 8 elements of a row.
+constexpr uint32_t kEmbedGroup = 64;
+// mat_mul / gated_ffn: invocations per workgroup (a power of two: the shared-memory reduction
+// halves it) and tokens per workgroup (TOKENS in mat_mul.comp: each decoded weight block serves
+// that many tokens).
+constexpr uint32_t kMatMulGroup = 64;
+constexpr uint32_t kMatMulTokens = 8;
+
+// Mirrors `Push` in shaders/embed.comp.
+struct EmbedPush {
+  uint32_t dim, n_rows, n_tokens, row_bytes, groups_per_token;
+};
+
+// Mirrors `Push` in shaders/mat_mul.comp.
+struct MatMulPush {
+  uint32_t n_in, n_rows, n_tokens, row_bytes, token_groups, has_bias;
+};
+
+uint32_t CeilDiv(size_t a, size_t b) { return uint32_t((a + b - 1) / b); }
+
+// A weight's range for a shader that reads it as uint words: rounded up to whole words, so the
+// word holding a row's last bytes is inside the binding (robust buffer access may read a word
+// that ends past the range as 0). The pool aligns every allocation's size to at least 4 bytes,
+// so those bytes are the weight's own.
+BufferRange WeightWords(const TensorView& weight) {
+  BufferRange range = WeightRange(weight);
+  range.bytes = (range.bytes + 3) & ~VkDeviceSize(3);
+  return range;
 }
 
-Status RecordGatedFfn(const OpContext&, const Node&, const ValueView*) {
-  return Error("vulkan: gated_ffn is not implemented yet");
+Result<const char*> ShaderSuffix(const Node& node, const TensorView& weight) {
+  const char* suffix = TypeSuffix(weight.desc.dtype);
+  if (suffix == nullptr) {
+    return Error("vulkan: %s of layer %d: no shader for weight type %s", OpName(node.op),
+                 node.layer, DTypeName(weight.desc.dtype));
+  }
+  return suffix;
+}
+
+// The workgroup size and shader variant of mat_mul / gated_ffn on this device: the subgroupAdd
+// variant where compute shaders have subgroup arithmetic, with at least one whole subgroup.
+struct MatMulShape {
+  uint32_t group;
+  bool subgroups;
+};
+MatMulShape MatMulShapeFor(const DeviceCaps& caps) {
+  uint32_t group = kMatMulGroup;
+  const bool subgroups = caps.subgroup_size != 0;
+  while (subgroups && group < caps.subgroup_size && group * 2 <= caps.max_workgroup_size_x) {
+    group *= 2;
+  }
+  return {group, subgroups};
+}
+
+// Checks shapes shared by mat_mul and gated_ffn: x is (n_tokens, n_in), out is (n_tokens, n_rows).
+Status CheckMatMulShapes(const Node& node, const TensorView& w, const ValueView& x,
+                         const ValueView& out) {
+  if (x.desc.ne[0] != w.desc.ne[0] || out.desc.ne[0] != w.desc.ne[1] ||
+      out.desc.ne[1] != x.desc.ne[1]) {
+    return Error("vulkan: %s of layer %d: weight %s, input %s and output %s do not match",
+                 OpName(node.op), node.layer, w.desc.ShapeString().c_str(),
+                 x.desc.ShapeString().c_str(), out.desc.ShapeString().c_str());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool HasWeightShaders(DType type) { return TypeSuffix(type) != nullptr; }
+
+DType UploadType(DType type) {
+  if (HasWeightShaders(type)) return type;
+  switch (type) {
+    // 8-bit block formats of whole 32-element blocks: Q8_0 keeps their precision.
+    case DType::kQ8_1:
+    case DType::kQ8_K:
+      return DType::kQ8_0;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
+      break;
+  }
+  return DType::kF32;
+}
+
+Status RecordEmbed(const OpContext& ctx, const Node& node, const ValueView* values) {
+  const TensorView& table = *node.weight;
+  PETREL_ASSIGN_OR_RETURN(const char* suffix, ShaderSuffix(node, table));
+  const ValueView& out = values[node.output];
+  const size_t dim = size_t(table.desc.ne[0]);
+  const size_t n_tokens = size_t(out.desc.ne[1]);
+  if (size_t(out.desc.ne[0]) != dim || n_tokens != ctx.batch.n_tokens) {
+    return Error("vulkan: embed: table %s and output %s do not match a batch of %zu tokens",
+                 table.desc.ShapeString().c_str(), out.desc.ShapeString().c_str(),
+                 ctx.batch.n_tokens);
+  }
+  if (n_tokens == 0) return Status::Ok();
+  const uint32_t groups_per_token = CeilDiv(CeilDiv(dim, 8), kEmbedGroup);
+  const EmbedPush push = {uint32_t(dim), uint32_t(table.desc.n_rows()), uint32_t(n_tokens),
+                          uint32_t(table.desc.row_bytes()), groups_per_token};
+  const BufferRange bindings[] = {WeightWords(table), ctx.device_batch.tokens, ValueRange(out)};
+  const uint32_t spec[] = {kEmbedGroup};
+  return ctx.recorder.Dispatch(node.op, std::string("embed_") + suffix, spec, bindings, push,
+                               FoldGroups(n_tokens * groups_per_token, ctx.caps));
+}
+
+Status RecordMatMul(const OpContext& ctx, const Node& node, const ValueView* values) {
+  const TensorView& w = *node.weight;
+  PETREL_ASSIGN_OR_RETURN(const char* suffix, ShaderSuffix(node, w));
+  const ValueView& x = values[node.inputs[0]];
+  const ValueView& out = values[node.output];
+  PETREL_RETURN_IF_ERROR(CheckMatMulShapes(node, w, x, out));
+  const size_t n_rows = size_t(w.desc.ne[1]), n_tokens = size_t(x.desc.ne[1]);
+  if (node.bias != nullptr && size_t(node.bias->desc.n_elems()) != n_rows) {
+    return Error("vulkan: mat_mul of layer %d: bias %s for %zu rows", node.layer,
+                 node.bias->desc.ShapeString().c_str(), n_rows);
+  }
+  if (n_tokens == 0 || n_rows == 0) return Status::Ok();
+  const uint32_t token_groups = CeilDiv(n_tokens, kMatMulTokens);
+  const MatMulPush push = {uint32_t(w.desc.ne[0]), uint32_t(n_rows),  uint32_t(n_tokens),
+                           uint32_t(w.desc.row_bytes()), token_groups,
+                           node.bias != nullptr ? 1u : 0u};
+  // Without a bias the binding still needs a buffer: the output's, which the shader never reads.
+  const BufferRange bindings[] = {WeightWords(w), ValueRange(x),
+                                  node.bias != nullptr ? WeightRange(*node.bias) : ValueRange(out),
+                                  ValueRange(out)};
+  const MatMulShape shape = MatMulShapeFor(ctx.caps);
+  const uint32_t spec[] = {shape.group};
+  return ctx.recorder.Dispatch(
+      node.op, std::string("mat_mul_") + suffix + (shape.subgroups ? "_sg" : ""), spec, bindings,
+      push, FoldGroups(n_rows * token_groups, ctx.caps));
+}
+
+Status RecordGatedFfn(const OpContext& ctx, const Node& node, const ValueView* values) {
+  const TensorView& gate = *node.weight;
+  if (node.weight_up == nullptr || node.weight_up->desc.dtype != gate.desc.dtype ||
+      !node.weight_up->desc.SameShape(gate.desc)) {
+    return Error("vulkan: gated_ffn of layer %d needs gate and up weights of one type and shape",
+                 node.layer);
+  }
+  const TensorView& up = *node.weight_up;
+  PETREL_ASSIGN_OR_RETURN(const char* suffix, ShaderSuffix(node, gate));
+  const ValueView& x = values[node.inputs[0]];
+  const ValueView& out = values[node.output];
+  PETREL_RETURN_IF_ERROR(CheckMatMulShapes(node, gate, x, out));
+  const size_t n_rows = size_t(gate.desc.ne[1]), n_tokens = size_t(x.desc.ne[1]);
+  if (n_tokens == 0 || n_rows == 0) return Status::Ok();
+  const uint32_t token_groups = CeilDiv(n_tokens, kMatMulTokens);
+  const MatMulPush push = {uint32_t(gate.desc.ne[0]), uint32_t(n_rows), uint32_t(n_tokens),
+                           uint32_t(gate.desc.row_bytes()), token_groups, 0u};
+  const BufferRange bindings[] = {WeightWords(gate), WeightWords(up), ValueRange(x),
+                                  ValueRange(out)};
+  const MatMulShape shape = MatMulShapeFor(ctx.caps);
+  const uint32_t spec[] = {shape.group};
+  return ctx.recorder.Dispatch(
+      node.op, std::string("gated_ffn_") + suffix + (shape.subgroups ? "_sg" : ""), spec,
+      bindings, push, FoldGroups(n_rows * token_groups, ctx.caps));
 }
 
 }  // namespace petrel::vk
