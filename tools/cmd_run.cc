@@ -246,7 +246,6 @@ Runner AddRunCommand(CLI::App& app) {
       std::fflush(stdout);
       return Fail(result.status());
     }
-    print_profile();
     emit(end_text.Flush());
     // With --special the end-of-generation token that stopped it is shown too.
     if (args->special && result->stop_reason == "eos" && !result->new_ids.empty()) {
@@ -283,6 +282,7 @@ Runner AddRunCommand(CLI::App& app) {
                    result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
                    result->stop_reason.c_str());
     }
+    print_profile();  // after the text and its newline, so that a terminal shows them apart
     return exit_code;
   };
 }
