@@ -220,10 +220,12 @@ int Run(Args& args) {
       windows.emplace_back(begin, begin + ptrdiff_t(n_ctx));
     }
     if (text) {
-      auto text_plan = PlanChunks(text_tokens.size(), n_ctx);
-      if (!text_plan.ok()) return Fail(text_plan.status());
-      for (size_t w = 0; w < std::min(text_plan->n_chunks, plan.n_chunks); ++w) {
-        const std::vector<int32_t> tokens = ChunkTokens(text_tokens, *text_plan, w, bos);
+      // Windows compared one by one, so that a different text is named as such even when it is
+      // shorter than one window.
+      const ChunkPlan text_plan{.n_ctx = n_ctx, .n_chunks = text_tokens.size() / n_ctx,
+                                .first = plan.first};
+      for (size_t w = 0; w < std::min(text_plan.n_chunks, plan.n_chunks); ++w) {
+        const std::vector<int32_t> tokens = ChunkTokens(text_tokens, text_plan, w, bos);
         if (tokens != windows[w]) {
           size_t j = 0;
           while (tokens[j] == windows[w][j]) ++j;
@@ -232,9 +234,9 @@ int Run(Args& args) {
                             w + 1, j));
         }
       }
-      if (text_plan->n_chunks != plan.n_chunks) {
+      if (text_plan.n_chunks != plan.n_chunks) {
         return Fail(Error("%s makes %zu windows of %zu tokens, but %s holds %zu",
-                          args.text_path.c_str(), text_plan->n_chunks, n_ctx,
+                          args.text_path.c_str(), text_plan.n_chunks, n_ctx,
                           args.kld_base_path.c_str(), plan.n_chunks));
       }
     }

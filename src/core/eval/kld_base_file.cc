@@ -46,9 +46,13 @@ uint64_t HashVocabulary(size_t n_vocab, const std::function<std::string_view(int
 }
 
 uint64_t BaseFileBytes(const KldBaseHeader& header) {
-  const ChunkPlan plan{.n_ctx = header.n_ctx, .n_chunks = header.n_chunks, .first = header.n_ctx / 2};
-  return kHeaderBytes + 4 * uint64_t(header.n_chunks) * header.n_ctx +
-         uint64_t(plan.scored()) * RecordBytes(header.n_vocab);
+  // In 128 bits: a corrupt header's product of three 32-bit values must not wrap around to a
+  // plausible size.
+  using Wide = unsigned __int128;
+  const Wide tokens = Wide(header.n_chunks) * header.n_ctx;
+  const Wide scored = Wide(header.n_chunks) * (header.n_ctx - 1 - header.n_ctx / 2);
+  const Wide bytes = kHeaderBytes + 4 * tokens + scored * RecordBytes(header.n_vocab);
+  return bytes > Wide(UINT64_MAX) ? UINT64_MAX : uint64_t(bytes);
 }
 
 Result<KldBaseWriter> KldBaseWriter::Begin(AtomicFile file, const KldBaseHeader& header,
@@ -131,7 +135,6 @@ Result<KldBaseReader> KldBaseReader::Open(const std::string& path) {
     return Error("%s: corrupt KL-divergence base file (vocabulary %u, window %u, %u windows)",
                  path.c_str(), header.n_vocab, header.n_ctx, header.n_chunks);
   }
-  // 64-bit products of 32-bit values: no overflow before the comparison with the real size.
   if (BaseFileBytes(header) != uint64_t(info.st_size)) {
     return Error("%s: %llu bytes, but its header describes %llu (truncated or corrupt)",
                  path.c_str(), (unsigned long long)info.st_size,

@@ -54,7 +54,7 @@ struct KldBaseHeader {
 // vocabularies share a byte stream): the same tokenizer gives the same hash.
 uint64_t HashVocabulary(size_t n_vocab, const std::function<std::string_view(int32_t)>& text);
 
-// Bytes of a base file for this header.
+// Bytes of a base file for this header (UINT64_MAX when that does not fit: a corrupt header).
 uint64_t BaseFileBytes(const KldBaseHeader& header);
 
 // One scored position, decoded.
