@@ -147,10 +147,6 @@ int Run(Args& args) {
   }
   if (Status status = args.model.Check(); !status.ok()) return Fail(status);
   const bool window_given = args.model.context_option && args.model.context_option->count() > 0;
-  if (window_given && args.model.context < kMinPerplexityContext) {
-    return Fail(Error("-c %zu: perplexity needs a window of at least %zu tokens",
-                      args.model.context, kMinPerplexityContext));
-  }
   std::optional<std::string> text;
   if (!args.text_path.empty()) {
     auto read = ReadText(args.text_path);
@@ -360,6 +356,13 @@ Runner AddPerplexityCommand(CLI::App& app) {
       "perplexity", "perplexity of a text (llama-perplexity's method), or KL divergence against a "
                     "base model's saved distributions");
   args->model.AddTo(*cmd);
+  // Here -c is the window, and a window must score at least two tokens: the range starts higher
+  // than the context's elsewhere, and is checked while parsing like every other range.
+  args->model.context_option->get_validator("IntRange")->active(false);
+  args->model.context_option
+      ->description("window: tokens per chunk, evaluated from an empty cache, its second half "
+                    "scored (default 512; with --kl-divergence, the base file's)")
+      ->check(IntRange(int64_t(kMinPerplexityContext), kMaxContext));
   cmd->add_option("-f,--file", args->text_path,
                   "the text; each window of -c tokens (default 512) is scored on its second half");
   cmd->add_option("--kl-divergence-base", args->kld_base_path,
