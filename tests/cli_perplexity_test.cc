@@ -175,7 +175,7 @@ TEST(CliPerplexity, ShuffledTextScoresFarWorse) {
   const double worse = nlohmann::json::parse(output.out)["ppl"].get<double>();
   ::testing::Test::RecordProperty("ppl_original", std::to_string(original));
   ::testing::Test::RecordProperty("ppl_shuffled", std::to_string(worse));
-  EXPECT_GT(worse, 3 * original) << "original " << original << ", shuffled " << worse;
+  EXPECT_GT(worse, 10 * original) << "original " << original << ", shuffled " << worse;
   fs::remove(path);
 }
 
