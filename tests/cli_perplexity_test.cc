@@ -10,13 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "util/cli_runner.h"
 #include "util/pty_process.h"
@@ -49,7 +48,8 @@ std::string WriteScratch(const std::string& name, const std::string& content) {
   return path;
 }
 
-// One row of the README's table: "| story-f32.gguf | 128 / 128 | 8 | 40.9986, … | **24.0201 ± 2.66948** |".
+// One row of the README's table: "| story-f32.gguf | 128 / 128 | 8 | 40.9986, … | **24.0201
+// ± 2.66948** |".
 struct GoldenRow {
   int ctx = 0;
   int batch = 0;
@@ -61,7 +61,8 @@ struct GoldenRow {
 std::vector<GoldenRow> GoldenRows() {
   std::vector<GoldenRow> rows;
   std::istringstream readme(ReadFile(GoldenDir() + "/README.md"));
-  const std::regex row(R"(^\| story-f32\.gguf \| (\d+) / (\d+) \| \d+ \| ([0-9., ]+) \| \*\*([0-9.]+) ± ([0-9.]+)\*\* \|)");
+  const std::regex row(
+      R"(^\| story-f32\.gguf \| (\d+) / (\d+) \| \d+ \| ([0-9., ]+) \| \*\*([0-9.]+) ± ([0-9.]+)\*\* \|)");
   std::string line;
   while (std::getline(readme, line)) {
     std::smatch found;
@@ -89,7 +90,8 @@ struct Report {
 Report ParseReport(const std::string& out) {
   Report report;
   const std::regex item(R"(\[(\d+)\]([0-9.]+),)");
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), item); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), item); it != std::sregex_iterator();
+       ++it) {
     EXPECT_EQ(std::stoul((*it)[1]), report.running.size() + 1);
     report.running.push_back(std::stod((*it)[2]));
   }
@@ -131,7 +133,8 @@ TEST(CliPerplexity, MatchesLlamaPerplexity) {
 }
 
 double JsonPerplexity(const std::vector<std::string>& extra, nlohmann::json* all = nullptr) {
-  std::vector<std::string> args = {"perplexity", "-m", StoryF32Gguf(), "-f", Stories(), "-t", "2", "--json"};
+  std::vector<std::string> args = {"perplexity", "-m", StoryF32Gguf(), "-f", Stories(),
+                                   "-t",         "2",  "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
   const Output output = Petrel(args);
   EXPECT_EQ(output.exit_code, 0) << output.err;
@@ -169,8 +172,8 @@ TEST(CliPerplexity, ShuffledTextScoresFarWorse) {
   for (const std::string& word : words) shuffled += word + " ";
   const std::string path = WriteScratch("shuffled.txt", shuffled);
   const double original = JsonPerplexity({"-c", "128", "-b", "128"});
-  const Output output = Petrel({"perplexity", "-m", StoryF32Gguf(), "-f", path, "-c", "128",
-                                "-t", "2", "--json"});
+  const Output output =
+      Petrel({"perplexity", "-m", StoryF32Gguf(), "-f", path, "-c", "128", "-t", "2", "--json"});
   ASSERT_EQ(output.exit_code, 0) << output.err;
   const double worse = nlohmann::json::parse(output.out)["ppl"].get<double>();
   ::testing::Test::RecordProperty("ppl_original", std::to_string(original));
@@ -182,9 +185,9 @@ TEST(CliPerplexity, ShuffledTextScoresFarWorse) {
 // Writes the F32 model's base file for -c 128 and returns its path.
 std::string WriteF32Base(const std::string& name) {
   const std::string base = Scratch(name);
-  const Output output = Petrel({"perplexity", "-m", StoryF32Gguf(), "-f", Stories(), "-c", "128",
-                                "-b", "128", "--cache-type", "f32", "-t", "2",
-                                "--kl-divergence-base", base});
+  const Output output =
+      Petrel({"perplexity", "-m", StoryF32Gguf(), "-f", Stories(), "-c", "128", "-b", "128",
+              "--cache-type", "f32", "-t", "2", "--kl-divergence-base", base});
   EXPECT_EQ(output.exit_code, 0) << output.err;
   // The base run reports its perplexity as a plain run does.
   EXPECT_NE(output.out.find("Final estimate: PPL = 24.02"), std::string::npos) << output.out;
@@ -195,8 +198,12 @@ std::string WriteF32Base(const std::string& name) {
 
 nlohmann::json CompareWith(const std::string& model, const std::string& base,
                            const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"perplexity", "-m", model, "--kl-divergence-base", base,
-                                   "--kl-divergence", "--cache-type", "f32", "-t", "2", "--json"};
+  std::vector<std::string> args = {"perplexity",   "-m",
+                                   model,          "--kl-divergence-base",
+                                   base,           "--kl-divergence",
+                                   "--cache-type", "f32",
+                                   "-t",           "2",
+                                   "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
   const Output output = Petrel(args);
   EXPECT_EQ(output.exit_code, 0) << output.err;
@@ -260,11 +267,11 @@ TEST(CliPerplexity, BadInputsAreOneLineErrors) {
                              "--kl-divergence-base", unwritten}),
                      "fewer than one window");
   EXPECT_FALSE(fs::exists(unwritten));
-  ExpectOneLineError(Petrel({"perplexity", "-m", model, "-f", Stories(),
-                             "--kl-divergence-base", "/nonexistent/dir/base.kld"}),
+  ExpectOneLineError(Petrel({"perplexity", "-m", model, "-f", Stories(), "--kl-divergence-base",
+                             "/nonexistent/dir/base.kld"}),
                      "/nonexistent/dir/base.kld");
-  ExpectOneLineError(Petrel({"perplexity", "-m", model, "-f", Stories(), "--kl-divergence-base", model}),
-                     "");
+  ExpectOneLineError(
+      Petrel({"perplexity", "-m", model, "-f", Stories(), "--kl-divergence-base", model}), "");
   fs::remove(short_text);
 }
 
@@ -272,8 +279,8 @@ TEST(CliPerplexity, MismatchedBaseFilesAreRefused) {
   const std::string model = StoryF32Gguf();
   const std::string base = WriteF32Base("mismatch.kld");
   auto compare = [&](const std::string& file, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"perplexity", "-m", model, "--kl-divergence-base", file,
-                                     "--kl-divergence"};
+    std::vector<std::string> args = {"perplexity",           "-m", model,
+                                     "--kl-divergence-base", file, "--kl-divergence"};
     args.insert(args.end(), extra.begin(), extra.end());
     return Petrel(args);
   };
@@ -298,7 +305,7 @@ TEST(CliPerplexity, MismatchedBaseFilesAreRefused) {
   std::memcpy(small.data(), "PTRLKLD", 8);
   const uint32_t header[4] = {1, 100, 8, 1};  // version, n_vocab, n_ctx, n_chunks
   std::memcpy(small.data() + 8, header, sizeof(header));
-  small += std::string(8 * 4, '\0');         // tokens
+  small += std::string(8 * 4, '\0');           // tokens
   small += std::string(3 * (12 + 200), '\0');  // 3 scored positions
   ExpectOneLineError(compare(WriteScratch("small.kld", small)), "distributions over 100 tokens");
   for (const char* name : {"truncated.kld", "other.txt", "longer.txt", "vocab.kld", "small.kld"}) {

@@ -1,6 +1,8 @@
 // The arithmetic of `petrel perplexity` on hand-made logits: llama-perplexity's windows, the
 // log-softmax, the NLL statistics, KL divergence and its statistics, and the base file's round
 // trip and refusals.
+#include "core/eval/perplexity.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "core/eval/kld_base_file.h"
-#include "core/eval/perplexity.h"
 #include "util/test_data.h"
 
 namespace petrel {

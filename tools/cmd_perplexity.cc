@@ -58,9 +58,10 @@ Status CheckFreeSpace(const std::string& path, uint64_t bytes) {
   if (::statvfs(FolderOf(path).c_str(), &info) != 0) return Status::Ok();  // Create() reports it
   const uint64_t free_bytes = uint64_t(info.f_bavail) * info.f_frsize;
   if (bytes > free_bytes) {
-    return Error("%s: needs %.1f MiB (2 bytes per vocabulary entry per scored token), but only "
-                 "%.1f MiB are free there", path.c_str(), double(bytes) / (1 << 20),
-                 double(free_bytes) / (1 << 20));
+    return Error(
+        "%s: needs %.1f MiB (2 bytes per vocabulary entry per scored token), but only "
+        "%.1f MiB are free there",
+        path.c_str(), double(bytes) / (1 << 20), double(free_bytes) / (1 << 20));
   }
   return Status::Ok();
 }
@@ -77,9 +78,10 @@ int32_t TokenizeText(const Tokenizer& tokenizer, const std::string& text,
                      std::vector<int32_t>* tokens) {
   *tokens = tokenizer.Encode(text);
   const int32_t bos = tokenizer.bos_id();
-  const bool adds_bos = bos >= 0 && !tokens->empty() && (*tokens)[0] == bos &&
-                        tokenizer.Encode(text, {.add_special = false, .parse_special = false}).size() <
-                            tokens->size();
+  const bool adds_bos =
+      bos >= 0 && !tokens->empty() && (*tokens)[0] == bos &&
+      tokenizer.Encode(text, {.add_special = false, .parse_special = false}).size() <
+          tokens->size();
   return adds_bos ? bos : -1;
 }
 
@@ -139,8 +141,9 @@ class RunningEstimates {
 
 int Run(Args& args) {
   if (args.kl_divergence && args.kld_base_path.empty()) {
-    return Fail(Error("--kl-divergence compares against a base file: give it with "
-                      "--kl-divergence-base FILE"));
+    return Fail(
+        Error("--kl-divergence compares against a base file: give it with "
+              "--kl-divergence-base FILE"));
   }
   if (!args.kl_divergence && args.text_path.empty()) {
     return Fail(Error("perplexity: give the text with -f FILE"));
@@ -218,16 +221,17 @@ int Run(Args& args) {
     if (text) {
       // Windows compared one by one, so that a different text is named as such even when it is
       // shorter than one window.
-      const ChunkPlan text_plan{.n_ctx = n_ctx, .n_chunks = text_tokens.size() / n_ctx,
-                                .first = plan.first};
+      const ChunkPlan text_plan{
+          .n_ctx = n_ctx, .n_chunks = text_tokens.size() / n_ctx, .first = plan.first};
       for (size_t w = 0; w < std::min(text_plan.n_chunks, plan.n_chunks); ++w) {
         const std::vector<int32_t> tokens = ChunkTokens(text_tokens, text_plan, w, bos);
         if (tokens != windows[w]) {
           size_t j = 0;
           while (tokens[j] == windows[w][j]) ++j;
-          return Fail(Error("the tokens of %s differ from those %s was written for (window %zu, "
-                            "token %zu)", args.text_path.c_str(), args.kld_base_path.c_str(),
-                            w + 1, j));
+          return Fail(
+              Error("the tokens of %s differ from those %s was written for (window %zu, "
+                    "token %zu)",
+                    args.text_path.c_str(), args.kld_base_path.c_str(), w + 1, j));
         }
       }
       if (text_plan.n_chunks != plan.n_chunks) {
@@ -240,13 +244,16 @@ int Run(Args& args) {
     auto text_plan = PlanChunks(text_tokens.size(), n_ctx);
     if (!text_plan.ok()) return Fail(text_plan.status());
     plan = *text_plan;
-    for (size_t w = 0; w < plan.n_chunks; ++w) windows.push_back(ChunkTokens(text_tokens, plan, w, bos));
+    for (size_t w = 0; w < plan.n_chunks; ++w)
+      windows.push_back(ChunkTokens(text_tokens, plan, w, bos));
   }
 
   std::optional<KldBaseWriter> writer;
   if (base_out) {
-    const KldBaseHeader header{.n_vocab = uint32_t(n_vocab), .n_ctx = uint32_t(n_ctx),
-                               .n_chunks = uint32_t(plan.n_chunks), .vocab_hash = vocab_hash};
+    const KldBaseHeader header{.n_vocab = uint32_t(n_vocab),
+                               .n_ctx = uint32_t(n_ctx),
+                               .n_chunks = uint32_t(plan.n_chunks),
+                               .vocab_hash = vocab_hash};
     if (Status status = CheckFreeSpace(args.kld_base_path, BaseFileBytes(header)); !status.ok()) {
       return Fail(status);
     }
@@ -259,7 +266,7 @@ int Run(Args& args) {
   }
 
   const std::string source = base ? "tokens of " + args.kld_base_path
-                                   : std::to_string(text_tokens.size()) + " tokens in the text";
+                                  : std::to_string(text_tokens.size()) + " tokens in the text";
   std::fprintf(stderr,
                "perplexity: %zu windows of %zu tokens (%s), %zu scored per window, batch %zu "
                "(%zu window%s per batch)\n",
@@ -353,15 +360,17 @@ int Run(Args& args) {
 Runner AddPerplexityCommand(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
-      "perplexity", "perplexity of a text (llama-perplexity's method), or KL divergence against a "
-                    "base model's saved distributions");
+      "perplexity",
+      "perplexity of a text (llama-perplexity's method), or KL divergence against a "
+      "base model's saved distributions");
   args->model.AddTo(*cmd);
   // Here -c is the window, and a window must score at least two tokens: the range starts higher
   // than the context's elsewhere, and is checked while parsing like every other range.
   args->model.context_option->get_validator("IntRange")->active(false);
   args->model.context_option
-      ->description("window: tokens per chunk, evaluated from an empty cache, its second half "
-                    "scored (default 512; with --kl-divergence, the base file's)")
+      ->description(
+          "window: tokens per chunk, evaluated from an empty cache, its second half "
+          "scored (default 512; with --kl-divergence, the base file's)")
       ->check(IntRange(int64_t(kMinPerplexityContext), kMaxContext));
   cmd->add_option("-f,--file", args->text_path,
                   "the text; each window of -c tokens (default 512) is scored on its second half");

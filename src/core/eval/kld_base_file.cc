@@ -63,7 +63,8 @@ Result<KldBaseWriter> KldBaseWriter::Begin(AtomicFile file, const KldBaseHeader&
   }
   KldBaseWriter writer(std::move(file));
   writer.header_ = header;
-  const ChunkPlan plan{.n_ctx = header.n_ctx, .n_chunks = header.n_chunks, .first = header.n_ctx / 2};
+  const ChunkPlan plan{
+      .n_ctx = header.n_ctx, .n_chunks = header.n_chunks, .first = header.n_ctx / 2};
   writer.expected_records_ = plan.scored();
   std::vector<uint8_t> bytes(kHeaderBytes, 0);
   std::memcpy(bytes.data(), kMagic, sizeof(kMagic));
@@ -112,14 +113,17 @@ Result<KldBaseReader> KldBaseReader::Open(const std::string& path) {
   if (::stat(path.c_str(), &info) != 0) {
     return Error("%s: %s", path.c_str(), std::strerror(errno));
   }
-  if (S_ISDIR(info.st_mode)) return Error("%s: is a folder, not a KL-divergence base file", path.c_str());
+  if (S_ISDIR(info.st_mode))
+    return Error("%s: is a folder, not a KL-divergence base file", path.c_str());
   reader.file_ = std::fopen(path.c_str(), "rb");
   if (!reader.file_) return Error("%s: %s", path.c_str(), std::strerror(errno));
   uint8_t bytes[kHeaderBytes];
   if (std::fread(bytes, 1, kHeaderBytes, reader.file_) != kHeaderBytes ||
       std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0) {
-    return Error("%s: not a KL-divergence base file (written by petrel perplexity "
-                 "--kl-divergence-base)", path.c_str());
+    return Error(
+        "%s: not a KL-divergence base file (written by petrel perplexity "
+        "--kl-divergence-base)",
+        path.c_str());
   }
   const uint32_t version = Get<uint32_t>(bytes + 8);
   if (version != kVersion) {
@@ -181,8 +185,10 @@ Status KldBaseReader::Next(KldBaseRecord* record) {
   const double low = Get<float>(record_.data() + 8);
   if (record->argmax < 0 || uint32_t(record->argmax) >= header_.n_vocab || !(low <= 0) ||
       !std::isfinite(record->target_log_prob) || record->target_log_prob > 0) {
-    return Error("%s: corrupt KL-divergence base file (a position with argmax %d, lowest "
-                 "log-probability %g)", path_.c_str(), record->argmax, low);
+    return Error(
+        "%s: corrupt KL-divergence base file (a position with argmax %d, lowest "
+        "log-probability %g)",
+        path_.c_str(), record->argmax, low);
   }
   record->log_probs.resize(header_.n_vocab);
   // Decoded, then renormalised: rounding each code moves the total mass by up to ~step/2.

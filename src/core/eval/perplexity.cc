@@ -21,8 +21,8 @@ Result<ChunkPlan> PlanChunks(size_t n_tokens, size_t n_ctx) {
   return plan;
 }
 
-std::vector<int32_t> ChunkTokens(std::span<const int32_t> text, const ChunkPlan& plan,
-                                 size_t index, int32_t bos) {
+std::vector<int32_t> ChunkTokens(std::span<const int32_t> text, const ChunkPlan& plan, size_t index,
+                                 int32_t bos) {
   const auto begin = text.begin() + ptrdiff_t(index * plan.n_ctx);
   std::vector<int32_t> tokens(begin, begin + ptrdiff_t(plan.n_ctx));
   if (bos >= 0) tokens[0] = bos;

@@ -33,8 +33,8 @@ Result<ChunkPlan> PlanChunks(size_t n_tokens, size_t n_ctx);
 // The tokens of chunk `index` as evaluated: text[index*n_ctx, (index+1)*n_ctx), the first one
 // replaced by `bos` when bos >= 0 (llama-perplexity starts every window with BOS when the model
 // adds one, so that each window looks like the start of a document).
-std::vector<int32_t> ChunkTokens(std::span<const int32_t> text, const ChunkPlan& plan,
-                                 size_t index, int32_t bos);
+std::vector<int32_t> ChunkTokens(std::span<const int32_t> text, const ChunkPlan& plan, size_t index,
+                                 int32_t bos);
 
 // log softmax(logits)[token], computed as llama-perplexity does (max subtracted, exp in float,
 // summed in double) so that figures agree to the last printed digit.
