@@ -85,6 +85,48 @@ int32_t TokenizeText(const Tokenizer& tokenizer, const std::string& text,
   return adds_bos ? bos : -1;
 }
 
+// A base file is compared only with a model of the same vocabulary: its size and token texts.
+Status CheckBaseMatchesModel(const KldBaseReader& base, const std::string& base_path,
+                             const Engine& engine, uint64_t vocab_hash,
+                             const std::string& model_path) {
+  const size_t n_vocab = size_t(engine.config().n_vocab);
+  if (base.header().n_vocab != n_vocab) {
+    return Error("%s holds distributions over %u tokens, but %s has a vocabulary of %zu",
+                 base_path.c_str(), base.header().n_vocab, model_path.c_str(), n_vocab);
+  }
+  if (base.header().vocab_hash != vocab_hash) {
+    return Error("%s was written with a different vocabulary than %s's", base_path.c_str(),
+                 model_path.c_str());
+  }
+  return Status::Ok();
+}
+
+// With -f, the text must make exactly the windows the base file holds. Compared window by window,
+// so that another text is named as such even when it is shorter than one window.
+Status CheckTextMatchesBase(const std::vector<int32_t>& text_tokens, int32_t bos,
+                            const std::string& text_path, const KldBaseReader& base,
+                            const std::string& base_path) {
+  const ChunkPlan& plan = base.plan();
+  const ChunkPlan text_plan{
+      .n_ctx = plan.n_ctx, .n_chunks = text_tokens.size() / plan.n_ctx, .first = plan.first};
+  for (size_t w = 0; w < std::min(text_plan.n_chunks, plan.n_chunks); ++w) {
+    const std::vector<int32_t> tokens = ChunkTokens(text_tokens, text_plan, w, bos);
+    const int32_t* stored = base.tokens().data() + w * plan.n_ctx;
+    for (size_t j = 0; j < plan.n_ctx; ++j) {
+      if (tokens[j] != stored[j]) {
+        return Error(
+            "the tokens of %s differ from those %s was written for (window %zu, token %zu)",
+            text_path.c_str(), base_path.c_str(), w + 1, j);
+      }
+    }
+  }
+  if (text_plan.n_chunks != plan.n_chunks) {
+    return Error("%s makes %zu windows of %zu tokens, but %s holds %zu", text_path.c_str(),
+                 text_plan.n_chunks, plan.n_ctx, base_path.c_str(), plan.n_chunks);
+  }
+  return Status::Ok();
+}
+
 // "window 3/8, PPL 31.0059, 2 s left" rewritten in place on a terminal.
 class Progress {
  public:
@@ -138,6 +180,40 @@ class RunningEstimates {
   std::string text_;
   std::vector<double> values_;
 };
+
+// The figures of a model compared with a base file, as text after the final estimate.
+void PrintComparison(const KldStats& stats) {
+  const Estimate delta = stats.DeltaPerplexity();
+  const Estimate ratio = stats.MeanLogPerplexityRatio();
+  const Estimate kld = stats.MeanKld();
+  const Estimate same = stats.SameTopPercent();
+  std::printf("PPL(base)                  : %10.6f +/- %.6f\n", stats.base().Perplexity(),
+              stats.base().PerplexityUncertainty());
+  std::printf("PPL(Q) - PPL(base)         : %10.6f +/- %.6f\n", delta.value, delta.uncertainty);
+  std::printf("ln(PPL(Q) / PPL(base))     : %10.6f +/- %.6f\n", ratio.value, ratio.uncertainty);
+  std::printf("Mean KLD                   : %10.6f +/- %.6f\n", kld.value, kld.uncertainty);
+  std::printf("Maximum KLD                : %10.6f\n", stats.MaxKld());
+  std::printf("Same top token             : %10.3f +/- %.3f %%\n", same.value, same.uncertainty);
+}
+
+// The same figures as JSON fields.
+void AddComparisonJson(const KldStats& stats, nlohmann::ordered_json* out) {
+  const Estimate delta = stats.DeltaPerplexity();
+  const Estimate ratio = stats.MeanLogPerplexityRatio();
+  const Estimate kld = stats.MeanKld();
+  const Estimate same = stats.SameTopPercent();
+  (*out)["base_ppl"] = stats.base().Perplexity();
+  (*out)["base_ppl_uncertainty"] = stats.base().PerplexityUncertainty();
+  (*out)["delta_ppl"] = delta.value;
+  (*out)["delta_ppl_uncertainty"] = delta.uncertainty;
+  (*out)["ln_ppl_ratio"] = ratio.value;
+  (*out)["ln_ppl_ratio_uncertainty"] = ratio.uncertainty;
+  (*out)["mean_kld"] = kld.value;
+  (*out)["mean_kld_uncertainty"] = kld.uncertainty;
+  (*out)["max_kld"] = stats.MaxKld();
+  (*out)["same_top_percent"] = same.value;
+  (*out)["same_top_percent_uncertainty"] = same.uncertainty;
+}
 
 int Run(Args& args) {
   if (args.kl_divergence && args.kld_base_path.empty()) {
@@ -203,49 +279,24 @@ int Run(Args& args) {
   ChunkPlan plan;
   std::vector<std::vector<int32_t>> windows;
   if (base) {
-    const KldBaseHeader& header = base->header();
-    if (header.n_vocab != n_vocab) {
-      return Fail(Error("%s holds distributions over %u tokens, but %s has a vocabulary of %zu",
-                        args.kld_base_path.c_str(), header.n_vocab, model.model_path.c_str(),
-                        n_vocab));
+    Status matches =
+        CheckBaseMatchesModel(*base, args.kld_base_path, engine, vocab_hash, model.model_path);
+    if (matches.ok() && text) {
+      matches = CheckTextMatchesBase(text_tokens, bos, args.text_path, *base, args.kld_base_path);
     }
-    if (header.vocab_hash != vocab_hash) {
-      return Fail(Error("%s was written with a different vocabulary than %s's",
-                        args.kld_base_path.c_str(), model.model_path.c_str()));
-    }
+    if (!matches.ok()) return Fail(matches);
     plan = base->plan();
     for (size_t w = 0; w < plan.n_chunks; ++w) {
       const auto begin = base->tokens().begin() + ptrdiff_t(w * n_ctx);
       windows.emplace_back(begin, begin + ptrdiff_t(n_ctx));
     }
-    if (text) {
-      // Windows compared one by one, so that a different text is named as such even when it is
-      // shorter than one window.
-      const ChunkPlan text_plan{
-          .n_ctx = n_ctx, .n_chunks = text_tokens.size() / n_ctx, .first = plan.first};
-      for (size_t w = 0; w < std::min(text_plan.n_chunks, plan.n_chunks); ++w) {
-        const std::vector<int32_t> tokens = ChunkTokens(text_tokens, text_plan, w, bos);
-        if (tokens != windows[w]) {
-          size_t j = 0;
-          while (tokens[j] == windows[w][j]) ++j;
-          return Fail(
-              Error("the tokens of %s differ from those %s was written for (window %zu, "
-                    "token %zu)",
-                    args.text_path.c_str(), args.kld_base_path.c_str(), w + 1, j));
-        }
-      }
-      if (text_plan.n_chunks != plan.n_chunks) {
-        return Fail(Error("%s makes %zu windows of %zu tokens, but %s holds %zu",
-                          args.text_path.c_str(), text_plan.n_chunks, n_ctx,
-                          args.kld_base_path.c_str(), plan.n_chunks));
-      }
-    }
   } else {
     auto text_plan = PlanChunks(text_tokens.size(), n_ctx);
     if (!text_plan.ok()) return Fail(text_plan.status());
     plan = *text_plan;
-    for (size_t w = 0; w < plan.n_chunks; ++w)
+    for (size_t w = 0; w < plan.n_chunks; ++w) {
       windows.push_back(ChunkTokens(text_tokens, plan, w, bos));
+    }
   }
 
   std::optional<KldBaseWriter> writer;
@@ -301,8 +352,6 @@ int Run(Args& args) {
     if (Status committed = writer->Commit(); !committed.ok()) return Fail(committed);
   }
 
-  const double ppl = nll_stats.Perplexity();
-  const double ppl_unc = nll_stats.PerplexityUncertainty();
   if (args.json) {
     nlohmann::ordered_json out = {
         {"model", model.model_path},
@@ -311,47 +360,19 @@ int Run(Args& args) {
         {"windows", plan.n_chunks},
         {"tokens_scored", nll_stats.count()},
         {"running_ppl", running.values()},
-        {"ppl", ppl},
-        {"ppl_uncertainty", ppl_unc},
+        {"ppl", nll_stats.Perplexity()},
+        {"ppl_uncertainty", nll_stats.PerplexityUncertainty()},
     };
     if (!args.text_path.empty()) out["text"] = args.text_path;
-    if (writer) out["kl_divergence_base"] = args.kld_base_path;
-    if (base) {
-      const Estimate delta = kld_stats.DeltaPerplexity();
-      const Estimate ratio = kld_stats.MeanLogPerplexityRatio();
-      const Estimate kld = kld_stats.MeanKld();
-      const Estimate same = kld_stats.SameTopPercent();
-      out["kl_divergence_base"] = args.kld_base_path;
-      out["base_ppl"] = kld_stats.base().Perplexity();
-      out["base_ppl_uncertainty"] = kld_stats.base().PerplexityUncertainty();
-      out["delta_ppl"] = delta.value;
-      out["delta_ppl_uncertainty"] = delta.uncertainty;
-      out["ln_ppl_ratio"] = ratio.value;
-      out["ln_ppl_ratio_uncertainty"] = ratio.uncertainty;
-      out["mean_kld"] = kld.value;
-      out["mean_kld_uncertainty"] = kld.uncertainty;
-      out["max_kld"] = kld_stats.MaxKld();
-      out["same_top_percent"] = same.value;
-      out["same_top_percent_uncertainty"] = same.uncertainty;
-    }
+    if (writer || base) out["kl_divergence_base"] = args.kld_base_path;
+    if (base) AddComparisonJson(kld_stats, &out);
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   running.Finish();
-  std::printf("Final estimate: PPL = %.4lf +/- %.5lf\n", ppl, ppl_unc);
-  if (base) {
-    const Estimate delta = kld_stats.DeltaPerplexity();
-    const Estimate ratio = kld_stats.MeanLogPerplexityRatio();
-    const Estimate kld = kld_stats.MeanKld();
-    const Estimate same = kld_stats.SameTopPercent();
-    std::printf("PPL(base)                  : %10.6f +/- %.6f\n", kld_stats.base().Perplexity(),
-                kld_stats.base().PerplexityUncertainty());
-    std::printf("PPL(Q) - PPL(base)         : %10.6f +/- %.6f\n", delta.value, delta.uncertainty);
-    std::printf("ln(PPL(Q) / PPL(base))     : %10.6f +/- %.6f\n", ratio.value, ratio.uncertainty);
-    std::printf("Mean KLD                   : %10.6f +/- %.6f\n", kld.value, kld.uncertainty);
-    std::printf("Maximum KLD                : %10.6f\n", kld_stats.MaxKld());
-    std::printf("Same top token             : %10.3f +/- %.3f %%\n", same.value, same.uncertainty);
-  }
+  std::printf("Final estimate: PPL = %.4lf +/- %.5lf\n", nll_stats.Perplexity(),
+              nll_stats.PerplexityUncertainty());
+  if (base) PrintComparison(kld_stats);
   return 0;
 }
 
