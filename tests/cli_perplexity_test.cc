@@ -308,7 +308,16 @@ TEST(CliPerplexity, MismatchedBaseFilesAreRefused) {
   small += std::string(8 * 4, '\0');           // tokens
   small += std::string(3 * (12 + 200), '\0');  // 3 scored positions
   ExpectOneLineError(compare(WriteScratch("small.kld", small)), "distributions over 100 tokens");
-  for (const char* name : {"truncated.kld", "other.txt", "longer.txt", "vocab.kld", "small.kld"}) {
+  // A consistent file whose window is beyond any -c: refused before a cache is sized for it.
+  std::string wide(40, '\0');
+  std::memcpy(wide.data(), "PTRLKLD", 8);
+  const uint32_t wide_header[4] = {1, 1, 1u << 21, 1};
+  std::memcpy(wide.data() + 8, wide_header, sizeof(wide_header));
+  wide += std::string(size_t(4) << 21, '\0');
+  wide += std::string(((size_t(1) << 20) - 1) * 14, '\0');
+  ExpectOneLineError(compare(WriteScratch("wide.kld", wide)), "a window of 2097152 tokens");
+  for (const char* name :
+       {"truncated.kld", "other.txt", "longer.txt", "vocab.kld", "small.kld", "wide.kld"}) {
     fs::remove(Scratch(name));
   }
   fs::remove(base);

@@ -241,6 +241,10 @@ int Run(Args& args) {
     if (!reader.ok()) return Fail(reader.status());
     base.emplace(std::move(*reader));
     const size_t base_window = base->header().n_ctx;
+    if (base_window > size_t(kMaxContext)) {
+      return Fail(Error("%s: corrupt KL-divergence base file (a window of %zu tokens)",
+                        args.kld_base_path.c_str(), base_window));
+    }
     if (window_given && args.model.context != base_window) {
       return Fail(Error("-c %zu differs from the window of %zu of %s (leave -c out to use it)",
                         args.model.context, base_window, args.kld_base_path.c_str()));
