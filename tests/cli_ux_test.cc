@@ -271,8 +271,8 @@ TEST(CliUxTest, ChatEscapesTheSystemPromptWithE) {
 }
 
 // Every `petrel …` line of README.md's "Using petrel" block, as written: MODEL is the story model
-// (MODEL.gguf and VOCAB.gguf its GGUF file); the files the examples read (prompt.txt, ctx.json)
-// are made in a scratch working folder, where they also write theirs.
+// (MODEL.gguf and VOCAB.gguf its GGUF file); the files the examples read (prompt.txt, ctx.json,
+// text.txt) are made in a scratch working folder, where they also write theirs.
 TEST(CliUxTest, ReadmeExamplesRun) {
   const char* source = std::getenv("PETREL_SOURCE_DIR");
   ASSERT_NE(source, nullptr);
@@ -297,6 +297,7 @@ TEST(CliUxTest, ReadmeExamplesRun) {
   std::filesystem::create_directories(work);
   const std::string model = StoryWithChatTemplate(work + "/story-chat");
   std::ofstream(work + "/prompt.txt") << "Once upon a time";
+  std::ofstream(work + "/text.txt") << ReadFile(testing::SharedDir() + "/golden/perplexity/stories.txt");
   std::ofstream(work + "/ctx.json")
       << R"({"messages": [{"role": "user", "content": "Hi!"}], "add_generation_prompt": true})";
   const std::vector<std::pair<std::string, std::string>> placeholders = {
