@@ -75,6 +75,10 @@ class Recorder {
   bool idle() const { return !recording_ && in_flight_.empty(); }
 
   void EnableProfiling(bool enabled) { profiling_ = enabled && device_.caps().timestamps; }
+  // One node of `op` recorded (an op may take several dispatches: profiles count nodes).
+  void CountNode(OpKind op) {
+    if (profiling_) ++nodes_[size_t(op)];
+  }
   std::vector<OpProfile> TakeProfile();
 
  private:
@@ -109,6 +113,8 @@ class Recorder {
   uint32_t queries_used_ = 0;
   std::vector<OpKind> timed_ops_;  // per pair
   std::array<OpProfile, size_t(OpKind::kCount)> profile_ = {};
+  std::array<size_t, size_t(OpKind::kCount)> nodes_ = {};
+  size_t validation_errors_seen_ = 0;
 };
 
 }  // namespace petrel::vk

@@ -251,6 +251,7 @@ Result<BufferRange> VulkanBackend::RopeTableOf(void* opaque, const double* inv_f
 
 Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLayerView* kv) {
   const vk::OpContext ctx{recorder_, device_->caps(), batch_, device_batch_, &RopeTableOf, this};
+  recorder_.CountNode(node.op);
   switch (node.op) {
     case OpKind::kEmbed: return vk::RecordEmbed(ctx, node, values);
     case OpKind::kRmsNorm: return vk::RecordRmsNorm(ctx, node, values);

@@ -6,17 +6,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 
 namespace petrel::vk {
 namespace {
 
 std::atomic<size_t> g_validation_errors{0};
+std::mutex g_validation_mutex;
+std::string g_first_validation_error;
 
 VKAPI_ATTR VkBool32 VKAPI_CALL OnValidationMessage(
     VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT,
     const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
   if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    {
+      std::lock_guard<std::mutex> lock(g_validation_mutex);
+      if (g_first_validation_error.empty()) g_first_validation_error = data->pMessage;
+    }
     ++g_validation_errors;
     std::fprintf(stderr, "vulkan validation: %s\n", data->pMessage);
   }
@@ -365,5 +372,10 @@ uint32_t VulkanDevice::HostPointerMemoryTypes(const void* host) const {
 }
 
 size_t VulkanDevice::validation_errors() { return g_validation_errors.load(); }
+
+std::string VulkanDevice::first_validation_error() {
+  std::lock_guard<std::mutex> lock(g_validation_mutex);
+  return g_first_validation_error;
+}
 
 }  // namespace petrel::vk

@@ -82,6 +82,7 @@ class VulkanDevice {
   uint32_t HostPointerMemoryTypes(const void* host) const;
 
   static size_t validation_errors();
+  static std::string first_validation_error();
 
  private:
   VulkanDevice() = default;
