@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <random>
@@ -269,7 +270,7 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
         ExpectMatches(want, Run(graph, b, nullptr), dim, false, "rms_norm" + where);
       }
       // add and silu_mul of two looked-up values, then get_rows of every other row.
-      for (OpKind op : {OpKind::kAdd, OpKind::kSiluMul}) {
+      for (OpKind op : {OpKind::kAdd, OpKind::kSiluMul, OpKind::kGeluMul}) {
         Graph graph;
         const ValueId x = Embed(&graph, table_a, n);
         // A second embed node on a table whose row t is table_b's row t + 1.
@@ -281,6 +282,7 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
         }
         shifted.view.data = shifted.bytes.data();
         const ValueId y = Embed(&graph, shifted, n);
+        if (!backend_->Supports(Node{op, 0, {x, y}})) continue;
         const ValueId z = graph.Add(Node{op, 0, {x, y}}, int64_t(n), int64_t(dim));
         BatchData picked = b;
         picked.selected.clear();
@@ -292,11 +294,69 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
         for (int32_t t : picked.selected) {
           for (size_t c = 0; c < dim; ++c) {
             const double u = a[size_t(t) * dim + c], v = bv[size_t(t) * dim + c];
-            want.push_back(op == OpKind::kAdd ? u + v : u / (1.0 + std::exp(-u)) * v);
+            const double gelu_tanh =
+                0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
+            want.push_back(op == OpKind::kAdd       ? u + v
+                           : op == OpKind::kSiluMul ? u / (1.0 + std::exp(-u)) * v
+                                                    : gelu_tanh * v);
           }
         }
         ExpectMatches(want, Run(graph, picked, nullptr), dim, false,
                       std::string(OpName(op)) + " + get_rows" + where);
+      }
+    }
+  }
+}
+
+// The per-head RMS norm (q/k norms), the scale and the soft-cap of each element.
+TEST_P(BackendConformance, HeadRmsNormScaleSoftcap) {
+  for (size_t head_dim : {size_t(32), size_t(12)}) {
+    const size_t n_heads = 3, dim = n_heads * head_dim;
+    Weight table = MakeWeight(DType::kF32, dim, kVocab, gen_);
+    Weight norm = MakeWeight(DType::kF32, head_dim, 1, gen_);
+    for (float& value : table.f32) value *= 20.0f;  // reach the soft-cap's bend
+    std::memcpy(table.bytes.data(), table.f32.data(), table.f32.size() * sizeof(float));
+    for (size_t n : kTokenCounts) {
+      BatchData b = SimpleBatch(n, kVocab);
+      const Matrix x = Lookup(table, b);
+      const std::string where =
+          " head_dim " + std::to_string(head_dim) + " tokens " + std::to_string(n);
+      {
+        Graph graph;
+        const ValueId in = Embed(&graph, table, n);
+        Node node{OpKind::kHeadRmsNorm, 0, {in}};
+        node.weight = &norm.view;
+        node.norm.eps = 1e-6f;
+        node.norm.head_dim = int32_t(head_dim);
+        if (backend_->Supports(node)) {
+          node.weight = Placed(norm);
+          graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+          Matrix want(x.size());
+          for (size_t h = 0; h < n * n_heads; ++h) {
+            double sum2 = 0;
+            for (size_t c = 0; c < head_dim; ++c) sum2 += x[h * head_dim + c] * x[h * head_dim + c];
+            const double inv = 1.0 / std::sqrt(sum2 / double(head_dim) + 1e-6);
+            for (size_t c = 0; c < head_dim; ++c)
+              want[h * head_dim + c] = x[h * head_dim + c] * inv * norm.f32[c];
+          }
+          ExpectMatches(want, Run(graph, b, nullptr), head_dim, false, "head_rms_norm" + where);
+        }
+      }
+      for (auto [op, scalar] : {std::pair{OpKind::kScale, 8.0f}, std::pair{OpKind::kScale, -0.3f},
+                                std::pair{OpKind::kSoftcap, 30.0f},
+                                std::pair{OpKind::kSoftcap, 5.0f}}) {
+        Graph graph;
+        const ValueId in = Embed(&graph, table, n);
+        Node node{op, 0, {in}};
+        node.scalar = scalar;
+        if (!backend_->Supports(node)) continue;
+        graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+        Matrix want(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          want[i] = op == OpKind::kScale ? x[i] * scalar : scalar * std::tanh(x[i] / scalar);
+        }
+        ExpectMatches(want, Run(graph, b, nullptr), dim, false,
+                      std::string(OpName(op)) + " " + std::to_string(scalar) + where);
       }
     }
   }
@@ -417,8 +477,16 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
       {{0, 5}, {0, 23}, {0, 1}},                     // three prompts of different lengths
       {{17, 1}, {40, 1}, {3, 9}, {0, 2}, {31, 16}},  // decodes and chunks after history
   };
+  // Soft-capped scores (a cap small enough to bend them) and windows shorter than the histories,
+  // cutting tiles and blocks in their middle.
+  struct Variant {
+    float softcap;
+    int32_t window;
+  };
+  const Variant variants[] = {{0.0f, 0}, {1.5f, 0}, {0.0f, 7}, {2.0f, 16}, {0.0f, 1}};
   for (DType kv_type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
     if (!backend_->SupportsKv(kv_type)) continue;
+    for (const Variant& variant : variants)
     for (size_t b_index = 0; b_index < batches.size(); ++b_index) {
       const std::vector<SeqPart>& parts = batches[b_index];
       KvCacheOptions options;
@@ -498,6 +566,9 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
       node.attention.n_kv_heads = n_kv_heads;
       node.attention.head_dim = head_dim;
       node.attention.scale = 1.0f / std::sqrt(float(head_dim));
+      node.attention.logit_softcap = variant.softcap;
+      node.attention.window = variant.window;
+      if ((variant.softcap != 0.0f || variant.window != 0) && !backend_->Supports(node)) continue;
       graph.logits = graph.Add(node, int64_t(n), int64_t(q_dim));
       const std::vector<float> got = Run(graph, b, &kv);
       // Reference: each token attends its sequence's rows up to its own position.
@@ -511,23 +582,26 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
           seqs[s].k.insert(seqs[s].k.end(), k_stored.begin(), k_stored.end());
           seqs[s].v.insert(seqs[s].v.end(), v_stored.begin(), v_stored.end());
           const size_t n_ctx = parts[s].n_history + i + 1;
+          const size_t window = size_t(variant.window);
+          const size_t first = window > 0 && n_ctx > window ? n_ctx - window : 0;
           for (int32_t h = 0; h < n_heads; ++h) {
             const size_t kv_head = size_t(h / (n_heads / n_kv_heads));
             const float* qh = q_table.f32.data() + t * q_dim + size_t(h * head_dim);
             std::vector<double> scores(n_ctx);
             double max_score = -INFINITY;
-            for (size_t p = 0; p < n_ctx; ++p) {
+            for (size_t p = first; p < n_ctx; ++p) {
               double dot = 0;
               for (int32_t d = 0; d < head_dim; ++d)
                 dot += double(qh[d]) * seqs[s].k[p * kv_dim + kv_head * size_t(head_dim) + size_t(d)];
               scores[p] = dot / std::sqrt(double(head_dim));
+              if (variant.softcap > 0) scores[p] = variant.softcap * std::tanh(scores[p] / variant.softcap);
               max_score = std::max(max_score, scores[p]);
             }
             double total = 0;
-            for (double& score : scores) total += (score = std::exp(score - max_score));
+            for (size_t p = first; p < n_ctx; ++p) total += (scores[p] = std::exp(scores[p] - max_score));
             for (int32_t d = 0; d < head_dim; ++d) {
               double sum = 0;
-              for (size_t p = 0; p < n_ctx; ++p)
+              for (size_t p = first; p < n_ctx; ++p)
                 sum += scores[p] / total * seqs[s].v[p * kv_dim + kv_head * size_t(head_dim) + size_t(d)];
               want.push_back(sum);
             }
@@ -536,7 +610,62 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
       }
       ExpectMatches(want, got, size_t(head_dim), false,
                     std::string("attention, KV ") + DTypeName(kv_type) + ", batch " +
-                        std::to_string(b_index));
+                        std::to_string(b_index) + ", softcap " + std::to_string(variant.softcap) +
+                        ", window " + std::to_string(variant.window));
+    }
+  }
+}
+
+// A 48-token prompt with a 16-token window: the first 16 rows are those of full attention (the
+// window holds everything they see), the later ones differ, so the window is really applied.
+TEST_P(BackendConformance, WindowedAttentionDiffersFromFull) {
+  const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32, window = 16;
+  const size_t n = 48, q_dim = size_t(n_heads * head_dim), kv_dim = size_t(n_kv_heads * head_dim);
+  KvCacheOptions options;
+  options.block_tokens = 16;
+  options.context = 64;
+  options.n_blocks = 4;
+  auto cache = KvCache::Create({backend_.get()}, kv_dim, options);
+  ASSERT_TRUE(cache.ok()) << cache.status().message();
+  const SeqId seq = (*cache)->NewSequence();
+  auto slots = (*cache)->Append(seq, n);
+  ASSERT_TRUE(slots.ok());
+  BatchData b;
+  for (size_t t = 0; t < n; ++t) {
+    b.tokens.push_back(int32_t(t));
+    b.positions.push_back(int32_t(t));
+    b.token_seq.push_back(0);
+    b.n_ctx.push_back(int32_t(t + 1));
+    b.kv_slot.push_back((*slots)[t]);
+    b.selected.push_back(int32_t(t));
+  }
+  b.block_tables = (*cache)->BlockTable(seq);
+  b.block_table_begin = {0, int32_t(b.block_tables.size())};
+  Bind(b);
+  Weight q_table = MakeWeight(DType::kF32, q_dim, n, gen_);
+  Weight k_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
+  Weight v_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
+  auto attend = [&](int32_t attention_window) {
+    Graph graph;
+    const ValueId q = Embed(&graph, q_table, n);
+    const ValueId k = Embed(&graph, k_table, n);
+    const ValueId v = Embed(&graph, v_table, n);
+    Node node{OpKind::kAttention, 0, {q, k, v}};
+    node.attention = AttentionParams{n_heads, n_kv_heads, head_dim, 0.2f, 0.0f, attention_window};
+    graph.logits = graph.Add(node, int64_t(n), int64_t(q_dim));
+    return backend_->Supports(node) ? Run(graph, b, cache->get()) : std::vector<float>();
+  };
+  const std::vector<float> full = attend(0), windowed = attend(window);
+  if (full.empty() || windowed.empty()) GTEST_SKIP() << GetParam() << " has no windowed attention";
+  for (size_t t = 0; t < n; ++t) {
+    double max_diff = 0;
+    for (size_t i = t * q_dim; i < (t + 1) * q_dim; ++i) {
+      max_diff = std::max(max_diff, double(std::fabs(full[i] - windowed[i])));
+    }
+    if (t < size_t(window)) {
+      EXPECT_LE(max_diff, 1e-6) << "row " << t << " sees its whole context through the window";
+    } else {
+      EXPECT_GT(max_diff, 1e-3) << "row " << t << " must not see keys before its window";
     }
   }
 }
