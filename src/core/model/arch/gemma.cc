@@ -105,9 +105,13 @@ Result<ModelConfig> GemmaConfigFromGguf(const GgufFile& file, const Architecture
   PETREL_ASSIGN_OR_RETURN(ModelConfig c, LlamaConfigFromGguf(file, arch));
   SetGemmaCommon(c);
   if (!file.Find(Key(arch, "attention.sliding_window"))) c.sliding_window = 4096;
-  // The GGUF has no query_pre_attn_scalar: like llama.cpp, scale by head_dim^-0.5 unless the
-  // file says otherwise.
-  PETREL_ASSIGN_OR_RETURN(double scale, file.GetFloatOr(Key(arch, "attention.scale"), 0.0));
+  // The GGUF has no query_pre_attn_scalar. llama.cpp scales by head_dim^-0.5, except for the
+  // 27B models (46 blocks for Gemma 2, 62 for Gemma 3), whose HF configs set it to D / heads;
+  // an explicit `attention.scale` key (written by petrel) wins.
+  const bool is_27b = c.n_layers == (gemma3 ? 62 : 46);
+  const double default_scale =
+      is_27b && c.n_heads > 0 ? 1.0 / std::sqrt(double(c.dim) / double(c.n_heads)) : 0.0;
+  PETREL_ASSIGN_OR_RETURN(double scale, file.GetFloatOr(Key(arch, "attention.scale"), default_scale));
   c.attention_scale = float(scale);
   PETREL_ASSIGN_OR_RETURN(double attn_cap,
                           file.GetFloatOr(Key(arch, "attn_logit_softcapping"), gemma3 ? 0.0 : 50.0));
@@ -220,10 +224,8 @@ void GemmaConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWrite
   const std::string a = arch.gguf_name;
   writer->SetF32(a + ".attn_logit_softcapping", c.attn_softcap);
   writer->SetF32(a + ".final_logit_softcapping", c.final_softcap);
-  if (c.attention_scale > 0.0f &&
-      std::fabs(c.attention_scale * std::sqrt(float(c.head_dim)) - 1.0f) > 1e-6f) {
-    writer->SetF32(a + ".attention.scale", c.attention_scale);
-  }
+  // The scale from query_pre_attn_scalar, explicitly: the reader's default depends on the size.
+  if (c.attention_scale > 0.0f) writer->SetF32(a + ".attention.scale", c.attention_scale);
   if (c.rope_local_base > 0.0f) writer->SetF32(a + ".rope.freq_base_swa", c.rope_local_base);
   // Gemma 3's pattern as a period (the first global layer's index + 1), when it is one.
   if (c.rope_local_base > 0.0f && !c.sliding_layers.empty()) {
