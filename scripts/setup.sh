@@ -8,17 +8,32 @@ packages=(
   g++ meson ninja-build pkg-config
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
+  # The Vulkan backend: headers and loader, the shader compiler, a CPU driver (lavapipe) so that
+  # the gpu tests run on any machine, and vulkaninfo.
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 )
+# The Khronos validation layer (PETREL_VULKAN_VALIDATION=1) is not packaged everywhere: only
+# when apt knows it.
+optional_packages=(vulkan-validationlayers)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+updated=0
+for package in "${optional_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" && continue
+  if ((!updated)); then
+    $sudo apt-get update -qq
+    updated=1
+  fi
+  if apt-cache show "$package" >/dev/null 2>&1; then missing+=("$package"); fi
+done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
+  if ((!updated)); then $sudo apt-get update -qq; fi
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 

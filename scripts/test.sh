@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Second command of the README: set up, build, and run every test suite: the unit and parity
+# Second command of the README: set up, build, and run every test suite: the unit, parity, cli
+# and gpu (Vulkan; skipped, saying why, without a device)
 # tests, then the malformed-file corpus again under AddressSanitizer + UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs="${PETREL_TEST_JOBS:-$(nproc)}"
 status=0
-meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli || status=1
+meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli --suite gpu || status=1
 
 # The sanitizer build compiles only what the malformed-input tests need.
 if [ ! -f build-asan/build.ninja ]; then

@@ -476,22 +476,15 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
       {{0, 1}},                                      // one token alone
       {{0, 5}, {0, 23}, {0, 1}},                     // three prompts of different lengths
       {{17, 1}, {40, 1}, {3, 9}, {0, 2}, {31, 16}},  // decodes and chunks after history
+      {{300, 1}, {120, 20}},                         // contexts of hundreds of positions
   };
-  // Soft-capped scores (a cap small enough to bend them) and windows shorter than the histories,
-  // cutting tiles and blocks in their middle.
-  struct Variant {
-    float softcap;
-    int32_t window;
-  };
-  const Variant variants[] = {{0.0f, 0}, {1.5f, 0}, {0.0f, 7}, {2.0f, 16}, {0.0f, 1}};
   for (DType kv_type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
     if (!backend_->SupportsKv(kv_type)) continue;
-    for (const Variant& variant : variants)
     for (size_t b_index = 0; b_index < batches.size(); ++b_index) {
       const std::vector<SeqPart>& parts = batches[b_index];
       KvCacheOptions options;
       options.block_tokens = 16;
-      options.context = 128;
+      options.context = 512;
       options.n_blocks = 64;
       options.dtype = kv_type;
       auto cache = KvCache::Create({backend_.get()}, kv_dim, options);
@@ -557,61 +550,80 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
       Weight k_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
       Weight v_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
       for (size_t t = 0; t < n; ++t) b.tokens[t] = int32_t(t);
-      Graph graph;
-      const ValueId q = Embed(&graph, q_table, n);
-      const ValueId k = Embed(&graph, k_table, n);
-      const ValueId v = Embed(&graph, v_table, n);
-      Node node{OpKind::kAttention, 0, {q, k, v}};
-      node.attention.n_heads = n_heads;
-      node.attention.n_kv_heads = n_kv_heads;
-      node.attention.head_dim = head_dim;
-      node.attention.scale = 1.0f / std::sqrt(float(head_dim));
-      node.attention.logit_softcap = variant.softcap;
-      node.attention.window = variant.window;
-      if ((variant.softcap != 0.0f || variant.window != 0) && !backend_->Supports(node)) continue;
-      graph.logits = graph.Add(node, int64_t(n), int64_t(q_dim));
-      const std::vector<float> got = Run(graph, b, &kv);
-      // Reference: each token attends its sequence's rows up to its own position.
-      Matrix want;
-      size_t t = 0;
-      for (size_t s = 0; s < parts.size(); ++s) {
+      // The batch's rows as the cache will store them, after each sequence's history.
+      for (size_t s = 0, t = 0; s < parts.size(); ++s) {
         for (size_t i = 0; i < parts[s].n_new; ++i, ++t) {
-          const std::vector<float> k_row(k_table.f32.begin() + t * kv_dim, k_table.f32.begin() + (t + 1) * kv_dim);
-          const std::vector<float> v_row(v_table.f32.begin() + t * kv_dim, v_table.f32.begin() + (t + 1) * kv_dim);
-          const std::vector<float> k_stored = stored(k_row), v_stored = stored(v_row);
-          seqs[s].k.insert(seqs[s].k.end(), k_stored.begin(), k_stored.end());
-          seqs[s].v.insert(seqs[s].v.end(), v_stored.begin(), v_stored.end());
-          const size_t n_ctx = parts[s].n_history + i + 1;
-          const size_t window = size_t(variant.window);
-          const size_t first = window > 0 && n_ctx > window ? n_ctx - window : 0;
-          for (int32_t h = 0; h < n_heads; ++h) {
-            const size_t kv_head = size_t(h / (n_heads / n_kv_heads));
-            const float* qh = q_table.f32.data() + t * q_dim + size_t(h * head_dim);
-            std::vector<double> scores(n_ctx);
-            double max_score = -INFINITY;
-            for (size_t p = first; p < n_ctx; ++p) {
-              double dot = 0;
-              for (int32_t d = 0; d < head_dim; ++d)
-                dot += double(qh[d]) * seqs[s].k[p * kv_dim + kv_head * size_t(head_dim) + size_t(d)];
-              scores[p] = dot / std::sqrt(double(head_dim));
-              if (variant.softcap > 0) scores[p] = variant.softcap * std::tanh(scores[p] / variant.softcap);
-              max_score = std::max(max_score, scores[p]);
-            }
-            double total = 0;
-            for (size_t p = first; p < n_ctx; ++p) total += (scores[p] = std::exp(scores[p] - max_score));
-            for (int32_t d = 0; d < head_dim; ++d) {
-              double sum = 0;
-              for (size_t p = first; p < n_ctx; ++p)
-                sum += scores[p] / total * seqs[s].v[p * kv_dim + kv_head * size_t(head_dim) + size_t(d)];
-              want.push_back(sum);
-            }
+          for (auto [rows, table] : {std::pair{&seqs[s].k, &k_table}, std::pair{&seqs[s].v, &v_table}}) {
+            const std::vector<float> row = stored(std::vector<float>(
+                table->f32.begin() + t * kv_dim, table->f32.begin() + (t + 1) * kv_dim));
+            rows->insert(rows->end(), row.begin(), row.end());
           }
         }
       }
-      ExpectMatches(want, got, size_t(head_dim), false,
-                    std::string("attention, KV ") + DTypeName(kv_type) + ", batch " +
-                        std::to_string(b_index) + ", softcap " + std::to_string(variant.softcap) +
-                        ", window " + std::to_string(variant.window));
+      // Plain causal attention, then with a soft-cap on the scores, a sliding window shorter
+      // than several of the sequences, and both, each where the backend runs it. Running the
+      // batch again writes the same rows into the same slots.
+      struct Variant {
+        float softcap;
+        int32_t window;
+      };
+      for (const Variant variant : {Variant{0.0f, 0}, Variant{1.5f, 0}, Variant{0.0f, 7},
+                                    Variant{1.5f, 7}}) {
+        Graph graph;
+        const ValueId q = Embed(&graph, q_table, n);
+        const ValueId k = Embed(&graph, k_table, n);
+        const ValueId v = Embed(&graph, v_table, n);
+        Node node{OpKind::kAttention, 0, {q, k, v}};
+        node.attention.n_heads = n_heads;
+        node.attention.n_kv_heads = n_kv_heads;
+        node.attention.head_dim = head_dim;
+        node.attention.scale = 1.0f / std::sqrt(float(head_dim));
+        node.attention.logit_softcap = variant.softcap;
+        node.attention.window = variant.window;
+        if (!backend_->Supports(node)) continue;
+        graph.logits = graph.Add(node, int64_t(n), int64_t(q_dim));
+        const std::vector<float> got = Run(graph, b, &kv);
+        // Reference: each token attends its sequence's rows up to its own position (the last
+        // `window` of them when there is a window).
+        Matrix want;
+        size_t t = 0;
+        for (size_t s = 0; s < parts.size(); ++s) {
+          for (size_t i = 0; i < parts[s].n_new; ++i, ++t) {
+            const size_t n_ctx = parts[s].n_history + i + 1;
+            const size_t window = size_t(variant.window);
+            const size_t first = window > 0 && n_ctx > window ? n_ctx - window : 0;
+            for (int32_t h = 0; h < n_heads; ++h) {
+              const size_t kv_head = size_t(h / (n_heads / n_kv_heads));
+              const float* qh = q_table.f32.data() + t * q_dim + size_t(h * head_dim);
+              std::vector<double> scores(n_ctx - first);
+              double max_score = -INFINITY;
+              for (size_t p = first; p < n_ctx; ++p) {
+                double dot = 0;
+                for (int32_t d = 0; d < head_dim; ++d)
+                  dot += double(qh[d]) * seqs[s].k[p * kv_dim + kv_head * size_t(head_dim) + size_t(d)];
+                double score = dot / std::sqrt(double(head_dim));
+                if (variant.softcap > 0) score = variant.softcap * std::tanh(score / variant.softcap);
+                scores[p - first] = score;
+                max_score = std::max(max_score, score);
+              }
+              double total = 0;
+              for (double& score : scores) total += (score = std::exp(score - max_score));
+              for (int32_t d = 0; d < head_dim; ++d) {
+                double sum = 0;
+                for (size_t p = first; p < n_ctx; ++p)
+                  sum += scores[p - first] / total *
+                         seqs[s].v[p * kv_dim + kv_head * size_t(head_dim) + size_t(d)];
+                want.push_back(sum);
+              }
+            }
+          }
+        }
+        ExpectMatches(want, got, size_t(head_dim), false,
+                      std::string("attention, KV ") + DTypeName(kv_type) + ", batch " +
+                          std::to_string(b_index) + ", softcap " +
+                          std::to_string(variant.softcap) + ", window " +
+                          std::to_string(variant.window));
+      }
     }
   }
 }

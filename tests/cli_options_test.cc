@@ -272,6 +272,34 @@ TEST(CliOptions, IgnoredCombinationsWarnOnce) {
   }
 }
 
+// --gpu-layers beyond a count, and --device with a device number, on a backend every build has.
+TEST(CliOptions, GpuLayerRulesAndDeviceNumbers) {
+  for (const char* layers : {"all", "half", "auto", "0", "1", "99"}) {
+    for (const Command& command : {RunCommand(), LogitsCommand(), BenchCommand()}) {
+      const Output output = Petrel(Args(command, {{"--device", "ref"}, {"--gpu-layers", layers}}, false));
+      EXPECT_EQ(output.exit_code, 0) << command.name << " --gpu-layers " << layers << ": " << output.err;
+    }
+    const Output info = Petrel(Args(InfoCommand(), {{"--device", "ref"}, {"--gpu-layers", layers}}, false));
+    EXPECT_EQ(info.exit_code, 0) << info.err;
+    EXPECT_NE(info.out.find("device memory    ref plan"), std::string::npos) << info.out;
+  }
+  ExpectOneWarning(Petrel(Args(RunCommand(), {{"--gpu-layers", "auto"}}, false)),
+                   "--gpu-layers auto has no effect without --device");
+  EXPECT_EQ(Petrel(Args(RunCommand(), {{"--device", "ref:0"}}, false)).exit_code, 0);
+  ExpectOneLineError(Petrel(Args(RunCommand(), {{"--device", "ref:1"}}, false)),
+                     "--device ref:1: ref runs on the host and has only device 0");
+  ExpectOneLineError(Petrel(Args(RunCommand(), {{"--device", "ref:"}}, false)),
+                     "--device: 'ref:' is not a device");
+  ExpectOneLineError(Petrel(Args(RunCommand(), {{"--device", "warp:0"}}, false)),
+                     "--device: unknown device 'warp:0'");
+  // info --devices needs no model; without it, info does.
+  const Output devices = Petrel({"info", "--devices"});
+  EXPECT_EQ(devices.exit_code, 0) << devices.err;
+  EXPECT_NE(devices.out.find("cpu      host"), std::string::npos) << devices.out;
+  EXPECT_NE(devices.out.find("ref      host"), std::string::npos) << devices.out;
+  ExpectOneLineError(Petrel({"info"}), "--model is required");
+}
+
 TEST(CliOptions, ContextAboveTrainedWarns) {
   // The story model was trained on 512 tokens.
   ExpectOneWarning(Petrel(Args(RunCommand(), {{"-c", "1024"}}, false)),

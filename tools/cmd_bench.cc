@@ -74,6 +74,7 @@ Runner AddBenchCommand(CLI::App& app) {
     std::vector<size_t> threads;
     size_t repetitions = 5;
     bool json = false;
+    bool profile = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation speed");
@@ -93,6 +94,9 @@ Runner AddBenchCommand(CLI::App& app) {
   cmd->add_option("-r,--repetitions", args->repetitions, "repetitions per test (default 5)")
       ->check(IntRange(1, 1000));
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
+  cmd->add_flag("--profile", args->profile,
+                "time each op on the devices that can: per test, op, calls, total ms and share "
+                "(a second table, or \"profile\" in each JSON line)");
   return [args]() -> int {
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     const std::vector<size_t>* prompts = &args->prompts;
@@ -109,6 +113,8 @@ Runner AddBenchCommand(CLI::App& app) {
     for (size_t p : *prompts) longest = std::max(longest, p);
     for (size_t n : *gens) longest = std::max(longest, n);
     bool header = false;
+    // --profile in table mode: one row per (test, backend, op), printed after the speed table.
+    std::vector<std::string> profile_rows;
     for (size_t threads : thread_counts) {
       ModelOptions model = args->model;
       model.n_threads = threads;
@@ -120,6 +126,9 @@ Runner AddBenchCommand(CLI::App& app) {
       if (!header) {
         header = true;
         std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
+        if (args->model.device != "cpu") {
+          std::fprintf(stderr, "placement: %s\n", (*engine)->PlacementString().c_str());
+        }
         if (!args->json) {
           std::printf(
               "| model | threads | test | t/s (median) | min – max | of roof | peak RSS MiB |\n");
@@ -139,6 +148,7 @@ Runner AddBenchCommand(CLI::App& app) {
       const size_t used_threads = (*engine)->options().n_threads;
       const ReadRoof roof((*engine)->model().weights);
       const PromptRoof prompt_roof((*engine)->model().weights);
+      if (args->profile) (*engine)->EnableProfiling(true);
       for (const Test& test : tests) {
         std::vector<double> rates, roof_rates, fractions;
         const bool has_roof = test.n_gen > 0 || prompt_roof.available();
@@ -151,7 +161,10 @@ Runner AddBenchCommand(CLI::App& app) {
           if (r == 1 && has_roof) roof_before = sample_roof();
           auto rate = RunOnce(**engine, test.n_prompt, test.n_gen, rng);
           if (!rate.ok()) return Fail(rate.status());
-          if (r == 0) continue;  // the warm-up
+          if (r == 0) {
+            (void)(*engine)->TakeProfile();  // the warm-up's times are not the test's
+            continue;
+          }
           rates.push_back(*rate);
           if (!has_roof) continue;
           const double roof_after = sample_roof();
@@ -160,6 +173,31 @@ Runner AddBenchCommand(CLI::App& app) {
           roof_before = roof_after;
         }
         const Sample s = Summarize(rates);
+        // Device time per op over the measured repetitions.
+        const std::vector<Engine::BackendProfile> profiles =
+            args->profile ? (*engine)->TakeProfile() : std::vector<Engine::BackendProfile>{};
+        nlohmann::json profile_json = nlohmann::json::array();
+        for (const Engine::BackendProfile& profile : profiles) {
+          std::vector<OpProfile> ops = profile.ops;
+          std::sort(ops.begin(), ops.end(),
+                    [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
+          double total = 0.0;
+          for (const OpProfile& op : ops) total += op.seconds;
+          for (const OpProfile& op : ops) {
+            const double share = total > 0.0 ? op.seconds / total : 0.0;
+            profile_json.push_back({{"backend", profile.backend},
+                                    {"op", OpName(op.op)},
+                                    {"calls", op.calls},
+                                    {"total_ms", op.seconds * 1e3},
+                                    {"share", share}});
+            char row[256];
+            std::snprintf(row, sizeof(row), "| %s | %zu | %s | %s | %s | %zu | %.3f | %.1f %% |",
+                          model.model_path.c_str(), used_threads, test.name.c_str(),
+                          profile.backend.c_str(), OpName(op.op), op.calls, op.seconds * 1e3,
+                          100.0 * share);
+            profile_rows.push_back(row);
+          }
+        }
         const double rss_mib = double(PeakRssBytes()) / (1024.0 * 1024.0);
         const double fraction = fractions.empty() ? 0.0 : Summarize(fractions).median;
         if (args->json) {
@@ -173,7 +211,10 @@ Runner AddBenchCommand(CLI::App& app) {
                                  {"samples", rates},
                                  {"peak_rss_bytes", PeakRssBytes()},
                                  {"weight_bytes", (*engine)->model().weight_bytes},
-                                 {"simd_target", cpu::SimdTargetName()}};
+                                 {"simd_target", cpu::SimdTargetName()},
+                                 {"device", model.device},
+                                 {"gpu_layers", (*engine)->options().device_layers}};
+          if (args->profile) line["profile"] = profile_json;
           if (!fractions.empty() && test.n_gen > 0) {
             line["read_roof_tokens_per_second"] = Summarize(roof_rates).median;
             line["read_roof_bytes_per_token"] = roof.bytes_per_token();
@@ -196,6 +237,12 @@ Runner AddBenchCommand(CLI::App& app) {
         }
         std::fflush(stdout);
       }
+    }
+    if (args->profile && !args->json) {
+      std::printf("\n| model | threads | test | backend | op | calls | total ms | share |\n");
+      std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      for (const std::string& row : profile_rows) std::printf("%s\n", row.c_str());
+      if (profile_rows.empty()) std::printf("| (no backend of this run measures op times) |\n");
     }
     return 0;
   };

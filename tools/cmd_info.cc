@@ -1,4 +1,5 @@
 // `petrel info`: what a model file holds and the memory it needs.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -6,6 +7,7 @@
 #include "core/model/loader.h"
 #include "core/runtime/backend_registry.h"
 #include "core/runtime/engine.h"
+#include "core/runtime/memory_plan.h"
 #include "core/tokenizer/tokenizer.h"
 #include "cpu/kernels.h"  // SimdTargetName
 #include "tools/common.h"
@@ -25,6 +27,77 @@ std::string Bytes(double bytes) {
   return buffer;
 }
 
+// `petrel info --devices`: every backend of the build and the devices it can use; a backend
+// whose driver or loader is missing says why on its own line, and the command still succeeds.
+int ListDevices() {
+  for (const std::string& name : AvailableBackends()) {
+    const BackendFactory* factory = FindBackend(name);
+    if (!factory || !factory->list_devices) {
+      std::printf("%-8s host (runs on the CPU of this machine)\n", name.c_str());
+      continue;
+    }
+    auto devices = factory->list_devices();
+    if (!devices.ok()) {
+      std::printf("%-8s unavailable: %s\n", name.c_str(), devices.status().message().c_str());
+      continue;
+    }
+    if (devices->empty()) {
+      std::printf("%-8s unavailable: no %s device\n", name.c_str(), DeviceKindName(name).c_str());
+      continue;
+    }
+    for (size_t i = 0; i < devices->size(); ++i) {
+      const DeviceDescription& device = (*devices)[i];
+      std::printf("%-8s %s:%zu %s (%s, %s)%s%s\n", i == 0 ? name.c_str() : "", name.c_str(), i,
+                  device.name.c_str(), device.type.c_str(),
+                  Bytes(double(device.memory_bytes)).c_str(), device.features.empty() ? "" : ": ",
+                  device.features.c_str());
+    }
+  }
+  return 0;
+}
+
+// The device memory plan of `--gpu-layers` on `device`, from the file's tensor sizes: printed
+// before anything is uploaded, so that it shows even when the load would not fit.
+Status PrintDevicePlan(const LoadedModel& model, const std::string& device, DType kv_type,
+                       size_t context) {
+  PETREL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(device, 1, BackendOptions{}));
+  KvCacheOptions kv;
+  kv.dtype = kv_type;
+  kv.context = context;
+  kv.n_blocks = (context + kv.block_tokens - 1) / kv.block_tokens;
+  const size_t n_layers = size_t(model.config.n_layers);
+  EngineOptions defaults;
+  PETREL_ASSIGN_OR_RETURN(
+      const size_t ubatch,
+      DefaultMicroBatch(model, Placement::Offload(n_layers, 1, n_layers + 1), 2,
+                        defaults.max_batch_tokens));
+  PETREL_ASSIGN_OR_RETURN(const DeviceMemoryPlan plan, PlanDeviceMemory(model, kv, ubatch));
+  size_t largest = 0;
+  for (size_t bytes : plan.layer_weight_bytes) largest = std::max(largest, bytes);
+  std::printf("device memory    %s plan, per block: weights %s (largest), KV cache %s per token "
+              "(%s for %zu tokens)\n",
+              device.c_str(), Bytes(double(largest)).c_str(),
+              Bytes(double(plan.kv_bytes_per_token)).c_str(),
+              Bytes(double(plan.LayerKvBytes())).c_str(), plan.kv_tokens);
+  std::printf("                 output head %s, activations %s (passes of %zu tokens)\n",
+              Bytes(double(plan.output_weight_bytes)).c_str(),
+              Bytes(double(plan.activation_bytes)).c_str(), plan.ubatch_tokens);
+  std::printf("                 all blocks and the head: %s\n",
+              Bytes(double(plan.OffloadBytes(n_layers + 1))).c_str());
+  const size_t free = backend->FreeMemory();
+  if (free == 0) {
+    std::printf("                 %s shares host memory: auto places every block\n",
+                backend->Name());
+    return Status::Ok();
+  }
+  const size_t fit = plan.FitLayers(free);
+  std::printf("                 free %s (margin %s): --gpu-layers auto places %s\n",
+              Bytes(double(free)).c_str(), Bytes(double(DeviceMemoryPlan::Margin(free))).c_str(),
+              fit > n_layers ? "every block and the output head"
+                             : (std::to_string(fit) + " of " + std::to_string(n_layers) + " blocks").c_str());
+  return Status::Ok();
+}
+
 }  // namespace
 
 Runner AddInfoCommand(CLI::App& app) {
@@ -33,11 +106,14 @@ Runner AddInfoCommand(CLI::App& app) {
     size_t context = 0;  // 0: the model's, at most 4096 (as run)
     std::string kv_type = "f16";
     std::string device = "cpu";
-    int64_t gpu_layers = -1;
+    std::string gpu_layers = "all";
+    bool devices = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("info", "describe a model and the memory it needs");
-  cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face folder")->required();
+  cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face folder (needed unless --devices)");
+  cmd->add_flag("--devices", args->devices,
+                "list the devices of every backend of this build (name, type, memory, features)");
   cmd->add_option("-c,--ctx-size", args->context,
                   "context length for the KV cache estimate (default: the model's, at most 4096)")
       ->check(IntRange(1, kMaxContext));
@@ -47,13 +123,15 @@ Runner AddInfoCommand(CLI::App& app) {
       ->check(KnownDevice());
   CLI::Option* gpu_layers =
       cmd->add_option("--gpu-layers,--n-gpu-layers", args->gpu_layers,
-                      "blocks to place on --device (default: all; more than the model has: all); "
-                      "without --device: a warning, and ignored")
-          ->check(IntRange(0, kMaxGpuLayers));
+                      "blocks to place on --device: a count (more than the model has: all), "
+                      "all (the default), half or auto; without --device: a warning, and ignored")
+          ->check(GpuLayers());
   return [args, gpu_layers]() -> int {
+    if (args->devices) return ListDevices();
+    if (args->model.empty()) return Fail(Error("--model is required (or --devices)"));
     if (gpu_layers->count() > 0 && args->device == "cpu") {
-      Warn("--gpu-layers %lld has no effect without --device (everything runs on the cpu)",
-           (long long)args->gpu_layers);
+      Warn("--gpu-layers %s has no effect without --device (everything runs on the cpu)",
+           args->gpu_layers.c_str());
     }
     // The option's check admits only these names.
     const DType kv_type = args->kv_type == "f32"   ? DType::kF32
@@ -102,12 +180,16 @@ Runner AddInfoCommand(CLI::App& app) {
     for (const std::string& name : AvailableBackends()) backends += (backends.empty() ? "" : ", ") + name;
     std::printf("backends         %s\n", backends.c_str());
     if (args->device != "cpu") {
+      Status planned = PrintDevicePlan(model, args->device, kv_type, context);
+      if (!planned.ok()) return Fail(planned);
+      std::fflush(stdout);
       // The placement the engine would make, with the layers the device cannot run kept on
       // the CPU and why.
       EngineOptions options;
       options.device = args->device;
-      options.device_layers = args->gpu_layers < 0 ? SIZE_MAX / 2 : size_t(args->gpu_layers);
-      options.context = 16;
+      SetGpuLayers(args->gpu_layers, &options);
+      options.context = args->gpu_layers == "auto" ? context : 16;
+      options.kv_type = kv_type;
       options.load_tokenizer = false;
       auto engine = Engine::Load(args->model, options);
       if (!engine.ok()) return Fail(engine.status());

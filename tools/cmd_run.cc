@@ -84,6 +84,7 @@ Runner AddRunCommand(CLI::App& app) {
     float length_penalty = 1.0f;
     int64_t keep = 0;
     bool no_context_shift = false;
+    bool profile = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
@@ -118,6 +119,9 @@ Runner AddRunCommand(CLI::App& app) {
                   "(0..context, default 0; past the prompt: all of it)");
   cmd->add_flag("--no-context-shift", args->no_context_shift,
                 "stop at a full context (reason \"context\") instead of dropping the oldest half");
+  cmd->add_flag("--profile", args->profile,
+                "time each op on the devices that can (per op: calls, total ms, share), printed to "
+                "stderr after the run");
   return [args, beams, length_penalty]() -> int {
     if (!args->chat && !args->system.empty()) return Fail(Error("--system needs --chat"));
     if (!args->chat && !args->template_file.empty()) {
@@ -154,6 +158,14 @@ Runner AddRunCommand(CLI::App& app) {
     auto engine = args->model.LoadEngine(args->beams > 0 ? args->beams + 1 : 1);
     if (!engine.ok()) return Fail(engine.status());
     if (args->sampling.n_predict < 0) options->max_new_tokens = (*engine)->context();
+    if (args->profile) (*engine)->EnableProfiling(true);
+    // After a generation: what each backend measured.
+    auto print_profile = [&] {
+      if (!args->profile) return;
+      const std::string profile = FormatProfile((*engine)->TakeProfile());
+      std::fputs(profile.empty() ? "profile: no backend of this run measures op times\n" : profile.c_str(),
+                 stderr);
+    };
     const Tokenizer* tokenizer = (*engine)->tokenizer();
     if (!tokenizer) return Fail(Error("the model has no tokenizer"));
     std::vector<int32_t> prompt_ids;
@@ -193,6 +205,7 @@ Runner AddRunCommand(CLI::App& app) {
       beam.stop_at_end_of_generation = !options->ignore_eos;
       auto found = BeamSearch(**engine, seq, prompt_ids, beam);
       if (!found.ok()) return Fail(found.status());
+      print_profile();
       // --json "text" is the decode of new_ids as the reference tokenizers give it; the streamed
       // text leaves out end markers a model spells out (EndTextFilter).
       const std::string text = tokenizer->Decode(found->new_ids, !args->special);
@@ -269,6 +282,7 @@ Runner AddRunCommand(CLI::App& app) {
                    result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
                    result->stop_reason.c_str());
     }
+    print_profile();  // after the text and its newline, so that a terminal shows them apart
     return exit_code;
   };
 }

@@ -89,12 +89,71 @@ CLI::Validator KnownDevice() {
   for (const std::string& name : AvailableBackends()) list += (list.empty() ? "" : ", ") + name;
   return CLI::Validator(
       [list](std::string& input) -> std::string {
+        // "vulkan:1" is device 1 of the vulkan backend; whether it exists is checked on use.
+        const Result<DeviceSpec> spec = ParseDeviceSpec(input);
+        if (!spec.ok()) {
+          return "'" + input + "' is not a device (one of " + list + ", with an optional :N)";
+        }
         for (const std::string& name : AvailableBackends()) {
-          if (name == input) return "";
+          if (name == spec->backend) return "";
         }
         return "unknown device '" + input + "' (this build has: " + list + ")";
       },
-      "one of " + list, "KnownDevice");
+      "one of " + list + " (optionally :N, the Nth device)", "KnownDevice");
+}
+
+CLI::Validator GpuLayers() {
+  const std::string range = Format("[0, %lld]", (long long)kMaxGpuLayers);
+  return CLI::Validator(
+      [range](std::string& input) -> std::string {
+        if (input == "all" || input == "half" || input == "auto") return "";
+        char* end = nullptr;
+        errno = 0;
+        const long long value = std::strtoll(input.c_str(), &end, 10);
+        if (input.empty() || *end != '\0') {
+          return "'" + input + "' is not a count in the range " + range + " or one of all, half, auto";
+        }
+        if (errno == ERANGE || value < 0 || value > kMaxGpuLayers) {
+          return input + " is outside the range " + range;
+        }
+        return "";
+      },
+      "in " + range + ", all, half or auto", "GpuLayers");
+}
+
+void SetGpuLayers(const std::string& text, EngineOptions* options) {
+  options->device_layers = 0;
+  if (text == "all") {
+    options->device_layer_rule = GpuLayerRule::kAll;
+  } else if (text == "half") {
+    options->device_layer_rule = GpuLayerRule::kHalf;
+  } else if (text == "auto") {
+    options->device_layer_rule = GpuLayerRule::kAuto;
+  } else {
+    options->device_layer_rule = GpuLayerRule::kCount;
+    options->device_layers = size_t(std::strtoull(text.c_str(), nullptr, 10));
+  }
+}
+
+std::string FormatProfile(const std::vector<Engine::BackendProfile>& profiles) {
+  std::string out;
+  for (const Engine::BackendProfile& profile : profiles) {
+    std::vector<OpProfile> ops = profile.ops;
+    std::sort(ops.begin(), ops.end(),
+              [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
+    double total = 0.0;
+    for (const OpProfile& op : ops) total += op.seconds;
+    out += Format("profile %s: %-16s %8s %12s %7s\n", profile.backend.c_str(), "op", "calls",
+                  "total ms", "share");
+    for (const OpProfile& op : ops) {
+      out += Format("profile %s: %-16s %8zu %12.3f %6.1f%%\n", profile.backend.c_str(),
+                    OpName(op.op), op.calls, op.seconds * 1e3,
+                    total > 0.0 ? 100.0 * op.seconds / total : 0.0);
+    }
+    out += Format("profile %s: %-16s %8s %12.3f %6.1f%%\n", profile.backend.c_str(), "total", "",
+                  total * 1e3, total > 0.0 ? 100.0 : 0.0);
+  }
+  return out;
 }
 
 void Warn(const char* format, ...) {
@@ -124,9 +183,10 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
       ->check(KnownDevice());
   gpu_layers_option =
       app.add_option("--gpu-layers,--n-gpu-layers", gpu_layers,
-                     "blocks to place on --device (default: all; more than the model has: all); "
-                     "without --device: a warning, and ignored")
-          ->check(IntRange(0, kMaxGpuLayers));
+                     "blocks to place on --device: a count (more than the model has: all), all "
+                     "(every block and the output head, the default), half, or auto (as many as "
+                     "the device's free memory holds); without --device: a warning, and ignored")
+          ->check(GpuLayers());
   context_option = app.add_option("-c,--ctx-size", context,
                                   "context length per sequence (default: the model's, at most "
                                   "4096; above the model's: a warning)")
@@ -156,9 +216,10 @@ Status ModelOptions::Check() {
   if (ubatch > batch) {
     return Error("--ubatch-size %zu is larger than -b/--batch-size %zu", ubatch, batch);
   }
-  if (gpu_layers_option && gpu_layers_option->count() > 0 && device == "cpu") {
-    Warn("--gpu-layers %lld has no effect without --device (everything runs on the cpu)",
-         (long long)gpu_layers);
+  if (gpu_layers_option && gpu_layers_option->count() > 0 &&
+      (device == "cpu" || device.rfind("cpu:", 0) == 0)) {
+    Warn("--gpu-layers %s has no effect without --device (everything runs on the cpu)",
+         gpu_layers.c_str());
   }
   if (n_threads > 0) n_threads = CapThreads(n_threads, "-t");
   return Status::Ok();
@@ -169,7 +230,7 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   options.n_threads = n_threads;
   options.pin_threads = pin_threads;
   options.device = device;
-  options.device_layers = device == "cpu" ? 0 : gpu_layers < 0 ? SIZE_MAX / 2 : size_t(gpu_layers);
+  if (device != "cpu") SetGpuLayers(gpu_layers, &options);
   options.context = context;
   options.max_batch_tokens = batch;
   options.ubatch_tokens = ubatch;

@@ -26,7 +26,16 @@ inline constexpr int64_t kMaxTokens = 1 << 20;    // -n, --min-tokens, bench's -
 CLI::Validator IntRange(int64_t lo, int64_t hi);
 CLI::Validator RealRange(double lo, double hi, bool lo_open = false);  // lo_open: (lo, hi]
 CLI::Validator IntChoice(std::vector<int64_t> values);                 // one of `values`
-CLI::Validator KnownDevice();  // a backend of this build (--device)
+CLI::Validator KnownDevice();  // a backend of this build, with an optional ":N" (--device)
+// --gpu-layers: a count in [0, kMaxGpuLayers], or all, half or auto.
+CLI::Validator GpuLayers();
+
+// --gpu-layers as EngineOptions take it; `text` passed GpuLayers().
+void SetGpuLayers(const std::string& text, EngineOptions* options);
+
+// `--profile`: per-op device time, one line per (backend, op) with calls, total ms and the
+// share of the backend's measured time, longest first. "" when no backend measured anything.
+std::string FormatProfile(const std::vector<Engine::BackendProfile>& profiles);
 
 // "warning: <message>" on stderr: a flag combination we accept but that does not do what it says.
 void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
@@ -40,7 +49,7 @@ struct ModelOptions {
   std::string model_path;
   size_t n_threads = 0;  // 0: all cores
   std::string device = "cpu";
-  int64_t gpu_layers = -1;  // -1: all when --device is not cpu
+  std::string gpu_layers = "all";  // a count, all, half or auto (used when --device is not cpu)
   size_t context = 0;
   std::string kv_type = "f16";
   size_t batch = 512;

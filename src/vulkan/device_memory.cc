@@ -31,7 +31,7 @@ void MemoryPool::Release(Chunk& chunk) {
   if (chunk.buffer) vkDestroyBuffer(device_.device(), chunk.buffer, nullptr);
   if (chunk.memory) {
     vkFreeMemory(device_.device(), chunk.memory, nullptr);
-    if (kind_ == MemoryKind::kDevice) device_.NoteAllocated(-int64_t(chunk.bytes));
+    if (kind_ == MemoryKind::kDevice && !chunk.imported) device_.NoteAllocated(-int64_t(chunk.bytes));
   }
   chunk = Chunk{};
 }
@@ -120,6 +120,7 @@ Result<std::unique_ptr<DeviceBuffer>> MemoryPool::Allocate(size_t bytes) {
   const size_t size = AlignUp(std::max<size_t>(bytes, 1), alignment_);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     Chunk& chunk = chunks_[c];
+    if (chunk.imported) continue;
     for (auto it = chunk.free.begin(); it != chunk.free.end(); ++it) {
       if (it->second < size) continue;
       const size_t offset = it->first, rest = it->second - size;
@@ -141,8 +142,71 @@ Result<std::unique_ptr<DeviceBuffer>> MemoryPool::Allocate(size_t bytes) {
   return Allocate(bytes);
 }
 
+Result<std::unique_ptr<DeviceBuffer>> MemoryPool::Import(const void* host, size_t bytes) {
+  const size_t align = device_.caps().host_import_alignment;
+  if (align == 0) return Error("vulkan: %s cannot import host memory", device_.caps().name.c_str());
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(host) / align * align;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(host) + bytes + align - 1) / align * align;
+  void* base = reinterpret_cast<void*>(begin);
+  const uint32_t host_types = device_.HostPointerMemoryTypes(base);
+  if (host_types == 0) return Error("vulkan: host memory at %p cannot be imported", base);
+  Chunk chunk;
+  chunk.bytes = size_t(end - begin);
+  chunk.imported = true;
+  VkExternalMemoryBufferCreateInfo external = {};
+  external.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+  external.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  VkBufferCreateInfo info = {};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  info.pNext = &external;
+  info.size = chunk.bytes;
+  info.usage = kUsage;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  PETREL_VK_RETURN_IF_ERROR(vkCreateBuffer(device_.device(), &info, nullptr, &chunk.buffer));
+  VkMemoryRequirements needs;
+  vkGetBufferMemoryRequirements(device_.device(), chunk.buffer, &needs);
+  auto type = device_.MemoryType(needs.memoryTypeBits & host_types, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  if (!type.ok() || needs.size > chunk.bytes) {
+    vkDestroyBuffer(device_.device(), chunk.buffer, nullptr);
+    return Error("vulkan: no memory type for imported host memory");
+  }
+  VkImportMemoryHostPointerInfoEXT import = {};
+  import.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT;
+  import.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  import.pHostPointer = base;
+  VkMemoryAllocateInfo alloc = {};
+  alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  alloc.pNext = &import;
+  alloc.allocationSize = chunk.bytes;
+  alloc.memoryTypeIndex = *type;
+  VkResult result = vkAllocateMemory(device_.device(), &alloc, nullptr, &chunk.memory);
+  if (result == VK_SUCCESS) result = vkBindBufferMemory(device_.device(), chunk.buffer, chunk.memory, 0);
+  if (result != VK_SUCCESS) {
+    Release(chunk);
+    return CallError("vkAllocateMemory (host import)", result);
+  }
+  chunk.used = chunk.bytes;
+  size_t c = chunks_.size();
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    if (chunks_[i].buffer == VK_NULL_HANDLE) c = i;
+  }
+  if (c == chunks_.size()) chunks_.emplace_back();
+  chunks_[c] = std::move(chunk);
+  std::unique_ptr<DeviceBuffer> buffer(new DeviceBuffer());
+  buffer->pool_ = this;
+  buffer->chunk_ = c;
+  buffer->buffer_ = chunks_[c].buffer;
+  buffer->offset_ = VkDeviceSize(reinterpret_cast<uintptr_t>(host) - begin);
+  buffer->bytes_ = bytes;
+  return buffer;
+}
+
 void MemoryPool::Free(size_t c, size_t offset, size_t bytes) {
   Chunk& chunk = chunks_[c];
+  if (chunk.imported) {
+    Release(chunk);
+    return;
+  }
   const size_t size = AlignUp(std::max<size_t>(bytes, 1), alignment_);
   auto [it, inserted] = chunk.free.emplace(offset, size);
   (void)inserted;

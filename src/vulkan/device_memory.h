@@ -61,6 +61,10 @@ class MemoryPool {
   MemoryPool& operator=(const MemoryPool&) = delete;
 
   Result<std::unique_ptr<DeviceBuffer>> Allocate(size_t bytes);
+  // The host bytes [host, host + bytes) themselves as device memory, without a copy (a chunk of
+  // their own over the aligned pages around them); they must outlive the buffer. Fails when the
+  // device cannot import them (then the caller copies).
+  Result<std::unique_ptr<DeviceBuffer>> Import(const void* host, size_t bytes);
   MemoryKind kind() const { return kind_; }
   size_t allocated_bytes() const;  // in chunks
 
@@ -73,6 +77,7 @@ class MemoryPool {
     char* mapped = nullptr;
     std::map<size_t, size_t> free;  // offset -> bytes, coalesced
     size_t used = 0;
+    bool imported = false;          // host memory: one buffer, released with it
   };
   Result<size_t> NewChunk(size_t bytes);
   void Free(size_t chunk, size_t offset, size_t bytes);

@@ -5,6 +5,9 @@ namespace petrel::vk {
 namespace {
 
 constexpr uint32_t kElementwiseGroup = 256;
+// Row reductions (rms_norm): a power of two (the shader's tree reduction), at most 128, the
+// least maxComputeWorkGroupSize[0] Vulkan guarantees.
+constexpr uint32_t kRowGroup = 128;
 
 }  // namespace
 
@@ -20,12 +23,37 @@ Status RecordElementwise(const OpContext& ctx, const Node& node, const ValueView
                                FoldGroups((n + kElementwiseGroup - 1) / kElementwiseGroup, ctx.caps));
 }
 
-Status RecordRmsNorm(const OpContext&, const Node&, const ValueView*) {
-  return Error("vulkan: rms_norm is not implemented yet");
+Status RecordRmsNorm(const OpContext& ctx, const Node& node, const ValueView* values) {
+  const ValueView& x = values[node.inputs[0]];
+  const uint32_t n_cols = uint32_t(x.desc.ne[0]), n_rows = uint32_t(x.desc.ne[1]);
+  if (node.weight == nullptr || node.weight->desc.dtype != DType::kF32 ||
+      node.weight->desc.ne[0] != int64_t(n_cols)) {
+    return Error("vulkan: rms_norm of layer %d needs an f32 weight of %u values", node.layer,
+                 n_cols);
+  }
+  const struct {
+    uint32_t n_rows, n_cols;
+    float eps;
+  } push = {n_rows, n_cols, node.norm.eps};
+  const BufferRange bindings[] = {ValueRange(x), WeightRange(*node.weight),
+                                  ValueRange(values[node.output])};
+  const uint32_t spec[] = {kRowGroup};
+  return ctx.recorder.Dispatch(node.op, "rms_norm", spec, bindings, push,
+                               FoldGroups(n_rows, ctx.caps));
 }
 
-Status RecordGetRows(const OpContext&, const Node&, const ValueView*) {
-  return Error("vulkan: get_rows is not implemented yet");
+Status RecordGetRows(const OpContext& ctx, const Node& node, const ValueView* values) {
+  const ValueView& in = values[node.inputs[0]];
+  const uint32_t n_cols = uint32_t(in.desc.ne[0]);
+  const uint32_t n_rows = uint32_t(ctx.batch.n_selected);
+  if (n_rows == 0) return Status::Ok();  // nothing selected: no rows to bind
+  const struct { uint32_t n_rows, n_cols; } push = {n_rows, n_cols};
+  const BufferRange bindings[] = {ValueRange(in), ctx.device_batch.selected_rows,
+                                  ValueRange(values[node.output])};
+  const uint32_t spec[] = {kElementwiseGroup};
+  const size_t n = size_t(n_rows) * n_cols;
+  return ctx.recorder.Dispatch(node.op, "get_rows", spec, bindings, push,
+                               FoldGroups((n + kElementwiseGroup - 1) / kElementwiseGroup, ctx.caps));
 }
 
 }  // namespace petrel::vk

@@ -194,8 +194,17 @@ Result<TensorView> VulkanBackend::PrepareWeight(const TensorView& host_view) {
     }
     bytes = converted.data();
   }
-  PETREL_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> buffer, device_pool_.Allocate(view.desc.bytes()));
-  PETREL_RETURN_IF_ERROR(Upload(bytes, *buffer, view.desc.bytes()));
+  std::unique_ptr<DeviceBuffer> buffer;
+  if (converted.empty() && device_->caps().host_import_alignment) {
+    // Unified memory: the device reads the weight where it lies in the mapped file, so the
+    // model is in memory once, as on the CPU. A driver that refuses the pages gets a copy.
+    auto imported = device_pool_.Import(bytes, view.desc.bytes());
+    if (imported.ok()) buffer = std::move(imported).value();
+  }
+  if (!buffer) {
+    PETREL_ASSIGN_OR_RETURN(buffer, device_pool_.Allocate(view.desc.bytes()));
+    PETREL_RETURN_IF_ERROR(Upload(bytes, *buffer, view.desc.bytes()));
+  }
   view.data = buffer.get();
   view.backend = id_;
   weights_.push_back(std::move(buffer));

@@ -278,6 +278,22 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::Open(int index) {
   std::vector<const char*> extensions;
   self->memory_budget_ = HasDeviceExtension(self->physical_, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   if (self->memory_budget_) extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  // Importing host memory only pays where the device reads host memory at full speed (unified
+  // memory); a discrete GPU would read every weight over the bus on every token.
+  if (self->caps_.unified_memory &&
+      HasDeviceExtension(self->physical_, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT host = {};
+    host.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
+    VkPhysicalDeviceProperties2 props = {};
+    props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    props.pNext = &host;
+    vkGetPhysicalDeviceProperties2(self->physical_, &props);
+    if (host.minImportedHostPointerAlignment > 0) {
+      extensions.push_back(VK_KHR_EXTERNAL_MEMORY_EXTENSION_NAME);
+      extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+      self->caps_.host_import_alignment = size_t(host.minImportedHostPointerAlignment);
+    }
+  }
   VkDeviceCreateInfo info = {};
   info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   info.queueCreateInfoCount = 1;
@@ -334,6 +350,18 @@ size_t VulkanDevice::FreeMemory() const {
   }
   const size_t used = allocated_ > 0 ? size_t(allocated_) : 0;
   return caps_.device_local_bytes > used ? caps_.device_local_bytes - used : 0;
+}
+
+uint32_t VulkanDevice::HostPointerMemoryTypes(const void* host) const {
+  if (caps_.host_import_alignment == 0) return 0;
+  auto get = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
+      vkGetDeviceProcAddr(device_, "vkGetMemoryHostPointerPropertiesEXT"));
+  if (!get) return 0;
+  VkMemoryHostPointerPropertiesEXT props = {};
+  props.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT;
+  if (get(device_, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, host, &props) != VK_SUCCESS)
+    return 0;
+  return props.memoryTypeBits;
 }
 
 size_t VulkanDevice::validation_errors() { return g_validation_errors.load(); }

@@ -40,6 +40,9 @@ struct DeviceCaps {
   uint32_t max_workgroup_count[3] = {0, 0, 0};
   uint32_t max_shared_memory = 0;
   bool unified_memory = false;         // device-local memory is host-visible (iGPU, lavapipe)
+  // VK_EXT_external_memory_host: host memory (a mapped model file) usable as device memory in
+  // place, for ranges aligned to this many bytes; 0 when the device cannot.
+  size_t host_import_alignment = 0;
 };
 
 // Every device the loader finds, in the loader's order (the N of `--device vulkan:N`). Fails
@@ -74,6 +77,9 @@ class VulkanDevice {
   // the heap size less what this process allocated.
   size_t FreeMemory() const;
   void NoteAllocated(int64_t bytes) { allocated_ += bytes; }
+  // vkGetMemoryHostPointerPropertiesEXT: the memory types host memory at `host` can be imported
+  // as (0 when it cannot).
+  uint32_t HostPointerMemoryTypes(const void* host) const;
 
   static size_t validation_errors();
 

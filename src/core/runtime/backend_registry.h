@@ -44,7 +44,26 @@ Status RegisterBackend(const BackendFactory& factory);
 
 // Names of the backends compiled in or registered, "cpu" first.
 std::vector<std::string> AvailableBackends();
-Result<std::unique_ptr<Backend>> CreateBackend(std::string_view name, BackendId id,
+
+// A `--device` value split into the backend's name and the device index after a colon:
+// "vulkan:1" is {"vulkan", 1}, "vulkan" is {"vulkan", -1}. Fails on an index that is not a
+// non-negative number ("vulkan:x", "vulkan:").
+struct DeviceSpec {
+  std::string backend;
+  int index = -1;
+};
+Result<DeviceSpec> ParseDeviceSpec(std::string_view device);
+
+// How messages name a backend's devices: "Vulkan" for "vulkan".
+std::string DeviceKindName(std::string_view backend);
+
+// The registered factory of backend `name` (without a device index); null when unknown.
+const BackendFactory* FindBackend(std::string_view name);
+
+// Creates the backend `device` names ("cpu", "vulkan", "vulkan:1"). The index, when given,
+// overrides options.device_index and is checked against the backend's device list first, so that
+// a wrong one is one line listing the devices there are.
+Result<std::unique_ptr<Backend>> CreateBackend(std::string_view device, BackendId id,
                                                const BackendOptions& options);
 
 }  // namespace petrel

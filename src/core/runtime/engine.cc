@@ -97,53 +97,23 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   EngineOptions& opts = engine->options_;
   if (opts.n_threads == 0) opts.n_threads = std::max(1u, std::thread::hardware_concurrency());
   if (opts.max_batch_tokens == 0) return Error("batch size must be positive");
-  BackendOptions backend_options{opts.n_threads, opts.pin_threads};
+  BackendOptions backend_options{opts.n_threads, opts.pin_threads, -1};
   PETREL_ASSIGN_OR_RETURN(auto cpu, CreateBackend("cpu", 0, backend_options));
   engine->backends_.push_back(std::move(cpu));
-  BackendId device = 0;
-  if (opts.device != "cpu" && opts.device_layers > 0) {
+  // The device is opened even when no block will go there, so that a wrong --device is an
+  // error rather than silently ignored; it is dropped below if it gets nothing.
+  PETREL_ASSIGN_OR_RETURN(const DeviceSpec device_spec, ParseDeviceSpec(opts.device));
+  const bool wants_device = device_spec.backend != "cpu";
+  if (wants_device) {
     PETREL_ASSIGN_OR_RETURN(auto extra, CreateBackend(opts.device, 1, backend_options));
     engine->backends_.push_back(std::move(extra));
-    device = 1;
-  } else if (opts.device != "cpu") {
-    PETREL_RETURN_IF_ERROR(CreateBackend(opts.device, 1, backend_options).status());
   }
   LoadOptions load_options;
   load_options.load_tokenizer = opts.load_tokenizer;
   load_options.map = opts.map;
   PETREL_ASSIGN_OR_RETURN(engine->model_, LoadModel(path, load_options));
   const ModelConfig& config = engine->model_->config;
-
-  engine->placement_ = Placement::Offload(size_t(config.n_layers), device, opts.device_layers);
-  {
-    Graph probe;
-    engine->model_->arch->build_graph(config, engine->model_->weights, 1, 1, &probe);
-    PETREL_RETURN_IF_ERROR(PlaceSupportedLayers(probe, engine->backends_, &engine->placement_));
-  }
-  const Placement& placement = engine->placement_;
-
-  // Weight views on their backends (host backends keep pointing into the mapped file).
-  const ModelWeights& host = engine->model_->weights;
-  ModelWeights& placed = engine->placed_;
-  Backend& embed_backend = *engine->backends_[size_t(placement.embedding)];
-  Backend& output_backend = *engine->backends_[size_t(placement.output)];
-  PETREL_ASSIGN_OR_RETURN(placed.token_embd, Place(embed_backend, host.token_embd));
-  PETREL_ASSIGN_OR_RETURN(placed.output, Place(output_backend, host.output));
-  PETREL_ASSIGN_OR_RETURN(placed.output_norm, Place(output_backend, host.output_norm));
-  placed.rope_inv_freq = host.rope_inv_freq;
-  placed.rope_inv_freq_local = host.rope_inv_freq_local;
-  placed.layers.resize(host.layers.size());
-  std::vector<Backend*> layer_backends;
-  for (size_t l = 0; l < host.layers.size(); ++l) {
-    Backend& backend = *engine->backends_[size_t(placement.layers[l])];
-    layer_backends.push_back(&backend);
-    const LayerWeights& h = host.layers[l];
-    LayerWeights& p = placed.layers[l];
-    p = LayerWeights(h.specs());
-    for (size_t i = 0; i < h.size(); ++i) {
-      PETREL_ASSIGN_OR_RETURN(p[i], Place(backend, h[i]));
-    }
-  }
+  const size_t n_layers = size_t(config.n_layers);
 
   if (!RowBytes(opts.kv_type, uint64_t(config.head_dim))) {
     return Error(
@@ -161,12 +131,80 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   const size_t blocks_per_seq =
       (context + opts.kv_block_tokens - 1) / std::max<size_t>(1, opts.kv_block_tokens);
   kv_options.n_blocks = blocks_per_seq * std::max<size_t>(1, opts.max_sequences);
+
+  // --gpu-layers resolved to a count; `auto` starts from everything and is fitted below.
+  size_t device_layers = 0;
+  if (wants_device) {
+    switch (opts.device_layer_rule) {
+      case GpuLayerRule::kCount: device_layers = opts.device_layers; break;
+      case GpuLayerRule::kAll: device_layers = n_layers + 1; break;
+      case GpuLayerRule::kHalf: device_layers = n_layers / 2; break;
+      case GpuLayerRule::kAuto: device_layers = n_layers + 1; break;
+    }
+  }
+  const BackendId device = wants_device ? 1 : 0;
+  engine->placement_ = Placement::Offload(n_layers, device, device_layers);
   if (opts.ubatch_tokens == 0) {
     PETREL_ASSIGN_OR_RETURN(opts.ubatch_tokens, engine->ChooseMicroBatch());
   }
+  if (wants_device) {
+    PETREL_ASSIGN_OR_RETURN(DeviceMemoryPlan plan,
+                            PlanDeviceMemory(*engine->model_, kv_options, opts.ubatch_tokens));
+    if (opts.device_layer_rule == GpuLayerRule::kAuto && engine->HasDeviceMemory(device)) {
+      device_layers = plan.FitLayers(engine->backends_[1]->FreeMemory());
+      engine->placement_ = Placement::Offload(n_layers, device, device_layers);
+    }
+    engine->device_plan_ = std::move(plan);
+  }
+  if (wants_device && device_layers == 0) {
+    engine->backends_.pop_back();
+    engine->device_plan_.reset();
+    engine->placement_ = Placement::Offload(n_layers, 0, 0);
+  }
+  opts.device_layers = device_layers;
+  {
+    Graph probe;
+    engine->model_->arch->build_graph(config, engine->model_->weights, 1, 1, &probe);
+    PETREL_RETURN_IF_ERROR(PlaceSupportedLayers(probe, engine->backends_, &engine->placement_));
+  }
+  const Placement& placement = engine->placement_;
   PETREL_RETURN_IF_ERROR(engine->CheckMemoryPlan(size_t(config.kv_dim()), kv_options));
-  PETREL_ASSIGN_OR_RETURN(engine->kv_,
-                          KvCache::Create(layer_backends, size_t(config.kv_dim()), kv_options));
+
+  // Weight views on their backends (host backends keep pointing into the mapped file). A
+  // device that runs out of memory despite the plan names the part it could not take.
+  const bool has_device = engine->backends_.size() > 1 && engine->HasDeviceMemory(1);
+  auto place = [&](BackendId b, const TensorView& view, const std::string& where) -> Result<TensorView> {
+    Backend& backend = *engine->backends_[size_t(b)];
+    Result<TensorView> placed = Place(backend, view);
+    if (placed.ok() || b == 0) return placed;
+    return Error("%s on %s: %s%s", where.c_str(), backend.Name(), placed.status().message().c_str(),
+                 has_device ? "; try a smaller --gpu-layers" : "");
+  };
+  const ModelWeights& host = engine->model_->weights;
+  ModelWeights& placed = engine->placed_;
+  PETREL_ASSIGN_OR_RETURN(placed.token_embd, place(placement.embedding, host.token_embd, "embedding"));
+  PETREL_ASSIGN_OR_RETURN(placed.output, place(placement.output, host.output, "output head"));
+  PETREL_ASSIGN_OR_RETURN(placed.output_norm, place(placement.output, host.output_norm, "output head"));
+  placed.rope_inv_freq = host.rope_inv_freq;
+  placed.rope_inv_freq_local = host.rope_inv_freq_local;
+  placed.layers.resize(host.layers.size());
+  std::vector<Backend*> layer_backends;
+  for (size_t l = 0; l < host.layers.size(); ++l) {
+    layer_backends.push_back(engine->backends_[size_t(placement.layers[l])].get());
+    const LayerWeights& h = host.layers[l];
+    LayerWeights& p = placed.layers[l];
+    p = LayerWeights(h.specs());
+    for (size_t i = 0; i < h.size(); ++i) {
+      PETREL_ASSIGN_OR_RETURN(p[i], place(placement.layers[l], h[i], "layer " + std::to_string(l)));
+    }
+  }
+
+  auto kv = KvCache::Create(layer_backends, size_t(config.kv_dim()), kv_options);
+  if (!kv.ok()) {
+    if (!has_device) return kv.status();
+    return ErrorMessage(kv.status().message() + "; try a smaller --gpu-layers or -c");
+  }
+  engine->kv_ = std::move(kv).value();
 
   std::vector<Backend*> raw;
   for (auto& backend : engine->backends_) raw.push_back(backend.get());
@@ -187,43 +225,87 @@ Result<size_t> PickMicroBatch(size_t weight_bytes, size_t share, size_t max_batc
 }
 
 Result<size_t> Engine::ArenaBytes(size_t tokens) const {
-  Graph graph;
-  model_->arch->build_graph(model_->config, placed_, tokens, 1, &graph);
-  PETREL_ASSIGN_OR_RETURN(ArenaLayout layout, LayOutArenas(graph, placement_, backends_.size()));
-  size_t bytes = 0;
-  for (size_t b : layout.bytes) bytes += b;
-  return bytes;
+  PETREL_ASSIGN_OR_RETURN(const std::vector<size_t> bytes,
+                          ArenaBytesPerBackend(*model_, placement_, backends_.size(), tokens));
+  size_t total = 0;
+  for (size_t b : bytes) total += b;
+  return total;
+}
+
+bool Engine::HasDeviceMemory(BackendId b) const {
+  return b != 0 && size_t(b) < backends_.size() && backends_[size_t(b)]->FreeMemory() > 0;
 }
 
 Status Engine::CheckMemoryPlan(size_t kv_row_elems, const KvCacheOptions& kv) const {
-  // Checked before anything large is allocated, so that a plan that cannot fit is one clear
-  // error instead of an allocation failure (or the OOM killer) after a long load.
-  const size_t kv_bytes = kv.n_blocks * kv.block_tokens * size_t(*RowBytes(kv.dtype, kv_row_elems)) *
-                          2 * size_t(model_->config.n_layers);
-  PETREL_ASSIGN_OR_RETURN(const size_t arena_bytes, ArenaBytes(options_.ubatch_tokens));
+  // Checked before anything large is allocated or uploaded, so that a plan that cannot fit is
+  // one clear error instead of an allocation failure (or the OOM killer) after a long load.
+  // Host memory: the KV storage of the layers on host backends and their arenas.
+  const size_t kv_layer_bytes =
+      kv.n_blocks * kv.block_tokens * size_t(*RowBytes(kv.dtype, kv_row_elems)) * 2;
+  size_t host_layers = 0;
+  for (const BackendId b : placement_.layers) host_layers += HasDeviceMemory(b) ? 0 : 1;
+  const size_t kv_bytes = kv_layer_bytes * host_layers;
+  PETREL_ASSIGN_OR_RETURN(
+      const std::vector<size_t> arenas,
+      ArenaBytesPerBackend(*model_, placement_, backends_.size(), options_.ubatch_tokens));
+  size_t arena_bytes = 0;
+  for (size_t b = 0; b < arenas.size(); ++b) arena_bytes += HasDeviceMemory(BackendId(b)) ? 0 : arenas[b];
   // Weights converted or read in at load are already resident, so the available memory below
   // has accounted for them; mapped weights are page cache, which MemAvailable counts as free.
   const size_t available = AvailableMemory();
   const size_t total = kv_bytes + arena_bytes;
-  if (available == 0 || total <= available) return Status::Ok();
   const size_t sequences = std::max<size_t>(1, options_.max_sequences);
-  if (kv_bytes >= arena_bytes) {
+  if (available != 0 && total > available) {
+    if (kv_bytes >= arena_bytes) {
+      return Error(
+          "the KV cache for %zu tokens x %zu sequences (%.1f GiB, %s) and %.1f GiB of "
+          "activations do not fit the %.1f GiB of available memory; lower -c",
+          kv.context, sequences, GiB(kv_bytes), DTypeName(kv.dtype), GiB(arena_bytes),
+          GiB(available));
+    }
     return Error(
-        "the KV cache for %zu tokens x %zu sequences (%.1f GiB, %s) and %.1f GiB of activations "
-        "do not fit the %.1f GiB of available memory; lower -c",
-        kv.context, sequences, GiB(kv_bytes), DTypeName(kv.dtype), GiB(arena_bytes),
-        GiB(available));
+        "the activations for passes of %zu tokens (%.1f GiB) and a %.1f GiB KV cache do not fit "
+        "the %.1f GiB of available memory; lower --ubatch-size",
+        options_.ubatch_tokens, GiB(arena_bytes), GiB(kv_bytes), GiB(available));
+  }
+  // Device memory: the plan's part for the blocks that ended up there.
+  if (!device_plan_ || !HasDeviceMemory(1)) return Status::Ok();
+  const DeviceMemoryPlan& plan = *device_plan_;
+  const size_t need = plan.DeviceBytes(placement_, 1);
+  const size_t free = backends_[1]->FreeMemory();
+  if (need <= free) return Status::Ok();
+  size_t layers = 0;
+  size_t weights = placement_.output == 1 ? plan.output_weight_bytes : 0;
+  for (size_t l = 0; l < placement_.layers.size(); ++l) {
+    if (placement_.layers[l] != 1) continue;
+    ++layers;
+    weights += plan.layer_weight_bytes[l];
   }
   return Error(
-      "the activations for passes of %zu tokens (%.1f GiB) and a %.1f GiB KV cache do not fit "
-      "the %.1f GiB of available memory; lower --ubatch-size",
-      options_.ubatch_tokens, GiB(arena_bytes), GiB(kv_bytes), GiB(available));
+      "%zu blocks%s on %s need %.2f GiB (weights %.2f, KV cache %.2f, activations %.2f) but the "
+      "device has %.2f GiB free; use a smaller --gpu-layers (auto would place %zu)",
+      layers, placement_.output == 1 ? " and the output head" : "", backends_[1]->Name(),
+      GiB(need), GiB(weights), GiB(plan.LayerKvBytes() * layers), GiB(plan.activation_bytes),
+      GiB(free), std::min(plan.FitLayers(free), plan.n_layers()));
 }
 
 Result<size_t> Engine::ChooseMicroBatch() const {
-  return PickMicroBatch(
-      model_->weight_bytes, kActivationShare, options_.max_batch_tokens,
-      [&](size_t tokens) { return ArenaBytes(tokens); });
+  return DefaultMicroBatch(*model_, placement_, backends_.size(), options_.max_batch_tokens);
+}
+
+void Engine::EnableProfiling(bool enabled) {
+  for (auto& backend : backends_) backend->EnableProfiling(enabled);
+}
+
+std::vector<Engine::BackendProfile> Engine::TakeProfile() {
+  std::vector<BackendProfile> profiles;
+  for (auto& backend : backends_) {
+    BackendProfile profile;
+    profile.backend = backend->Name();
+    profile.ops = backend->TakeProfile();
+    if (!profile.ops.empty()) profiles.push_back(std::move(profile));
+  }
+  return profiles;
 }
 
 std::string Engine::PlacementString() const {

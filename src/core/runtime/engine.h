@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,17 +12,29 @@
 #include "core/runtime/batch.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/kv_cache.h"
+#include "core/runtime/memory_plan.h"
 #include "core/model/loader.h"
 #include "core/runtime/placement.h"
 #include "core/base/status.h"
 
 namespace petrel {
 
+// `--gpu-layers` beyond a number: rules resolved at load, when the block count is known.
+enum class GpuLayerRule {
+  kCount,  // EngineOptions::device_layers blocks
+  kAll,    // every block and the output head
+  kHalf,   // the last n_layers / 2 blocks
+  kAuto,   // as many of the last blocks as the device's free memory holds (DeviceMemoryPlan)
+};
+
 struct EngineOptions {
   size_t n_threads = 0;  // 0: all cores
   bool pin_threads = false;
-  std::string device = "cpu";     // backend for offloaded layers ("ref" now; vulkan/cuda later)
-  size_t device_layers = 0;       // --gpu-layers: the last N blocks go to `device`
+  std::string device = "cpu";     // backend for offloaded layers: "ref", "vulkan", "vulkan:1"
+  // --gpu-layers N: the last N blocks go to `device`, and the output head too when N exceeds
+  // the block count. After load, the count the rule resolved to.
+  size_t device_layers = 0;
+  GpuLayerRule device_layer_rule = GpuLayerRule::kCount;
   size_t context = 0;             // tokens per sequence (0: the model's, capped at 4096)
   size_t max_sequences = 1;       // KV blocks are sized for this many full sequences
   size_t max_batch_tokens = 512;  // longer prompts are split into chunks
@@ -69,6 +82,17 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   const Placement& placement() const { return placement_; }
   std::string PlacementString() const;
+  // The device memory plan the placement was made with; null without a device backend.
+  const DeviceMemoryPlan* device_plan() const { return device_plan_ ? &*device_plan_ : nullptr; }
+
+  // `--profile`: per-op device time of every backend, from the next batch on. TakeProfile
+  // returns what was measured since the last call, by backend, and resets it.
+  struct BackendProfile {
+    std::string backend;
+    std::vector<OpProfile> ops;
+  };
+  void EnableProfiling(bool enabled);
+  std::vector<BackendProfile> TakeProfile();
 
   // Sequences: each holds the K/V rows of up to context() tokens in the paged cache.
   SeqId NewSequence() { return kv_->NewSequence(); }
@@ -129,8 +153,11 @@ class Engine {
   // Bytes of the activation arenas of one pass of `tokens` tokens.
   Result<size_t> ArenaBytes(size_t tokens) const;
   // Fails, naming the larger part, when the KV cache and the arenas of one micro-batch cannot
-  // fit the memory this process may still allocate.
+  // fit the memory this process may still allocate, or the device's part of the plan
+  // (device_plan_) cannot fit the device's free memory. Checked before anything is uploaded.
   Status CheckMemoryPlan(size_t kv_row_elems, const KvCacheOptions& kv) const;
+  // Whether backend `b` keeps its memory apart from the host's (reports its free memory).
+  bool HasDeviceMemory(BackendId b) const;
   // One forward pass; `first` is the index of batch[0] in the caller's batch (for messages).
   Status DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits);
 
@@ -138,6 +165,7 @@ class Engine {
   std::unique_ptr<LoadedModel> model_;
   std::vector<std::unique_ptr<Backend>> backends_;  // [0] is the CPU backend
   Placement placement_;
+  std::optional<DeviceMemoryPlan> device_plan_;
   ModelWeights placed_;  // weight views on their layer's backend
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<Executor> executor_;

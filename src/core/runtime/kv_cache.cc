@@ -29,15 +29,24 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
   if (n_blocks > (size_t(1) << 30)) return Error("KV block count %zu is too large", n_blocks);
   cache->row_bytes_ = size_t(*RowBytes(options.dtype, kv_row_elems));
   const size_t layer_bytes = n_blocks * options.block_tokens * cache->row_bytes_;
-  for (Backend* backend : layer_backends) {
+  for (size_t l = 0; l < layer_backends.size(); ++l) {
+    Backend* backend = layer_backends[l];
     if (!backend->SupportsKv(options.dtype)) {
       return Error("backend %s does not support a %s KV cache", backend->Name(),
                    DTypeName(options.dtype));
     }
     Layer layer;
     layer.backend = backend;
-    PETREL_ASSIGN_OR_RETURN(layer.k, backend->Allocate(layer_bytes));
-    PETREL_ASSIGN_OR_RETURN(layer.v, backend->Allocate(layer_bytes));
+    // A failed allocation names the layer, so that the caller can say which part did not fit.
+    auto k = backend->Allocate(layer_bytes);
+    auto v = k.ok() ? backend->Allocate(layer_bytes) : Result<std::unique_ptr<BackendBuffer>>(k.status());
+    if (!v.ok()) {
+      return Error("layer %zu: KV cache (2 x %.1f MiB) on %s: %s", l,
+                   double(layer_bytes) / double(1 << 20), backend->Name(),
+                   v.status().message().c_str());
+    }
+    layer.k = std::move(k).value();
+    layer.v = std::move(v).value();
     layer.view.k = layer.k.get();
     layer.view.v = layer.v.get();
     layer.view.dtype = options.dtype;
