@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <random>
@@ -269,7 +270,7 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
         ExpectMatches(want, Run(graph, b, nullptr), dim, false, "rms_norm" + where);
       }
       // add and silu_mul of two looked-up values, then get_rows of every other row.
-      for (OpKind op : {OpKind::kAdd, OpKind::kSiluMul}) {
+      for (OpKind op : {OpKind::kAdd, OpKind::kSiluMul, OpKind::kGeluMul}) {
         Graph graph;
         const ValueId x = Embed(&graph, table_a, n);
         // A second embed node on a table whose row t is table_b's row t + 1.
@@ -281,6 +282,7 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
         }
         shifted.view.data = shifted.bytes.data();
         const ValueId y = Embed(&graph, shifted, n);
+        if (!backend_->Supports(Node{op, 0, {x, y}})) continue;
         const ValueId z = graph.Add(Node{op, 0, {x, y}}, int64_t(n), int64_t(dim));
         BatchData picked = b;
         picked.selected.clear();
@@ -292,11 +294,69 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
         for (int32_t t : picked.selected) {
           for (size_t c = 0; c < dim; ++c) {
             const double u = a[size_t(t) * dim + c], v = bv[size_t(t) * dim + c];
-            want.push_back(op == OpKind::kAdd ? u + v : u / (1.0 + std::exp(-u)) * v);
+            const double gelu_tanh =
+                0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
+            want.push_back(op == OpKind::kAdd       ? u + v
+                           : op == OpKind::kSiluMul ? u / (1.0 + std::exp(-u)) * v
+                                                    : gelu_tanh * v);
           }
         }
         ExpectMatches(want, Run(graph, picked, nullptr), dim, false,
                       std::string(OpName(op)) + " + get_rows" + where);
+      }
+    }
+  }
+}
+
+// The per-head RMS norm (q/k norms), the scale and the soft-cap of each element.
+TEST_P(BackendConformance, HeadRmsNormScaleSoftcap) {
+  for (size_t head_dim : {size_t(32), size_t(12)}) {
+    const size_t n_heads = 3, dim = n_heads * head_dim;
+    Weight table = MakeWeight(DType::kF32, dim, kVocab, gen_);
+    Weight norm = MakeWeight(DType::kF32, head_dim, 1, gen_);
+    for (float& value : table.f32) value *= 20.0f;  // reach the soft-cap's bend
+    std::memcpy(table.bytes.data(), table.f32.data(), table.f32.size() * sizeof(float));
+    for (size_t n : kTokenCounts) {
+      BatchData b = SimpleBatch(n, kVocab);
+      const Matrix x = Lookup(table, b);
+      const std::string where =
+          " head_dim " + std::to_string(head_dim) + " tokens " + std::to_string(n);
+      {
+        Graph graph;
+        const ValueId in = Embed(&graph, table, n);
+        Node node{OpKind::kHeadRmsNorm, 0, {in}};
+        node.weight = &norm.view;
+        node.norm.eps = 1e-6f;
+        node.norm.head_dim = int32_t(head_dim);
+        if (backend_->Supports(node)) {
+          node.weight = Placed(norm);
+          graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+          Matrix want(x.size());
+          for (size_t h = 0; h < n * n_heads; ++h) {
+            double sum2 = 0;
+            for (size_t c = 0; c < head_dim; ++c) sum2 += x[h * head_dim + c] * x[h * head_dim + c];
+            const double inv = 1.0 / std::sqrt(sum2 / double(head_dim) + 1e-6);
+            for (size_t c = 0; c < head_dim; ++c)
+              want[h * head_dim + c] = x[h * head_dim + c] * inv * norm.f32[c];
+          }
+          ExpectMatches(want, Run(graph, b, nullptr), head_dim, false, "head_rms_norm" + where);
+        }
+      }
+      for (auto [op, scalar] : {std::pair{OpKind::kScale, 8.0f}, std::pair{OpKind::kScale, -0.3f},
+                                std::pair{OpKind::kSoftcap, 30.0f},
+                                std::pair{OpKind::kSoftcap, 5.0f}}) {
+        Graph graph;
+        const ValueId in = Embed(&graph, table, n);
+        Node node{op, 0, {in}};
+        node.scalar = scalar;
+        if (!backend_->Supports(node)) continue;
+        graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+        Matrix want(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          want[i] = op == OpKind::kScale ? x[i] * scalar : scalar * std::tanh(x[i] / scalar);
+        }
+        ExpectMatches(want, Run(graph, b, nullptr), dim, false,
+                      std::string(OpName(op)) + " " + std::to_string(scalar) + where);
       }
     }
   }
@@ -564,6 +624,60 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
                           std::to_string(variant.softcap) + ", window " +
                           std::to_string(variant.window));
       }
+    }
+  }
+}
+
+// A 48-token prompt with a 16-token window: the first 16 rows are those of full attention (the
+// window holds everything they see), the later ones differ, so the window is really applied.
+TEST_P(BackendConformance, WindowedAttentionDiffersFromFull) {
+  const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32, window = 16;
+  const size_t n = 48, q_dim = size_t(n_heads * head_dim), kv_dim = size_t(n_kv_heads * head_dim);
+  KvCacheOptions options;
+  options.block_tokens = 16;
+  options.context = 64;
+  options.n_blocks = 4;
+  auto cache = KvCache::Create({backend_.get()}, kv_dim, options);
+  ASSERT_TRUE(cache.ok()) << cache.status().message();
+  const SeqId seq = (*cache)->NewSequence();
+  auto slots = (*cache)->Append(seq, n);
+  ASSERT_TRUE(slots.ok());
+  BatchData b;
+  for (size_t t = 0; t < n; ++t) {
+    b.tokens.push_back(int32_t(t));
+    b.positions.push_back(int32_t(t));
+    b.token_seq.push_back(0);
+    b.n_ctx.push_back(int32_t(t + 1));
+    b.kv_slot.push_back((*slots)[t]);
+    b.selected.push_back(int32_t(t));
+  }
+  b.block_tables = (*cache)->BlockTable(seq);
+  b.block_table_begin = {0, int32_t(b.block_tables.size())};
+  Bind(b);
+  Weight q_table = MakeWeight(DType::kF32, q_dim, n, gen_);
+  Weight k_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
+  Weight v_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
+  auto attend = [&](int32_t attention_window) {
+    Graph graph;
+    const ValueId q = Embed(&graph, q_table, n);
+    const ValueId k = Embed(&graph, k_table, n);
+    const ValueId v = Embed(&graph, v_table, n);
+    Node node{OpKind::kAttention, 0, {q, k, v}};
+    node.attention = AttentionParams{n_heads, n_kv_heads, head_dim, 0.2f, 0.0f, attention_window};
+    graph.logits = graph.Add(node, int64_t(n), int64_t(q_dim));
+    return backend_->Supports(node) ? Run(graph, b, cache->get()) : std::vector<float>();
+  };
+  const std::vector<float> full = attend(0), windowed = attend(window);
+  if (full.empty() || windowed.empty()) GTEST_SKIP() << GetParam() << " has no windowed attention";
+  for (size_t t = 0; t < n; ++t) {
+    double max_diff = 0;
+    for (size_t i = t * q_dim; i < (t + 1) * q_dim; ++i) {
+      max_diff = std::max(max_diff, double(std::fabs(full[i] - windowed[i])));
+    }
+    if (t < size_t(window)) {
+      EXPECT_LE(max_diff, 1e-6) << "row " << t << " sees its whole context through the window";
+    } else {
+      EXPECT_GT(max_diff, 1e-3) << "row " << t << " must not see keys before its window";
     }
   }
 }

@@ -53,7 +53,8 @@ void ExpectQuantizedPathAllOrNothing(const HostKernels& kernels) {
 // until these tests say whether each table must set it.
 TEST(KernelTableTest, CpuSetsEveryEntry) {
   const auto& [name, mat_mul, activation_type, quantize_activation, mat_mul_quantized, row_to_f32,
-               row_from_f32, rms_norm, rope, attention, silu_mul, add] = Cpu();
+               row_from_f32, rms_norm, rope, attention, silu_mul, add, gelu_mul, scale,
+               softcap] = Cpu();
   EXPECT_STREQ(name, "cpu");
   EXPECT_NE(mat_mul, nullptr);
   EXPECT_NE(activation_type, nullptr);
@@ -66,12 +67,16 @@ TEST(KernelTableTest, CpuSetsEveryEntry) {
   EXPECT_NE(attention, nullptr);
   EXPECT_NE(silu_mul, nullptr);
   EXPECT_NE(add, nullptr);
+  EXPECT_NE(gelu_mul, nullptr);
+  EXPECT_NE(scale, nullptr);
+  EXPECT_NE(softcap, nullptr);
   ExpectQuantizedPathAllOrNothing(Cpu());
 }
 
 TEST(KernelTableTest, RefSetsEveryEntryButTheQuantizedPath) {
   const auto& [name, mat_mul, activation_type, quantize_activation, mat_mul_quantized, row_to_f32,
-               row_from_f32, rms_norm, rope, attention, silu_mul, add] = Ref();
+               row_from_f32, rms_norm, rope, attention, silu_mul, add, gelu_mul, scale,
+               softcap] = Ref();
   EXPECT_STREQ(name, "ref");
   EXPECT_NE(mat_mul, nullptr);
   // Documented as null: ref's mat_mul takes f32 activations for every weight type.
@@ -85,6 +90,9 @@ TEST(KernelTableTest, RefSetsEveryEntryButTheQuantizedPath) {
   EXPECT_NE(attention, nullptr);
   EXPECT_NE(silu_mul, nullptr);
   EXPECT_NE(add, nullptr);
+  EXPECT_NE(gelu_mul, nullptr);
+  EXPECT_NE(scale, nullptr);
+  EXPECT_NE(softcap, nullptr);
   ExpectQuantizedPathAllOrNothing(Ref());
 }
 

@@ -311,6 +311,18 @@ TEST(KernelsTest, ElementwiseMatchesReference) {
       Ref().add(a.data() + 1, b.data() + 1, n, want.data() + 1);
       Cpu().add(a.data() + 1, b.data() + 1, n, got.data() + 1);
       ASSERT_EQ(0, std::memcmp(want.data() + 1, got.data() + 1, n * 4)) << "add";
+      Ref().gelu_mul(a.data() + 1, b.data() + 1, n, want.data() + 1);
+      Cpu().gelu_mul(a.data() + 1, b.data() + 1, n, got.data() + 1);
+      ExpectClose(want.data() + 1, got.data() + 1, n, nullptr, 1e-5f, 1e-7f, "gelu_mul");
+      Ref().scale(a.data() + 1, 8.0f, n, want.data() + 1);
+      Cpu().scale(a.data() + 1, 8.0f, n, got.data() + 1);
+      ASSERT_EQ(0, std::memcmp(want.data() + 1, got.data() + 1, n * 4)) << "scale";
+      for (float cap : {30.0f, 4.0f}) {
+        Ref().softcap(a.data() + 1, cap, n, want.data() + 1);
+        Cpu().softcap(a.data() + 1, cap, n, got.data() + 1);
+        ExpectClose(want.data() + 1, got.data() + 1, n, nullptr, 1e-5f, 1e-7f, "softcap");
+      }
+      if (::testing::Test::HasFailure()) return;
     }
   });
 }
@@ -363,6 +375,9 @@ TEST(KernelsTest, AttentionMatchesReference) {
           const size_t n_kv_heads = 2, n_heads = n_kv_heads * group;
           const size_t block_tokens = group == 2 ? 5 : 16;  // 5: many blocks, odd sizes
           const PagedKv kv = MakePagedKv(dtype, block_tokens, 70, n_kv_heads * head_dim, rng);
+          // Plain, soft-capped, windowed (cutting tiles and blocks mid-way), both.
+          for (auto [softcap, window] : {std::pair{0.0f, size_t(0)}, std::pair{2.0f, size_t(0)},
+                                         std::pair{0.0f, size_t(6)}, std::pair{3.0f, size_t(17)}})
           for (int32_t n_ctx : {1, 2, 15, 16, 17, 33, 70}) {
             // 1 to 3 queries, the last attending n_ctx keys and earlier ones fewer, as in a prompt.
             const size_t n_queries = 1 + size_t(n_ctx) % 3;
@@ -372,7 +387,8 @@ TEST(KernelsTest, AttentionMatchesReference) {
             }
             SCOPED_TRACE(::testing::Message()
                          << DTypeName(dtype) << " head_dim " << head_dim << " group " << group
-                         << " n_ctx " << n_ctx << " n_queries " << n_queries);
+                         << " n_ctx " << n_ctx << " n_queries " << n_queries << " softcap "
+                         << softcap << " window " << window);
             const size_t out_elems = n_queries * n_heads * head_dim;
             const std::vector<float> q = rng.Floats(out_elems, -2.0f, 2.0f);
             std::vector<float> want(out_elems + 1, 7.0f), got = want;
@@ -385,6 +401,8 @@ TEST(KernelsTest, AttentionMatchesReference) {
                                   .n_kv_heads = n_kv_heads,
                                   .head_dim = head_dim,
                                   .scale = 1.0f / std::sqrt(float(head_dim)),
+                                  .softcap = softcap,
+                                  .window = window,
                                   .out = want.data() + 1};
             const size_t head_begin = n_heads > 2 ? 1 : 0, head_end = n_heads;
             Ref().attention(args, head_begin, head_end);
@@ -410,10 +428,11 @@ TEST(KernelsTest, AttentionIsBatchInvariant) {
       for (size_t head_dim : {20, 32, 64}) {
         if (!KvSupportsHeadDim(dtype, head_dim)) continue;
         for (size_t group : {1, 3}) {
-          for (size_t block_tokens : {5, 16}) {
+          for (size_t block_tokens : {5, 16})
+          for (size_t window : {0, 7, 16}) {
             SCOPED_TRACE(::testing::Message()
                          << DTypeName(dtype) << " head_dim " << head_dim << " group " << group
-                         << " block_tokens " << block_tokens);
+                         << " block_tokens " << block_tokens << " window " << window);
             const size_t n_kv_heads = 2, n_heads = n_kv_heads * group;
             const size_t start = 11, n_prompt = 37;  // positions [11, 48)
             const size_t row_elems = n_heads * head_dim;
@@ -430,7 +449,9 @@ TEST(KernelsTest, AttentionIsBatchInvariant) {
                                   .n_heads = n_heads,
                                   .n_kv_heads = n_kv_heads,
                                   .head_dim = head_dim,
-                                  .scale = 1.0f / std::sqrt(float(head_dim))};
+                                  .scale = 1.0f / std::sqrt(float(head_dim)),
+                                  .softcap = window > 0 ? 5.0f : 0.0f,
+                                  .window = window};
             std::vector<float> whole(n_prompt * row_elems);
             args.out = whole.data();
             Cpu().attention(args, 0, n_heads);

@@ -1,6 +1,7 @@
 // attention: softmax(q k^T * scale) v for query tokens of one sequence over a paged F32, F16 or
 // Q8_0 KV cache, flash-attention style (tiles of keys, online softmax). Each K/V tile is loaded
-// once for all the query tokens and GQA heads that read it.
+// once for all the query tokens and GQA heads that read it. Optionally the scores are
+// soft-capped (c·tanh(s/c)) and each query sees only a window of the latest positions.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/attention.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -8,6 +9,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -15,7 +17,7 @@
 #include "core/base/status.h"  // PETREL_CHECK, PETREL_DCHECK
 #include "cpu/kernel_entry_points.h"
 #include "cpu/simd-inl.h"               // LoadAsF32, CopyPadded, kMaxF32Lanes
-#include "hwy/contrib/math/math-inl.h"  // Exp
+#include "hwy/contrib/math/math-inl.h"  // Exp, Tanh
 #include "quant/blocks.h"               // BlockQ8_0
 #include "quant/quantize.h"             // DequantizeRow
 
@@ -212,7 +214,9 @@ struct TileStep {
   const TK* k_rows;  // the tile's first K row; later ones `k_stride` elements apart
   const TV* v_rows;
   size_t row;  // index into RowStates
-  size_t n_keys, n_valid;
+  // Keys [first_valid, n_valid) of the tile are visible: causal cut at the end, window at the
+  // start.
+  size_t n_keys, first_valid, n_valid;
   float score_max;          // max of the tile's visible scores
   float correction;         // exp(previous running max - new running max)
   float weights[kKeyTile];  // scaled scores (-inf where masked), then their exp
@@ -220,7 +224,7 @@ struct TileStep {
 
 template <class D, typename TK, typename TV>
 HWY_INLINE void ScoreStep(D d, const RowStates& rows, size_t dim_padded, float scale,
-                          size_t k_stride, TileStep<TK, TV>& step) {
+                          float softcap, size_t k_stride, TileStep<TK, TV>& step) {
   constexpr size_t kLanes = hn::MaxLanes(D());
   constexpr size_t kScoreVecs = kKeyTile / kLanes;
   hn::Vec<D> scores[kScoreVecs];
@@ -231,8 +235,14 @@ HWY_INLINE void ScoreStep(D d, const RowStates& rows, size_t dim_padded, float s
   for (size_t i = 0; i < kScoreVecs; ++i) {
     const size_t n_lanes =
         step.n_valid > i * kLanes ? HWY_MIN(kLanes, step.n_valid - i * kLanes) : 0;
-    const auto score =
-        hn::IfThenElse(hn::FirstN(d, n_lanes), hn::Mul(scores[i], hn::Set(d, scale)), neg_inf);
+    const size_t n_hidden =
+        step.first_valid > i * kLanes ? HWY_MIN(kLanes, step.first_valid - i * kLanes) : 0;
+    auto scaled = hn::Mul(scores[i], hn::Set(d, scale));
+    if (softcap > 0.0f) {
+      scaled = hn::Mul(hn::Set(d, softcap), hn::Tanh(d, hn::Div(scaled, hn::Set(d, softcap))));
+    }
+    const auto visible = hn::AndNot(hn::FirstN(d, n_hidden), hn::FirstN(d, n_lanes));
+    const auto score = hn::IfThenElse(visible, scaled, neg_inf);
     max_vec = hn::Max(max_vec, score);
     hn::StoreU(score, d, step.weights + i * kLanes);
   }
@@ -263,10 +273,13 @@ HWY_INLINE void SoftmaxStep(D d, RowStates& rows, TileStep<TK, TV>& step) {
 }
 
 template <typename TK, typename TV>
-HWY_INLINE void RunSteps(RowStates& rows, size_t dim_padded, float scale, size_t k_stride,
-                         size_t v_stride, TileStep<TK, TV>* steps, size_t n_steps) {
+HWY_INLINE void RunSteps(RowStates& rows, size_t dim_padded, float scale, float softcap,
+                         size_t k_stride, size_t v_stride, TileStep<TK, TV>* steps,
+                         size_t n_steps) {
   const hn::ScalableTag<float> d;
-  for (size_t i = 0; i < n_steps; ++i) ScoreStep(d, rows, dim_padded, scale, k_stride, steps[i]);
+  for (size_t i = 0; i < n_steps; ++i) {
+    ScoreStep(d, rows, dim_padded, scale, softcap, k_stride, steps[i]);
+  }
   // In order: successive tiles of one row chain through its running max and sum.
   for (size_t i = 0; i < n_steps; ++i) SoftmaxStep(d, rows, steps[i]);
   for (size_t i = 0; i < n_steps; ++i) {
@@ -320,6 +333,19 @@ HWY_INLINE KeyTile TileAt(const AttentionArgs& args, size_t row_bytes, size_t ti
           HWY_MIN(HWY_MIN(kKeyTile, kv.block_tokens - slot), max_ctx - tile_begin)};
 }
 
+// The start of the tile holding position `pos`: tiles restart at every block and are kKeyTile
+// keys long within it (TileAt's walk from position 0 lands on the same boundaries).
+HWY_INLINE size_t TileStartOf(size_t pos, size_t block_tokens) {
+  const size_t block_begin = pos - pos % block_tokens;
+  return block_begin + (pos - block_begin) / kKeyTile * kKeyTile;
+}
+
+// The first position query `query` sees: the window's start, or 0.
+HWY_INLINE size_t FirstVisible(const AttentionArgs& args, size_t query) {
+  const size_t n_ctx = size_t(args.n_ctx[query]);
+  return args.window > 0 && n_ctx > args.window ? n_ctx - args.window : 0;
+}
+
 // For each KV head, walks the sequence's blocks in tiles of keys; each tile is loaded once for
 // all query rows (query tokens x the GQA heads sharing the KV head). Each row keeps a running
 // max, a running sum and an unnormalised output, rescaled when the max grows. TKV is the cache
@@ -338,11 +364,15 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
   const size_t head_bytes = *RowBytes(kv.dtype, head_dim);
   const char* k_cache = static_cast<const char*>(kv.k);
   const char* v_cache = static_cast<const char*>(kv.v);
-  size_t max_ctx = 0;
+  size_t max_ctx = 0, min_first = SIZE_MAX;
   for (size_t query = 0; query < args.n_queries; ++query) {
     PETREL_DCHECK(args.n_ctx[query] > 0);
     max_ctx = HWY_MAX(max_ctx, size_t(args.n_ctx[query]));
+    min_first = HWY_MIN(min_first, FirstVisible(args, query));
   }
+  // Tiles wholly before every query's window are never read; a row skips the tiles before its
+  // own window, so its tiles are the same whichever queries share the call.
+  const size_t first_tile = TileStartOf(min_first, kv.block_tokens);
   thread_local RowStates rows;
 
   for (size_t kv_head = head_begin / group; kv_head * group < head_end; ++kv_head) {
@@ -367,7 +397,7 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
     if (stage) {
       thread_local std::vector<TileStep<float, float>> steps;
       if (steps.size() < n_rows) steps.resize(n_rows);
-      for (size_t tile_begin = 0; tile_begin < max_ctx;) {
+      for (size_t tile_begin = first_tile; tile_begin < max_ctx;) {
         const KeyTile tile = TileAt(args, row_bytes, tile_begin, max_ctx);
         const size_t offset = tile.offset + kv_head * head_bytes;
         StageTile<TKV>(k_cache + offset, row_bytes, tile.n_keys, head_dim, dim_padded,
@@ -378,19 +408,23 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
         for (size_t r = 0; r < n_rows; ++r) {
           const size_t n_ctx = size_t(args.n_ctx[r / n_group_heads]);
           if (n_ctx <= tile_begin) continue;  // causal: this tile is past the query
+          const size_t first = FirstVisible(args, r / n_group_heads);
+          if (tile_begin + tile.n_keys <= first) continue;  // before the query's window
           TileStep<float, float>& step = steps[n_steps++];
           step.k_rows = rows.k_tile.data();
           step.v_rows = rows.v_tile.data();
           step.row = r;
           step.n_keys = tile.n_keys;
+          step.first_valid = first > tile_begin ? first - tile_begin : 0;
           step.n_valid = HWY_MIN(tile.n_keys, n_ctx - tile_begin);
         }
-        RunSteps(rows, dim_padded, args.scale, dim_padded, dim_padded, steps.data(), n_steps);
+        RunSteps(rows, dim_padded, args.scale, args.softcap, dim_padded, dim_padded, steps.data(),
+                 n_steps);
         tile_begin += tile.n_keys;
       }
     } else if constexpr (!kQ8) {
       TileStep<TKV, TKV> steps[kTileBatch];
-      for (size_t tile_begin = 0; tile_begin < max_ctx;) {
+      for (size_t tile_begin = first_tile; tile_begin < max_ctx;) {
         size_t n_steps = 0;
         for (; n_steps < kTileBatch && tile_begin < max_ctx; ++n_steps) {
           const KeyTile tile = TileAt(args, row_bytes, tile_begin, max_ctx);
@@ -400,9 +434,11 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
           step.v_rows = reinterpret_cast<const TKV*>(v_cache + offset);
           step.row = 0;
           step.n_keys = step.n_valid = tile.n_keys;  // max_ctx is the row's n_ctx
+          step.first_valid = min_first > tile_begin ? min_first - tile_begin : 0;  // one row
           tile_begin += tile.n_keys;
         }
-        RunSteps(rows, dim_padded, args.scale, kv.row_elems, kv.row_elems, steps, n_steps);
+        RunSteps(rows, dim_padded, args.scale, args.softcap, kv.row_elems, kv.row_elems, steps,
+                 n_steps);
       }
     }
     for (size_t r = 0; r < n_rows; ++r) {

@@ -115,17 +115,23 @@ bool HostBackend::Supports(const Node& node) const {
              node.weight->desc.dtype == node.weight_up->desc.dtype &&
              supports_weight_(node.weight->desc.dtype);
     case OpKind::kAttention: {
-      // The kernels attend every earlier position, with no soft-cap on the scores.
       const AttentionParams& p = node.attention;
-      return p.logit_softcap == 0.0f && p.window == 0 && p.n_kv_heads > 0 &&
+      return p.logit_softcap >= 0.0f && p.window >= 0 && p.n_kv_heads > 0 &&
              p.n_heads % p.n_kv_heads == 0;
     }
+    case OpKind::kHeadRmsNorm:
+      return node.weight != nullptr && node.norm.head_dim > 0 &&
+             node.weight->desc.n_elems() == node.norm.head_dim;
+    case OpKind::kSoftcap:
+      return node.scalar > 0.0f;
     case OpKind::kRope:
       return node.rope.inv_freq != nullptr && node.rope.rot_dims % 2 == 0 &&
              node.rope.rot_dims <= node.rope.head_dim;
     case OpKind::kRmsNorm:
     case OpKind::kSiluMul:
+    case OpKind::kGeluMul:
     case OpKind::kAdd:
+    case OpKind::kScale:
     case OpKind::kGetRows:
       return true;
     case OpKind::kCount:
@@ -292,7 +298,10 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
       ++end;
     }
     size_t cost = 0;  // keys read, summed over the chunk's tokens
-    for (size_t u = t; u < end; ++u) cost += size_t(batch.n_ctx[u]);
+    for (size_t u = t; u < end; ++u) {
+      const size_t n_ctx = size_t(batch.n_ctx[u]);
+      cost += p.window > 0 ? std::min(n_ctx, size_t(p.window)) : n_ctx;
+    }
     attention_chunks_.push_back({t, end - t, cost});
     t = end;
   }
@@ -324,6 +333,8 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
       args.n_kv_heads = n_kv_heads;
       args.head_dim = head_dim;
       args.scale = p.scale;
+      args.softcap = p.logit_softcap;
+      args.window = size_t(p.window);
       args.out = out + chunk.first_token * q_dim;
       kernels_.attention(args, head_begin, head_begin + heads_per_item);
     }
@@ -409,19 +420,55 @@ Status HostBackend::Run(const Node& node, const ValueView* bound, const KvLayerV
       return Status::Ok();
     }
     case OpKind::kSiluMul:
+    case OpKind::kGeluMul:
     case OpKind::kAdd: {
       const TensorView& a = values[node.inputs[0]];
       const float* a_data = a.as<const float>();
       const float* b_data = values[node.inputs[1]].as<const float>();
       float* out = values[node.output].as<float>();
       const size_t cols = size_t(a.desc.ne[0]);
-      const bool silu = node.op == OpKind::kSiluMul;
+      auto* kernel = node.op == OpKind::kSiluMul   ? kernels_.silu_mul
+                     : node.op == OpKind::kGeluMul ? kernels_.gelu_mul
+                                                   : kernels_.add;
       pool_.ParallelFor(size_t(a.desc.ne[1]), [&](size_t begin, size_t end) {
         const size_t offset = begin * cols, n = (end - begin) * cols;
-        if (silu) {
-          kernels_.silu_mul(a_data + offset, b_data + offset, n, out + offset);
-        } else {
-          kernels_.add(a_data + offset, b_data + offset, n, out + offset);
+        kernel(a_data + offset, b_data + offset, n, out + offset);
+      });
+      return Status::Ok();
+    }
+    case OpKind::kScale:
+    case OpKind::kSoftcap: {
+      const TensorView& x = values[node.inputs[0]];
+      const float* x_data = x.as<const float>();
+      float* out = values[node.output].as<float>();
+      const size_t cols = size_t(x.desc.ne[0]);
+      if (node.op == OpKind::kSoftcap && !(node.scalar > 0.0f)) {
+        return Error("%s: softcap of layer %d needs a positive cap, not %g", name_, node.layer,
+                     double(node.scalar));
+      }
+      auto* kernel = node.op == OpKind::kScale ? kernels_.scale : kernels_.softcap;
+      pool_.ParallelFor(size_t(x.desc.ne[1]), [&](size_t begin, size_t end) {
+        const size_t offset = begin * cols;
+        kernel(x_data + offset, node.scalar, (end - begin) * cols, out + offset);
+      });
+      return Status::Ok();
+    }
+    case OpKind::kHeadRmsNorm: {
+      // Every head of every row, normed on its own with the one head_dim weight.
+      const TensorView& x = values[node.inputs[0]];
+      const size_t cols = size_t(x.desc.ne[0]);
+      const size_t head_dim = size_t(node.norm.head_dim);
+      if (head_dim == 0 || cols % head_dim != 0) {
+        return Error("%s: head_rms_norm of layer %d: %zu columns are not whole heads of %zu",
+                     name_, node.layer, cols, head_dim);
+      }
+      const float* weight = node.weight->as<const float>();
+      float* out = values[node.output].as<float>();
+      const size_t n_heads = size_t(x.desc.ne[1]) * (cols / head_dim);
+      pool_.ParallelFor(n_heads, [&](size_t begin, size_t end) {
+        for (size_t h = begin; h < end; ++h) {
+          kernels_.rms_norm(x.as<const float>() + h * head_dim, weight, head_dim, node.norm.eps,
+                            out + h * head_dim);
         }
       });
       return Status::Ok();

@@ -60,5 +60,8 @@ void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end);
 // elementwise.cc
 void SiluMul(const float* gate, const float* up, size_t n, float* out);
 void Add(const float* a, const float* b, size_t n, float* out);
+void GeluMul(const float* gate, const float* up, size_t n, float* out);
+void Scale(const float* x, float factor, size_t n, float* out);
+void Softcap(const float* x, float cap, size_t n, float* out);
 
 }  // namespace petrel::cpu

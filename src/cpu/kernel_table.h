@@ -37,6 +37,10 @@ struct AttentionArgs {
   size_t n_kv_heads = 0;
   size_t head_dim = 0;
   float scale = 1.0f;
+  // 0: none; else each scaled score s becomes softcap * tanh(s / softcap) before masking.
+  float softcap = 0.0f;
+  // 0: every position up to n_ctx; else query i sees only positions [n_ctx[i] - window, n_ctx[i]).
+  size_t window = 0;
   float* out = nullptr;  // (n_queries, n_heads, head_dim)
 };
 
@@ -84,6 +88,12 @@ struct HostKernels {
 
   void (*silu_mul)(const float* gate, const float* up, size_t n, float* out);
   void (*add)(const float* a, const float* b, size_t n, float* out);
+  // out = gelu(gate) * up with the tanh approximation of GELU, computed in float (no table).
+  void (*gelu_mul)(const float* gate, const float* up, size_t n, float* out);
+  // out = x * factor.
+  void (*scale)(const float* x, float factor, size_t n, float* out);
+  // out = cap * tanh(x / cap), cap > 0.
+  void (*softcap)(const float* x, float cap, size_t n, float* out);
 };
 
 }  // namespace petrel

@@ -97,6 +97,9 @@ const HostKernels& CpuKernels() {
       .attention = Attention,
       .silu_mul = SiluMul,
       .add = Add,
+      .gelu_mul = GeluMul,
+      .scale = Scale,
+      .softcap = Softcap,
   };
   return kKernels;
 }

@@ -126,26 +126,29 @@ void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end) {
   for (size_t query = 0; query < args.n_queries; ++query) {
     const size_t n_ctx = size_t(args.n_ctx[query]);
     PETREL_CHECK(n_ctx > 0);
+    // The window: only positions [first, n_ctx) are visible.
+    const size_t first = args.window > 0 && n_ctx > args.window ? n_ctx - args.window : 0;
     std::vector<double> probs(n_ctx);
     for (size_t h = head_begin; h < head_end; ++h) {
       const size_t kv_head = h / group;
       const size_t row_index = query * args.n_heads + h;
       const float* q = args.q + row_index * args.head_dim;  // (head_dim)
       double max_score = -INFINITY;
-      for (size_t p = 0; p < n_ctx; ++p) {
+      for (size_t p = first; p < n_ctx; ++p) {
         LoadHead(args, kv.k, p, kv_head, row.data());
         double dot = 0.0;
         for (size_t d = 0; d < args.head_dim; ++d) dot += double(q[d]) * row[d];
         probs[p] = double(args.scale) * dot;
+        if (args.softcap > 0.0f) probs[p] = args.softcap * std::tanh(probs[p] / args.softcap);
         max_score = std::max(max_score, probs[p]);
       }
       double sum = 0.0;
-      for (size_t p = 0; p < n_ctx; ++p) {
+      for (size_t p = first; p < n_ctx; ++p) {
         probs[p] = std::exp(probs[p] - max_score);
         sum += probs[p];
       }
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (size_t p = 0; p < n_ctx; ++p) {
+      for (size_t p = first; p < n_ctx; ++p) {
         LoadHead(args, kv.v, p, kv_head, row.data());
         const double prob = probs[p] / sum;
         for (size_t d = 0; d < args.head_dim; ++d) acc[d] += prob * row[d];
@@ -167,6 +170,23 @@ void Add(const float* a, const float* b, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+// tanh-form GELU, in double.
+void GeluMul(const float* gate, const float* up, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double inner = 0.7978845608028654 * (g + 0.044715 * g * g * g);
+    out[i] = float(0.5 * g * (1.0 + std::tanh(inner)) * up[i]);
+  }
+}
+
+void Scale(const float* x, float factor, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] * factor;
+}
+
+void Softcap(const float* x, float cap, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = float(double(cap) * std::tanh(double(x[i]) / cap));
+}
+
 }  // namespace
 
 bool SupportsWeightType(DType type) { return CanDequantize(type); }
@@ -186,6 +206,9 @@ const HostKernels& ReferenceKernels() {
       .attention = Attention,
       .silu_mul = SiluMul,
       .add = Add,
+      .gelu_mul = GeluMul,
+      .scale = Scale,
+      .softcap = Softcap,
   };
   return kKernels;
 }

@@ -142,6 +142,11 @@ bool VulkanBackend::Supports(const Node& node) const {
     case OpKind::kAdd:
     case OpKind::kGetRows:
       return true;
+    case OpKind::kHeadRmsNorm:
+    case OpKind::kGeluMul:
+    case OpKind::kScale:
+    case OpKind::kSoftcap:
+      return false;
     case OpKind::kCount:
       break;
   }
@@ -264,6 +269,11 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kSiluMul:
     case OpKind::kAdd: return vk::RecordElementwise(ctx, node, values);
     case OpKind::kGetRows: return vk::RecordGetRows(ctx, node, values);
+    case OpKind::kHeadRmsNorm:
+    case OpKind::kGeluMul:
+    case OpKind::kScale:
+    case OpKind::kSoftcap:
+      return Error("vulkan: op %s is not implemented", OpName(node.op));
     case OpKind::kCount: break;
   }
   return Error("vulkan: unknown op %d", int(node.op));

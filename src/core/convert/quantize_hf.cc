@@ -101,7 +101,10 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
   if (!c.tied_embeddings) add(arch.output, -1, w.output);
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& layer = w.layers[l];
-    for (size_t i = 0; i < layer.size(); ++i) add(layer.spec(i), int(l), layer[i]);
+    for (size_t i = 0; i < layer.size(); ++i) {
+      // A fused tensor's parts are written as the fused tensor.
+      if (!layer.spec(i).IsFusedPart()) add(layer.spec(i), int(l), layer[i]);
+    }
   }
   if (c.rope.scaling == RopeScalingKind::kLlama3) {
     // llama.cpp's form of Llama 3 scaling: per-pair divisors of the base frequencies.

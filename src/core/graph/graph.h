@@ -20,6 +20,7 @@ constexpr int kEmbeddingLayer = -1;
 // attention scale, its RoPE frequencies) is data its graph builder sets, not a backend constant.
 struct NormParams {
   float eps = 0.0f;
+  int32_t head_dim = 0;  // head_rms_norm: elements per head (the weight's length)
 };
 
 // Rotates q (n_heads heads) and k (n_kv_heads heads) of head_dim by each token's position:
@@ -37,6 +38,7 @@ struct AttentionParams {
   float scale = 1.0f;         // applied to q·k (1/sqrt(head_dim) for Llama)
   float logit_softcap = 0.0f; // 0: none; else scores become softcap * tanh(scores / softcap)
   int32_t window = 0;         // 0: every earlier position; else only the last `window`
+                              // (key j is visible from query i iff 0 <= i - j < window)
 };
 
 struct Node {
@@ -50,6 +52,7 @@ struct Node {
   NormParams norm = {};                // rms_norm
   RopeParams rope = {};                // rope
   AttentionParams attention = {};      // attention
+  float scalar = 0.0f;                 // scale: the factor; softcap: the cap (> 0)
 };
 
 // Values are row-major f32 matrices of (rows, cols): rows = tokens (or selected tokens).

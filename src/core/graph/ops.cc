@@ -14,6 +14,10 @@ const char* OpName(OpKind op) {
     case OpKind::kGatedFfn: return "gated_ffn";
     case OpKind::kAdd: return "add";
     case OpKind::kGetRows: return "get_rows";
+    case OpKind::kHeadRmsNorm: return "head_rms_norm";
+    case OpKind::kGeluMul: return "gelu_mul";
+    case OpKind::kScale: return "scale";
+    case OpKind::kSoftcap: return "softcap";
     case OpKind::kCount: break;
   }
   return "?";

@@ -18,6 +18,10 @@ enum class OpKind : uint8_t {
                // one sweep over the rows (one pass, one barrier, no gate/up values)
   kAdd,        // out = a + b (residual)
   kGetRows,    // out[i] = in[rows[i]]: keeps only the rows whose logits the batch wants
+  kHeadRmsNorm,  // out = each head_dim slice of x RMS-normed with the same weight (q/k norms)
+  kGeluMul,    // out = gelu_tanh(gate) * up (GeGLU)
+  kScale,      // out = x * scalar (Gemma's embedding scale)
+  kSoftcap,    // out = scalar * tanh(x / scalar) (final-logit soft-capping)
   kCount
 };
 

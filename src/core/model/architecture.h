@@ -47,7 +47,16 @@ struct WeightSpec {
   // The rows (a vector's elements) follow the RoPE pair layout of the heads: Q and K and their
   // biases. Converters permute them when the target layout differs from the source's.
   bool rope_rows = false;
+  // Added to a vector read under its HF name: Gemma's checkpoints store w and apply 1 + w,
+  // its GGUFs store 1 + w.
+  float hf_offset = 0.0f;
+  // >= 0: this weight is rows [first_row(config), first_row + n_out) of the block's weight at
+  // index `fused_in` (Phi-3's fused qkv and gate_up tensors). It is bound as a view into that
+  // tensor's mapped rows (no copy) and is never stored or counted on its own.
+  int fused_in = -1;
+  int64_t (*first_row)(const ModelConfig& config) = nullptr;
 
+  bool IsFusedPart() const { return fused_in >= 0; }
   bool IsRequired(const ModelConfig& config) const { return !required || required(config); }
 };
 
@@ -93,6 +102,8 @@ struct ModelWeights {
   // RoPE's rotation frequency per pair, scaling applied (ModelConfig::rope): the rope nodes point
   // here, and each backend turns positions into angles with it.
   std::vector<double> rope_inv_freq;
+  // The windowed layers' frequencies when they differ (ModelConfig::rope_local_base > 0).
+  std::vector<double> rope_inv_freq_local;
 };
 
 using ConfigFromGgufFn = Result<ModelConfig>(const GgufFile& file, const Architecture& arch);

@@ -76,6 +76,8 @@ class WeightSource {
   virtual std::string Describe() const = 0;  // for messages: the file or folder
   // A copy of `view` converted to f32 and owned by the model (for norms and biases).
   virtual Result<TensorView> ToF32(const TensorView& view) = 0;
+  // A buffer of `n` floats owned by the model.
+  virtual std::vector<float>& Own(size_t n) = 0;
 };
 
 class GgufSource final : public WeightSource {
@@ -91,6 +93,7 @@ class GgufSource final : public WeightSource {
   Result<TensorView> ToF32(const TensorView& view) override {
     return ConvertToF32(view, model_, Describe());
   }
+  std::vector<float>& Own(size_t n) override { return model_.owned.emplace_back(n); }
 
  private:
   LoadedModel& model_;
@@ -109,6 +112,7 @@ class SafetensorsSource final : public WeightSource {
   Result<TensorView> ToF32(const TensorView& view) override {
     return ConvertToF32(view, model_, Describe());
   }
+  std::vector<float>& Own(size_t n) override { return model_.owned.emplace_back(n); }
 
  private:
   LoadedModel& model_;
@@ -155,6 +159,13 @@ class Binder {
                        name.c_str(), view->desc.ShapeString().c_str(), (long long)shape.n_in);
         }
         PETREL_ASSIGN_OR_RETURN(*out, source_.ToF32(*view));
+        if (spec.hf_offset != 0.0f && source_.UsesHfNames()) {
+          // An owned copy: F32 views point into the read-only mapping.
+          std::vector<float>& shifted = source_.Own(size_t(shape.n_in));
+          const float* values = out->as<const float>();
+          for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = values[i] + spec.hf_offset;
+          out->data = shifted.data();
+        }
         return Status::Ok();
     }
     return Status::Ok();
@@ -165,6 +176,34 @@ class Binder {
   const ModelConfig& config_;
   WeightSource& source_;
 };
+
+// Binds weight `index` of a block as rows of the fused tensor holding it: a view into the same
+// mapped bytes, which is exact for every type because rows are whole blocks.
+Status BindFusedPart(const ModelConfig& c, LayerWeights& layer, size_t index, int l) {
+  const WeightSpec& spec = layer.spec(index);
+  const size_t fused_index = size_t(spec.fused_in);
+  if (fused_index >= layer.size() || layer.spec(fused_index).IsFusedPart() ||
+      spec.kind != WeightKind::kMatrix || !spec.first_row) {
+    return Error("block %d: weight %s is declared inside an unusable tensor", l, spec.gguf_name);
+  }
+  const TensorView& fused = layer[fused_index];
+  const WeightShape shape = spec.shape(c);
+  const int64_t first = spec.first_row(c);
+  if (!fused.data) {
+    layer[index] = TensorView{};
+    return Status::Ok();
+  }
+  if (fused.desc.ne[0] != shape.n_in || first < 0 || first + shape.n_out > fused.desc.ne[1]) {
+    return Error("block %d: rows [%lld, %lld) of %s do not fit its shape %s", l, (long long)first,
+                 (long long)(first + shape.n_out), layer.spec(fused_index).gguf_name,
+                 fused.desc.ShapeString().c_str());
+  }
+  TensorView part = fused;
+  part.desc.ne[1] = shape.n_out;
+  part.data = static_cast<char*>(fused.data) + size_t(first) * fused.desc.row_bytes();
+  layer[index] = part;
+  return Status::Ok();
+}
 
 Status BindWeights(const Architecture& arch, const ModelConfig& c, WeightSource& source,
                    ModelWeights* w) {
@@ -182,7 +221,12 @@ Status BindWeights(const Architecture& arch, const ModelConfig& c, WeightSource&
   for (int l = 0; l < int(c.n_layers); ++l) {
     LayerWeights& layer = w->layers[size_t(l)];
     for (size_t i = 0; i < layer.size(); ++i) {
+      if (layer.spec(i).IsFusedPart()) continue;
       PETREL_RETURN_IF_ERROR(binder.Bind(layer.spec(i), l, &layer[i]));
+    }
+    for (size_t i = 0; i < layer.size(); ++i) {
+      if (!layer.spec(i).IsFusedPart()) continue;
+      PETREL_RETURN_IF_ERROR(BindFusedPart(c, layer, i, l));
     }
   }
   return Status::Ok();
@@ -212,7 +256,9 @@ void Account(LoadedModel& model) {
   if (w.output.data != w.token_embd.data) add(w.output);
   add(w.output_norm);
   for (const LayerWeights& layer : w.layers) {
-    for (const TensorView& view : layer.views()) add(view);
+    for (size_t i = 0; i < layer.size(); ++i) {
+      if (!layer.spec(i).IsFusedPart()) add(layer[i]);  // parts are counted in their tensor
+    }
   }
   model.bytes_by_type.assign(by_type.begin(), by_type.end());
 }
@@ -294,6 +340,9 @@ Result<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
                  model->tokenizer->n_vocab(), (long long)model->config.n_vocab);
   }
   model->weights.rope_inv_freq = model->config.rope.InverseFrequencies();
+  if (model->config.rope_local_base > 0.0f) {
+    model->weights.rope_inv_freq_local = model->config.LocalRope().InverseFrequencies();
+  }
   Account(*model);
   return model;
 }

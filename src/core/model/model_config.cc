@@ -39,6 +39,16 @@ std::vector<double> RopeConfig::InverseFrequencies() const {
   return inv_freq;
 }
 
+RopeConfig ModelConfig::LocalRope() const {
+  if (!(rope_local_base > 0.0f)) return rope;
+  RopeConfig local = rope;
+  local.base = rope_local_base;
+  local.scaling = RopeScalingKind::kNone;
+  local.factor = 1.0f;
+  local.freq_factors.clear();
+  return local;
+}
+
 Status ModelConfig::Validate() const {
   auto positive = [](int64_t v) { return v > 0 && v < (int64_t(1) << 31); };
   auto value = [](int64_t v) { return (long long)v; };
@@ -68,6 +78,36 @@ Status ModelConfig::Validate() const {
   }
   if (!(norm_eps >= 0.0f) || !std::isfinite(norm_eps)) return Error("norm epsilon is invalid");
   if (max_context < 0) return Error("context length is negative");
+  if (sliding_window < 0) return Error("sliding window %lld is negative", value(sliding_window));
+  if (!sliding_layers.empty()) {
+    if (sliding_layers.size() != size_t(n_layers)) {
+      return Error("sliding-window pattern has %zu layers, the model %lld", sliding_layers.size(),
+                   value(n_layers));
+    }
+    for (uint8_t slides : sliding_layers) {
+      if (slides && sliding_window <= 0) {
+        return Error("sliding window %lld is invalid for windowed layers (must be positive)",
+                     value(sliding_window));
+      }
+    }
+  }
+  if (!std::isfinite(rope_local_base) || rope_local_base < 0.0f) {
+    return Error("local rope base must be positive");
+  }
+  auto check_cap = [](float cap, const char* what) -> Status {
+    if (!std::isfinite(cap) || cap < 0.0f) {
+      return Error("%s soft-cap %g is invalid (must be positive, or 0 for none)", what, double(cap));
+    }
+    return Status::Ok();
+  };
+  PETREL_RETURN_IF_ERROR(check_cap(attn_softcap, "attention-logit"));
+  PETREL_RETURN_IF_ERROR(check_cap(final_softcap, "final-logit"));
+  if (!std::isfinite(attention_scale) || attention_scale < 0.0f) {
+    return Error("attention scale %g is invalid", double(attention_scale));
+  }
+  if (!std::isfinite(embedding_scale) || !(embedding_scale > 0.0f)) {
+    return Error("embedding scale %g is invalid", double(embedding_scale));
+  }
   return Status::Ok();
 }
 
@@ -94,7 +134,34 @@ std::string ModelConfig::Summary() const {
                 : rope.scaling == RopeScalingKind::kLinear ? "linear"
                                                            : "llama3",
                 double(rope.factor), tied_embeddings ? "yes" : "no", qkv_bias ? "yes" : "no");
-  return buffer;
+  std::string summary = buffer;
+  // The variants of the other families, only when present.
+  if (sliding_window > 0) {
+    size_t windowed = 0;
+    for (int64_t l = 0; l < n_layers; ++l) windowed += LayerSlides(l);
+    std::snprintf(buffer, sizeof(buffer), "sliding window   %lld tokens on %zu of %lld layers\n",
+                  (long long)sliding_window, windowed, (long long)n_layers);
+    summary += buffer;
+  }
+  if (rope_local_base > 0.0f) {
+    std::snprintf(buffer, sizeof(buffer), "local rope       base %g (windowed layers, no scaling)\n",
+                  double(rope_local_base));
+    summary += buffer;
+  }
+  if (attn_softcap > 0.0f || final_softcap > 0.0f) {
+    std::snprintf(buffer, sizeof(buffer), "soft-caps        attention %g, final %g\n",
+                  double(attn_softcap), double(final_softcap));
+    summary += buffer;
+  }
+  if (embedding_scale != 1.0f || attention_scale > 0.0f || qk_norm) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "scales           embedding x%g, attention %g, q/k norm %s\n",
+                  double(embedding_scale),
+                  double(attention_scale > 0.0f ? attention_scale : 1.0f / std::sqrt(float(head_dim))),
+                  qk_norm ? "yes" : "no");
+    summary += buffer;
+  }
+  return summary;
 }
 
 }  // namespace petrel

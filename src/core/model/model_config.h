@@ -38,6 +38,17 @@ struct ModelConfig {
   int64_t ffn_dim = 0;
   int64_t max_context = 0;   // trained context length
   int64_t sliding_window = 0;  // 0: full attention
+  // Which layers attend through the window: empty = every layer when sliding_window > 0; else
+  // one flag per layer (Gemma interleaves windowed and global layers).
+  std::vector<uint8_t> sliding_layers;
+  // > 0: windowed layers rotate with this base and without the scaling (Gemma 3's local layers);
+  // the other layers use `rope`.
+  float rope_local_base = 0.0f;
+  float attention_scale = 0.0f;  // multiplies q·k; 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;     // 0: none; else scores become c·tanh(s/c) (Gemma 2)
+  float final_softcap = 0.0f;    // 0: none; else logits become c·tanh(x/c) (Gemma 2)
+  float embedding_scale = 1.0f;  // multiplies the embedding rows (Gemma: sqrt(dim))
+  bool qk_norm = false;          // per-head RMS norm of q and k before RoPE (Qwen3, Gemma 3)
   float norm_eps = 1e-5f;
   RopeConfig rope;
   bool tied_embeddings = false;  // output projection is the embedding table
@@ -46,6 +57,14 @@ struct ModelConfig {
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  // Whether layer `layer` attends only the last `sliding_window` positions.
+  bool LayerSlides(int64_t layer) const {
+    if (sliding_window <= 0) return false;
+    return sliding_layers.empty() || (size_t(layer) < sliding_layers.size() && sliding_layers[size_t(layer)]);
+  }
+  // The RoPE of windowed layers when it differs (rope_local_base > 0): `rope` with that base and
+  // no scaling.
+  RopeConfig LocalRope() const;
   // Checks the values against each other (divisibility, positivity); names the bad field.
   Status Validate() const;
   std::string Summary() const;   // one line per field group, for `petrel info`

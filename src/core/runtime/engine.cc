@@ -127,8 +127,6 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
       opts.context
           ? opts.context
           : size_t(std::min<int64_t>(config.max_context > 0 ? config.max_context : 4096, 4096));
-  // Without sliding-window attention in the kernels yet, stay exact by not exceeding the window.
-  if (config.sliding_window > 0) context = std::min(context, size_t(config.sliding_window));
   kv_options.context = context;
   const size_t blocks_per_seq =
       (context + opts.kv_block_tokens - 1) / std::max<size_t>(1, opts.kv_block_tokens);
@@ -188,6 +186,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   PETREL_ASSIGN_OR_RETURN(placed.output, place(placement.output, host.output, "output head"));
   PETREL_ASSIGN_OR_RETURN(placed.output_norm, place(placement.output, host.output_norm, "output head"));
   placed.rope_inv_freq = host.rope_inv_freq;
+  placed.rope_inv_freq_local = host.rope_inv_freq_local;
   placed.layers.resize(host.layers.size());
   std::vector<Backend*> layer_backends;
   for (size_t l = 0; l < host.layers.size(); ++l) {

@@ -1,6 +1,6 @@
 // The Llama family: reads and writes hyperparameters, declares its weights, builds the graph.
 // The forward pass, per block: x += Wo·Attn(RoPE(Wq·n1), RoPE(Wk·n1), Wv·n1);
-// x += Wdown·(silu(Wgate·n2) ⊙ Wup·n2), with n1, n2 the RMS-normed x.
+// x += Wdown·(silu(Wgate·n2) ⊙ Wup·n2), with n1, n2 the RMS-normed x (decoder_graph.h).
 #include "core/model/arch/llama.h"
 
 #include <array>
@@ -11,6 +11,7 @@
 
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
+#include "core/model/arch/decoder_graph.h"
 
 namespace petrel {
 namespace {
@@ -112,6 +113,12 @@ Result<ModelConfig> LlamaConfigFromGguf(const GgufFile& file, const Architecture
   c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
   PETREL_ASSIGN_OR_RETURN(uint64_t key_length, file.GetUintOr(Key(arch, "attention.key_length"), uint64_t(c.head_dim)));
   c.head_dim = clamp(key_length);
+  PETREL_ASSIGN_OR_RETURN(uint64_t value_length, file.GetUintOr(Key(arch, "attention.value_length"), key_length));
+  if (value_length != key_length) {
+    return Error("key %s: value heads of %llu differ from key heads of %llu (not supported)",
+                 Key(arch, "attention.value_length").c_str(), (unsigned long long)value_length,
+                 (unsigned long long)key_length);
+  }
   PETREL_ASSIGN_OR_RETURN(uint64_t rope_dims, file.GetUintOr(Key(arch, "rope.dimension_count"), uint64_t(c.head_dim)));
   c.rope.dims = clamp(rope_dims);
   c.rope.base = float(base);
@@ -227,71 +234,30 @@ void LlamaConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWrite
   }
 }
 
+namespace {
+
+BlockViews LlamaBlockViews(const LayerWeights& L) {
+  BlockViews b;
+  b.attn_norm = &L[kAttnNorm];
+  b.wq = &L[kWq];
+  b.wk = &L[kWk];
+  b.wv = &L[kWv];
+  b.wo = &L[kWo];
+  b.bq = &L[kBq];
+  b.bk = &L[kBk];
+  b.bv = &L[kBv];
+  b.ffn_norm = &L[kFfnNorm];
+  b.ffn_gate = &L[kWGate];
+  b.ffn_up = &L[kWUp];
+  b.ffn_down = &L[kWDown];
+  return b;
+}
+
+}  // namespace
+
 void BuildLlamaGraph(const ModelConfig& c, const ModelWeights& w, size_t n_tokens,
                      size_t n_selected, Graph* g) {
-  const int64_t n = int64_t(n_tokens);
-  auto mat_mul = [&](int layer, ValueId x, const TensorView& weight, const TensorView* bias) {
-    Node node{OpKind::kMatMul, layer, {x}};
-    node.weight = &weight;
-    node.bias = bias && bias->data ? bias : nullptr;
-    return g->Add(node, n_tokens == 0 ? 0 : g->values[size_t(x)].rows, weight.desc.ne[1]);
-  };
-  auto rms_norm = [&](int layer, ValueId x, const TensorView& weight) {
-    Node node{OpKind::kRmsNorm, layer, {x}};
-    node.weight = &weight;
-    node.norm.eps = c.norm_eps;
-    return g->Add(node, g->values[size_t(x)].rows, g->values[size_t(x)].cols);
-  };
-  auto binary = [&](OpKind op, int layer, ValueId a, ValueId b) {
-    return g->Add(Node{op, layer, {a, b}}, g->values[size_t(a)].rows, g->values[size_t(a)].cols);
-  };
-
-  RopeParams rope_params;
-  rope_params.n_heads = int32_t(c.n_heads);
-  rope_params.n_kv_heads = int32_t(c.n_kv_heads);
-  rope_params.head_dim = int32_t(c.head_dim);
-  rope_params.rot_dims = int32_t(c.rope.dims);
-  rope_params.style = c.rope.style;
-  rope_params.inv_freq = w.rope_inv_freq.data();
-  AttentionParams attention_params;
-  attention_params.n_heads = int32_t(c.n_heads);
-  attention_params.n_kv_heads = int32_t(c.n_kv_heads);
-  attention_params.head_dim = int32_t(c.head_dim);
-  attention_params.scale = 1.0f / std::sqrt(float(c.head_dim));
-
-  Node embed{OpKind::kEmbed, kEmbeddingLayer};
-  embed.weight = &w.token_embd;
-  ValueId x = g->Add(embed, n, c.dim);
-  for (int l = 0; l < int(c.n_layers); ++l) {
-    const LayerWeights& L = w.layers[size_t(l)];
-    const ValueId h = rms_norm(l, x, L[kAttnNorm]);
-    const ValueId q = mat_mul(l, h, L[kWq], &L[kBq]);
-    const ValueId k = mat_mul(l, h, L[kWk], &L[kBk]);
-    const ValueId v = mat_mul(l, h, L[kWv], &L[kBv]);
-    Node rope{OpKind::kRope, l, {q, k}};  // in place, no output value
-    rope.rope = rope_params;
-    g->nodes.push_back(rope);
-    Node attention{OpKind::kAttention, l, {q, k, v}};
-    attention.attention = attention_params;
-    const ValueId attn = g->Add(attention, n, c.q_dim());
-    x = binary(OpKind::kAdd, l, x, mat_mul(l, attn, L[kWo], nullptr));
-    const ValueId h2 = rms_norm(l, x, L[kFfnNorm]);
-    ValueId act;
-    if (L[kWGate].desc.dtype == L[kWUp].desc.dtype) {  // one activation type for both
-      Node ffn{OpKind::kGatedFfn, l, {h2}};
-      ffn.weight = &L[kWGate];
-      ffn.weight_up = &L[kWUp];
-      act = g->Add(ffn, g->values[size_t(h2)].rows, L[kWGate].desc.ne[1]);
-    } else {
-      act = binary(OpKind::kSiluMul, l, mat_mul(l, h2, L[kWGate], nullptr),
-                   mat_mul(l, h2, L[kWUp], nullptr));
-    }
-    x = binary(OpKind::kAdd, l, x, mat_mul(l, act, L[kWDown], nullptr));
-  }
-  const int head = int(c.n_layers);
-  const ValueId selected = g->Add(Node{OpKind::kGetRows, head, {x}}, int64_t(n_selected), c.dim);
-  const ValueId normed = rms_norm(head, selected, w.output_norm);
-  g->logits = mat_mul(head, normed, w.output, nullptr);
+  BuildDecoderGraph({&LlamaBlockViews, FfnActivation::kSilu}, c, w, n_tokens, n_selected, g);
 }
 
 extern constinit const ArchitectureFamily kLlamaFamily = {

@@ -8,8 +8,12 @@
 
 namespace petrel {
 
-// The families, one per file in arch/.
+// The families, one per file in arch/ (gemma.cc holds both Gemmas).
 extern const ArchitectureFamily kLlamaFamily;
+extern const ArchitectureFamily kQwen3Family;
+extern const ArchitectureFamily kPhi3Family;
+extern const ArchitectureFamily kGemma2Family;
+extern const ArchitectureFamily kGemma3Family;
 
 namespace {
 
@@ -21,6 +25,11 @@ std::span<const Architecture> Architectures() {
       // llama.cpp's converter does not permute Qwen2's Q/K rows: its GGUFs rotate half-split
       // pairs.
       {kLlamaFamily, "qwen2", "Qwen2ForCausalLM", RopeStyle::kHalfSplit, true},
+      // The converter permutes the Q/K rows of none of these: all rotate half-split pairs.
+      {kQwen3Family, "qwen3", "Qwen3ForCausalLM", RopeStyle::kHalfSplit, false},
+      {kPhi3Family, "phi3", "Phi3ForCausalLM", RopeStyle::kHalfSplit, false},
+      {kGemma2Family, "gemma2", "Gemma2ForCausalLM", RopeStyle::kHalfSplit, false},
+      {kGemma3Family, "gemma3", "Gemma3ForCausalLM", RopeStyle::kHalfSplit, false},
   };
   return kRows;
 }

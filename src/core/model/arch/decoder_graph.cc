@@ -1,0 +1,144 @@
+// BuildDecoderGraph: the dense decoder's nodes. The feed-forward part is its own function so that
+// families with other feed-forward blocks (experts) can reuse the attention part.
+#include "core/model/arch/decoder_graph.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+namespace petrel {
+namespace {
+
+bool Present(const TensorView* view) { return view != nullptr && view->data != nullptr; }
+
+// Adds nodes to a graph, with each output's shape derived from its inputs.
+class NodeAdder {
+ public:
+  NodeAdder(const ModelConfig& config, Graph* graph) : c_(config), g_(graph) {}
+
+  const ValueDesc& Desc(ValueId value) const { return g_->values[size_t(value)]; }
+
+  ValueId MatMul(int layer, ValueId x, const TensorView& weight, const TensorView* bias) {
+    Node node{OpKind::kMatMul, layer, {x}};
+    node.weight = &weight;
+    node.bias = Present(bias) ? bias : nullptr;
+    return g_->Add(node, Desc(x).rows, weight.desc.ne[1]);
+  }
+  ValueId RmsNorm(int layer, ValueId x, const TensorView& weight) {
+    Node node{OpKind::kRmsNorm, layer, {x}};
+    node.weight = &weight;
+    node.norm.eps = c_.norm_eps;
+    return g_->Add(node, Desc(x).rows, Desc(x).cols);
+  }
+  // The norm when its weight is present, else x itself.
+  ValueId MaybeRmsNorm(int layer, ValueId x, const TensorView* weight) {
+    return Present(weight) ? RmsNorm(layer, x, *weight) : x;
+  }
+  ValueId HeadRmsNorm(int layer, ValueId x, const TensorView& weight) {
+    Node node{OpKind::kHeadRmsNorm, layer, {x}};
+    node.weight = &weight;
+    node.norm.eps = c_.norm_eps;
+    node.norm.head_dim = int32_t(c_.head_dim);
+    return g_->Add(node, Desc(x).rows, Desc(x).cols);
+  }
+  ValueId Binary(OpKind op, int layer, ValueId a, ValueId b) {
+    return g_->Add(Node{op, layer, {a, b}}, Desc(a).rows, Desc(a).cols);
+  }
+  ValueId Scalar(OpKind op, int layer, ValueId x, float scalar) {
+    Node node{op, layer, {x}};
+    node.scalar = scalar;
+    return g_->Add(node, Desc(x).rows, Desc(x).cols);
+  }
+  Graph* graph() { return g_; }
+
+ private:
+  const ModelConfig& c_;
+  Graph* g_;
+};
+
+// The gated feed-forward of block `layer` on the normed input h: W_down (act(W_gate h) ⊙ W_up h).
+ValueId AddGatedFfn(NodeAdder& add, FfnActivation activation, int layer, ValueId h,
+                    const BlockViews& b) {
+  ValueId act = kNoValue;
+  switch (activation) {
+    case FfnActivation::kSilu:
+      if (b.ffn_gate->desc.dtype == b.ffn_up->desc.dtype) {  // one activation type for both
+        Node ffn{OpKind::kGatedFfn, layer, {h}};
+        ffn.weight = b.ffn_gate;
+        ffn.weight_up = b.ffn_up;
+        act = add.graph()->Add(ffn, add.Desc(h).rows, b.ffn_gate->desc.ne[1]);
+      } else {
+        act = add.Binary(OpKind::kSiluMul, layer, add.MatMul(layer, h, *b.ffn_gate, nullptr),
+                         add.MatMul(layer, h, *b.ffn_up, nullptr));
+      }
+      break;
+    case FfnActivation::kGeluTanh:
+      act = add.Binary(OpKind::kGeluMul, layer, add.MatMul(layer, h, *b.ffn_gate, nullptr),
+                       add.MatMul(layer, h, *b.ffn_up, nullptr));
+      break;
+  }
+  return add.MatMul(layer, act, *b.ffn_down, nullptr);
+}
+
+// The attention of block `layer` on the normed input h, before the output's post-norm.
+ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w, int layer,
+                     ValueId h, const BlockViews& b) {
+  const bool slides = c.LayerSlides(layer);
+  ValueId q = add.MatMul(layer, h, *b.wq, b.bq);
+  ValueId k = add.MatMul(layer, h, *b.wk, b.bk);
+  const ValueId v = add.MatMul(layer, h, *b.wv, b.bv);
+  if (Present(b.q_norm)) q = add.HeadRmsNorm(layer, q, *b.q_norm);
+  if (Present(b.k_norm)) k = add.HeadRmsNorm(layer, k, *b.k_norm);
+
+  Node rope{OpKind::kRope, layer, {q, k}};  // in place, no output value
+  rope.rope.n_heads = int32_t(c.n_heads);
+  rope.rope.n_kv_heads = int32_t(c.n_kv_heads);
+  rope.rope.head_dim = int32_t(c.head_dim);
+  rope.rope.rot_dims = int32_t(c.rope.dims);
+  rope.rope.style = c.rope.style;
+  const bool local_rope = slides && !w.rope_inv_freq_local.empty();
+  rope.rope.inv_freq = local_rope ? w.rope_inv_freq_local.data() : w.rope_inv_freq.data();
+  add.graph()->nodes.push_back(rope);
+
+  Node attention{OpKind::kAttention, layer, {q, k, v}};
+  AttentionParams& p = attention.attention;
+  p.n_heads = int32_t(c.n_heads);
+  p.n_kv_heads = int32_t(c.n_kv_heads);
+  p.head_dim = int32_t(c.head_dim);
+  p.scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(float(c.head_dim));
+  p.logit_softcap = c.attn_softcap;
+  // A window past any context is no window; clamping keeps huge configured values in range.
+  p.window = slides ? int32_t(std::min<int64_t>(c.sliding_window, INT32_MAX)) : 0;
+  const ValueId attn = add.graph()->Add(attention, add.Desc(q).rows, c.q_dim());
+  return add.MatMul(layer, attn, *b.wo, nullptr);
+}
+
+}  // namespace
+
+void BuildDecoderGraph(const DecoderSpec& spec, const ModelConfig& c, const ModelWeights& w,
+                       size_t n_tokens, size_t n_selected, Graph* g) {
+  NodeAdder add(c, g);
+  Node embed{OpKind::kEmbed, kEmbeddingLayer};
+  embed.weight = &w.token_embd;
+  ValueId x = g->Add(embed, int64_t(n_tokens), c.dim);
+  if (c.embedding_scale != 1.0f) {
+    x = add.Scalar(OpKind::kScale, kEmbeddingLayer, x, c.embedding_scale);
+  }
+  for (int l = 0; l < int(c.n_layers); ++l) {
+    const BlockViews b = spec.block_views(w.layers[size_t(l)]);
+    const ValueId h = add.RmsNorm(l, x, *b.attn_norm);
+    const ValueId attn = add.MaybeRmsNorm(l, AddAttention(add, c, w, l, h, b), b.attn_post_norm);
+    x = add.Binary(OpKind::kAdd, l, x, attn);
+    const ValueId h2 = add.RmsNorm(l, x, *b.ffn_norm);
+    const ValueId ffn =
+        add.MaybeRmsNorm(l, AddGatedFfn(add, spec.activation, l, h2, b), b.ffn_post_norm);
+    x = add.Binary(OpKind::kAdd, l, x, ffn);
+  }
+  const int head = int(c.n_layers);
+  const ValueId selected = g->Add(Node{OpKind::kGetRows, head, {x}}, int64_t(n_selected), c.dim);
+  ValueId logits = add.MatMul(head, add.RmsNorm(head, selected, w.output_norm), w.output, nullptr);
+  if (c.final_softcap > 0.0f) logits = add.Scalar(OpKind::kSoftcap, head, logits, c.final_softcap);
+  g->logits = logits;
+}
+
+}  // namespace petrel

@@ -1,0 +1,55 @@
+// The forward pass of a dense decoder-only transformer, shared by the families that differ only
+// in data: which weights a block has (optional q/k norms, post-norms, biases) and the config's
+// variants (window per layer, soft-caps, scales, RoPE bases). Each family maps its own weight
+// enum onto `BlockViews` and passes its feed-forward activation.
+//
+// Per block, with n(·) an RMS norm whose weight may be absent (then skipped):
+//   h = n_attn(x); q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv); q, k = n_q(q), n_k(k) per head;
+//   q, k = RoPE(q, k); x += n_post_attn(Wo · Attn(q, k, v))
+//   h = n_ffn(x); x += n_post_ffn(FFN(h))
+#pragma once
+
+#include <cstddef>
+
+#include "core/graph/graph.h"
+#include "core/model/architecture.h"
+
+namespace petrel {
+
+// One block's weights as the graph uses them; nullptr (or a view without data) = absent.
+struct BlockViews {
+  const TensorView* attn_norm = nullptr;
+  const TensorView* wq = nullptr;
+  const TensorView* wk = nullptr;
+  const TensorView* wv = nullptr;
+  const TensorView* wo = nullptr;
+  const TensorView* bq = nullptr;
+  const TensorView* bk = nullptr;
+  const TensorView* bv = nullptr;
+  const TensorView* q_norm = nullptr;  // (head_dim), applied to every head
+  const TensorView* k_norm = nullptr;
+  const TensorView* attn_post_norm = nullptr;  // on the attention output, before the residual
+  const TensorView* ffn_norm = nullptr;
+  const TensorView* ffn_gate = nullptr;
+  const TensorView* ffn_up = nullptr;
+  const TensorView* ffn_down = nullptr;
+  const TensorView* ffn_post_norm = nullptr;  // on the FFN output, before the residual
+};
+
+// The gated feed-forward's activation on the gate projection.
+enum class FfnActivation : uint8_t {
+  kSilu,      // SwiGLU (Llama, Qwen, Phi-3)
+  kGeluTanh,  // GeGLU with tanh-form GELU (Gemma)
+};
+
+struct DecoderSpec {
+  BlockViews (*block_views)(const LayerWeights& layer) = nullptr;
+  FfnActivation activation = FfnActivation::kSilu;
+};
+
+// Appends the forward pass of `n_tokens` tokens, keeping `n_selected` rows for the logits.
+void BuildDecoderGraph(const DecoderSpec& spec, const ModelConfig& config,
+                       const ModelWeights& weights, size_t n_tokens, size_t n_selected,
+                       Graph* graph);
+
+}  // namespace petrel
