@@ -215,7 +215,7 @@ Status WriteDat(const Imatrix& imatrix, const std::string& path) {
 }  // namespace
 
 std::vector<float> ImatrixEntry::Importance(size_t mat) const {
-  std::vector<float> importance(size_t(n_in));
+  std::vector<float> importance(static_cast<size_t>(n_in));
   const float count = counts[mat];
   for (size_t j = 0; j < importance.size(); ++j) {
     importance[j] = sum2[mat * size_t(n_in) + j] / count;
