@@ -1,6 +1,8 @@
 // ImatrixCollector: naming the nodes' weights and summing their inputs' squares.
 #include "tools/imatrix_collector.h"
 
+#include "core/format/gguf.h"
+
 namespace petrel::tools {
 
 ImatrixCollector::ImatrixCollector(const Engine& engine, bool include_output) {
@@ -12,7 +14,14 @@ ImatrixCollector::ImatrixCollector(const Engine& engine, bool include_output) {
       names_.emplace(&layer[i], GgufWeightName(layer.spec(i), int(l)));
     }
   }
-  if (include_output) names_.emplace(&weights.output, "output.weight");
+  if (include_output) {
+    // A tied head is the embedding table: its statistics go to the tensor the file holds it
+    // in, which is what quantize looks up.
+    const LoadedModel& model = engine.model();
+    const bool own_output = !engine.config().tied_embeddings ||
+                            (model.gguf && model.gguf->FindTensor("output.weight"));
+    names_.emplace(&weights.output, own_output ? "output.weight" : "token_embd.weight");
+  }
 }
 
 void ImatrixCollector::Add(const TensorView* weight, const float* rows, int64_t n_rows,
