@@ -127,8 +127,12 @@ Result<Imatrix> ReadDat(const std::string& path, const std::string& bytes) {
   int32_t n_entries = 0;
   if (!in.Read(&n_entries, 4)) return truncated("the entry count");
   // Each entry takes at least 16 bytes (length, one name byte, ncall, nval, one value).
-  if (n_entries < 1 || size_t(n_entries) > in.left() / 16) {
+  if (n_entries < 1) {
     return Error("%s: not an importance matrix (%d entries)", path.c_str(), n_entries);
+  }
+  if (size_t(n_entries) > in.left() / 16) {
+    return Error("%s: truncated importance matrix, or not one (%d entries in %zu bytes)",
+                 path.c_str(), n_entries, bytes.size());
   }
   Imatrix imatrix;
   for (int32_t i = 0; i < n_entries; ++i) {
