@@ -46,8 +46,8 @@ class ImatrixCli : public ::testing::Test {
     WriteFile(calibration_, text.substr(0, cut));
     WriteFile(held_out_, text.substr(cut));
     imatrix_ = Scratch("story.imatrix.gguf");
-    const Output made = Petrel({"imatrix", "-m", StoryF32Gguf(), "-f", calibration_, "-o",
-                                imatrix_, "-c", "128", "--process-output"});
+    const Output made = Petrel({"imatrix", "-m", StoryF32Gguf(), "-f", calibration_, "-o", imatrix_,
+                                "-c", "128", "--process-output"});
     ASSERT_EQ(made.exit_code, 0) << made.err;
     base_ = Scratch("base.kld");
     const Output base = Petrel({"perplexity", "-m", StoryF32Gguf(), "-f", held_out_, "-c", "128",
@@ -92,15 +92,14 @@ TEST_F(ImatrixCli, ImportanceMatrixLowersTheKlDivergence) {
 TEST_F(ImatrixCli, LegacyLayoutGivesTheSameModel) {
   // The .dat layout keeps only the means, which is all quantizing uses: the same bytes.
   const std::string dat = Scratch("story.imatrix.dat");
-  const Output made = Petrel({"imatrix", "-m", StoryF32Gguf(), "-f", calibration_, "-o", dat,
-                              "-c", "128", "--process-output"});
+  const Output made = Petrel({"imatrix", "-m", StoryF32Gguf(), "-f", calibration_, "-o", dat, "-c",
+                              "128", "--process-output"});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   EXPECT_NE(made.err.find("dat"), std::string::npos) << made.err;
   const std::string from_gguf = Scratch("from_gguf.gguf"), from_dat = Scratch("from_dat.gguf");
-  ASSERT_EQ(Petrel({"quantize", StoryF32Gguf(), from_gguf, "Q4_0", "--imatrix", imatrix_})
-                .exit_code, 0);
-  ASSERT_EQ(Petrel({"quantize", StoryF32Gguf(), from_dat, "Q4_0", "--imatrix", dat}).exit_code,
-            0);
+  ASSERT_EQ(
+      Petrel({"quantize", StoryF32Gguf(), from_gguf, "Q4_0", "--imatrix", imatrix_}).exit_code, 0);
+  ASSERT_EQ(Petrel({"quantize", StoryF32Gguf(), from_dat, "Q4_0", "--imatrix", dat}).exit_code, 0);
   const std::string a = ReadFile(from_gguf), b = ReadFile(from_dat);
   EXPECT_GT(a.size(), 0u);
   // The means differ by float rounding (mean × ncall / ncall), which may flip a rounding tie:
@@ -114,16 +113,17 @@ TEST_F(ImatrixCli, LegacyLayoutGivesTheSameModel) {
 
 TEST_F(ImatrixCli, ImatrixOfAnotherModelIsRefused) {
   const std::string other = Scratch("other.gguf"), other_imatrix = Scratch("other.imatrix.gguf");
-  ASSERT_EQ(Petrel({"synth", "--shape", "256x2x4x4x512", "--type", "f32", "--vocab",
-                    StoryF32Gguf(), "-o", other})
-                .exit_code, 0);
+  ASSERT_EQ(Petrel({"synth", "--shape", "256x2x4x4x512", "--type", "f32", "--vocab", StoryF32Gguf(),
+                    "-o", other})
+                .exit_code,
+            0);
   ASSERT_EQ(Petrel({"imatrix", "-m", other, "-f", calibration_, "-o", other_imatrix, "-c", "128",
                     "--chunks", "1"})
-                .exit_code, 0);
+                .exit_code,
+            0);
   const std::string out = Scratch("refused.gguf");
-  ExpectOneLineError(
-      Petrel({"quantize", StoryF32Gguf(), out, "Q4_K", "--imatrix", other_imatrix}),
-      "made for another model");
+  ExpectOneLineError(Petrel({"quantize", StoryF32Gguf(), out, "Q4_K", "--imatrix", other_imatrix}),
+                     "made for another model");
   EXPECT_FALSE(std::ifstream(out).good()) << "nothing is written";
   for (const std::string& path : {other, other_imatrix}) std::remove(path.c_str());
 }
@@ -143,9 +143,9 @@ TEST_F(ImatrixCli, DamagedImatrixIsRefused) {
 }
 
 TEST_F(ImatrixCli, BadArgumentsAreOneLineErrors) {
-  ExpectOneLineError(Petrel({"imatrix", "-m", StoryF32Gguf(), "-f", calibration_, "-o",
-                             calibration_}),
-                     calibration_);
+  ExpectOneLineError(
+      Petrel({"imatrix", "-m", StoryF32Gguf(), "-f", calibration_, "-o", calibration_}),
+      calibration_);
   ExpectOneLineError(Petrel({"quantize", StoryF32Gguf(), Scratch("x.gguf"), "Q4_K", "--imatrix",
                              Scratch("absent.gguf")}),
                      "cannot open");

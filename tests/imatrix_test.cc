@@ -18,8 +18,8 @@
 namespace petrel {
 namespace {
 
-const DType kWeightedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1,
-                                DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,  DType::kQ5_K,
+const DType kWeightedTypes[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,  DType::kQ5_1,
+                                DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,  DType::kQ5_K,
                                 DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 constexpr size_t kRow = 512;
@@ -52,8 +52,8 @@ double WeightedError(DType type, const Data& data, bool weighted) {
   double error = 0;
   for (size_t r = 0; r < data.rows.size() / kRow; ++r) {
     const float* x = data.rows.data() + r * kRow;
-    EXPECT_TRUE(QuantizeRowWeighted(type, x, q.data(), kRow,
-                                    weighted ? data.importance.data() : nullptr));
+    EXPECT_TRUE(
+        QuantizeRowWeighted(type, x, q.data(), kRow, weighted ? data.importance.data() : nullptr));
     EXPECT_TRUE(DequantizeRow(type, q.data(), back.data(), kRow));
     for (size_t j = 0; j < kRow; ++j) {
       const double d = double(x[j]) - back[j];
@@ -87,8 +87,8 @@ TEST(WeightedQuantize, TypesThatTakeNoImportanceIgnoreIt) {
     const size_t bytes = *RowBytes(type, kRow);
     std::vector<uint8_t> reference(bytes), weighted(bytes);
     ASSERT_TRUE(QuantizeRow(type, data.rows.data(), reference.data(), kRow));
-    ASSERT_TRUE(QuantizeRowWeighted(type, data.rows.data(), weighted.data(), kRow,
-                                    data.importance.data()));
+    ASSERT_TRUE(
+        QuantizeRowWeighted(type, data.rows.data(), weighted.data(), kRow, data.importance.data()));
     EXPECT_EQ(reference, weighted);
   }
 }

@@ -49,8 +49,8 @@ void ShowProgress(size_t done, size_t total, double ppl,
 int Run(Args& args) {
   if (args.text_path.empty()) return Fail(Error("imatrix: give the calibration text with -f FILE"));
   if (Status status = args.model.Check(); !status.ok()) return Fail(status);
-  ImatrixFormat format = EndsWith(args.output_path, ".dat") ? ImatrixFormat::kDat
-                                                             : ImatrixFormat::kGguf;
+  ImatrixFormat format =
+      EndsWith(args.output_path, ".dat") ? ImatrixFormat::kDat : ImatrixFormat::kGguf;
   if (args.output_format == "gguf") format = ImatrixFormat::kGguf;
   if (args.output_format == "dat") format = ImatrixFormat::kDat;
   if (Status not_input =

@@ -18,8 +18,8 @@ ImatrixCollector::ImatrixCollector(const Engine& engine, bool include_output) {
     // A tied head is the embedding table: its statistics go to the tensor the file holds it
     // in, which is what quantize looks up.
     const LoadedModel& model = engine.model();
-    const bool own_output = !engine.config().tied_embeddings ||
-                            (model.gguf && model.gguf->FindTensor("output.weight"));
+    const bool own_output =
+        !engine.config().tied_embeddings || (model.gguf && model.gguf->FindTensor("output.weight"));
     names_.emplace(&weights.output, own_output ? "output.weight" : "token_embd.weight");
   }
 }

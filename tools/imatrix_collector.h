@@ -19,8 +19,7 @@ class ImatrixCollector : public MatMulObserver {
   // llama-imatrix's --process-output). The engine must outlive the collector.
   ImatrixCollector(const Engine& engine, bool include_output);
 
-  void OnMatMulInput(const Node& node, const float* rows, int64_t n_rows,
-                     int64_t n_cols) override;
+  void OnMatMulInput(const Node& node, const float* rows, int64_t n_rows, int64_t n_cols) override;
 
   // What was collected, as an importance matrix; weights never run are left out.
   Imatrix Result(std::vector<std::string> datasets, uint32_t chunk_count,

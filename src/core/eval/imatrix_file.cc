@@ -41,8 +41,8 @@ Status CheckEntry(const std::string& path, const std::string& name, const Imatri
   }
   for (float sum : entry.sum2) {
     if (!std::isfinite(sum) || sum < 0) {
-      return Error("%s: imatrix entry '%s' has a sum of squares of %g: damaged file",
-                   path.c_str(), shown.c_str(), double(sum));
+      return Error("%s: imatrix entry '%s' has a sum of squares of %g: damaged file", path.c_str(),
+                   shown.c_str(), double(sum));
     }
   }
   return Status::Ok();
@@ -98,7 +98,8 @@ Result<Imatrix> ReadGguf(const std::string& path) {
     PETREL_RETURN_IF_ERROR(CheckEntry(path, name, entry));
     imatrix.entries.emplace(name, std::move(entry));
   }
-  if (imatrix.entries.empty()) return Error("%s: an importance matrix with no entries", path.c_str());
+  if (imatrix.entries.empty())
+    return Error("%s: an importance matrix with no entries", path.c_str());
   return imatrix;
 }
 
