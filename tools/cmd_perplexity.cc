@@ -35,15 +35,6 @@ struct Args {
   bool json = false;
 };
 
-Result<std::string> ReadText(const std::string& path) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) return Error("%s: cannot open for reading", path.c_str());
-  std::ostringstream contents;
-  contents << stream.rdbuf();
-  if (stream.bad()) return Error("%s: read failed", path.c_str());
-  return std::move(contents).str();
-}
-
 // The folder `path` would be written in, for the free-space check.
 std::string FolderOf(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -70,19 +61,6 @@ Status CheckFreeSpace(const std::string& path, uint64_t bytes) {
 uint64_t VocabularyHash(const Engine& engine) {
   const Tokenizer& tokenizer = *engine.tokenizer();
   return HashVocabulary(tokenizer.n_vocab(), [&](int32_t id) { return tokenizer.TokenText(id); });
-}
-
-// The text's tokens as llama-perplexity makes them: the whole text once, BOS as the model adds
-// it; returns the BOS each window starts with (-1 when the model adds none).
-int32_t TokenizeText(const Tokenizer& tokenizer, const std::string& text,
-                     std::vector<int32_t>* tokens) {
-  *tokens = tokenizer.Encode(text);
-  const int32_t bos = tokenizer.bos_id();
-  const bool adds_bos =
-      bos >= 0 && !tokens->empty() && (*tokens)[0] == bos &&
-      tokenizer.Encode(text, {.add_special = false, .parse_special = false}).size() <
-          tokens->size();
-  return adds_bos ? bos : -1;
 }
 
 // A base file is compared only with a model of the same vocabulary: its size and token texts.

@@ -8,13 +8,14 @@
 
 #include "core/convert/quantize_hf.h"
 #include "core/convert/quantize_model.h"
+#include "core/eval/imatrix_file.h"
 #include "tools/common.h"
 
 namespace petrel::tools {
 
 Runner AddQuantizeCommand(CLI::App& app) {
   struct Args {
-    std::string input, output, type;
+    std::string input, output, type, imatrix;
     bool pure = false;
     bool list = false;
     bool no_progress = false;
@@ -30,6 +31,9 @@ Runner AddQuantizeCommand(CLI::App& app) {
   cmd->add_flag("--pure", args->pure,
                 "every 2-D weight in TYPE (rows that hold no whole block still fall back)");
   cmd->add_flag("--list", args->list, "print each tensor's new type");
+  cmd->add_option("--imatrix", args->imatrix,
+                  "importance matrix (petrel imatrix or llama-imatrix, GGUF or .dat): the "
+                  "low-bit types weight their rounding error by each column's importance");
   cmd->add_flag("--no-progress", args->no_progress,
                 "no progress line on stderr (default: shown when stderr is a terminal)");
   return [args]() -> int {
@@ -37,6 +41,19 @@ Runner AddQuantizeCommand(CLI::App& app) {
     if (!mix)
       return Fail(Error("quantize: '%s' is not a type or mix we can write", args->type.c_str()));
     mix->pure = args->pure;
+    struct stat info;
+    const bool folder = stat(args->input.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+    std::optional<Imatrix> imatrix;
+    if (!args->imatrix.empty()) {
+      if (folder) {
+        return Fail(Error("quantize: --imatrix needs a GGUF input (convert %s first: its "
+                          "weight names are not the importance matrix's)",
+                          args->input.c_str()));
+      }
+      auto read = ReadImatrix(args->imatrix);
+      if (!read.ok()) return Fail(read.status());
+      imatrix.emplace(std::move(*read));
+    }
     // One stderr line rewritten in place after each tensor; only for a person watching, so
     // never when stderr goes to a file or a pipe.
     GgufWriter::ProgressFn progress;
@@ -53,11 +70,10 @@ Runner AddQuantizeCommand(CLI::App& app) {
         std::fflush(stderr);
       };
     }
-    struct stat info;
-    const bool folder = stat(args->input.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
     const Status status =
         folder ? QuantizeHfFolder(args->input, args->output, *mix, args->list, progress)
-               : QuantizeGgufModel(args->input, args->output, *mix, args->list, progress);
+               : QuantizeGgufModel(args->input, args->output, *mix, args->list, progress,
+                                   imatrix ? &*imatrix : nullptr, args->imatrix);
     if (line_open) std::fputc('\n', stderr);  // an error ends the progress line first
     if (!status.ok()) return Fail(status);
     std::fprintf(stderr, "wrote %s\n", args->output.c_str());

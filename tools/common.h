@@ -88,6 +88,7 @@ Runner AddSynthCommand(CLI::App& app);
 Runner AddQuantizeCommand(CLI::App& app);
 Runner AddTemplateCommand(CLI::App& app);
 Runner AddPerplexityCommand(CLI::App& app);
+Runner AddImatrixCommand(CLI::App& app);
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t PeakRssBytes();

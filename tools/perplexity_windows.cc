@@ -2,8 +2,32 @@
 #include "tools/perplexity_windows.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "core/tokenizer/tokenizer.h"
 
 namespace petrel::tools {
+
+Result<std::string> ReadText(const std::string& path) {
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) return Error("%s: cannot open for reading", path.c_str());
+  std::ostringstream contents;
+  contents << stream.rdbuf();
+  if (stream.bad()) return Error("%s: read failed", path.c_str());
+  return std::move(contents).str();
+}
+
+int32_t TokenizeText(const Tokenizer& tokenizer, const std::string& text,
+                     std::vector<int32_t>* tokens) {
+  *tokens = tokenizer.Encode(text);
+  const int32_t bos = tokenizer.bos_id();
+  const bool adds_bos =
+      bos >= 0 && !tokens->empty() && (*tokens)[0] == bos &&
+      tokenizer.Encode(text, {.add_special = false, .parse_special = false}).size() <
+          tokens->size();
+  return adds_bos ? bos : -1;
+}
 
 size_t WindowsPerBatch(const ChunkPlan& plan, size_t batch) {
   return std::max<size_t>(1, batch / plan.n_ctx);

@@ -6,12 +6,25 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/eval/perplexity.h"
 #include "core/runtime/engine.h"
 
+namespace petrel {
+class Tokenizer;
+}  // namespace petrel
+
 namespace petrel::tools {
+
+// The whole file, as bytes.
+Result<std::string> ReadText(const std::string& path);
+
+// The text's tokens as llama-perplexity (and llama-imatrix) make them: the whole text once, BOS
+// as the model adds it; returns the BOS each window starts with (-1 when the model adds none).
+int32_t TokenizeText(const Tokenizer& tokenizer, const std::string& text,
+                     std::vector<int32_t>* tokens);
 
 // Windows evaluated together in one batch of `batch` tokens (at least one).
 size_t WindowsPerBatch(const ChunkPlan& plan, size_t batch);

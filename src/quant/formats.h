@@ -39,11 +39,35 @@ inline int NearestInt(float value) {
 // Groups with a largest magnitude below this are treated as all zero (ggml's GROUP_MAX_EPS).
 constexpr float kGroupMaxEps = 1e-15f;
 
-// The scale searches of ggml's K-quant reference quantizers (k_quant_search.cc).
-float MakeQxQuants(int n, int nmax, const float* x, int8_t* levels, int rmse_type);
+// The scale searches of ggml's K-quant reference quantizers (k_quant_search.cc). `weights`, when
+// given, replaces the error weighting of `rmse_type` (ggml's `quant_weights` argument).
+float MakeQxQuants(int n, int nmax, const float* x, int8_t* levels, int rmse_type,
+                   const float* weights = nullptr);
 float MakeQkx2Quants(int n, int nmax, const float* x, const float* weights, uint8_t* levels,
                      float* the_min, uint8_t* levels_aux, float rmin, float rdelta, int nstep,
                      bool use_mad);
 float MakeQ3Quants(int n, int nmax, const float* x, int8_t* levels);
+// Non-negative values (sub-block scales or mins) as levels in [0, nmax] with one scale, fitted to
+// minimise the `weights`-weighted error (ggml's `make_qp_quants`): the importance-matrix path
+// quantizes the K-quants' sub-block scales with it instead of rounding against the maximum.
+float MakeQpQuants(int n, int nmax, const float* x, uint8_t* levels, const float* weights);
+
+// The importance-matrix quantizers (ggml's `quantize_row_*_impl` with `quant_weights`):
+// `importance` holds one non-negative value per element of the row (the mean squared activation
+// of its input column), and the searches minimise the error weighted by it. `n` is a whole row.
+#define PETREL_WEIGHTED_FORMAT(name) \
+  void Quantize##name##Weighted(const float* src, void* dst, size_t n, const float* importance);
+PETREL_WEIGHTED_FORMAT(Q4_0)
+PETREL_WEIGHTED_FORMAT(Q4_1)
+PETREL_WEIGHTED_FORMAT(Q5_0)
+PETREL_WEIGHTED_FORMAT(Q5_1)
+PETREL_WEIGHTED_FORMAT(Q2_K)
+PETREL_WEIGHTED_FORMAT(Q3_K)
+PETREL_WEIGHTED_FORMAT(Q4_K)
+PETREL_WEIGHTED_FORMAT(Q5_K)
+PETREL_WEIGHTED_FORMAT(Q6_K)
+PETREL_WEIGHTED_FORMAT(IQ4_NL)
+PETREL_WEIGHTED_FORMAT(IQ4_XS)
+#undef PETREL_WEIGHTED_FORMAT
 
 }  // namespace petrel::quant

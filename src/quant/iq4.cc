@@ -28,11 +28,12 @@ int BestIndex(float x) {
   return x - values[hi - 1] < values[hi] - x ? hi - 1 : hi;
 }
 
-// ggml's `quantize_row_iq4_nl_impl` without an importance matrix, ntry = 7: per 32-block a
-// scale search weighted by x^2, then (IQ4_XS) 6-bit scales relative to a super-block scale.
-// `scales_h`/`scales_l` are null for IQ4_NL (one block per super-block).
+// ggml's `quantize_row_iq4_nl_impl`, ntry = 7: per 32-block a scale search weighted by x^2 (or,
+// with `importance`, by importance * sqrt(2 mean(x^2) + x^2) over the super-block), then
+// (IQ4_XS) 6-bit scales relative to a super-block scale. `scales_h`/`scales_l` are null for
+// IQ4_NL (one block per super-block).
 void QuantizeIQ4Impl(size_t super_block, const float* x, uint16_t* dh, uint8_t* q4,
-                     uint16_t* scales_h, uint8_t* scales_l) {
+                     uint16_t* scales_h, uint8_t* scales_l, const float* importance) {
   constexpr int kTries = 7;
   const int8_t* values = kIQ4NLValues;
   uint8_t levels[kQK_K];
@@ -41,10 +42,20 @@ void QuantizeIQ4Impl(size_t super_block, const float* x, uint16_t* dh, uint8_t* 
   *dh = F32ToF16(0.f);
   float max_scale = 0, amax_scale = 0;
   const size_t n_blocks = super_block / kQK;
+  float sigma2 = 0;
+  if (importance) {
+    for (size_t j = 0; j < super_block; ++j) sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / float(super_block);
+  }
   for (size_t ib = 0; ib < n_blocks; ++ib) {
     const float* xb = x + ib * kQK;
     uint8_t* lb = levels + ib * kQK;
-    for (size_t j = 0; j < kQK; ++j) weight[j] = xb[j] * xb[j];
+    if (importance) {
+      const float* qw = importance + ib * kQK;
+      for (size_t j = 0; j < kQK; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+    } else {
+      for (size_t j = 0; j < kQK; ++j) weight[j] = xb[j] * xb[j];
+    }
     float amax = 0, max = 0;
     for (size_t j = 0; j < kQK; ++j) {
       const float ax = std::fabs(xb[j]);
@@ -137,9 +148,14 @@ void DequantizeIQ4_NL(const void* src, float* dst, size_t n) {
 }
 
 void QuantizeIQ4_NL(const float* src, void* dst, size_t n) {
+  QuantizeIQ4_NLWeighted(src, dst, n, nullptr);
+}
+
+void QuantizeIQ4_NLWeighted(const float* src, void* dst, size_t n, const float* importance) {
   BlockIQ4_NL* blocks = static_cast<BlockIQ4_NL*>(dst);
   for (size_t i = 0; i < n / kQK; ++i, src += kQK) {
-    QuantizeIQ4Impl(kQK, src, &blocks[i].d, blocks[i].qs, nullptr, nullptr);
+    QuantizeIQ4Impl(kQK, src, &blocks[i].d, blocks[i].qs, nullptr, nullptr,
+                    importance ? importance + i * kQK : nullptr);
   }
 }
 
@@ -159,10 +175,14 @@ void DequantizeIQ4_XS(const void* src, float* dst, size_t n) {
 }
 
 void QuantizeIQ4_XS(const float* src, void* dst, size_t n) {
+  QuantizeIQ4_XSWeighted(src, dst, n, nullptr);
+}
+
+void QuantizeIQ4_XSWeighted(const float* src, void* dst, size_t n, const float* importance) {
   BlockIQ4_XS* blocks = static_cast<BlockIQ4_XS*>(dst);
   for (size_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
     QuantizeIQ4Impl(kQK_K, src, &blocks[i].d, blocks[i].qs, &blocks[i].scales_h,
-                    blocks[i].scales_l);
+                    blocks[i].scales_l, importance ? importance + i * kQK_K : nullptr);
   }
 }
 

@@ -8,8 +8,9 @@
 namespace petrel::quant {
 
 // Symmetric levels in [-nmax, nmax) stored as level + nmax. rmse_type 1 weights errors by x^2
-// and tries 18 scales around nmax / max (ggml's `make_qx_quants` without an imatrix).
-float MakeQxQuants(int n, int nmax, const float* x, int8_t* levels, int rmse_type) {
+// and tries 18 scales around nmax / max (ggml's `make_qx_quants`); `weights` replaces the x^2.
+float MakeQxQuants(int n, int nmax, const float* x, int8_t* levels, int rmse_type,
+                   const float* weights) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -31,6 +32,7 @@ float MakeQxQuants(int n, int nmax, const float* x, int8_t* levels, int rmse_typ
     return 1 / iscale;
   }
   auto weight = [&](int i) {
+    if (weights) return weights[i];
     switch (rmse_type) {
       case 1:
         return x[i] * x[i];
@@ -200,6 +202,70 @@ float MakeQ3Quants(int n, int nmax, const float* x, int8_t* levels) {
   }
   for (int i = 0; i < n; ++i) levels[i] = int8_t(levels[i] + nmax);
   return sumlx / suml2;
+}
+
+float MakeQpQuants(int n, int nmax, const float* x, uint8_t* levels, const float* weights) {
+  float max = 0;
+  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (!max) {
+    for (int i = 0; i < n; ++i) levels[i] = 0;
+    return 0.f;
+  }
+  float iscale = nmax / max;
+  for (int i = 0; i < n; ++i) levels[i] = uint8_t(NearestInt(iscale * x[i]));
+  const float scale = 1 / iscale;
+  float best_mse = 0;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * levels[i];
+    best_mse += weights[i] * diff * diff;
+  }
+  // Nine trial scales around nmax / max, then the best one's least-squares refinement.
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * is + nmax) / max;
+    const float scale_is = 1 / iscale_is;
+    float mse = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::min(nmax, NearestInt(iscale_is * x[i]));
+      const float diff = x[i] - scale_is * l;
+      mse += weights[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::min(nmax, NearestInt(iscale * x[i]));
+    levels[i] = uint8_t(l);
+    sumlx += weights[i] * x[i] * l;
+    suml2 += weights[i] * l * l;
+  }
+  // Coordinate descent: move one level at a time while the weighted fit improves.
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = weights[i];
+      float slx = sumlx - w * x[i] * levels[i];
+      float sl2 = suml2 - w * levels[i] * levels[i];
+      if (slx > 0 && sl2 > 0) {
+        const int new_l = std::min(nmax, NearestInt(x[i] * sl2 / slx));
+        if (new_l != levels[i]) {
+          slx += w * x[i] * new_l;
+          sl2 += w * new_l * new_l;
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            levels[i] = uint8_t(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (!n_changed) break;
+  }
+  return suml2 > 0 ? sumlx / suml2 : 0.f;
 }
 
 }  // namespace petrel::quant

@@ -34,7 +34,10 @@ void DequantizeQ6_K(const void* src, float* dst, size_t n) {
   }
 }
 
-void QuantizeQ6_K(const float* src, void* dst, size_t n) {
+namespace {
+
+// `importance` (null: none) weights each sub-block's scale search; the rest is the same.
+void QuantizeQ6_KImpl(const float* src, void* dst, size_t n, const float* importance) {
   BlockQ6_K* blocks = static_cast<BlockQ6_K*>(dst);
   int8_t levels[kQK_K];
   float scales[kQK_K / 16];
@@ -42,7 +45,8 @@ void QuantizeQ6_K(const float* src, void* dst, size_t n) {
     BlockQ6_K& y = blocks[i];
     float max_scale = 0, max_abs_scale = 0;
     for (size_t ib = 0; ib < kQK_K / 16; ++ib) {
-      scales[ib] = MakeQxQuants(16, 32, src + 16 * ib, levels + 16 * ib, 1);
+      const float* weights = importance ? importance + i * kQK_K + 16 * ib : nullptr;
+      scales[ib] = MakeQxQuants(16, 32, src + 16 * ib, levels + 16 * ib, 1, weights);
       const float abs_scale = std::fabs(scales[ib]);
       if (abs_scale > max_abs_scale) {
         max_abs_scale = abs_scale;
@@ -80,6 +84,16 @@ void QuantizeQ6_K(const float* src, void* dst, size_t n) {
       }
     }
   }
+}
+
+}  // namespace
+
+void QuantizeQ6_K(const float* src, void* dst, size_t n) {
+  QuantizeQ6_KImpl(src, dst, n, nullptr);
+}
+
+void QuantizeQ6_KWeighted(const float* src, void* dst, size_t n, const float* importance) {
+  QuantizeQ6_KImpl(src, dst, n, importance);
 }
 
 void DequantizeQ8_K(const void* src, float* dst, size_t n) {

@@ -5,19 +5,49 @@
 #include <cstring>
 #include <vector>
 
+#include "core/eval/imatrix_file.h"
 #include "core/format/atomic_file.h"
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
 #include "quant/quantize.h"
+#include "quant/quantize_weighted.h"
 
 namespace petrel {
-namespace {}  // namespace
+namespace {
+
+// Every imatrix entry must be a matrix of this model with the same number of columns (and of
+// stacked matrices): names or shapes that differ mean it was collected on another model.
+Status CheckImatrixMatchesModel(const Imatrix& imatrix, const std::string& imatrix_path,
+                                const GgufFile& model, const std::string& model_path) {
+  for (const auto& [name, entry] : imatrix.entries) {
+    const GgufTensorInfo* info = model.FindTensor(name);
+    const std::string shown = EscapeForMessage(name);
+    if (!info || info->desc.n_dims < 2) {
+      return Error("%s has an entry for '%s', which is not a matrix of %s: the importance "
+                   "matrix was made for another model",
+                   imatrix_path.c_str(), shown.c_str(), model_path.c_str());
+    }
+    const int64_t n_mat = info->desc.ne[2] * info->desc.ne[3];
+    if (entry.n_in != info->desc.ne[0] || int64_t(entry.n_mat()) != n_mat) {
+      return Error("%s: entry '%s' has %lld columns x %zu matrices, but the tensor in %s has "
+                   "%lld x %lld: the importance matrix was made for another model",
+                   imatrix_path.c_str(), shown.c_str(), static_cast<long long>(entry.n_in),
+                   entry.n_mat(), model_path.c_str(),
+                   static_cast<long long>(info->desc.ne[0]), static_cast<long long>(n_mat));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
                          const QuantMix& mix, bool verbose,
-                         const GgufWriter::ProgressFn& progress) {
+                         const GgufWriter::ProgressFn& progress, const Imatrix* imatrix,
+                         const std::string& imatrix_path) {
   PETREL_RETURN_IF_ERROR(CheckOutputIsNotInput(out_path, {in_path}));
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> in, GgufFile::Open(in_path));
+  if (imatrix) PETREL_RETURN_IF_ERROR(CheckImatrixMatchesModel(*imatrix, imatrix_path, *in, in_path));
   PETREL_ASSIGN_OR_RETURN(std::string_view arch, in->GetString("general.architecture"));
   PETREL_ASSIGN_OR_RETURN(uint64_t n_layers, in->GetUint(std::string(arch) + ".block_count"));
   GgufWriter writer;
@@ -46,13 +76,30 @@ Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path
     desc.dtype = type;
     const TensorDesc src_desc = info.desc;
     const void* src_data = info.data;
-    writer.AddTensor(info.name, desc, [src_desc, src_data, desc](void* dst) {
+    // The importance of each column, per stacked matrix (ne[2] x ne[3]); empty: none.
+    std::vector<std::vector<float>> importance;
+    if (imatrix && TakesImportance(type)) {
+      if (auto entry = imatrix->entries.find(info.name); entry != imatrix->entries.end()) {
+        for (size_t m = 0; m < entry->second.n_mat(); ++m) {
+          importance.push_back(entry->second.Importance(m));
+        }
+      }
+    }
+    writer.AddTensor(info.name, desc,
+                     [src_desc, src_data, desc, importance = std::move(importance)](void* dst) {
       const size_t n = size_t(src_desc.ne[0]);
+      const int64_t rows_per_mat = src_desc.ne[1];
       std::vector<float> row(n);
       for (int64_t r = 0; r < src_desc.n_rows(); ++r) {
         DequantizeRow(src_desc.dtype, static_cast<const char*>(src_data) + r * src_desc.row_bytes(),
                       row.data(), n);
-        QuantizeRow(desc.dtype, row.data(), static_cast<char*>(dst) + r * desc.row_bytes(), n);
+        char* out = static_cast<char*>(dst) + r * desc.row_bytes();
+        if (importance.empty()) {
+          QuantizeRow(desc.dtype, row.data(), out, n);
+        } else {
+          QuantizeRowWeighted(desc.dtype, row.data(), out, n,
+                              importance[size_t(r / rows_per_mat)].data());
+        }
       }
     });
   }

@@ -9,14 +9,23 @@
 
 namespace petrel {
 
+struct Imatrix;
+
 // Reads `in_path` (GGUF with F32/F16/BF16 or block-format tensors), writes `out_path` with every
 // metadata key copied (general.file_type updated), 2-D weights re-encoded per `mix`
 // (ChooseTensorType) and 1-D tensors as F32. `verbose` prints one line per tensor
 // on stderr; `progress` (if set) is called after each tensor is written. An `out_path` that is
 // the input file (by path or link) is refused before anything is written; on any error
 // `out_path` is left as it was (AtomicFile).
+//
+// With an `imatrix`, the types that take one (TakesImportance) weight each row's rounding error
+// by its columns' importance; tensors without an entry (the embeddings, the output head unless
+// collected) quantize as without. Every entry must name a matrix of the model with as many
+// columns, else the imatrix was made for another model: an error before anything is written.
+// Without one, the output is byte for byte what it was before importance matrices existed.
 Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
                          const QuantMix& mix, bool verbose,
-                         const GgufWriter::ProgressFn& progress = {});
+                         const GgufWriter::ProgressFn& progress = {},
+                         const Imatrix* imatrix = nullptr, const std::string& imatrix_path = "");
 
 }  // namespace petrel

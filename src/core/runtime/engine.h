@@ -82,6 +82,10 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   const Placement& placement() const { return placement_; }
   std::string PlacementString() const;
+  // The weight views the graph's nodes point to (Node::weight), on their layer's backend.
+  const ModelWeights& placed_weights() const { return placed_; }
+  // Calls `observer` with the input of every matrix product from the next pass on; null stops.
+  void SetMatMulObserver(MatMulObserver* observer) { executor_->SetMatMulObserver(observer); }
   // The device memory plan the placement was made with; null without a device backend.
   const DeviceMemoryPlan* device_plan() const { return device_plan_ ? &*device_plan_ : nullptr; }
 

@@ -144,6 +144,21 @@ Status Executor::Plan(const Graph& graph) {
   return Status::Ok();
 }
 
+Status Executor::Observe(const Node& node, const Graph& graph, Backend& backend) {
+  const ValueId input = node.inputs[0];
+  const ValueDesc& desc = graph.values[size_t(input)];
+  observed_.resize(size_t(desc.rows * desc.cols));
+  const ValueView& view = bound_[size_t(input)];
+  // The input is complete once the backend has run what was submitted; the copy may be
+  // asynchronous too.
+  PETREL_RETURN_IF_ERROR(backend.Synchronize());
+  PETREL_RETURN_IF_ERROR(
+      backend.CopyToHost(*view.buffer, view.offset, observed_.data(), desc.bytes()));
+  PETREL_RETURN_IF_ERROR(backend.Synchronize());
+  observer_->OnMatMulInput(node, observed_.data(), desc.rows, desc.cols);
+  return Status::Ok();
+}
+
 Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCache& kv,
                      float* host_logits) {
   PETREL_RETURN_IF_ERROR(Plan(graph));
@@ -194,6 +209,10 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
     }
     if (node.output != kNoValue) {
       bound_[size_t(node.output)] = view(node.output, b, layout_.home[size_t(node.output)].offset);
+    }
+    if (observer_ && (node.op == OpKind::kMatMul || node.op == OpKind::kGatedFfn)) {
+      PETREL_RETURN_IF_ERROR(submit(b));
+      PETREL_RETURN_IF_ERROR(Observe(node, graph, backend));
     }
     const KvLayerView* layer_kv =
         node.op == OpKind::kAttention ? &kv.LayerView(size_t(node.layer)) : nullptr;

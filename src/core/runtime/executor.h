@@ -29,6 +29,18 @@ struct ArenaLayout {
 Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
                                  size_t n_backends);
 
+// Sees the input rows of every matrix product as the executor runs them (`petrel imatrix`
+// collects per-column activation statistics with it). Only while one is set does the executor do
+// anything more per node: with none, a null check.
+class MatMulObserver {
+ public:
+  virtual ~MatMulObserver() = default;
+  // `node` is a kMatMul or kGatedFfn node about to run; `rows` holds its input, n_rows × n_cols
+  // floats copied to host memory, valid during the call.
+  virtual void OnMatMulInput(const Node& node, const float* rows, int64_t n_rows,
+                             int64_t n_cols) = 0;
+};
+
 class Executor {
  public:
   Executor(std::vector<Backend*> backends, Placement placement);
@@ -40,10 +52,13 @@ class Executor {
 
   // Number of cross-backend copies the last Run made (tests check that only boundaries copy).
   size_t last_copy_count() const { return last_copy_count_; }
+  void SetMatMulObserver(MatMulObserver* observer) { observer_ = observer; }
   size_t arena_bytes() const;
 
  private:
   Status Plan(const Graph& graph);
+  // Hands the input of matrix-product `node` (on backend `b`) to observer_, once it is computed.
+  Status Observe(const Node& node, const Graph& graph, Backend& backend);
   bool SameShapeAsPlanned(const Graph& graph) const;
 
   std::vector<Backend*> backends_;
@@ -56,6 +71,8 @@ class Executor {
   std::vector<uint8_t> in_batch_;             // per backend: BeginBatch called in this run
   std::vector<ValueDesc> planned_values_;     // the graph shape the plan above is for
   size_t planned_nodes_ = 0;
+  MatMulObserver* observer_ = nullptr;
+  std::vector<float> observed_;               // the observed input, on the host
   size_t last_copy_count_ = 0;
 };
 

@@ -1,0 +1,22 @@
+// Quantization weighted by an importance matrix (`petrel quantize --imatrix`): the low-bit types'
+// searches minimise each element's squared error times the importance of its input column.
+#pragma once
+
+#include <cstddef>
+
+#include "quant/types.h"  // DType
+
+namespace petrel {
+
+// Whether QuantizeRowWeighted uses the importance for `type`: the types whose ggml quantizer
+// takes `quant_weights` (Q2_K..Q6_K, IQ4_NL, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1). Others (Q8_0,
+// the float types) ignore it.
+bool TakesImportance(DType type);
+
+// Encodes `n` floats (one whole row) as `type`; `importance` holds `n` non-negative values, one
+// per column. A null `importance`, or a type that does not take it, gives exactly QuantizeRow's
+// bytes. Returns false as QuantizeRow does.
+bool QuantizeRowWeighted(DType type, const float* src, void* dst, size_t n,
+                         const float* importance);
+
+}  // namespace petrel
