@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   g++ meson ninja-build pkg-config
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
+  libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
 )
 missing=()
 for package in "${packages[@]}"; do

@@ -78,6 +78,7 @@ Runner AddBenchCommand(CLI::App& app);
 Runner AddSynthCommand(CLI::App& app);
 Runner AddQuantizeCommand(CLI::App& app);
 Runner AddTemplateCommand(CLI::App& app);
+Runner AddServeCommand(CLI::App& app);
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t PeakRssBytes();

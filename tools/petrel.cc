@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   std::map<CLI::App*, Runner> runners;
   for (auto add : {&AddRunCommand, &AddChatCommand, &AddLogitsCommand, &AddTokenizeCommand, &AddInfoCommand,
                    &AddBenchCommand, &AddSynthCommand, &AddTemplateCommand,
-                   &AddQuantizeCommand, &AddDetokenizeCommand}) {
+                   &AddQuantizeCommand, &AddDetokenizeCommand, &AddServeCommand}) {
     const size_t before = app.get_subcommands({}).size();
     Runner runner = add(app);
     CLI::App* command = app.get_subcommands({})[before];
