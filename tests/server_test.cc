@@ -391,5 +391,36 @@ TEST(ServerQueueTest, FullQueueAnswers429) {
   EXPECT_NE(server.log().find(" 429 "), std::string::npos);
 }
 
+// SIGTERM lets a running stream finish, then the server exits 0; with no time to finish
+// (--shutdown-timeout 0) the stream ends with an error event and [DONE].
+TEST(ServerShutdownTest, SigtermFinishesOrEndsRunningStreams) {
+  for (const char* timeout : {"30", "0"}) {
+    SCOPED_TRACE(std::string("--shutdown-timeout ") + timeout);
+    ServerProcess server({"-m", StoryHf(), "--parallel", "2", "--api-key", kKey,
+                          "--shutdown-timeout", timeout, "-t", "1"});
+    ASSERT_TRUE(server.ok()) << server.log();
+    const json body = {{"prompt", "Once upon a time"},
+                       {"max_tokens", 300},
+                       {"temperature", 0},
+                       {"logit_bias", {{"2", -100}}},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}};
+    httplib::Client client = server.Client();
+    const Streamed stream = PostStream(client, "/v1/completions", body, [&](size_t chunks) {
+      if (chunks == 2) server.Signal(SIGTERM);
+      return true;
+    });
+    EXPECT_TRUE(stream.done);
+    ASSERT_FALSE(stream.chunks.empty());
+    if (std::string(timeout) == "30") {
+      EXPECT_EQ(stream.chunks.back()["usage"]["completion_tokens"], 300);
+    } else {
+      EXPECT_TRUE(stream.chunks.back().contains("error")) << stream.chunks.back().dump();
+    }
+    EXPECT_EQ(server.WaitExit(), 0) << server.log();
+    EXPECT_NE(server.log().find("petrel serve: stopped"), std::string::npos) << server.log();
+  }
+}
+
 }  // namespace
 }  // namespace petrel::testing

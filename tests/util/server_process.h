@@ -84,8 +84,15 @@ class ServerProcess {
   }
   // SIGTERM, then the exit status (-1 when it did not exit normally within 30 s).
   int Stop() {
+    Signal(SIGTERM);
+    return WaitExit();
+  }
+  void Signal(int signal) {
+    if (pid_ > 0) kill(pid_, signal);
+  }
+  // The exit status once it ends (-1 when it did not exit normally; killed after 30 s).
+  int WaitExit() {
     if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
     int status = 0;
     for (int i = 0; i < 3000; ++i) {
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
