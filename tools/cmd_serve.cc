@@ -99,7 +99,7 @@ Runner AddServeCommand(CLI::App& app) {
           ->check(IntRange(1, kMaxBatch));
   cmd->add_option("--max-queue", args->max_queue,
                   "requests waiting for a slot at most; more get HTTP 429 (default 64)")
-      ->check(IntRange(0, 1 << 16));
+      ->check(IntRange(0, 4096));
   cmd->add_option("--api-key", args->api_key,
                   "require \"Authorization: Bearer KEY\" on every route but /health");
   cmd->add_option("--chat-template-file", args->template_file,

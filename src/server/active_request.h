@@ -32,12 +32,14 @@ class ActiveRequest {
   ~ActiveRequest();  // frees every engine sequence still held
 
   Job& job() { return *job_; }
+  // Every choice reported, or the request aborted: nothing more to feed.
+  bool finished() const { return finished_; }
   size_t reserved_blocks() const { return reserved_blocks_; }
   // Sequences counted against --parallel: n until every choice has finished.
   size_t running_sequences() const;
 
   // n > 1: the shared prompt still being prefilled in the parent sequence.
-  bool sharing_prefill() const { return shared_fed_ < shared_.size(); }
+  bool sharing_prefill() const { return !finished_ && shared_fed_ < shared_.size(); }
   StepInput NextSharedInput(size_t max_tokens);
   // Takes the outcome of the step that fed NextSharedInput(); once the prompt is in, forks the
   // parent into one sequence per choice. False when the request failed (an error event sent).

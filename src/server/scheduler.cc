@@ -113,6 +113,7 @@ bool Scheduler::StepOnce() {
   // Decoding sequences first, one token each, so that their pace does not depend on the
   // prompts arriving; prompt chunks take what is left, oldest request first.
   for (auto& request : active_) {
+    if (request->finished()) continue;  // aborted in this iteration
     live_.clear();
     request->LiveSequences(&live_);
     for (Sequence* sequence : live_) {
@@ -124,6 +125,7 @@ bool Scheduler::StepOnce() {
   }
   for (auto& request : active_) {
     if (budget == 0) break;
+    if (request->finished()) continue;
     if (request->sharing_prefill()) {
       inputs_.push_back(request->NextSharedInput(budget));
       feeds_.push_back(Feed{request.get(), nullptr});
