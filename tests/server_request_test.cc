@@ -9,6 +9,8 @@
 
 #include "server/api_error.h"
 #include "server/completion_request.h"
+#include "server/prompt_builder.h"
+#include "util/test_data.h"
 
 namespace petrel::server {
 namespace {
@@ -189,6 +191,46 @@ TEST(ServerRequestTest, ErrorJsonShape) {
   const json status = json::parse(ErrorJson(StatusError(429, "full")));
   EXPECT_TRUE(status["error"]["param"].is_null());
   EXPECT_TRUE(status["error"]["code"].is_null());
+}
+
+// The chat template sees the messages, `tools` and `tool_choice`; completion prompts of ids are
+// checked against the vocabulary; a model without a template refuses chat.
+TEST(ServerRequestTest, PromptsThroughTheTemplateAndTokenizer) {
+  auto tokenizer = Tokenizer::FromHfFolder(testing::SharedDir() + "/models/story");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  const size_t n_vocab = (*tokenizer)->n_vocab();
+  auto chat = ChatPrompt::FromSource(
+      "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+      "{% if tools %}tools: {% for t in tools %}{{ t.function.name }} {% endfor %}"
+      "choice: {{ tool_choice }}\n{% endif %}assistant:",
+      "", "");
+  ASSERT_TRUE(chat.ok()) << chat.status().message();
+  CompletionRequest request;
+  json body = {{"messages", {{{"role", "user"}, {"content", "Where is the cat?"}}}},
+               {"tools", {{{"type", "function"}, {"function", {{"name", "find_cat"}}}}}},
+               {"tool_choice", "auto"}};
+  ASSERT_FALSE(Parse(body, Endpoint::kChat, &request));
+  std::vector<int32_t> ids;
+  ASSERT_FALSE(BuildPrompt(request, **tokenizer, &*chat, n_vocab, &ids));
+  EncodeOptions encode;
+  encode.add_special = true;
+  encode.parse_special = true;
+  EXPECT_EQ(ids, (*tokenizer)
+                     ->Encode("user: Where is the cat?\ntools: find_cat choice: auto\nassistant:",
+                              encode));
+  ApiResult no_template = BuildPrompt(request, **tokenizer, nullptr, n_vocab, &ids);
+  ASSERT_TRUE(no_template);
+  EXPECT_EQ(no_template->status, 400);
+
+  json completion = {{"prompt", {1, int(n_vocab)}}};
+  ASSERT_FALSE(Parse(completion, Endpoint::kCompletion, &request));
+  ApiResult outside = BuildPrompt(request, **tokenizer, nullptr, n_vocab, &ids);
+  ASSERT_TRUE(outside);
+  EXPECT_EQ(outside->param, "prompt");
+  completion["prompt"] = "Once upon a time";
+  ASSERT_FALSE(Parse(completion, Endpoint::kCompletion, &request));
+  ASSERT_FALSE(BuildPrompt(request, **tokenizer, nullptr, n_vocab, &ids));
+  EXPECT_EQ(ids, (*tokenizer)->Encode("Once upon a time", encode));
 }
 
 }  // namespace

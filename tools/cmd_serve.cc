@@ -124,7 +124,15 @@ Runner AddServeCommand(CLI::App& app) {
       args->model.batch = size_t(args->batch_tokens);
     }
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
+    // The common mistake is one error line, before anything listens.
+    std::error_code missing;
+    if (!std::filesystem::exists(args->model.model_path, missing)) {
+      return Fail(Error("%s: no such file or folder", args->model.model_path.c_str()));
+    }
     StopSignal stop;
+    // A write to a connection its client closed must fail with EPIPE (the stream is then
+    // cancelled), not end the process.
+    signal(SIGPIPE, SIG_IGN);
 
     server::Metrics metrics;
     server::HttpServerOptions http;
