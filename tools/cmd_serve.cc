@@ -188,6 +188,8 @@ Runner AddServeCommand(CLI::App& app) {
                  signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)args->shutdown_timeout);
     server.SetStopping();
     scheduler.Shutdown(std::chrono::seconds(args->shutdown_timeout));
+    // The scheduler has sent every stream its end; let the connections write it.
+    server.DrainStreams(std::chrono::seconds(5));
     server.Stop();
     std::fprintf(stderr, "petrel serve: stopped\n");
     return 0;

@@ -38,10 +38,14 @@ void Respond(const std::shared_ptr<Job>& job, OpenAiResponse& response, httplib:
 }
 
 void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<OpenAiResponse> response,
-            httplib::Response& res) {
+            std::atomic<int>& open_streams, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  auto provider = [job, response, events = std::vector<JobEvent>()](
+  // Counts the stream as open until httplib has dropped the provider, i.e. written the stream
+  // to its end or given up on the connection.
+  ++open_streams;
+  std::shared_ptr<void> open(nullptr, [&open_streams](void*) { --open_streams; });
+  auto provider = [job, response, open, events = std::vector<JobEvent>()](
                       size_t, httplib::DataSink& sink) mutable {
     auto write = [&](const std::string& text) {
       return text.empty() || sink.write(text.data(), text.size());
@@ -93,7 +97,8 @@ void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<OpenAiResponse> res
 }  // namespace
 
 void HandleCompletion(const ServingModel& model, const std::string& model_name, Endpoint endpoint,
-                      const httplib::Request& req, httplib::Response& res) {
+                      std::atomic<int>& open_streams, const httplib::Request& req,
+                      httplib::Response& res) {
   Engine& engine = *model.engine;
   const RequestLimits limits{engine.context(), size_t(engine.config().n_vocab),
                              model.scheduler->options().parallel};
@@ -121,7 +126,7 @@ void HandleCompletion(const ServingModel& model, const std::string& model_name, 
   }
   auto response = std::make_shared<OpenAiResponse>(job->request(), *engine.tokenizer(), model_name);
   if (job->request().stream) {
-    Stream(job, std::move(response), res);
+    Stream(job, std::move(response), open_streams, res);
   } else {
     Respond(job, *response, res);
   }

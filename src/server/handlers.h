@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <string>
 
 #include "server/api_error.h"
@@ -13,9 +14,11 @@ namespace petrel::server {
 
 void SendError(httplib::Response& res, const ApiError& error);
 
-// POST /v1/chat/completions and /v1/completions.
+// POST /v1/chat/completions and /v1/completions. `open_streams` counts the streamed responses
+// not yet fully written.
 void HandleCompletion(const ServingModel& model, const std::string& model_name, Endpoint endpoint,
-                      const httplib::Request& req, httplib::Response& res);
+                      std::atomic<int>& open_streams, const httplib::Request& req,
+                      httplib::Response& res);
 // POST /tokenize {"content", "add_special"?} -> {"tokens"}.
 void HandleTokenize(const ServingModel& model, const httplib::Request& req, httplib::Response& res);
 // POST /detokenize {"tokens"} -> {"content"}.

@@ -129,14 +129,15 @@ void HttpServer::Route() {
              }));
   const std::string model_name = options_.model_name;
   server.Post("/v1/chat/completions",
-              with_model([model_name](const ServingModel& serving, const httplib::Request& req,
-                                      httplib::Response& res) {
-                HandleCompletion(serving, model_name, Endpoint::kChat, req, res);
+              with_model([this, model_name](const ServingModel& serving,
+                                            const httplib::Request& req, httplib::Response& res) {
+                HandleCompletion(serving, model_name, Endpoint::kChat, open_streams_, req, res);
               }));
   server.Post("/v1/completions",
-              with_model([model_name](const ServingModel& serving, const httplib::Request& req,
-                                      httplib::Response& res) {
-                HandleCompletion(serving, model_name, Endpoint::kCompletion, req, res);
+              with_model([this, model_name](const ServingModel& serving,
+                                            const httplib::Request& req, httplib::Response& res) {
+                HandleCompletion(serving, model_name, Endpoint::kCompletion, open_streams_, req,
+                                 res);
               }));
   server.Post("/tokenize", with_model(&HandleTokenize));
   server.Post("/detokenize", with_model(&HandleDetokenize));
@@ -156,6 +157,13 @@ Status HttpServer::Start() {
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return Status::Ok();
+}
+
+void HttpServer::DrainStreams(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void HttpServer::Stop() {

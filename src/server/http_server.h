@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -50,6 +51,10 @@ class HttpServer {
   void SetModel(const ServingModel& model);
   // From now on /health answers 503 (a load balancer stops sending requests).
   void SetStopping() { stopping_.store(true); }
+  // Waits until every streamed response has been written to its end (or its client left), at
+  // most `timeout`: Stop() would cut streams short, and after Scheduler::Shutdown their last
+  // events may still be on the way.
+  void DrainStreams(std::chrono::milliseconds timeout);
   // Closes the socket and waits for the connections being served.
   void Stop();
 
@@ -67,6 +72,7 @@ class HttpServer {
   ServingModel model_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<int> open_streams_{0};
 };
 
 }  // namespace petrel::server
