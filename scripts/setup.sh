@@ -8,6 +8,8 @@ packages=(
   g++ meson ninja-build pkg-config
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
+  # The server: HTTP and JSON.
+  libcpp-httplib-dev
   # The Vulkan backend: headers and loader, the shader compiler, a CPU driver (lavapipe) so that
   # the gpu tests run on any machine, and vulkaninfo.
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools

@@ -1,6 +1,5 @@
 // Command-line conveniences shared by the subcommands: C-style escapes in text flags, "did you
-// mean" suggestions for unknown arguments, -v load details, and keeping the text of
-// end-of-generation tokens out of the output.
+// mean" suggestions for unknown arguments, -v load details.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/generation/end_text_filter.h"
 #include "core/runtime/engine.h"
 
 namespace petrel::tools {
@@ -32,22 +32,7 @@ std::string UnknownArgumentMessage(const CLI::App& app);
 // micro-batch of a loaded engine, and how long it took to load, as info logs on stderr.
 void LogLoadDetails(const Engine& engine, double load_seconds);
 
-// Streams generated text while removing every occurrence of the text of the tokenizer's
-// end-of-generation tokens ("</s>", "<|end_story|>", ...): models trained on documents that
-// spell those markers as plain text produce them piece by piece before the token itself. Text
-// that may be the start of such a marker is held back until it is decided.
-class EndTextFilter {
- public:
-  // With no tokenizer, or `keep` (--special), text passes unchanged.
-  EndTextFilter(const Tokenizer* tokenizer, bool keep);
-  // The part of `text` (appended to what is held back) that is now final.
-  std::string Push(std::string_view text);
-  // Whatever is still held back (a partial marker at the end of the generation).
-  std::string Flush();
-
- private:
-  std::vector<std::string> markers_;
-  std::string held_;
-};
+// EndTextFilter lives in core/generation, where the server shares it.
+using petrel::EndTextFilter;
 
 }  // namespace petrel::tools

@@ -89,6 +89,7 @@ Runner AddQuantizeCommand(CLI::App& app);
 Runner AddTemplateCommand(CLI::App& app);
 Runner AddPerplexityCommand(CLI::App& app);
 Runner AddImatrixCommand(CLI::App& app);
+Runner AddServeCommand(CLI::App& app);
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t PeakRssBytes();

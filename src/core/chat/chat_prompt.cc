@@ -46,8 +46,9 @@ Result<std::string> ChatPrompt::Render(const nlohmann::ordered_json& messages,
 
 Result<std::vector<int32_t>> ChatPrompt::Tokenize(const Tokenizer& tokenizer,
                                                   const nlohmann::ordered_json& messages,
-                                                  bool add_generation_prompt) const {
-  PETREL_ASSIGN_OR_RETURN(std::string text, Render(messages, add_generation_prompt));
+                                                  bool add_generation_prompt,
+                                                  const nlohmann::ordered_json& extra) const {
+  PETREL_ASSIGN_OR_RETURN(std::string text, Render(messages, add_generation_prompt, extra));
   EncodeOptions options;
   options.parse_special = true;  // the template writes the control tokens as text
   options.add_special = bos_.empty() || text.rfind(bos_, 0) != 0;

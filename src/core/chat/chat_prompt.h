@@ -27,9 +27,10 @@ class ChatPrompt {
       const nlohmann::ordered_json& messages, bool add_generation_prompt,
       const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
   // Render + tokenize. The BOS token is added only when the rendered text does not start with it.
-  Result<std::vector<int32_t>> Tokenize(const Tokenizer& tokenizer,
-                                        const nlohmann::ordered_json& messages,
-                                        bool add_generation_prompt) const;
+  Result<std::vector<int32_t>> Tokenize(
+      const Tokenizer& tokenizer, const nlohmann::ordered_json& messages,
+      bool add_generation_prompt,
+      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
  private:
   ChatPrompt(ChatTemplate chat_template, std::string bos, std::string eos)

@@ -108,6 +108,11 @@ class Engine {
   // Drops tokens past `length` (for example to re-run a turn).
   Status TruncateSequence(SeqId seq, size_t length) { return kv_->Truncate(seq, length); }
   size_t context() const { return kv_->context(); }  // tokens per sequence at most
+  // The paged cache's occupancy, in blocks of kv_block_tokens() tokens (a server admits
+  // requests while blocks remain and reports them in its metrics).
+  size_t kv_free_blocks() const { return kv_->free_blocks(); }
+  size_t kv_total_blocks() const { return kv_->total_blocks(); }
+  size_t kv_block_tokens() const { return kv_->block_tokens(); }
 
   // A sequence's K/V rows, for session files: per layer, the K and the V rows of positions
   // [0, SequenceLength(seq)), kv_row_bytes() each, in the cache's type kv_type().

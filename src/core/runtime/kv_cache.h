@@ -57,6 +57,7 @@ class KvCache {
   const KvLayerView& LayerView(size_t layer) const { return layers_[layer].view; }
   size_t n_layers() const { return layers_.size(); }
   size_t free_blocks() const { return free_.size(); }
+  size_t total_blocks() const { return options_.n_blocks; }
   size_t block_tokens() const { return options_.block_tokens; }
   size_t context() const { return options_.context; }
   size_t bytes() const;  // all layers, K and V

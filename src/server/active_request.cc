@@ -1,0 +1,212 @@
+// ActiveRequest: choices as Sequences, shared-prompt forking, events and latency metrics.
+#include "server/active_request.h"
+
+#include <algorithm>
+
+namespace petrel::server {
+namespace {
+
+// OpenAI's finish reasons; "cancelled" and "error" are never reported as one.
+const char* FinishReason(const std::string& stop_reason) {
+  return stop_reason == "eos" || stop_reason == "stop" ? "stop" : "length";
+}
+
+}  // namespace
+
+size_t ActiveRequest::BlocksNeeded(const Engine& engine, const Job& job) {
+  const size_t context = engine.context();
+  const size_t wanted = job.request().max_tokens ? job.request().max_tokens : context;
+  const size_t tokens = std::min(context, job.prompt().size() + wanted);
+  const size_t block = engine.kv_block_tokens();
+  return job.request().n * ((tokens + block - 1) / block);
+}
+
+Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
+                                                            std::shared_ptr<Job> job,
+                                                            Metrics& metrics) {
+  std::unique_ptr<ActiveRequest> request(new ActiveRequest(engine, std::move(job), metrics));
+  ActiveRequest& r = *request;
+  const std::vector<int32_t>& prompt = r.job_->prompt();
+  const size_t n = r.job_->request().n;
+  r.reserved_blocks_ = BlocksNeeded(engine, *r.job_);
+  r.usage_.prompt_tokens = prompt.size();
+  r.choices_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    r.choices_.push_back(std::make_unique<Choice>());
+    r.choices_.back()->index = i;
+  }
+  if (n > 1 && prompt.size() > 1) {
+    r.parent_ = engine.NewSequence();
+    r.shared_.assign(prompt.begin(), prompt.end() - 1);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      PETREL_RETURN_IF_ERROR(r.StartChoice(i, engine.NewSequence(), prompt, {}));
+    }
+  }
+  metrics.AddPromptTokens(prompt.size());
+  return request;
+}
+
+ActiveRequest::~ActiveRequest() { FreeSequences(); }
+
+void ActiveRequest::FreeSequences() {
+  if (parent_ >= 0) engine_.FreeSequence(parent_);
+  parent_ = -1;
+  for (auto& choice : choices_) {
+    if (choice->seq >= 0) engine_.FreeSequence(choice->seq);
+    choice->seq = -1;
+  }
+}
+
+GenerateOptions ActiveRequest::ChoiceOptions(size_t index) const {
+  const CompletionRequest& request = job_->request();
+  GenerateOptions options;
+  // Without max_tokens a choice runs until the context is full (reported as "length").
+  options.max_new_tokens = request.max_tokens ? request.max_tokens : engine_.context();
+  options.stop = request.stop;
+  options.sampling = request.sampling;
+  options.sampling.seed = request.sampling.seed + index;  // choices differ, each reproducible
+  options.skip_special = true;
+  options.context = engine_.context();
+  options.context_shift = false;
+  return options;
+}
+
+Status ActiveRequest::StartChoice(size_t index, SeqId seq, std::vector<int32_t> prompt,
+                                  std::span<const int32_t> cached) {
+  Choice& choice = *choices_[index];
+  choice.seq = seq;  // owned from here, freed on every path
+  choice.filter = std::make_unique<EndTextFilter>(engine_.tokenizer(), false);
+  auto on_token = [this, &choice](const GeneratedToken& token, std::string_view piece) {
+    return OnToken(choice, token, piece);
+  };
+  PETREL_ASSIGN_OR_RETURN(
+      choice.sequence,
+      Sequence::Create(engine_, seq, std::move(prompt), ChoiceOptions(index), on_token, cached));
+  return Status::Ok();
+}
+
+size_t ActiveRequest::running_sequences() const {
+  if (finished_) return 0;
+  if (sharing_prefill()) return choices_.size();
+  return size_t(std::count_if(choices_.begin(), choices_.end(),
+                              [](const auto& choice) { return !choice->reported; }));
+}
+
+StepInput ActiveRequest::NextSharedInput(size_t max_tokens) {
+  shared_pending_ = std::min(max_tokens, shared_.size() - shared_fed_);
+  return StepInput{parent_, std::span<const int32_t>(shared_).subspan(shared_fed_, shared_pending_),
+                   false};
+}
+
+bool ActiveRequest::ConsumeShared(const StepOutput& output) {
+  if (!output.status.ok()) {
+    const ApiError error = StatusError(500, output.status.message());
+    Abort(&error);
+    return false;
+  }
+  shared_fed_ += shared_pending_;
+  shared_pending_ = 0;
+  if (sharing_prefill()) return true;
+  const int32_t last = job_->prompt().back();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Result<SeqId> child = engine_.ForkSequence(parent_);
+    Status started = child.ok() ? StartChoice(i, *child, {last}, shared_) : child.status();
+    if (!started.ok()) {
+      const ApiError error = StatusError(500, started.message());
+      Abort(&error);
+      return false;
+    }
+  }
+  engine_.FreeSequence(parent_);
+  parent_ = -1;
+  return true;
+}
+
+void ActiveRequest::LiveSequences(std::vector<Sequence*>* out) const {
+  for (const auto& choice : choices_) {
+    if (choice->sequence && !choice->sequence->finished()) out->push_back(choice->sequence.get());
+  }
+}
+
+bool ActiveRequest::OnToken(Choice& choice, const GeneratedToken& token, std::string_view piece) {
+  if (token.id >= 0) {
+    const Clock::time_point now = Clock::now();
+    if (!first_token_seen_) {
+      metrics_.ObserveTimeToFirstToken(
+          std::chrono::duration<double>(now - job_->arrival()).count());
+      first_token_seen_ = true;
+    }
+    if (choice.has_token) {
+      metrics_.ObserveInterTokenLatency(
+          std::chrono::duration<double>(now - choice.last_token).count());
+    }
+    choice.last_token = now;
+    choice.has_token = true;
+    if (job_->request().logprobs) choice.pending.push_back(token);
+  }
+  std::string text = choice.filter->Push(piece);
+  if (!text.empty()) {
+    job_->Push(JobEvent{JobEvent::Kind::kDelta, choice.index, std::move(text),
+                        std::move(choice.pending), "", Usage(), ApiError()});
+    choice.pending.clear();
+  }
+  return !job_->cancelled();
+}
+
+bool ActiveRequest::Report() {
+  if (finished_) return true;
+  for (auto& choice_ptr : choices_) {
+    Choice& choice = *choice_ptr;
+    if (choice.reported || !choice.sequence || !choice.sequence->finished()) continue;
+    Sequence& sequence = *choice.sequence;
+    if (!sequence.status().ok()) {
+      const ApiError error = StatusError(500, sequence.status().message());
+      Abort(&error);
+      return true;
+    }
+    if (sequence.result().stop_reason == "cancelled") {
+      Abort(nullptr);
+      return true;
+    }
+    std::string tail = choice.filter->Flush();
+    if (!tail.empty() || !choice.pending.empty()) {
+      job_->Push(JobEvent{JobEvent::Kind::kDelta, choice.index, std::move(tail),
+                          std::move(choice.pending), "", Usage(), ApiError()});
+      choice.pending.clear();
+    }
+    job_->Push(JobEvent{JobEvent::Kind::kChoiceEnd,
+                        choice.index,
+                        "",
+                        {},
+                        FinishReason(sequence.result().stop_reason),
+                        Usage(),
+                        ApiError()});
+    const size_t generated = sequence.result().new_ids.size();
+    usage_.completion_tokens += generated;
+    metrics_.AddGenerationTokens(generated);
+    engine_.FreeSequence(choice.seq);
+    choice.seq = -1;
+    choice.reported = true;
+  }
+  if (sharing_prefill()) return false;
+  const bool all = std::all_of(choices_.begin(), choices_.end(),
+                               [](const auto& choice) { return choice->reported; });
+  if (!all) return false;
+  job_->Push(JobEvent{JobEvent::Kind::kDone, 0, "", {}, "", usage_, ApiError()});
+  finished_ = true;
+  return true;
+}
+
+void ActiveRequest::Abort(const ApiError* error) {
+  for (auto& choice : choices_) {
+    if (choice->sequence) choice->sequence->Cancel();
+  }
+  FreeSequences();
+  if (error && !finished_) {
+    job_->Push(JobEvent{JobEvent::Kind::kError, 0, "", {}, "", Usage(), *error});
+  }
+  finished_ = true;
+}
+
+}  // namespace petrel::server

@@ -1,0 +1,135 @@
+// HandleCompletion: validate, build the prompt, queue the job, then relay its events to the
+// client: as Server-Sent Events while they come, or as one body at the end.
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "server/handlers.h"
+#include "server/job.h"
+#include "server/openai_response.h"
+#include "server/prompt_builder.h"
+
+namespace petrel::server {
+namespace {
+
+// How long a stream may be silent (a long prompt being prefilled, a queue) before a comment
+// line goes out: a client that left is noticed by the failed write.
+constexpr std::chrono::milliseconds kHeartbeat(1000);
+
+void Respond(const std::shared_ptr<Job>& job, OpenAiResponse& response, httplib::Response& res) {
+  std::vector<JobEvent> events;
+  for (;;) {
+    job->Wait(kHeartbeat, &events);
+    for (const JobEvent& event : events) {
+      switch (event.kind) {
+        case JobEvent::Kind::kDelta:
+        case JobEvent::Kind::kChoiceEnd:
+          response.Add(event);
+          break;
+        case JobEvent::Kind::kDone:
+          res.set_content(response.Body(event.usage), "application/json");
+          return;
+        case JobEvent::Kind::kError:
+          SendError(res, event.error);
+          return;
+      }
+    }
+  }
+}
+
+void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<OpenAiResponse> response,
+            std::atomic<int>& open_streams, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  // Counts the stream as open until httplib has dropped the provider, i.e. written the stream
+  // to its end or given up on the connection.
+  ++open_streams;
+  std::shared_ptr<void> open(nullptr, [&open_streams](void*) { --open_streams; });
+  auto provider = [job, response, open, events = std::vector<JobEvent>()](
+                      size_t, httplib::DataSink& sink) mutable {
+    auto write = [&](const std::string& text) {
+      return text.empty() || sink.write(text.data(), text.size());
+    };
+    if (!job->Wait(kHeartbeat, &events)) {
+      if (write(": keep-alive\n\n")) return true;
+      job->Cancel();
+      return false;
+    }
+    for (const JobEvent& event : events) {
+      bool written = true;
+      switch (event.kind) {
+        case JobEvent::Kind::kDelta:
+        case JobEvent::Kind::kChoiceEnd:
+          written = write(response->StreamEvent(event));
+          break;
+        case JobEvent::Kind::kDone:
+          if (job->request().include_usage) written = write(response->StreamUsage(event.usage));
+          written = written && write(OpenAiResponse::kStreamDone);
+          if (written) {
+            sink.done();
+            return true;
+          }
+          break;
+        case JobEvent::Kind::kError:
+          if (write(OpenAiResponse::StreamError(event.error)) &&
+              write(OpenAiResponse::kStreamDone)) {
+            sink.done();
+            return true;
+          }
+          written = false;
+          break;
+      }
+      if (!written) {
+        // The client is gone: the scheduler frees its sequences at its next step.
+        job->Cancel();
+        return false;
+      }
+    }
+    return true;
+  };
+  // Also when the connection ends any other way before the stream's end.
+  auto release = [job](bool success) {
+    if (!success) job->Cancel();
+  };
+  res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
+}
+
+}  // namespace
+
+void HandleCompletion(const ServingModel& model, const std::string& model_name, Endpoint endpoint,
+                      std::atomic<int>& open_streams, const httplib::Request& req,
+                      httplib::Response& res) {
+  Engine& engine = *model.engine;
+  const RequestLimits limits{engine.context(), size_t(engine.config().n_vocab),
+                             model.scheduler->options().parallel};
+  CompletionRequest request;
+  if (ApiResult error = ParseCompletionRequest(req.body, endpoint, limits, &request)) {
+    SendError(res, *error);
+    return;
+  }
+  std::vector<int32_t> prompt;
+  if (ApiResult error =
+          BuildPrompt(request, *engine.tokenizer(), model.chat, limits.n_vocab, &prompt)) {
+    SendError(res, *error);
+    return;
+  }
+  if (prompt.size() > engine.context()) {
+    SendError(res, StatusError(413, "the prompt has " + std::to_string(prompt.size()) +
+                                        " tokens, more than the context of " +
+                                        std::to_string(engine.context())));
+    return;
+  }
+  auto job = std::make_shared<Job>(std::move(request), std::move(prompt));
+  if (ApiResult error = model.scheduler->Submit(job)) {
+    SendError(res, *error);
+    return;
+  }
+  auto response = std::make_shared<OpenAiResponse>(job->request(), *engine.tokenizer(), model_name);
+  if (job->request().stream) {
+    Stream(job, std::move(response), open_streams, res);
+  } else {
+    Respond(job, *response, res);
+  }
+}
+
+}  // namespace petrel::server

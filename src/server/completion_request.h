@@ -1,0 +1,60 @@
+// A validated /v1/chat/completions or /v1/completions request: every field the server supports,
+// each checked for type and range; any other field is refused, never ignored.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/generation/sampling/sampler.h"  // SamplingParams
+#include "server/json_fields.h"
+
+namespace petrel::server {
+
+enum class Endpoint { kChat, kCompletion };
+
+// What a request may ask for on this server.
+struct RequestLimits {
+  size_t context = 0;  // tokens per sequence: max_tokens at most this
+  size_t n_vocab = 0;  // logit_bias ids below this
+  size_t max_n = 1;    // `n` at most this (--parallel: the choices run side by side)
+};
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  // Chat: the messages (content parts joined into strings), and `tools` / `tool_choice` for the
+  // template (null when absent).
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json tool_choice;
+  // Completions: a text prompt, or token ids.
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+  size_t n = 1;
+  size_t max_tokens = 0;  // 0: until the context is full
+  SamplingParams sampling;
+  bool seeded = false;  // `seed` was given (else each request draws one)
+  std::vector<std::string> stop;
+  bool logprobs = false;
+  size_t top_logprobs = 0;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses and checks `body`; a 400 names the first bad field.
+ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
+                                 const RequestLimits& limits, CompletionRequest* out);
+
+// The limits of every bounded field, in one place for the parser, SERVER.md and the tests.
+inline constexpr int64_t kMaxN = 16;
+inline constexpr size_t kMaxStops = 4;
+inline constexpr size_t kMaxStopBytes = 256;
+inline constexpr int64_t kMaxTopLogprobs = 20;    // chat `top_logprobs`
+inline constexpr int64_t kMaxLegacyLogprobs = 5;  // completions `logprobs`
+inline constexpr size_t kMaxMessages = 4096;
+inline constexpr size_t kMaxLogitBias = 1024;
+
+}  // namespace petrel::server

@@ -1,0 +1,174 @@
+// HttpServer: routes, auth, limits, error bodies, access log.
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "server/handlers.h"
+
+namespace petrel::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Each request is served start to end on one pool thread, so the pre-routing handler can leave
+// its start time here for the access log.
+thread_local Clock::time_point t_request_start;
+thread_local bool t_request_started = false;
+
+// Compares without an early exit, so the time taken does not tell how much of a guess was right.
+bool SameSecret(const std::string& given, const std::string& secret) {
+  unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^ secret[i % (secret.empty() ? 1 : secret.size())]);
+  }
+  return diff == 0 && !secret.empty();
+}
+
+}  // namespace
+
+HttpServer::HttpServer(HttpServerOptions options, Metrics& metrics)
+    : options_(std::move(options)),
+      metrics_(metrics),
+      server_(std::make_unique<httplib::Server>()) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::SetModel(const ServingModel& model) {
+  model_ = model;
+  ready_.store(true, std::memory_order_release);
+}
+
+void HttpServer::Route() {
+  httplib::Server& server = *server_;
+  const size_t threads = options_.threads;
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.set_payload_max_length(options_.max_body_bytes);
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_request_start = Clock::now();
+    t_request_started = true;
+    if (options_.api_key.empty() || req.path == "/health") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const std::string header = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    const bool bearer = header.compare(0, prefix.size(), prefix) == 0;
+    if (bearer && SameSecret(header.substr(prefix.size()), options_.api_key)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.set_header("WWW-Authenticate", "Bearer");
+    SendError(res, StatusError(401, bearer ? "the API key is not valid"
+                                           : "an API key is required (Authorization: Bearer KEY)"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Bodies for the errors httplib answers itself (404, 413, ...).
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = "no such route";
+        if (res.status == 413) {
+          message = "the request body is larger than " + std::to_string(options_.max_body_bytes) +
+                    " bytes";
+        } else if (res.status != 404) {
+          message = "the request failed with HTTP status " + std::to_string(res.status);
+        }
+        SendError(res, StatusError(res.status, message));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.CountRequest(res.status);
+    if (!options_.access_log) return;
+    char when[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &utc);
+    const double ms =
+        t_request_started
+            ? std::chrono::duration<double, std::milli>(Clock::now() - t_request_start).count()
+            : 0.0;
+    t_request_started = false;
+    std::fprintf(stderr, "%s %s %s %s %d %zu %.1fms\n", when, req.remote_addr.c_str(),
+                 req.method.c_str(), req.path.c_str(), res.status, res.body.size(), ms);
+  });
+
+  server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const bool up = model() && !stopping_.load();
+    res.status = up ? 200 : 503;
+    res.set_content(up                 ? R"({"status":"ok"})"
+                    : stopping_.load() ? R"({"status":"shutting down"})"
+                                       : R"({"status":"loading model"})",
+                    "application/json");
+  });
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
+  });
+  // The model routes answer 503 until the model is loaded.
+  auto with_model = [this](auto handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      const ServingModel* serving = model();
+      if (!serving) {
+        SendError(res, StatusError(503, "the model is still loading"));
+        return;
+      }
+      handler(*serving, req, res);
+    };
+  };
+  server.Get("/v1/models", with_model([this](const ServingModel&, const httplib::Request&,
+                                             httplib::Response& res) {
+               nlohmann::json body = {{"object", "list"},
+                                      {"data",
+                                       {{{"id", options_.model_name},
+                                         {"object", "model"},
+                                         {"created", 0},
+                                         {"owned_by", "petrel"}}}}};
+               res.set_content(body.dump(), "application/json");
+             }));
+  const std::string model_name = options_.model_name;
+  server.Post("/v1/chat/completions",
+              with_model([this, model_name](const ServingModel& serving,
+                                            const httplib::Request& req, httplib::Response& res) {
+                HandleCompletion(serving, model_name, Endpoint::kChat, open_streams_, req, res);
+              }));
+  server.Post("/v1/completions",
+              with_model([this, model_name](const ServingModel& serving,
+                                            const httplib::Request& req, httplib::Response& res) {
+                HandleCompletion(serving, model_name, Endpoint::kCompletion, open_streams_, req,
+                                 res);
+              }));
+  server.Post("/tokenize", with_model(&HandleTokenize));
+  server.Post("/detokenize", with_model(&HandleDetokenize));
+}
+
+Status HttpServer::Start() {
+  Route();
+  if (options_.port == 0) {
+    port_ = server_->bind_to_any_port(options_.host);
+    if (port_ <= 0) return Error("cannot listen on %s (any port)", options_.host.c_str());
+  } else {
+    if (!server_->bind_to_port(options_.host, options_.port)) {
+      return Error("cannot listen on %s:%d (in use, or not an address of this machine)",
+                   options_.host.c_str(), options_.port);
+    }
+    port_ = options_.port;
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return Status::Ok();
+}
+
+void HttpServer::DrainStreams(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void HttpServer::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace petrel::server

@@ -1,0 +1,115 @@
+// Metrics: Prometheus text exposition format 0.0.4.
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace petrel::server {
+namespace {
+
+std::string Number(double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
+void Header(const char* name, const char* type, const char* help, std::string* out) {
+  *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void Line(const std::string& name, double value, std::string* out) {
+  *out += name + " " + Number(value) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double value) {
+  const size_t bucket =
+      size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  ++counts_[bucket];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::Render(const std::string& name, std::string* out) const {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    Line(name + "_bucket{le=\"" + Number(bounds_[i]) + "\"}", double(cumulative), out);
+  }
+  Line(name + "_bucket{le=\"+Inf\"}", double(count_), out);
+  Line(name + "_sum", sum_, out);
+  Line(name + "_count", double(count_), out);
+}
+
+Metrics::Metrics()
+    : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}) {}
+
+void Metrics::CountRequest(int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++requests_by_status_[status];
+}
+
+void Metrics::AddPromptTokens(size_t tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prompt_tokens_ += tokens;
+}
+
+void Metrics::AddGenerationTokens(size_t tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  generation_tokens_ += tokens;
+}
+
+void Metrics::ObserveTimeToFirstToken(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ttft_.Observe(seconds);
+}
+
+void Metrics::ObserveInterTokenLatency(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  itl_.Observe(seconds);
+}
+
+void Metrics::SetGauges(const SchedulerGauges& gauges) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  gauges_ = gauges;
+}
+
+SchedulerGauges Metrics::gauges() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return gauges_;
+}
+
+std::string Metrics::Render() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out;
+  Header("petrel_requests_total", "counter", "HTTP requests answered, by status code.", &out);
+  for (const auto& [status, count] : requests_by_status_) {
+    Line("petrel_requests_total{status=\"" + std::to_string(status) + "\"}", double(count), &out);
+  }
+  Header("petrel_queue_depth", "gauge", "Requests waiting to be admitted.", &out);
+  Line("petrel_queue_depth", double(gauges_.waiting), &out);
+  Header("petrel_running_sequences", "gauge", "Sequences being prefilled or decoded.", &out);
+  Line("petrel_running_sequences", double(gauges_.running), &out);
+  Header("petrel_kv_blocks_used", "gauge", "KV cache blocks holding tokens.", &out);
+  Line("petrel_kv_blocks_used", double(gauges_.kv_blocks_used), &out);
+  Header("petrel_kv_blocks_free", "gauge", "KV cache blocks free.", &out);
+  Line("petrel_kv_blocks_free", double(gauges_.kv_blocks_free), &out);
+  Header("petrel_prompt_tokens_total", "counter", "Prompt tokens admitted.", &out);
+  Line("petrel_prompt_tokens_total", double(prompt_tokens_), &out);
+  Header("petrel_generation_tokens_total", "counter", "Tokens generated.", &out);
+  Line("petrel_generation_tokens_total", double(generation_tokens_), &out);
+  Header("petrel_time_to_first_token_seconds", "histogram",
+         "From arrival to the first generated token of a request.", &out);
+  ttft_.Render("petrel_time_to_first_token_seconds", &out);
+  Header("petrel_inter_token_latency_seconds", "histogram",
+         "Between consecutive tokens of one sequence.", &out);
+  itl_.Render("petrel_inter_token_latency_seconds", &out);
+  return out;
+}
+
+}  // namespace petrel::server

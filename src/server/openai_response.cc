@@ -1,0 +1,185 @@
+// OpenAiResponse: chunk and body JSON for both endpoints.
+#include "server/openai_response.h"
+
+#include <ctime>
+#include <random>
+
+namespace petrel::server {
+namespace {
+
+using json = nlohmann::json;
+
+std::string NewId(const char* prefix) {
+  std::random_device random;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%08x%08x", random(), random());
+  return std::string(prefix) + hex;
+}
+
+json Bytes(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(int(c));
+  return bytes;
+}
+
+}  // namespace
+
+OpenAiResponse::OpenAiResponse(const CompletionRequest& request, const Tokenizer& tokenizer,
+                               std::string model_name)
+    : request_(request),
+      tokenizer_(tokenizer),
+      model_(std::move(model_name)),
+      id_(NewId(request.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-")),
+      created_(static_cast<long long>(std::time(nullptr))),
+      choices_(request.n) {}
+
+std::string OpenAiResponse::Data(const json& value) {
+  return "data: " + value.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+json OpenAiResponse::Envelope(const char* object) const {
+  return json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
+}
+
+json OpenAiResponse::UsageJson(const Usage& usage) {
+  return json{{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+}
+
+json OpenAiResponse::LogprobsJson(const std::vector<GeneratedToken>& tokens,
+                                  size_t text_offset) const {
+  auto text_of = [&](int32_t id) { return tokenizer_.Decode({id}, /*skip_special=*/false); };
+  if (request_.endpoint == Endpoint::kChat) {
+    json content = json::array();
+    for (const GeneratedToken& token : tokens) {
+      const std::string text = text_of(token.id);
+      json top = json::array();
+      for (size_t i = 0; i < token.top.size() && i < request_.top_logprobs; ++i) {
+        const std::string alt = text_of(token.top[i].id);
+        top.push_back({{"token", alt}, {"logprob", token.top[i].logprob}, {"bytes", Bytes(alt)}});
+      }
+      content.push_back({{"token", text},
+                         {"logprob", token.logprob},
+                         {"bytes", Bytes(text)},
+                         {"top_logprobs", top}});
+    }
+    return json{{"content", content}};
+  }
+  // The legacy completions form: parallel arrays.
+  json texts = json::array(), logprobs = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const GeneratedToken& token : tokens) {
+    const std::string text = text_of(token.id);
+    texts.push_back(text);
+    logprobs.push_back(token.logprob);
+    json top = json::object();
+    for (size_t i = 0; i < token.top.size() && i < request_.top_logprobs; ++i) {
+      top[text_of(token.top[i].id)] = token.top[i].logprob;
+    }
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += text.size();
+  }
+  return json{{"tokens", texts},
+              {"token_logprobs", logprobs},
+              {"top_logprobs", tops},
+              {"text_offset", offsets}};
+}
+
+std::string OpenAiResponse::StreamEvent(const JobEvent& event) {
+  const bool chat = request_.endpoint == Endpoint::kChat;
+  ChoiceText& choice = choices_[event.choice];
+  json entry = {{"index", event.choice}};
+  switch (event.kind) {
+    case JobEvent::Kind::kDelta: {
+      if (event.text.empty() && event.tokens.empty()) return "";
+      if (chat) {
+        json delta = {{"content", event.text}};
+        if (!choice.started) delta = {{"role", "assistant"}, {"content", event.text}};
+        entry["delta"] = delta;
+      } else {
+        entry["text"] = event.text;
+      }
+      entry["logprobs"] =
+          request_.logprobs ? LogprobsJson(event.tokens, choice.text.size()) : json();
+      entry["finish_reason"] = nullptr;
+      choice.text += event.text;
+      choice.started = true;
+      break;
+    }
+    case JobEvent::Kind::kChoiceEnd:
+      if (chat) {
+        entry["delta"] = choice.started ? json::object() : json{{"role", "assistant"}};
+      } else {
+        entry["text"] = "";
+      }
+      entry["logprobs"] = nullptr;
+      entry["finish_reason"] = event.finish_reason;
+      choice.started = true;
+      break;
+    case JobEvent::Kind::kDone:
+    case JobEvent::Kind::kError:
+      return "";
+  }
+  json chunk = Envelope(chat ? "chat.completion.chunk" : "text_completion");
+  chunk["choices"] = json::array({entry});
+  if (request_.include_usage) chunk["usage"] = nullptr;
+  return Data(chunk);
+}
+
+std::string OpenAiResponse::StreamUsage(const Usage& usage) const {
+  json chunk =
+      Envelope(request_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
+  chunk["choices"] = json::array();
+  chunk["usage"] = UsageJson(usage);
+  return Data(chunk);
+}
+
+std::string OpenAiResponse::StreamError(const ApiError& error) {
+  json body = {{"error",
+                {{"message", error.message},
+                 {"type", error.type},
+                 {"param", error.param.empty() ? json() : json(error.param)},
+                 {"code", error.code.empty() ? json() : json(error.code)}}}};
+  return Data(body);
+}
+
+void OpenAiResponse::Add(const JobEvent& event) {
+  ChoiceText& choice = choices_[event.choice];
+  switch (event.kind) {
+    case JobEvent::Kind::kDelta:
+      choice.text += event.text;
+      choice.tokens.insert(choice.tokens.end(), event.tokens.begin(), event.tokens.end());
+      break;
+    case JobEvent::Kind::kChoiceEnd:
+      choice.finish_reason = event.finish_reason;
+      break;
+    case JobEvent::Kind::kDone:
+    case JobEvent::Kind::kError:
+      break;
+  }
+}
+
+std::string OpenAiResponse::Body(const Usage& usage) const {
+  const bool chat = request_.endpoint == Endpoint::kChat;
+  json body = Envelope(chat ? "chat.completion" : "text_completion");
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const ChoiceText& choice = choices_[i];
+    json entry = {{"index", i}};
+    if (chat) {
+      entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
+    } else {
+      entry["text"] = choice.text;
+    }
+    entry["logprobs"] = request_.logprobs ? LogprobsJson(choice.tokens, 0) : json();
+    entry["finish_reason"] = choice.finish_reason;
+    choices.push_back(entry);
+  }
+  body["choices"] = choices;
+  body["usage"] = UsageJson(usage);
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace petrel::server

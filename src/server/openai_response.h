@@ -1,0 +1,50 @@
+// The JSON a client reads back: streamed chunks (Server-Sent Events) and whole responses of
+// chat.completion / text_completion, with logprobs and usage in OpenAI's shapes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/tokenizer/tokenizer.h"
+#include "server/job.h"
+
+namespace petrel::server {
+
+class OpenAiResponse {
+ public:
+  OpenAiResponse(const CompletionRequest& request, const Tokenizer& tokenizer,
+                 std::string model_name);
+
+  // Streaming: the "data: {...}\n\n" event of a delta or choice end ("" for none), the usage
+  // chunk (stream_options.include_usage), an error event, and the end.
+  std::string StreamEvent(const JobEvent& event);
+  std::string StreamUsage(const Usage& usage) const;
+  static std::string StreamError(const ApiError& error);
+  static constexpr const char* kStreamDone = "data: [DONE]\n\n";
+
+  // Whole response: every event added, then the body.
+  void Add(const JobEvent& event);
+  std::string Body(const Usage& usage) const;
+
+ private:
+  struct ChoiceText {
+    std::string text;
+    std::vector<GeneratedToken> tokens;
+    std::string finish_reason;
+    bool started = false;  // streaming: the role was sent
+  };
+  nlohmann::json Envelope(const char* object) const;
+  nlohmann::json LogprobsJson(const std::vector<GeneratedToken>& tokens, size_t text_offset) const;
+  static nlohmann::json UsageJson(const Usage& usage);
+  static std::string Data(const nlohmann::json& value);
+
+  const CompletionRequest& request_;
+  const Tokenizer& tokenizer_;
+  const std::string model_;
+  const std::string id_;
+  const long long created_;
+  std::vector<ChoiceText> choices_;
+};
+
+}  // namespace petrel::server

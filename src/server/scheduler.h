@@ -1,0 +1,83 @@
+// The scheduler: one thread that owns the engine and runs continuous batching over
+// Engine::Step. Each step it drops cancelled requests, admits waiting ones while --parallel and
+// the KV blocks allow, feeds every decoding sequence its last token and fills the rest of the
+// step's token budget with prompt chunks, then reports what each sequence produced.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/runtime/engine.h"
+#include "server/active_request.h"
+#include "server/job.h"
+#include "server/json_fields.h"  // ApiResult
+#include "server/metrics.h"
+
+namespace petrel::server {
+
+struct SchedulerOptions {
+  size_t parallel = 4;        // sequences running at once at most (--parallel)
+  size_t max_waiting = 64;    // queued requests at most; more are refused with 429
+  size_t batch_tokens = 512;  // tokens per step at most (--batch-tokens, at most the engine's)
+};
+
+class Scheduler {
+ public:
+  // `engine` and `metrics` must outlive the scheduler; from Start() on only its thread touches
+  // the engine's sequences.
+  Scheduler(Engine& engine, const SchedulerOptions& options, Metrics& metrics);
+  ~Scheduler();  // Shutdown(0) if still running
+
+  void Start();
+  // Queues `job`: 429 when the queue is full, 503 once shutting down, 413 when it could never
+  // fit the KV cache.
+  ApiResult Submit(std::shared_ptr<Job> job);
+  // Stops admitting: waiting requests get 503, running ones may finish within `grace`, after
+  // which they are cancelled (their streams end with an error). Returns once the thread ended.
+  void Shutdown(std::chrono::milliseconds grace);
+
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void Loop();
+  // Moves the waiting requests that fit to `admitted`; under mutex_.
+  void TakeAdmissible(std::vector<std::shared_ptr<Job>>* admitted);
+  void StartAdmitted(std::vector<std::shared_ptr<Job>>* admitted);
+  void DropCancelled();
+  // One Engine::Step over every running request; false when there was nothing to feed.
+  bool StepOnce();
+  void PublishGauges();
+
+  Engine& engine_;
+  const SchedulerOptions options_;
+  Metrics& metrics_;
+  std::thread thread_;
+  // Shared with Submit and Shutdown.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> waiting_;
+  bool accepting_ = true;
+  bool draining_ = false;
+  Clock::time_point drain_deadline_;
+  // The scheduler thread's own.
+  std::vector<std::unique_ptr<ActiveRequest>> active_;  // in admission order
+  size_t running_sequences_ = 0;  // as of the last admission (read under mutex_)
+  size_t reserved_blocks_ = 0;    // BlocksNeeded of every active request
+  // Step scratch.
+  struct Feed {
+    ActiveRequest* request = nullptr;
+    Sequence* sequence = nullptr;  // null: the request's shared prompt
+  };
+  std::vector<StepInput> inputs_;
+  std::vector<Feed> feeds_;
+  std::vector<StepOutput> outputs_;
+  std::vector<Sequence*> live_;
+};
+
+}  // namespace petrel::server

@@ -1,0 +1,237 @@
+// Request validation of `petrel serve` without a server: every bounded field accepted at its
+// edges and refused just past them with a 400 naming it; unknown fields refused; defaults.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/completion_request.h"
+#include "server/prompt_builder.h"
+#include "util/test_data.h"
+
+namespace petrel::server {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr RequestLimits kLimits{256, 1000, 8};
+
+ApiResult Parse(const json& body, Endpoint endpoint = Endpoint::kCompletion,
+                CompletionRequest* out = nullptr) {
+  CompletionRequest request;
+  ApiResult result = ParseCompletionRequest(body.dump(), endpoint, kLimits, &request);
+  if (out) *out = request;
+  return result;
+}
+
+json Base(Endpoint endpoint) {
+  return endpoint == Endpoint::kChat ? json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}}
+                                     : json{{"prompt", "hi"}};
+}
+
+struct Edge {
+  const char* field;
+  json lo, hi;        // accepted
+  json below, above;  // refused (null: no such side)
+  Endpoint endpoint = Endpoint::kCompletion;
+};
+
+TEST(ServerRequestTest, NumericFieldsAtTheirEdges) {
+  const std::vector<Edge> edges = {
+      {"n", 1, 8, 0, 9},
+      {"max_tokens", 1, 256, 0, 257},
+      {"max_completion_tokens", 1, 256, 0, 257, Endpoint::kChat},
+      {"temperature", 0, 2, -0.01, 2.01},
+      {"top_p", 0.001, 1, 0, 1.01},
+      {"top_k", 0, 1 << 20, -1, (1 << 20) + 1},
+      {"min_p", 0, 1, -0.1, 1.1},
+      {"presence_penalty", -2, 2, -2.1, 2.1},
+      {"frequency_penalty", -2, 2, -2.1, 2.1},
+      {"repeat_penalty", 0.01, 10, 0, 10.5},
+      {"logprobs", 0, 5, -1, 6},
+      {"top_logprobs", 0, 20, -1, 21, Endpoint::kChat},
+  };
+  for (const Edge& edge : edges) {
+    SCOPED_TRACE(edge.field);
+    for (const json& good : {edge.lo, edge.hi}) {
+      json body = Base(edge.endpoint);
+      body[edge.field] = good;
+      if (std::string(edge.field) == "top_logprobs") body["logprobs"] = true;
+      EXPECT_FALSE(Parse(body, edge.endpoint)) << good;
+    }
+    for (const json& bad : {edge.below, edge.above, json("1"), json(true)}) {
+      json body = Base(edge.endpoint);
+      body[edge.field] = bad;
+      if (std::string(edge.field) == "top_logprobs") body["logprobs"] = true;
+      const ApiResult error = Parse(body, edge.endpoint);
+      ASSERT_TRUE(error) << bad;
+      EXPECT_EQ(error->status, 400);
+      EXPECT_EQ(error->param, edge.field) << error->message;
+    }
+  }
+}
+
+TEST(ServerRequestTest, UnknownAndUnsupportedFieldsAreRefused) {
+  for (const char* field : {"echo", "suffix", "best_of", "functions", "response_format", "zzz"}) {
+    json body = Base(Endpoint::kCompletion);
+    body[field] = 1;
+    const ApiResult error = Parse(body);
+    ASSERT_TRUE(error) << field;
+    EXPECT_EQ(error->param, field);
+    EXPECT_EQ(error->code, "unsupported_parameter");
+  }
+  // Chat-only fields on completions and the other way round.
+  json completion = Base(Endpoint::kCompletion);
+  completion["messages"] = json::array();
+  EXPECT_EQ(Parse(completion)->param, "messages");
+  json chat = Base(Endpoint::kChat);
+  chat["prompt"] = "x";
+  EXPECT_EQ(Parse(chat, Endpoint::kChat)->param, "prompt");
+  json options = Base(Endpoint::kChat);
+  options["stream"] = true;
+  options["stream_options"] = {{"include_usage", true}, {"other", 1}};
+  EXPECT_EQ(Parse(options, Endpoint::kChat)->param, "stream_options.other");
+}
+
+TEST(ServerRequestTest, StructuredFields) {
+  auto param = [](json body, Endpoint endpoint = Endpoint::kCompletion) {
+    ApiResult error = Parse(body, endpoint);
+    return error ? error->param : std::string("(accepted)");
+  };
+  json body = Base(Endpoint::kCompletion);
+  body["stop"] = {"a", "b", "c", "d", "e"};
+  EXPECT_EQ(param(body), "stop");
+  body["stop"] = {""};
+  EXPECT_EQ(param(body), "stop");
+  body["stop"] = "\n\n";
+  EXPECT_EQ(param(body), "(accepted)");
+  body.erase("stop");
+  body["logit_bias"] = {{"999", 100}};
+  EXPECT_EQ(param(body), "(accepted)");
+  body["logit_bias"] = {{"1000", 1}};  // outside the vocabulary of 1000
+  EXPECT_EQ(param(body), "logit_bias");
+  body["logit_bias"] = {{"5", 101}};
+  EXPECT_EQ(param(body), "logit_bias");
+  body["logit_bias"] = {{"x5", 1}};
+  EXPECT_EQ(param(body), "logit_bias");
+  body.erase("logit_bias");
+  body["prompt"] = {1, 2, 3};
+  EXPECT_EQ(param(body), "(accepted)");
+  body["prompt"] = {"a", "b"};
+  EXPECT_EQ(param(body), "prompt");
+  body["prompt"] = json::array();
+  EXPECT_EQ(param(body), "prompt");
+  body["prompt"] = 5;
+  EXPECT_EQ(param(body), "prompt");
+
+  json chat = Base(Endpoint::kChat);
+  chat["messages"] = json::array();
+  EXPECT_EQ(param(chat, Endpoint::kChat), "messages");
+  chat["messages"] = {{{"role", "user"}}};
+  EXPECT_EQ(param(chat, Endpoint::kChat), "messages[0].content");
+  chat["messages"] = {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}};
+  EXPECT_EQ(param(chat, Endpoint::kChat), "messages[0].content");
+  chat["messages"] = {{{"role", "user"}, {"content", 7}}};
+  EXPECT_EQ(param(chat, Endpoint::kChat), "messages[0].content");
+  chat["messages"] = {{{"role", "user"}, {"content", "x"}}};
+  chat["tools"] = "none";
+  EXPECT_EQ(param(chat, Endpoint::kChat), "tools");
+  chat["tools"] = json::array();
+  chat["tool_choice"] = 3;
+  EXPECT_EQ(param(chat, Endpoint::kChat), "tool_choice");
+  chat["tool_choice"] = "auto";
+  chat["top_logprobs"] = 2;  // without logprobs
+  EXPECT_EQ(param(chat, Endpoint::kChat), "top_logprobs");
+}
+
+TEST(ServerRequestTest, MalformedBodies) {
+  CompletionRequest request;
+  for (const char* body : {"", "{", "[1]", "\"x\"", "{\"prompt\": \"\xff\xfe\"}", "null"}) {
+    const ApiResult error = ParseCompletionRequest(body, Endpoint::kCompletion, kLimits, &request);
+    ASSERT_TRUE(error) << body;
+    EXPECT_EQ(error->status, 400);
+    EXPECT_EQ(error->code, "invalid_json");
+  }
+}
+
+TEST(ServerRequestTest, OpenAiDefaultsAndContent) {
+  CompletionRequest request;
+  json chat = {
+      {"messages",
+       {{{"role", "user"},
+         {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
+        {{"role", "assistant"}, {"tool_calls", json::array()}}}},
+      {"seed", -3}};
+  ASSERT_FALSE(Parse(chat, Endpoint::kChat, &request));
+  EXPECT_EQ(request.messages[0]["content"], "ab");
+  EXPECT_TRUE(request.messages[1]["content"].is_null());
+  EXPECT_EQ(request.n, 1u);
+  EXPECT_EQ(request.max_tokens, 0u);
+  EXPECT_FLOAT_EQ(request.sampling.temperature, 1.0f);
+  EXPECT_EQ(request.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(request.sampling.top_p, 1.0f);
+  EXPECT_FLOAT_EQ(request.sampling.min_p, 0.0f);
+  EXPECT_TRUE(request.seeded);
+  EXPECT_EQ(request.sampling.seed, uint64_t(-3));
+  json biased = Base(Endpoint::kCompletion);
+  biased["logit_bias"] = {{"7", -100}};
+  ASSERT_FALSE(Parse(biased, Endpoint::kCompletion, &request));
+  EXPECT_TRUE(std::isinf(request.sampling.logit_bias.at(7)));
+}
+
+TEST(ServerRequestTest, ErrorJsonShape) {
+  const json error = json::parse(ErrorJson(InvalidField("n", "bad n")));
+  EXPECT_EQ(error["error"]["message"], "bad n");
+  EXPECT_EQ(error["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(error["error"]["param"], "n");
+  EXPECT_EQ(error["error"]["code"], "invalid_value");
+  const json status = json::parse(ErrorJson(StatusError(429, "full")));
+  EXPECT_TRUE(status["error"]["param"].is_null());
+  EXPECT_TRUE(status["error"]["code"].is_null());
+}
+
+// The chat template sees the messages, `tools` and `tool_choice`; completion prompts of ids are
+// checked against the vocabulary; a model without a template refuses chat.
+TEST(ServerRequestTest, PromptsThroughTheTemplateAndTokenizer) {
+  auto tokenizer = Tokenizer::FromHfFolder(testing::SharedDir() + "/models/story");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  const size_t n_vocab = (*tokenizer)->n_vocab();
+  auto chat = ChatPrompt::FromSource(
+      "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+      "{% if tools %}tools: {% for t in tools %}{{ t.function.name }} {% endfor %}"
+      "choice: {{ tool_choice }}\n{% endif %}assistant:",
+      "", "");
+  ASSERT_TRUE(chat.ok()) << chat.status().message();
+  CompletionRequest request;
+  json body = {{"messages", {{{"role", "user"}, {"content", "Where is the cat?"}}}},
+               {"tools", {{{"type", "function"}, {"function", {{"name", "find_cat"}}}}}},
+               {"tool_choice", "auto"}};
+  ASSERT_FALSE(Parse(body, Endpoint::kChat, &request));
+  std::vector<int32_t> ids;
+  ASSERT_FALSE(BuildPrompt(request, **tokenizer, &*chat, n_vocab, &ids));
+  EncodeOptions encode;
+  encode.add_special = true;
+  encode.parse_special = true;
+  EXPECT_EQ(ids, (*tokenizer)
+                     ->Encode("user: Where is the cat?\ntools: find_cat choice: auto\nassistant:",
+                              encode));
+  ApiResult no_template = BuildPrompt(request, **tokenizer, nullptr, n_vocab, &ids);
+  ASSERT_TRUE(no_template);
+  EXPECT_EQ(no_template->status, 400);
+
+  json completion = {{"prompt", {1, int(n_vocab)}}};
+  ASSERT_FALSE(Parse(completion, Endpoint::kCompletion, &request));
+  ApiResult outside = BuildPrompt(request, **tokenizer, nullptr, n_vocab, &ids);
+  ASSERT_TRUE(outside);
+  EXPECT_EQ(outside->param, "prompt");
+  completion["prompt"] = "Once upon a time";
+  ASSERT_FALSE(Parse(completion, Endpoint::kCompletion, &request));
+  ASSERT_FALSE(BuildPrompt(request, **tokenizer, nullptr, n_vocab, &ids));
+  EXPECT_EQ(ids, (*tokenizer)->Encode("Once upon a time", encode));
+}
+
+}  // namespace
+}  // namespace petrel::server

@@ -1,0 +1,426 @@
+// `petrel serve` end to end: a real server on a free loopback port, spoken to over HTTP. Greedy
+// text matches `petrel run`, every error path answers OpenAI's error shape with the right status,
+// a client that disconnects frees its KV blocks, and 16 concurrent greedy requests give what
+// each gives alone.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "util/cli_runner.h"
+#include "util/pty_process.h"  // WriteChatTemplate
+#include "util/server_process.h"
+
+namespace petrel::testing {
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kKey = "test-key";
+
+httplib::Headers Auth() { return {{"Authorization", std::string("Bearer ") + kKey}}; }
+
+struct Reply {
+  int status = 0;
+  json body;
+};
+
+Reply Post(httplib::Client& client, const std::string& path, const std::string& body,
+           const httplib::Headers& headers = Auth()) {
+  auto res = client.Post(path.c_str(), headers, body, "application/json");
+  if (!res) return Reply{-1, json()};
+  return Reply{res->status, json::parse(res->body, nullptr, false)};
+}
+
+Reply Post(httplib::Client& client, const std::string& path, const json& body) {
+  return Post(client, path, body.dump());
+}
+
+struct Streamed {
+  int status = 0;
+  std::vector<json> chunks;  // every data: event but [DONE]
+  bool done = false;         // data: [DONE] came
+  std::string text;          // the content of choice 0, concatenated
+};
+
+// POSTs `body` and reads the SSE stream; `keep_reading(chunks so far)` false disconnects.
+Streamed PostStream(httplib::Client& client, const std::string& path, const json& body,
+                    const std::function<bool(size_t)>& keep_reading = nullptr) {
+  Streamed out;
+  std::string buffer;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.headers = Auth();
+  req.set_header("Content-Type", "application/json");
+  req.body = body.dump();
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    buffer.append(data, size);
+    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
+      const std::string event = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      if (event.rfind("data: ", 0) != 0) continue;  // a comment (keep-alive)
+      const std::string data = event.substr(6);
+      if (data == "[DONE]") {
+        out.done = true;
+        continue;
+      }
+      json chunk = json::parse(data, nullptr, false);
+      for (const json& choice : chunk.value("choices", json::array())) {
+        if (choice["index"] != 0) continue;
+        if (choice.contains("text")) out.text += choice["text"].get<std::string>();
+        if (choice.contains("delta") && choice["delta"].contains("content") &&
+            choice["delta"]["content"].is_string()) {
+          out.text += choice["delta"]["content"].get<std::string>();
+        }
+      }
+      out.chunks.push_back(std::move(chunk));
+    }
+    return !keep_reading || keep_reading(out.chunks.size());
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  client.send(req, res, error);
+  out.status = res.status;
+  return out;
+}
+
+// What `petrel run` prints for a greedy continuation, less the newline it ends the output with.
+std::string RunText(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"run", "-m", StoryHf(), "--temp", "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const Output output = Petrel(args);
+  EXPECT_EQ(output.exit_code, 0) << output.err;
+  std::string text = output.out;
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+// One gauge or counter from /metrics.
+double Metric(httplib::Client& client, const std::string& name) {
+  auto res = client.Get("/metrics", Auth());
+  if (!res) return -1;
+  const std::regex line("(^|\n)" + name + " ([0-9.e+-]+)");
+  std::smatch match;
+  if (!std::regex_search(res->body, match, line)) return -1;
+  return std::stod(match[2]);
+}
+
+void ExpectError(const Reply& reply, int status, const std::string& param = "") {
+  EXPECT_EQ(reply.status, status) << reply.body.dump();
+  ASSERT_TRUE(reply.body.is_object() && reply.body.contains("error")) << reply.body.dump();
+  const json& error = reply.body["error"];
+  EXPECT_TRUE(error["message"].is_string() && !error["message"].get<std::string>().empty());
+  EXPECT_TRUE(error["type"].is_string());
+  EXPECT_TRUE(error.contains("code"));
+  if (!param.empty()) {
+    EXPECT_EQ(error["param"], param) << reply.body.dump();
+  } else {
+    EXPECT_TRUE(error.contains("param"));
+  }
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    template_path_ = new std::string(WriteChatTemplate("server"));
+    server_ = new ServerProcess({"-m", StoryHf(), "--parallel", "16", "-c", "256", "--api-key",
+                                 kKey, "--chat-template-file", *template_path_, "--max-body-kib",
+                                 "64", "-t", "2"});
+  }
+  static void TearDownTestSuite() {
+    if (server_->ok()) {
+      EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    }
+    delete server_;
+    std::remove(template_path_->c_str());
+    delete template_path_;
+  }
+  void SetUp() override { ASSERT_TRUE(server_->ok()) << server_->log(); }
+
+  static inline ServerProcess* server_ = nullptr;
+  static inline std::string* template_path_ = nullptr;
+};
+
+TEST_F(ServerTest, HealthModelsAndTokenizer) {
+  httplib::Client client = server_->Client();
+  auto health = client.Get("/health");  // no key needed
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto models = client.Get("/v1/models", Auth());
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "story");
+  const Reply tokens = Post(client, "/tokenize", json{{"content", "Once upon a time"}});
+  ASSERT_EQ(tokens.status, 200) << tokens.body.dump();
+  ASSERT_GT(tokens.body["tokens"].size(), 0u);
+  const Reply text = Post(client, "/detokenize", json{{"tokens", tokens.body["tokens"]}});
+  ASSERT_EQ(text.status, 200);
+  EXPECT_EQ(text.body["content"], "Once upon a time");
+}
+
+TEST_F(ServerTest, CompletionMatchesPetrelRun) {
+  const std::string expected = RunText({"-p", "Once upon a time", "-n", "24"});
+  httplib::Client client = server_->Client();
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}};
+  const Reply whole = Post(client, "/v1/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  EXPECT_EQ(whole.body["object"], "text_completion");
+  EXPECT_EQ(whole.body["choices"][0]["text"], expected);
+  EXPECT_EQ(whole.body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(whole.body["usage"]["completion_tokens"], 24);
+
+  json streaming = body;
+  streaming["stream"] = true;
+  streaming["stream_options"] = {{"include_usage", true}};
+  const Streamed stream = PostStream(client, "/v1/completions", streaming);
+  EXPECT_EQ(stream.status, 200);
+  EXPECT_TRUE(stream.done);
+  EXPECT_EQ(stream.text, expected);
+  ASSERT_GE(stream.chunks.size(), 3u);
+  // Several chunks (tokens as they come), the finish reason, then the usage chunk.
+  EXPECT_EQ(stream.chunks.back()["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(stream.chunks.back()["choices"].size(), 0u);
+  EXPECT_EQ(stream.chunks[stream.chunks.size() - 2]["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ServerTest, ChatMatchesPetrelRun) {
+  const std::string expected =
+      RunText({"--chat", "--chat-template-file", *template_path_, "--system", "You tell stories.",
+               "-p", "Tell me about a cat.", "-n", "20"});
+  httplib::Client client = server_->Client();
+  json body = {{"messages",
+                {{{"role", "system"}, {"content", "You tell stories."}},
+                 {{"role", "user"}, {"content", "Tell me about a cat."}}}},
+               {"max_tokens", 20},
+               {"temperature", 0}};
+  const Reply whole = Post(client, "/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  EXPECT_EQ(whole.body["object"], "chat.completion");
+  EXPECT_EQ(whole.body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(whole.body["choices"][0]["message"]["content"], expected);
+
+  body["stream"] = true;
+  const Streamed stream = PostStream(client, "/v1/chat/completions", body);
+  EXPECT_TRUE(stream.done);
+  EXPECT_EQ(stream.text, expected);
+  ASSERT_FALSE(stream.chunks.empty());
+  EXPECT_EQ(stream.chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(stream.chunks[0]["choices"][0]["delta"]["role"], "assistant");
+}
+
+TEST_F(ServerTest, LogprobsAndForkedChoices) {
+  httplib::Client client = server_->Client();
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                     {"max_tokens", 6},
+                     {"temperature", 0},
+                     {"logprobs", true},
+                     {"top_logprobs", 3},
+                     {"logit_bias", {{"2", -100}}}};  // no end of story: all 6 tokens come
+  const Reply reply = Post(client, "/v1/chat/completions", body);
+  ASSERT_EQ(reply.status, 200) << reply.body.dump();
+  const json& content = reply.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u) << reply.body.dump();
+  for (const json& token : content) {
+    EXPECT_LE(token["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(token["top_logprobs"].size(), 3u);
+  }
+  // n = 3 greedy choices forked from one prefilled prompt are all the single greedy reply.
+  json three = body;
+  three["n"] = 3;
+  three.erase("logprobs");
+  three.erase("top_logprobs");
+  const Reply forked = Post(client, "/v1/chat/completions", three);
+  ASSERT_EQ(forked.status, 200) << forked.body.dump();
+  ASSERT_EQ(forked.body["choices"].size(), 3u);
+  for (const json& choice : forked.body["choices"]) {
+    EXPECT_EQ(choice["message"]["content"], reply.body["choices"][0]["message"]["content"]);
+  }
+  EXPECT_EQ(forked.body["usage"]["completion_tokens"], 18);
+}
+
+TEST_F(ServerTest, ErrorPaths) {
+  httplib::Client client = server_->Client();
+  const std::string path = "/v1/completions";
+  ExpectError(Post(client, path, std::string("{\"prompt\": \"x\",")), 400);
+  ExpectError(Post(client, path, std::string("[1, 2]")), 400);
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"temperature", "hot"}}), 400,
+              "temperature");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"max_tokens", 1.5}}), 400, "max_tokens");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"frobnicate", 1}}), 400, "frobnicate");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"echo", true}}), 400, "echo");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"max_tokens", 1000000000}}), 400,
+              "max_tokens");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"n", 1000}}), 400, "n");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"temperature", -1}}), 400, "temperature");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"logprobs", 50}}), 400, "logprobs");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"logit_bias", {{"99999999", 1}}}}), 400,
+              "logit_bias");
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"stream_options", json::object()}}), 400,
+              "stream_options");
+  ExpectError(Post(client, path, json{{"max_tokens", 4}}), 400, "prompt");
+  ExpectError(Post(client, "/v1/chat/completions",
+                   json{{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                        {"top_logprobs", 100},
+                        {"logprobs", true}}),
+              400, "top_logprobs");
+  ExpectError(Post(client, "/v1/chat/completions",
+                   json{{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}),
+              400, "messages[0].role");
+  // Authentication.
+  ExpectError(Post(client, path, json{{"prompt", "x"}}.dump(), httplib::Headers()), 401);
+  ExpectError(Post(client, path, json{{"prompt", "x"}}.dump(),
+                   httplib::Headers{{"Authorization", "Bearer wrong"}}),
+              401);
+  // Too large: the body (--max-body-kib 64), and a prompt longer than the context (-c 256).
+  ExpectError(Post(client, path, json{{"prompt", std::string(100 << 10, 'a')}}), 413);
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += "the cat sat. ";
+  ExpectError(Post(client, path, json{{"prompt", long_prompt}}), 413);
+  // The server is still well.
+  const Reply fine = Post(client, path, json{{"prompt", "x"}, {"max_tokens", 2}});
+  EXPECT_EQ(fine.status, 200) << fine.body.dump();
+  auto missing = client.Get("/nowhere", Auth());
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+}
+
+TEST_F(ServerTest, DisconnectedClientFreesItsBlocks) {
+  httplib::Client client = server_->Client();
+  httplib::Client observer = server_->Client();
+  // Long enough to be running when the client leaves: the end-of-story token is banned.
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 200},
+                     {"temperature", 0},
+                     {"logit_bias", {{"2", -100}}},
+                     {"stream", true}};
+  double used_while_running = -1;
+  const Streamed stream = PostStream(client, "/v1/completions", body, [&](size_t chunks) {
+    if (chunks == 3) used_while_running = Metric(observer, "petrel_kv_blocks_used");
+    return chunks < 5;
+  });
+  EXPECT_FALSE(stream.done);
+  EXPECT_GT(used_while_running, 0);
+  double used = -1, running = -1;
+  for (int i = 0; i < 200; ++i) {
+    used = Metric(observer, "petrel_kv_blocks_used");
+    running = Metric(observer, "petrel_running_sequences");
+    if (used == 0 && running == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(used, 0);
+  EXPECT_EQ(running, 0);
+}
+
+TEST_F(ServerTest, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
+  constexpr int kRequests = 16;
+  const std::vector<std::string> openings = {
+      "Once upon a time", "Tom had a ball",  "The sun",        "Lily and Ben",
+      "A big dog",        "One day, a bird", "Sue liked cake", "The little car"};
+  auto body = [&](int i) {
+    return json{{"prompt", openings[size_t(i) % openings.size()] + (i >= 8 ? " and" : "")},
+                {"max_tokens", 32},
+                {"temperature", 0}};
+  };
+  httplib::Client client = server_->Client();
+  std::vector<std::string> alone(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    const Reply reply = Post(client, "/v1/completions", body(i));
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    alone[size_t(i)] = reply.body["choices"][0]["text"];
+  }
+  std::vector<std::string> together(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      httplib::Client own = server_->Client();
+      // Half streamed, half whole: both go through the same scheduler steps.
+      if (i % 2 == 0) {
+        json streamed = body(i);
+        streamed["stream"] = true;
+        together[size_t(i)] = PostStream(own, "/v1/completions", streamed).text;
+      } else {
+        const Reply reply = Post(own, "/v1/completions", body(i));
+        if (reply.status == 200) together[size_t(i)] = reply.body["choices"][0]["text"];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int i = 0; i < kRequests; ++i) EXPECT_EQ(together[size_t(i)], alone[size_t(i)]) << i;
+}
+
+// A server of one slot and one queue place: the third request is refused with 429.
+TEST(ServerQueueTest, FullQueueAnswers429) {
+  ServerProcess server({"-m", StoryHf(), "--parallel", "1", "--max-queue", "1", "-c", "512",
+                        "--api-key", kKey, "-t", "1"});
+  ASSERT_TRUE(server.ok()) << server.log();
+  const json long_body = {{"prompt", "Once upon a time"},
+                          {"max_tokens", 400},
+                          {"temperature", 0},
+                          {"logit_bias", {{"2", -100}}},
+                          {"stream", true}};
+  std::atomic<int> phase{0};
+  // The first request runs; once it streams, the second waits in the queue.
+  std::thread first([&] {
+    httplib::Client client = server.Client();
+    PostStream(client, "/v1/completions", long_body, [&](size_t chunks) {
+      if (chunks == 1) phase = 1;
+      return phase < 3;
+    });
+  });
+  while (phase < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::thread second([&] {
+    httplib::Client client = server.Client();
+    PostStream(client, "/v1/completions", long_body, [&](size_t) { return phase < 3; });
+  });
+  httplib::Client client = server.Client();
+  for (int i = 0; i < 500 && Metric(client, "petrel_queue_depth") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(Metric(client, "petrel_queue_depth"), 1);
+  ExpectError(Post(client, "/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}), 429);
+  phase = 3;
+  first.join();
+  second.join();
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+  EXPECT_NE(server.log().find(" 429 "), std::string::npos);
+}
+
+// SIGTERM lets a running stream finish, then the server exits 0; with no time to finish
+// (--shutdown-timeout 0) the stream ends with an error event and [DONE].
+TEST(ServerShutdownTest, SigtermFinishesOrEndsRunningStreams) {
+  for (const char* timeout : {"30", "0"}) {
+    SCOPED_TRACE(std::string("--shutdown-timeout ") + timeout);
+    ServerProcess server({"-m", StoryHf(), "--parallel", "2", "--api-key", kKey,
+                          "--shutdown-timeout", timeout, "-t", "1"});
+    ASSERT_TRUE(server.ok()) << server.log();
+    const json body = {{"prompt", "Once upon a time"},
+                       {"max_tokens", 300},
+                       {"temperature", 0},
+                       {"logit_bias", {{"2", -100}}},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}};
+    httplib::Client client = server.Client();
+    const Streamed stream = PostStream(client, "/v1/completions", body, [&](size_t chunks) {
+      if (chunks == 2) server.Signal(SIGTERM);
+      return true;
+    });
+    EXPECT_TRUE(stream.done);
+    ASSERT_FALSE(stream.chunks.empty());
+    if (std::string(timeout) == "30") {
+      EXPECT_EQ(stream.chunks.back()["usage"]["completion_tokens"], 300);
+    } else {
+      EXPECT_TRUE(stream.chunks.back().contains("error")) << stream.chunks.back().dump();
+    }
+    EXPECT_EQ(server.WaitExit(), 0) << server.log();
+    EXPECT_NE(server.log().find("petrel serve: stopped"), std::string::npos) << server.log();
+  }
+}
+
+}  // namespace
+}  // namespace petrel::testing

@@ -1,0 +1,199 @@
+// `petrel serve`: the OpenAI-compatible HTTP server. It listens first (GET /health answers 503
+// while the model loads), then serves until SIGTERM or SIGINT: it stops admitting, lets running
+// streams finish (cancelled after --shutdown-timeout), and exits 0. A second signal exits at once.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "core/chat/chat_prompt.h"
+#include "core/model/loader.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "tools/common.h"
+
+namespace petrel::tools {
+namespace {
+
+// Signals are blocked in every thread and taken by one that waits for them, so that no thread
+// of the pool or the scheduler is interrupted and the stop is an ordinary condition.
+class StopSignal {
+ public:
+  StopSignal() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // inherited by every thread started after
+    thread_ = std::thread([this] { Wait(); });
+    thread_.detach();
+  }
+  // Blocks until the first signal.
+  int WaitForStop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopped_.wait(lock, [this] { return signal_ != 0; });
+    return signal_;
+  }
+  bool stop_requested() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return signal_ != 0;
+  }
+
+ private:
+  void Wait() {
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&set_, &signal) != 0) continue;
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (signal_ != 0) std::_Exit(128 + signal);  // the second one: no more waiting
+      signal_ = signal;
+      stopped_.notify_all();
+    }
+  }
+  sigset_t set_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable stopped_;
+  int signal_ = 0;
+};
+
+}  // namespace
+
+Runner AddServeCommand(CLI::App& app) {
+  struct Args {
+    ModelOptions model;
+    std::string host = "127.0.0.1";
+    int64_t port = 8080;
+    int64_t parallel = 4;
+    int64_t batch_tokens = 0;
+    int64_t max_queue = 64;
+    std::string api_key;
+    std::string template_file;
+    std::string model_name;
+    int64_t max_body_kib = 8 << 10;
+    int64_t shutdown_timeout = 30;
+    bool no_access_log = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "serve the model over an OpenAI-compatible HTTP API (continuous batching)");
+  args->model.AddTo(*cmd);
+  cmd->add_option("--host", args->host,
+                  "address to listen on (default 127.0.0.1, this machine only; 0.0.0.0: every "
+                  "interface)");
+  cmd->add_option("--port", args->port, "TCP port (default 8080; 0: a free one, printed)")
+      ->check(IntRange(0, 65535));
+  cmd->add_option("--parallel", args->parallel,
+                  "sequences decoded at once at most; the KV cache holds this many full contexts "
+                  "(default 4)")
+      ->check(IntRange(1, 256));
+  CLI::Option* batch_tokens =
+      cmd->add_option("--batch-tokens", args->batch_tokens,
+                      "tokens per scheduler step: decodes plus prompt chunks (default: -b, 512)")
+          ->check(IntRange(1, kMaxBatch));
+  cmd->add_option("--max-queue", args->max_queue,
+                  "requests waiting for a slot at most; more get HTTP 429 (default 64)")
+      ->check(IntRange(0, 4096));
+  cmd->add_option("--api-key", args->api_key,
+                  "require \"Authorization: Bearer KEY\" on every route but /health");
+  cmd->add_option("--chat-template-file", args->template_file,
+                  "this Jinja template instead of the model's for /v1/chat/completions")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--model-name", args->model_name,
+                  "the model id /v1/models reports (default: the model file's name)");
+  cmd->add_option("--max-body-kib", args->max_body_kib,
+                  "largest request body in KiB; larger ones get HTTP 413 (default 8192)")
+      ->check(IntRange(1, 1 << 20));
+  cmd->add_option("--shutdown-timeout", args->shutdown_timeout,
+                  "seconds running requests may take to finish after SIGTERM/SIGINT before they "
+                  "are cancelled (default 30)")
+      ->check(IntRange(0, 3600));
+  cmd->add_flag("--no-access-log", args->no_access_log, "no line per request on stderr");
+  return [args, batch_tokens]() -> int {
+    if (batch_tokens->count() > 0) {
+      if (args->model.batch != 512 && args->model.batch != size_t(args->batch_tokens)) {
+        return Fail(Error("-b %zu and --batch-tokens %lld disagree (give one)", args->model.batch,
+                          (long long)args->batch_tokens));
+      }
+      args->model.batch = size_t(args->batch_tokens);
+    }
+    if (Status status = args->model.Check(); !status.ok()) return Fail(status);
+    // The common mistake is one error line, before anything listens.
+    std::error_code missing;
+    if (!std::filesystem::exists(args->model.model_path, missing)) {
+      return Fail(Error("%s: no such file or folder", args->model.model_path.c_str()));
+    }
+    StopSignal stop;
+    // A write to a connection its client closed must fail with EPIPE (the stream is then
+    // cancelled), not end the process.
+    signal(SIGPIPE, SIG_IGN);
+
+    server::Metrics metrics;
+    server::HttpServerOptions http;
+    http.host = args->host;
+    http.port = int(args->port);
+    http.api_key = args->api_key;
+    http.max_body_bytes = size_t(args->max_body_kib) << 10;
+    // Every queued or running request holds a connection thread while it waits.
+    http.threads = size_t(args->parallel + args->max_queue) + 16;
+    http.access_log = !args->no_access_log;
+    http.model_name = args->model_name.empty()
+                          ? std::filesystem::path(args->model.model_path).filename().string()
+                          : args->model_name;
+    if (http.model_name.empty()) {
+      http.model_name = std::filesystem::path(args->model.model_path).parent_path().filename();
+    }
+    server::HttpServer server(http, metrics);
+    if (Status status = server.Start(); !status.ok()) return Fail(status);
+    std::fprintf(stderr, "petrel serve: listening on http://%s:%d (loading %s)\n",
+                 args->host.c_str(), server.port(), args->model.model_path.c_str());
+
+    auto engine = args->model.LoadEngine(size_t(args->parallel));
+    if (!engine.ok()) return Fail(engine.status());
+    if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
+    // Chat needs a template; without one the server still serves /v1/completions.
+    std::unique_ptr<ChatPrompt> chat;
+    auto loaded = args->template_file.empty() ? ChatPrompt::Load(args->model.model_path)
+                                              : ChatPrompt::LoadFile(args->template_file);
+    if (loaded.ok()) {
+      chat = std::make_unique<ChatPrompt>(std::move(loaded).value());
+    } else if (!args->template_file.empty()) {
+      return Fail(loaded.status());
+    } else {
+      Warn("%s; /v1/chat/completions will answer 400 (see --chat-template-file)",
+           loaded.status().message().c_str());
+    }
+    server::SchedulerOptions scheduling;
+    scheduling.parallel = size_t(args->parallel);
+    scheduling.max_waiting = size_t(args->max_queue);
+    scheduling.batch_tokens = (*engine)->options().max_batch_tokens;
+    server::Scheduler scheduler(**engine, scheduling, metrics);
+    scheduler.Start();
+    server.SetModel(server::ServingModel{engine->get(), &scheduler, chat.get()});
+    std::fprintf(stderr,
+                 "petrel serve: ready: model %s, %lld parallel sequences of up to %zu tokens, "
+                 "%zu KV blocks of %zu tokens, %zu tokens per step\n",
+                 http.model_name.c_str(), (long long)args->parallel, (*engine)->context(),
+                 (*engine)->kv_total_blocks(), (*engine)->kv_block_tokens(),
+                 scheduling.batch_tokens);
+
+    const int signal = stop.WaitForStop();
+    std::fprintf(stderr, "petrel serve: %s: finishing running requests (at most %lld s)\n",
+                 signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)args->shutdown_timeout);
+    server.SetStopping();
+    scheduler.Shutdown(std::chrono::seconds(args->shutdown_timeout));
+    // The scheduler has sent every stream its end; let the connections write it.
+    server.DrainStreams(std::chrono::seconds(5));
+    server.Stop();
+    std::fprintf(stderr, "petrel serve: stopped\n");
+    return 0;
+  };
+}
+
+}  // namespace petrel::tools
