@@ -79,8 +79,9 @@ TEST_P(SynthArch, LogitsMatchTheReference) {
   std::printf("%s: %s\n", PathOf(source).c_str(), stats.ToString().c_str());
 }
 
-// The same logits with the blocks offloaded to every other backend of this build (layers with
-// an op a device lacks stay on the CPU; Phi-3's fused parts are placed one by one).
+// The same logits with the blocks and the head offloaded to every other backend of this build,
+// each of which runs every op of these families (no layer is kept on the CPU; Phi-3's fused
+// parts are placed one by one).
 TEST_P(SynthArch, LogitsOnEveryBackend) {
   const Source source = GetParam();
   const nlohmann::json& entry = Parity()[source.arch];
@@ -99,6 +100,10 @@ TEST_P(SynthArch, LogitsOnEveryBackend) {
       std::printf("%s: skipped: %s\n", backend.c_str(), engine.status().message().c_str());
       continue;
     }
+    const Placement& placement = (*engine)->placement();
+    EXPECT_TRUE(placement.notes.empty()) << backend << ": " << (*engine)->PlacementString();
+    EXPECT_EQ(placement.output, 1) << backend;
+    for (const BackendId b : placement.layers) EXPECT_EQ(b, 1) << backend;
     const SeqId seq = (*engine)->NewSequence();
     std::vector<float> logits;
     ASSERT_TRUE((*engine)->Prefill(seq, ids, /*all_logits=*/true, &logits).ok()) << backend;

@@ -147,6 +147,10 @@ Result<std::unique_ptr<DeviceBuffer>> MemoryPool::Import(const void* host, size_
   if (align == 0) return Error("vulkan: %s cannot import host memory", device_.caps().name.c_str());
   const uintptr_t begin = reinterpret_cast<uintptr_t>(host) / align * align;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(host) + bytes + align - 1) / align * align;
+  // The buffer starts inside the imported pages, and a range is bound from there: a start that
+  // is no valid binding offset (a safetensors tensor at any byte, a fused tensor's part) is copied.
+  if ((reinterpret_cast<uintptr_t>(host) - begin) % device_.caps().min_storage_buffer_offset_alignment != 0)
+    return Error("vulkan: host memory at %p is not aligned for binding", host);
   void* base = reinterpret_cast<void*>(begin);
   const uint32_t host_types = device_.HostPointerMemoryTypes(base);
   if (host_types == 0) return Error("vulkan: host memory at %p cannot be imported", base);

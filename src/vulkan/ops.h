@@ -21,13 +21,17 @@ bool SupportsKvType(DType type);
 // `values[v]` are the node's bound values (see Backend::Run).
 Status RecordEmbed(const OpContext& ctx, const Node& node, const ValueView* values);
 Status RecordRmsNorm(const OpContext& ctx, const Node& node, const ValueView* values);
+// Each head_dim slice of every row RMS-normed with the one head_dim weight (q/k norms).
+Status RecordHeadRmsNorm(const OpContext& ctx, const Node& node, const ValueView* values);
 Status RecordMatMul(const OpContext& ctx, const Node& node, const ValueView* values);
 Status RecordGatedFfn(const OpContext& ctx, const Node& node, const ValueView* values);
 Status RecordRope(const OpContext& ctx, const Node& node, const ValueView* values);
 Status RecordAttention(const OpContext& ctx, const Node& node, const ValueView* values,
                        const KvLayerView& kv);
-// add and silu_mul: out = a + b, out = silu(a) * b.
+// add, silu_mul and gelu_mul: out = a + b, out = silu(a) * b, out = gelu_tanh(a) * b.
 Status RecordElementwise(const OpContext& ctx, const Node& node, const ValueView* values);
+// scale and softcap: out = x * scalar, out = scalar * tanh(x / scalar).
+Status RecordScale(const OpContext& ctx, const Node& node, const ValueView* values);
 Status RecordGetRows(const OpContext& ctx, const Node& node, const ValueView* values);
 
 }  // namespace petrel::vk

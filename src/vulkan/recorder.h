@@ -114,7 +114,8 @@ class Recorder {
   std::vector<OpKind> timed_ops_;  // per pair
   std::array<OpProfile, size_t(OpKind::kCount)> profile_ = {};
   std::array<size_t, size_t(OpKind::kCount)> nodes_ = {};
-  size_t validation_errors_seen_ = 0;
+  // The count is process-wide: errors of an earlier device's work are not this recorder's.
+  size_t validation_errors_seen_ = VulkanDevice::validation_errors();
 };
 
 }  // namespace petrel::vk

@@ -138,15 +138,17 @@ bool VulkanBackend::Supports(const Node& node) const {
              node.rope.rot_dims <= node.rope.head_dim;
     case OpKind::kRmsNorm:
       return node.weight != nullptr && node.weight->desc.dtype == DType::kF32;
+    case OpKind::kHeadRmsNorm:
+      return node.weight != nullptr && node.weight->desc.dtype == DType::kF32 &&
+             node.norm.head_dim > 0 && node.weight->desc.n_elems() == node.norm.head_dim;
+    case OpKind::kSoftcap:
+      return node.scalar > 0.0f;
     case OpKind::kSiluMul:
+    case OpKind::kGeluMul:
     case OpKind::kAdd:
+    case OpKind::kScale:
     case OpKind::kGetRows:
       return true;
-    case OpKind::kHeadRmsNorm:
-    case OpKind::kGeluMul:
-    case OpKind::kScale:
-    case OpKind::kSoftcap:
-      return false;
     case OpKind::kCount:
       break;
   }
@@ -266,14 +268,13 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kAttention:
       if (kv == nullptr) return Error("vulkan: attention of layer %d has no KV cache", node.layer);
       return vk::RecordAttention(ctx, node, values, *kv);
+    case OpKind::kHeadRmsNorm: return vk::RecordHeadRmsNorm(ctx, node, values);
     case OpKind::kSiluMul:
-    case OpKind::kAdd: return vk::RecordElementwise(ctx, node, values);
-    case OpKind::kGetRows: return vk::RecordGetRows(ctx, node, values);
-    case OpKind::kHeadRmsNorm:
     case OpKind::kGeluMul:
+    case OpKind::kAdd: return vk::RecordElementwise(ctx, node, values);
     case OpKind::kScale:
-    case OpKind::kSoftcap:
-      return Error("vulkan: op %s is not implemented", OpName(node.op));
+    case OpKind::kSoftcap: return vk::RecordScale(ctx, node, values);
+    case OpKind::kGetRows: return vk::RecordGetRows(ctx, node, values);
     case OpKind::kCount: break;
   }
   return Error("vulkan: unknown op %d", int(node.op));

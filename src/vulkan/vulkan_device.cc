@@ -132,6 +132,7 @@ DeviceCaps ReadCaps(VkPhysicalDevice physical) {
   caps.timestamps = queue_timestamps && props.limits.timestampPeriod > 0.0f;
   caps.timestamp_period_ns = props.limits.timestampPeriod;
   caps.max_storage_buffer_range = props.limits.maxStorageBufferRange;
+  caps.min_storage_buffer_offset_alignment = std::max<uint64_t>(1, props.limits.minStorageBufferOffsetAlignment);
   caps.max_push_constants = props.limits.maxPushConstantsSize;
   caps.max_workgroup_size_x = props.limits.maxComputeWorkGroupSize[0];
   for (int i = 0; i < 3; ++i) caps.max_workgroup_count[i] = props.limits.maxComputeWorkGroupCount[i];

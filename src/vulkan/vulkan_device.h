@@ -35,6 +35,7 @@ struct DeviceCaps {
   bool timestamps = false;             // the compute queue can write timestamps
   float timestamp_period_ns = 0.0f;
   uint64_t max_storage_buffer_range = 0;
+  uint64_t min_storage_buffer_offset_alignment = 1;  // of every bound range's offset
   uint32_t max_push_constants = 0;
   uint32_t max_workgroup_size_x = 0;
   uint32_t max_workgroup_count[3] = {0, 0, 0};

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <unordered_set>
 
 #include "core/runtime/backend_registry.h"
 #include "core/tokenizer/tokenizer.h"
@@ -162,10 +163,14 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     engine->placement_ = Placement::Offload(n_layers, 0, 0);
   }
   opts.device_layers = device_layers;
+  // The block weights some node reads. Phi-3's fused qkv and gate_up tensors are read only
+  // through their parts, so a device gets the parts and never the whole a second time.
+  std::unordered_set<const TensorView*> read_by_nodes;
   {
     Graph probe;
     engine->model_->arch->build_graph(config, engine->model_->weights, 1, 1, &probe);
     PETREL_RETURN_IF_ERROR(PlaceSupportedLayers(probe, engine->backends_, &engine->placement_));
+    for (const Node& node : probe.nodes) read_by_nodes.insert({node.weight, node.weight_up, node.bias});
   }
   const Placement& placement = engine->placement_;
   PETREL_RETURN_IF_ERROR(engine->CheckMemoryPlan(size_t(config.kv_dim()), kv_options));
@@ -195,6 +200,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     LayerWeights& p = placed.layers[l];
     p = LayerWeights(h.specs());
     for (size_t i = 0; i < h.size(); ++i) {
+      if (!read_by_nodes.count(&h[i])) {
+        p[i] = h[i];  // no node reads it: it stays in host memory only
+        continue;
+      }
       PETREL_ASSIGN_OR_RETURN(p[i], place(placement.layers[l], h[i], "layer " + std::to_string(l)));
     }
   }

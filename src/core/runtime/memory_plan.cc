@@ -74,7 +74,11 @@ Result<DeviceMemoryPlan> PlanDeviceMemory(const LoadedModel& model, const KvCach
   auto bytes_of = [](const TensorView& view) { return view.data ? view.desc.bytes() : size_t(0); };
   for (const LayerWeights& layer : weights.layers) {
     size_t bytes = 0;
-    for (const TensorView& view : layer.views()) bytes += bytes_of(view);
+    // A fused tensor (Phi-3's qkv, gate_up) goes to the device as its parts, which cover its
+    // rows exactly (the engine places only weights that nodes read): counted once, as the whole.
+    for (size_t i = 0; i < layer.size(); ++i) {
+      if (!layer.spec(i).IsFusedPart()) bytes += bytes_of(layer[i]);
+    }
     plan.layer_weight_bytes.push_back(bytes);
   }
   // A tied head is the embedding matrix: on the device it is one more copy of it (the
