@@ -35,15 +35,27 @@ Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
     r.choices_.push_back(std::make_unique<Choice>());
     r.choices_.back()->index = i;
   }
+  // The cache may hold any whole blocks of the prompt but the last token, which is fed to get
+  // the first logits.
+  const std::span<const int32_t> cacheable(prompt.data(), prompt.size() - 1);
+  size_t reused = 0;
   if (n > 1 && prompt.size() > 1) {
-    r.parent_ = engine.NewSequence();
+    r.parent_ = engine.NewSequenceFromCache(cacheable, &reused);
     r.shared_.assign(prompt.begin(), prompt.end() - 1);
+    r.shared_fed_ = reused;
   } else {
     for (size_t i = 0; i < n; ++i) {
-      PETREL_RETURN_IF_ERROR(r.StartChoice(i, engine.NewSequence(), prompt, {}));
+      const SeqId seq = engine.NewSequenceFromCache(cacheable, &reused);
+      PETREL_RETURN_IF_ERROR(
+          r.StartChoice(i, seq, std::vector<int32_t>(prompt.begin() + long(reused), prompt.end()),
+                        cacheable.first(reused)));
     }
   }
+  r.usage_.cached_tokens = reused;
+  if (reused > 0) metrics.AddPrefixCacheHit(reused / engine.kv_block_tokens(), reused);
   metrics.AddPromptTokens(prompt.size());
+  // The whole shared prompt came from the cache: the choices start at once.
+  if (r.parent_ >= 0 && !r.sharing_prefill()) PETREL_RETURN_IF_ERROR(r.ForkChoices());
   return request;
 }
 
@@ -107,20 +119,30 @@ bool ActiveRequest::ConsumeShared(const StepOutput& output) {
   }
   shared_fed_ += shared_pending_;
   shared_pending_ = 0;
+  engine_.CacheSequenceBlocks(parent_, std::span<const int32_t>(shared_).first(shared_fed_));
   if (sharing_prefill()) return true;
+  const Status forked = ForkChoices();
+  if (!forked.ok()) {
+    const ApiError error = StatusError(500, forked.message());
+    Abort(&error);
+    return false;
+  }
+  return true;
+}
+
+Status ActiveRequest::ForkChoices() {
   const int32_t last = job_->prompt().back();
   for (size_t i = 0; i < choices_.size(); ++i) {
-    Result<SeqId> child = engine_.ForkSequence(parent_);
-    Status started = child.ok() ? StartChoice(i, *child, {last}, shared_) : child.status();
-    if (!started.ok()) {
-      const ApiError error = StatusError(500, started.message());
-      Abort(&error);
-      return false;
-    }
+    PETREL_ASSIGN_OR_RETURN(const SeqId child, engine_.ForkSequence(parent_));
+    PETREL_RETURN_IF_ERROR(StartChoice(i, child, {last}, shared_));
   }
   engine_.FreeSequence(parent_);
   parent_ = -1;
-  return true;
+  return Status::Ok();
+}
+
+void ActiveRequest::CacheBlocks(const Sequence& sequence) {
+  engine_.CacheSequenceBlocks(sequence.seq(), sequence.held());
 }
 
 void ActiveRequest::LiveSequences(std::vector<Sequence*>* out) const {

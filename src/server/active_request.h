@@ -44,6 +44,8 @@ class ActiveRequest {
   // Takes the outcome of the step that fed NextSharedInput(); once the prompt is in, forks the
   // parent into one sequence per choice. False when the request failed (an error event sent).
   bool ConsumeShared(const StepOutput& output);
+  // After a step that fed `sequence`: registers its newly full blocks in the prefix cache.
+  void CacheBlocks(const Sequence& sequence);
 
   // The choices' state machines that have not finished (empty while sharing the prefill).
   void LiveSequences(std::vector<Sequence*>* out) const;
@@ -72,6 +74,7 @@ class ActiveRequest {
   // Creates choice `index`'s Sequence over engine sequence `seq` (owned from here on).
   Status StartChoice(size_t index, SeqId seq, std::vector<int32_t> prompt,
                      std::span<const int32_t> cached);
+  Status ForkChoices();  // n > 1: one sequence per choice from the prefilled parent
   bool OnToken(Choice& choice, const GeneratedToken& token, std::string_view piece);
   void FreeSequences();
 

@@ -148,6 +148,7 @@ bool Scheduler::StepOnce() {
   for (size_t i = 0; i < feeds_.size(); ++i) {
     if (feeds_[i].sequence) {
       feeds_[i].sequence->Consume(outputs_[i]);
+      feeds_[i].request->CacheBlocks(*feeds_[i].sequence);
     } else {
       feeds_[i].request->ConsumeShared(outputs_[i]);
     }
@@ -163,6 +164,8 @@ void Scheduler::PublishGauges() {
   }
   gauges.running = running_sequences_;
   gauges.kv_blocks_free = engine_.kv_free_blocks();
+  gauges.kv_blocks_cached = engine_.kv_cached_blocks();
+  gauges.preempted = preempted_;
   gauges.kv_blocks_used = engine_.kv_total_blocks() - gauges.kv_blocks_free;
   metrics_.SetGauges(gauges);
 }

@@ -69,6 +69,7 @@ class Scheduler {
   std::vector<std::unique_ptr<ActiveRequest>> active_;  // in admission order
   size_t running_sequences_ = 0;  // as of the last admission (read under mutex_)
   size_t reserved_blocks_ = 0;    // BlocksNeeded of every active request
+  uint64_t preempted_ = 0;        // sequences preempted so far
   // Step scratch.
   struct Feed {
     ActiveRequest* request = nullptr;
