@@ -442,6 +442,48 @@ TEST(ServerPrefixCacheTest, EvictionUnderASmallPool) {
   EXPECT_EQ(server.Stop(), 0) << server.log();
 }
 
+// A pool of 20 blocks (320 tokens) for four requests of about 130 tokens each: blocks run out
+// while they decode, the newest are preempted and recomputed, and every request still completes
+// with the tokens it gets alone.
+TEST(ServerPreemptionTest, EveryRequestCompletesUnderASmallPool) {
+  ServerProcess server({"-m", StoryHf(), "--parallel", "4", "-c", "256", "--kv-blocks", "20",
+                        "--api-key", kKey, "-t", "2"});
+  ASSERT_TRUE(server.ok()) << server.log();
+  httplib::Client client = server.Client();
+  const std::vector<std::string> openings = {"Once upon a time", "Tom had a ball", "The sun",
+                                             "Lily and Ben"};
+  auto body = [&](size_t i) {
+    // The end-of-story token is banned, so that every request grows to its max_tokens.
+    return json{{"prompt", openings[i] + " went to the park to play with a friend."},
+                {"max_tokens", 110},
+                {"temperature", 0},
+                {"logit_bias", {{"2", -100}}}};
+  };
+  std::vector<std::string> alone(openings.size());
+  for (size_t i = 0; i < openings.size(); ++i) {
+    const Reply reply = Post(client, "/v1/completions", body(i));
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    alone[i] = reply.body["choices"][0]["text"];
+  }
+  EXPECT_EQ(Metric(client, "petrel_preempted_sequences_total"), 0);
+  std::vector<Reply> together(openings.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < openings.size(); ++i) {
+    threads.emplace_back([&, i] {
+      httplib::Client own = server.Client();
+      together[i] = Post(own, "/v1/completions", body(i));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (size_t i = 0; i < openings.size(); ++i) {
+    ASSERT_EQ(together[i].status, 200) << together[i].body.dump();
+    EXPECT_EQ(together[i].body["choices"][0]["text"], alone[i]) << i;
+    EXPECT_EQ(together[i].body["usage"]["completion_tokens"], 110) << i;
+  }
+  EXPECT_GT(Metric(client, "petrel_preempted_sequences_total"), 0);
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+}
+
 // A server of one slot and one queue place: the third request is refused with 429.
 TEST(ServerQueueTest, FullQueueAnswers429) {
   ServerProcess server({"-m", StoryHf(), "--parallel", "1", "--max-queue", "1", "-c", "512",
