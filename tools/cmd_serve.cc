@@ -91,8 +91,8 @@ Runner AddServeCommand(CLI::App& app) {
   cmd->add_option("--port", args->port, "TCP port (default 8080; 0: a free one, printed)")
       ->check(IntRange(0, 65535));
   cmd->add_option("--parallel", args->parallel,
-                  "sequences decoded at once at most; the KV cache holds this many full contexts "
-                  "(default 4)")
+                  "sequences decoded at once at most; by default the KV cache holds this many full "
+                  "contexts (default 4)")
       ->check(IntRange(1, 256));
   CLI::Option* batch_tokens =
       cmd->add_option("--batch-tokens", args->batch_tokens,
