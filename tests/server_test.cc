@@ -369,7 +369,8 @@ TEST_F(ServerTest, SecondChatTurnReusesTheFirstTurnsBlocks) {
   ASSERT_EQ(first.status, 200) << first.body.dump();
   const size_t first_prompt = first.body["usage"]["prompt_tokens"];
   ASSERT_GT(first_prompt, 48u);
-  messages.push_back({{"role", "assistant"}, {"content", first.body["choices"][0]["message"]["content"]}});
+  messages.push_back(
+      {{"role", "assistant"}, {"content", first.body["choices"][0]["message"]["content"]}});
   messages.push_back({{"role", "user"}, {"content", "And the dog?"}});
   const Reply second = Post(client, "/v1/chat/completions",
                             json{{"messages", messages}, {"max_tokens", 24}, {"temperature", 0}});
@@ -399,7 +400,8 @@ TEST_F(ServerTest, GreedyOutputIsTheSameWithAndWithoutACacheHit) {
   const Reply hit = Post(client, "/v1/completions", body);
   ASSERT_EQ(hit.status, 200) << hit.body.dump();
   const size_t prompt_tokens = hit.body["usage"]["prompt_tokens"];
-  EXPECT_GE(size_t(hit.body["usage"]["prompt_tokens_details"]["cached_tokens"]), prompt_tokens - 16);
+  EXPECT_GE(size_t(hit.body["usage"]["prompt_tokens_details"]["cached_tokens"]),
+            prompt_tokens - 16);
   EXPECT_EQ(hit.body["choices"][0]["text"], expected);
   json forked = body;
   forked["n"] = 2;
@@ -416,8 +418,9 @@ TEST(ServerPrefixCacheTest, EvictionUnderASmallPool) {
                         "--api-key", kKey, "-t", "2"});
   ASSERT_TRUE(server.ok()) << server.log();
   httplib::Client client = server.Client();
-  const std::vector<std::string> openings = {"Once upon a time", "Tom had a ball", "The sun",
-                                             "Lily and Ben", "A big dog", "One day, a bird"};
+  const std::vector<std::string> openings = {"Once upon a time", "Tom had a ball",
+                                             "The sun",          "Lily and Ben",
+                                             "A big dog",        "One day, a bird"};
   auto body = [&](const std::string& opening) {
     std::string prompt;
     for (int i = 0; i < 8; ++i) prompt += opening + " and a friend played all day. ";

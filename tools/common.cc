@@ -259,7 +259,7 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
 }
 
 Result<std::unique_ptr<Engine>> ModelOptions::LoadEngine(size_t max_sequences,
-                                                          size_t kv_blocks) const {
+                                                         size_t kv_blocks) const {
   PETREL_ASSIGN_OR_RETURN(EngineOptions options, ToEngineOptions());
   options.max_sequences = max_sequences;
   options.kv_blocks = kv_blocks;

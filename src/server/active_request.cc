@@ -23,8 +23,9 @@ size_t ActiveRequest::BlocksNeeded(const Engine& engine, const Job& job) {
 
 size_t ActiveRequest::BlocksToStart(const Engine& engine, const Job& job) {
   const std::vector<int32_t>& prompt = job.prompt();
-  const KvPrefixMatch cached =
-      engine.FindCachedPrefix(std::span<const int32_t>(prompt.data(), prompt.size() - 1));
+  const std::span<const int32_t> cacheable =
+      std::span<const int32_t>(prompt).first(prompt.empty() ? 0 : prompt.size() - 1);
+  const KvPrefixMatch cached = engine.FindCachedPrefix(cacheable);
   const size_t block = engine.kv_block_tokens();
   const size_t blocks = (prompt.size() + block - 1) / block - cached.blocks;
   return blocks + cached.idle_blocks + job.request().n;
@@ -108,7 +109,8 @@ Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
   }
   // The cache may hold any whole blocks of the prompt but the last token, which is fed to get
   // the first logits.
-  const std::span<const int32_t> cacheable(prompt.data(), prompt.size() - 1);
+  const std::span<const int32_t> cacheable =
+      std::span<const int32_t>(prompt).first(prompt.empty() ? 0 : prompt.size() - 1);
   size_t reused = 0;
   if (n > 1 && prompt.size() > 1) {
     r.parent_ = engine.NewSequenceFromCache(cacheable, &reused);

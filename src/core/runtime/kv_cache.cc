@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <vector>
 
-
 namespace petrel {
 namespace {
 
