@@ -1,4 +1,5 @@
-// Paged KV cache bookkeeping: block tables, slots, exhaustion, fork with copy-on-write, truncate.
+// Paged KV cache bookkeeping: block tables, slots, exhaustion, fork with copy-on-write, truncate,
+// and the prefix cache: registration, reuse, refcounts, least-recently-used eviction.
 #include <gtest/gtest.h>
 
 #include "core/runtime/backend_registry.h"
@@ -93,6 +94,104 @@ TEST(KvCache, TruncateReturnsBlocks) {
   EXPECT_EQ(f.cache->Length(a), 4u);
   EXPECT_EQ(f.cache->free_blocks(), 7u);
   EXPECT_FALSE(f.cache->Truncate(a, 5).ok());
+}
+
+// A sequence of `tokens.size()` tokens whose full blocks are registered.
+SeqId Computed(KvCache& cache, const std::vector<int32_t>& tokens) {
+  const SeqId seq = cache.NewSequence();
+  EXPECT_TRUE(cache.Append(seq, tokens.size()).ok());
+  cache.CacheBlocks(seq, tokens);
+  return seq;
+}
+
+TEST(KvPrefixCache, ANewSequenceReusesTheFullBlocksItStartsWith) {
+  auto f = Make(8, 4, 64);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const SeqId a = Computed(*f.cache, tokens);
+  EXPECT_EQ(f.cache->FindPrefix(tokens).blocks, 2u);  // the partial third block is not cached
+  EXPECT_EQ(f.cache->FindPrefix(tokens).idle_blocks, 0u);
+  size_t reused = 0;
+  const SeqId b = f.cache->NewSequenceFromPrefix(tokens, &reused);
+  EXPECT_EQ(reused, 8u);
+  EXPECT_EQ(f.cache->Length(b), 8u);
+  const auto& table_a = f.cache->BlockTable(a);
+  EXPECT_EQ(f.cache->BlockTable(b), std::vector<int32_t>(table_a.begin(), table_a.begin() + 2));
+  EXPECT_EQ(f.cache->free_blocks(), 5u);  // shared, not copied
+  // A different second block, or the same tokens after a different first one, do not match.
+  EXPECT_EQ(f.cache->FindPrefix(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 0}).blocks, 1u);
+  EXPECT_EQ(f.cache->FindPrefix(std::vector<int32_t>{0, 2, 3, 4, 5, 6, 7, 8}).blocks, 0u);
+  EXPECT_EQ(f.cache->FindPrefix(std::vector<int32_t>{1, 2, 3}).blocks, 0u);
+  // Freeing the first user keeps the blocks for the second; freeing both keeps them cached.
+  f.cache->FreeSequence(a);
+  EXPECT_EQ(f.cache->cached_blocks(), 0u);
+  EXPECT_EQ(f.cache->free_blocks(), 6u);
+  f.cache->FreeSequence(b);
+  EXPECT_EQ(f.cache->cached_blocks(), 2u);
+  EXPECT_EQ(f.cache->free_blocks(), 8u);  // cached blocks count as free
+  EXPECT_EQ(f.cache->FindPrefix(tokens).idle_blocks, 2u);
+  const SeqId c = f.cache->NewSequenceFromPrefix(tokens, &reused);
+  EXPECT_EQ(reused, 8u);
+  EXPECT_EQ(f.cache->cached_blocks(), 0u);
+  ASSERT_TRUE(f.cache->Append(c, 2).ok());  // continues after the reused blocks
+  EXPECT_EQ(f.cache->Length(c), 10u);
+}
+
+TEST(KvPrefixCache, IdleBlocksAreEvictedLeastRecentlyReleasedFirst) {
+  auto f = Make(4, 4, 64);
+  const std::vector<int32_t> first = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<int32_t> second = {9, 10, 11, 12, 13, 14, 15, 16};
+  f.cache->FreeSequence(Computed(*f.cache, first));
+  f.cache->FreeSequence(Computed(*f.cache, second));
+  EXPECT_EQ(f.cache->cached_blocks(), 4u);
+  EXPECT_EQ(f.cache->free_blocks(), 4u);
+  // One more block evicts the leaf of the first sequence: its root still matches.
+  const SeqId other = f.cache->NewSequence();
+  ASSERT_TRUE(f.cache->Append(other, 1).ok());
+  EXPECT_EQ(f.cache->FindPrefix(first).blocks, 1u);
+  EXPECT_EQ(f.cache->FindPrefix(second).blocks, 2u);
+  ASSERT_TRUE(f.cache->Append(other, 4).ok());  // a second block: the first sequence's root
+  EXPECT_EQ(f.cache->FindPrefix(first).blocks, 0u);
+  EXPECT_EQ(f.cache->FindPrefix(second).blocks, 2u);
+  EXPECT_EQ(f.cache->cached_blocks(), 2u);
+  // Only the second sequence's blocks are idle now: needing more than they fails and changes
+  // nothing; needing them evicts them.
+  const SeqId big = f.cache->NewSequence();
+  EXPECT_FALSE(f.cache->Append(big, 9).ok());
+  EXPECT_EQ(f.cache->FindPrefix(second).blocks, 2u);
+  ASSERT_TRUE(f.cache->Append(big, 8).ok());
+  EXPECT_EQ(f.cache->FindPrefix(second).blocks, 0u);
+  EXPECT_EQ(f.cache->free_blocks(), 0u);
+}
+
+TEST(KvPrefixCache, BlocksInUseAreNeverEvictedAndRewrittenBlocksLeaveTheCache) {
+  auto f = Make(3, 4, 64);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  const SeqId a = Computed(*f.cache, tokens);
+  EXPECT_EQ(f.cache->free_blocks(), 1u);
+  const SeqId b = f.cache->NewSequence();
+  EXPECT_FALSE(f.cache->Append(b, 5).ok());  // a's registered blocks are in use
+  // Truncated into its second block and written again, a's block no longer holds those tokens.
+  ASSERT_TRUE(f.cache->Truncate(a, 6).ok());
+  ASSERT_TRUE(f.cache->Append(a, 2).ok());
+  EXPECT_EQ(f.cache->FindPrefix(tokens).blocks, 1u);
+  f.cache->CacheBlocks(a, std::vector<int32_t>{1, 2, 3, 4, 5, 6, 0, 0});
+  EXPECT_EQ(f.cache->FindPrefix(tokens).blocks, 1u);
+  EXPECT_EQ(f.cache->FindPrefix(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 0, 0}).blocks, 2u);
+  // Unknown tokens (negative ids) are never registered.
+  const SeqId c = f.cache->NewSequence();
+  ASSERT_TRUE(f.cache->Append(c, 4).ok());
+  f.cache->CacheBlocks(c, std::vector<int32_t>{-1, 2, 3, 4});
+  f.cache->FreeSequence(c);
+  EXPECT_EQ(f.cache->cached_blocks(), 0u);
+  // A fork shares registered blocks; the last user's release leaves them cached.
+  auto child = f.cache->Fork(a);
+  ASSERT_TRUE(child.ok());
+  f.cache->FreeSequence(a);
+  EXPECT_EQ(f.cache->cached_blocks(), 0u);
+  f.cache->FreeSequence(*child);
+  EXPECT_EQ(f.cache->cached_blocks(), 2u);
+  EXPECT_EQ(f.cache->free_blocks(), 3u);
+  EXPECT_EQ(f.cache->BlocksToAppend(b, 9), 3u);
 }
 
 TEST(KvCache, RejectsUnsupportedTypesAndSizes) {

@@ -133,6 +133,47 @@ TEST(Sequences, SteppedTogetherTheyGetTheTokensTheyGetAlone) {
   EXPECT_EQ(together[3]->result().new_ids.size(), 1u);
 }
 
+// Preemption: the engine sequence is freed between steps, while the prompt is fed or while
+// tokens are sampled; resumed over nothing or over the blocks the prefix cache kept, the sequence
+// recomputes the rest and samples the tokens it samples undisturbed.
+TEST(Sequences, APreemptedSequenceResumesWithTheSameTokens) {
+  EngineOptions options;
+  options.context = 256;
+  options.max_batch_tokens = 16;
+  auto engine = Load(options);
+  ASSERT_TRUE(engine);
+  const Request request{Prompt(40, 5), Greedy(24, true)};
+  const auto alone = RunAlone(*engine, {request});
+  std::vector<StepOutput> outputs;
+  for (const bool from_cache : {false, true}) {
+    for (const size_t preempt_at : {size_t(1), size_t(6)}) {  // prefilling, sampling
+      SCOPED_TRACE(std::to_string(from_cache) + " " + std::to_string(preempt_at));
+      auto created =
+          Sequence::Create(*engine, engine->NewSequence(), request.prompt, request.options);
+      ASSERT_TRUE(created.ok()) << created.status().message();
+      Sequence& sequence = **created;
+      for (size_t step = 0; !sequence.finished(); ++step) {
+        if (step == preempt_at) {
+          engine->CacheSequenceBlocks(sequence.seq(), sequence.held());
+          engine->FreeSequence(sequence.seq());
+          size_t reused = 0;
+          const SeqId seq = from_cache ? engine->NewSequenceFromCache(sequence.held(), &reused)
+                                       : engine->NewSequence();
+          EXPECT_EQ(reused > 0, from_cache);
+          const Status resumed = sequence.Resume(seq);
+          ASSERT_TRUE(resumed.ok()) << resumed.message();
+        }
+        const StepInput input = sequence.NextInput(16);
+        (void)engine->Step(std::span<const StepInput>(&input, 1), &outputs);
+        sequence.Consume(outputs[0]);
+      }
+      EXPECT_TRUE(sequence.status().ok()) << sequence.status().message();
+      EXPECT_EQ(sequence.result().new_ids, alone[0].new_ids);
+      engine->FreeSequence(sequence.seq());
+    }
+  }
+}
+
 // 8 blocks of 32 tokens: two short sequences take 2 blocks each, the long one runs out of
 // blocks at 128 tokens, while the others still need to grow.
 TEST(Sequences, OneThatRunsOutOfKvBlocksFailsAlone) {

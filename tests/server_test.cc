@@ -354,6 +354,139 @@ TEST_F(ServerTest, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
   for (int i = 0; i < kRequests; ++i) EXPECT_EQ(together[size_t(i)], alone[size_t(i)]) << i;
 }
 
+// A second chat turn repeats the first turn's prompt: its blocks come from the prefix cache.
+TEST_F(ServerTest, SecondChatTurnReusesTheFirstTurnsBlocks) {
+  httplib::Client client = server_->Client();
+  const std::string system =
+      "You tell short stories for small children. Every story has a cat, a dog and a bird. The "
+      "cat is called Tom, the dog is called Max and the bird is called Sue. They live in a "
+      "little house by the sea and they play in the sun every day.";
+  json messages = {{{"role", "system"}, {"content", system}},
+                   {{"role", "user"}, {"content", "Tell me about the cat."}}};
+  const double hits_before = Metric(client, "petrel_prefix_cache_hit_tokens_total");
+  const Reply first = Post(client, "/v1/chat/completions",
+                           json{{"messages", messages}, {"max_tokens", 24}, {"temperature", 0}});
+  ASSERT_EQ(first.status, 200) << first.body.dump();
+  const size_t first_prompt = first.body["usage"]["prompt_tokens"];
+  ASSERT_GT(first_prompt, 48u);
+  messages.push_back(
+      {{"role", "assistant"}, {"content", first.body["choices"][0]["message"]["content"]}});
+  messages.push_back({{"role", "user"}, {"content", "And the dog?"}});
+  const Reply second = Post(client, "/v1/chat/completions",
+                            json{{"messages", messages}, {"max_tokens", 24}, {"temperature", 0}});
+  ASSERT_EQ(second.status, 200) << second.body.dump();
+  const size_t prompt = second.body["usage"]["prompt_tokens"];
+  const size_t cached = second.body["usage"]["prompt_tokens_details"]["cached_tokens"];
+  // The first turn's prompt and most of its reply were cached, up to the last whole block.
+  EXPECT_GE(cached, first_prompt - 16) << second.body.dump();
+  EXPECT_LT(prompt - cached, prompt / 3) << second.body.dump();
+  EXPECT_GE(Metric(client, "petrel_prefix_cache_hit_tokens_total") - hits_before, double(cached));
+  EXPECT_GT(Metric(client, "petrel_prefix_cache_hit_blocks_total"), 0);
+}
+
+// Batch invariance across the cache: the same greedy request gives the same tokens whether its
+// prompt was computed or came from the cache, alone or with n = 2 forked choices.
+TEST_F(ServerTest, GreedyOutputIsTheSameWithAndWithoutACacheHit) {
+  httplib::Client client = server_->Client();
+  const std::string prompt =
+      "Once upon a time there was a little fox who lived in a big green forest. Every morning "
+      "the fox ran to the river to drink and to look at the fish. One day the fox saw";
+  const json body = {{"prompt", prompt}, {"max_tokens", 32}, {"temperature", 0}};
+  const Reply computed = Post(client, "/v1/completions", body);
+  ASSERT_EQ(computed.status, 200) << computed.body.dump();
+  EXPECT_EQ(computed.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const std::string expected = RunText({"-p", prompt, "-n", "32"});
+  EXPECT_EQ(computed.body["choices"][0]["text"], expected);
+  const Reply hit = Post(client, "/v1/completions", body);
+  ASSERT_EQ(hit.status, 200) << hit.body.dump();
+  const size_t prompt_tokens = hit.body["usage"]["prompt_tokens"];
+  EXPECT_GE(size_t(hit.body["usage"]["prompt_tokens_details"]["cached_tokens"]),
+            prompt_tokens - 16);
+  EXPECT_EQ(hit.body["choices"][0]["text"], expected);
+  json forked = body;
+  forked["n"] = 2;
+  const Reply both = Post(client, "/v1/completions", forked);
+  ASSERT_EQ(both.status, 200) << both.body.dump();
+  EXPECT_GT(size_t(both.body["usage"]["prompt_tokens_details"]["cached_tokens"]), 0u);
+  for (const json& choice : both.body["choices"]) EXPECT_EQ(choice["text"], expected);
+}
+
+// A pool of 16 blocks of 16 tokens: cached prefixes are evicted to make room, and every request
+// still gets what it gets alone.
+TEST(ServerPrefixCacheTest, EvictionUnderASmallPool) {
+  ServerProcess server({"-m", StoryHf(), "--parallel", "2", "-c", "128", "--kv-blocks", "16",
+                        "--api-key", kKey, "-t", "2"});
+  ASSERT_TRUE(server.ok()) << server.log();
+  httplib::Client client = server.Client();
+  const std::vector<std::string> openings = {"Once upon a time", "Tom had a ball",
+                                             "The sun",          "Lily and Ben",
+                                             "A big dog",        "One day, a bird"};
+  auto body = [&](const std::string& opening) {
+    std::string prompt;
+    for (int i = 0; i < 8; ++i) prompt += opening + " and a friend played all day. ";
+    return json{{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}};
+  };
+  std::vector<std::string> first;
+  for (const std::string& opening : openings) {
+    const Reply reply = Post(client, "/v1/completions", body(opening));
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    first.push_back(reply.body["choices"][0]["text"]);
+  }
+  EXPECT_LE(Metric(client, "petrel_kv_blocks_cached"), 16);
+  // The first prompts' blocks were evicted by the later ones; the last one is still cached.
+  const Reply again_first = Post(client, "/v1/completions", body(openings.front()));
+  ASSERT_EQ(again_first.status, 200);
+  EXPECT_EQ(again_first.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(again_first.body["choices"][0]["text"], first.front());
+  const Reply again_last = Post(client, "/v1/completions", body(openings.back()));
+  ASSERT_EQ(again_last.status, 200);
+  EXPECT_GT(again_last.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(again_last.body["choices"][0]["text"], first.back());
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+}
+
+// A pool of 20 blocks (320 tokens) for four requests of about 130 tokens each: blocks run out
+// while they decode, the newest are preempted and recomputed, and every request still completes
+// with the tokens it gets alone.
+TEST(ServerPreemptionTest, EveryRequestCompletesUnderASmallPool) {
+  ServerProcess server({"-m", StoryHf(), "--parallel", "4", "-c", "256", "--kv-blocks", "20",
+                        "--api-key", kKey, "-t", "2"});
+  ASSERT_TRUE(server.ok()) << server.log();
+  httplib::Client client = server.Client();
+  const std::vector<std::string> openings = {"Once upon a time", "Tom had a ball", "The sun",
+                                             "Lily and Ben"};
+  auto body = [&](size_t i) {
+    // The end-of-story token is banned, so that every request grows to its max_tokens.
+    return json{{"prompt", openings[i] + " went to the park to play with a friend."},
+                {"max_tokens", 110},
+                {"temperature", 0},
+                {"logit_bias", {{"2", -100}}}};
+  };
+  std::vector<std::string> alone(openings.size());
+  for (size_t i = 0; i < openings.size(); ++i) {
+    const Reply reply = Post(client, "/v1/completions", body(i));
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    alone[i] = reply.body["choices"][0]["text"];
+  }
+  EXPECT_EQ(Metric(client, "petrel_preempted_sequences_total"), 0);
+  std::vector<Reply> together(openings.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < openings.size(); ++i) {
+    threads.emplace_back([&, i] {
+      httplib::Client own = server.Client();
+      together[i] = Post(own, "/v1/completions", body(i));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (size_t i = 0; i < openings.size(); ++i) {
+    ASSERT_EQ(together[i].status, 200) << together[i].body.dump();
+    EXPECT_EQ(together[i].body["choices"][0]["text"], alone[i]) << i;
+    EXPECT_EQ(together[i].body["usage"]["completion_tokens"], 110) << i;
+  }
+  EXPECT_GT(Metric(client, "petrel_preempted_sequences_total"), 0);
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+}
+
 // A server of one slot and one queue place: the third request is refused with 429.
 TEST(ServerQueueTest, FullQueueAnswers429) {
   ServerProcess server({"-m", StoryHf(), "--parallel", "1", "--max-queue", "1", "-c", "512",

@@ -73,6 +73,7 @@ Runner AddServeCommand(CLI::App& app) {
     int64_t parallel = 4;
     int64_t batch_tokens = 0;
     int64_t max_queue = 64;
+    int64_t kv_blocks = 0;
     std::string api_key;
     std::string template_file;
     std::string model_name;
@@ -90,13 +91,17 @@ Runner AddServeCommand(CLI::App& app) {
   cmd->add_option("--port", args->port, "TCP port (default 8080; 0: a free one, printed)")
       ->check(IntRange(0, 65535));
   cmd->add_option("--parallel", args->parallel,
-                  "sequences decoded at once at most; the KV cache holds this many full contexts "
-                  "(default 4)")
+                  "sequences decoded at once at most; by default the KV cache holds this many full "
+                  "contexts (default 4)")
       ->check(IntRange(1, 256));
   CLI::Option* batch_tokens =
       cmd->add_option("--batch-tokens", args->batch_tokens,
                       "tokens per scheduler step: decodes plus prompt chunks (default: -b, 512)")
           ->check(IntRange(1, kMaxBatch));
+  cmd->add_option("--kv-blocks", args->kv_blocks,
+                  "KV cache blocks (of 16 tokens) shared by all sequences (default: --parallel "
+                  "full contexts)")
+      ->check(IntRange(1, 1 << 24));
   cmd->add_option("--max-queue", args->max_queue,
                   "requests waiting for a slot at most; more get HTTP 429 (default 64)")
       ->check(IntRange(0, 4096));
@@ -154,7 +159,7 @@ Runner AddServeCommand(CLI::App& app) {
     std::fprintf(stderr, "petrel serve: listening on http://%s:%d (loading %s)\n",
                  args->host.c_str(), server.port(), args->model.model_path.c_str());
 
-    auto engine = args->model.LoadEngine(size_t(args->parallel));
+    auto engine = args->model.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
     // Chat needs a template; without one the server still serves /v1/completions.

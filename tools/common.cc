@@ -258,9 +258,11 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   return options;
 }
 
-Result<std::unique_ptr<Engine>> ModelOptions::LoadEngine(size_t max_sequences) const {
+Result<std::unique_ptr<Engine>> ModelOptions::LoadEngine(size_t max_sequences,
+                                                         size_t kv_blocks) const {
   PETREL_ASSIGN_OR_RETURN(EngineOptions options, ToEngineOptions());
   options.max_sequences = max_sequences;
+  options.kv_blocks = kv_blocks;
   options.load_tokenizer = load_tokenizer;
   const auto start = std::chrono::steady_clock::now();
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(model_path, options));

@@ -69,7 +69,8 @@ struct ModelOptions {
   Status Check();
   Result<EngineOptions> ToEngineOptions() const;
   // Also warns when -c asks for more than the model was trained on.
-  Result<std::unique_ptr<Engine>> LoadEngine(size_t max_sequences = 1) const;
+  // `kv_blocks`: the KV cache's blocks (0: `max_sequences` full contexts).
+  Result<std::unique_ptr<Engine>> LoadEngine(size_t max_sequences = 1, size_t kv_blocks = 0) const;
 };
 
 // Prints "error: <message>" on stderr and returns 1.

@@ -21,6 +21,79 @@ size_t ActiveRequest::BlocksNeeded(const Engine& engine, const Job& job) {
   return job.request().n * ((tokens + block - 1) / block);
 }
 
+size_t ActiveRequest::BlocksToStart(const Engine& engine, const Job& job) {
+  const std::vector<int32_t>& prompt = job.prompt();
+  const std::span<const int32_t> cacheable =
+      std::span<const int32_t>(prompt).first(prompt.empty() ? 0 : prompt.size() - 1);
+  const KvPrefixMatch cached = engine.FindCachedPrefix(cacheable);
+  const size_t block = engine.kv_block_tokens();
+  const size_t blocks = (prompt.size() + block - 1) / block - cached.blocks;
+  return blocks + cached.idle_blocks + job.request().n;
+}
+
+size_t ActiveRequest::BlocksToResume() const {
+  const size_t block = engine_.kv_block_tokens();
+  size_t total = 0;
+  if (parent_ < 0 && !choices_.empty() && !choices_[0]->sequence) {  // preempted while sharing
+    const KvPrefixMatch cached = engine_.FindCachedPrefix(shared_);
+    total += (shared_.size() + block - 1) / block - cached.blocks + cached.idle_blocks;
+    return total + choices_.size();
+  }
+  for (const auto& choice : choices_) {
+    if (!choice->sequence || choice->sequence->finished()) continue;
+    const std::vector<int32_t>& held = choice->sequence->held();
+    const KvPrefixMatch cached = engine_.FindCachedPrefix(held);
+    total += (held.size() + block) / block - cached.blocks + cached.idle_blocks + 1;
+  }
+  return total;
+}
+
+size_t ActiveRequest::Preempt() {
+  size_t sequences = 0;
+  if (parent_ >= 0) {
+    engine_.FreeSequence(parent_);
+    parent_ = -1;
+    shared_fed_ = 0;
+    shared_pending_ = 0;
+    sequences = choices_.size();
+  }
+  for (auto& choice : choices_) {
+    if (choice->seq < 0) continue;
+    engine_.FreeSequence(choice->seq);
+    choice->seq = -1;
+    ++sequences;
+  }
+  preempted_ = true;
+  return sequences;
+}
+
+bool ActiveRequest::Resume() {
+  preempted_ = false;
+  Status status = Status::Ok();
+  size_t reused = 0;
+  if (!choices_.empty() && !choices_[0]->sequence) {  // preempted while sharing the prefill
+    parent_ = engine_.NewSequenceFromCache(shared_, &reused);
+    shared_fed_ = reused;
+    if (!sharing_prefill()) status = ForkChoices();
+  } else {
+    for (auto& choice : choices_) {
+      if (!choice->sequence || choice->sequence->finished() || choice->seq >= 0) continue;
+      size_t choice_reused = 0;
+      choice->seq = engine_.NewSequenceFromCache(choice->sequence->held(), &choice_reused);
+      reused += choice_reused;
+      status = choice->sequence->Resume(choice->seq);
+      if (!status.ok()) break;
+    }
+  }
+  if (reused > 0) metrics_.AddPrefixCacheHit(reused / engine_.kv_block_tokens(), reused);
+  if (!status.ok()) {
+    const ApiError error = StatusError(500, status.message());
+    Abort(&error);
+    return false;
+  }
+  return true;
+}
+
 Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
                                                             std::shared_ptr<Job> job,
                                                             Metrics& metrics) {
@@ -28,22 +101,34 @@ Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
   ActiveRequest& r = *request;
   const std::vector<int32_t>& prompt = r.job_->prompt();
   const size_t n = r.job_->request().n;
-  r.reserved_blocks_ = BlocksNeeded(engine, *r.job_);
   r.usage_.prompt_tokens = prompt.size();
   r.choices_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     r.choices_.push_back(std::make_unique<Choice>());
     r.choices_.back()->index = i;
   }
+  // The cache may hold any whole blocks of the prompt but the last token, which is fed to get
+  // the first logits.
+  const std::span<const int32_t> cacheable =
+      std::span<const int32_t>(prompt).first(prompt.empty() ? 0 : prompt.size() - 1);
+  size_t reused = 0;
   if (n > 1 && prompt.size() > 1) {
-    r.parent_ = engine.NewSequence();
+    r.parent_ = engine.NewSequenceFromCache(cacheable, &reused);
     r.shared_.assign(prompt.begin(), prompt.end() - 1);
+    r.shared_fed_ = reused;
   } else {
     for (size_t i = 0; i < n; ++i) {
-      PETREL_RETURN_IF_ERROR(r.StartChoice(i, engine.NewSequence(), prompt, {}));
+      const SeqId seq = engine.NewSequenceFromCache(cacheable, &reused);
+      PETREL_RETURN_IF_ERROR(
+          r.StartChoice(i, seq, std::vector<int32_t>(prompt.begin() + long(reused), prompt.end()),
+                        cacheable.first(reused)));
     }
   }
+  r.usage_.cached_tokens = reused;
+  if (reused > 0) metrics.AddPrefixCacheHit(reused / engine.kv_block_tokens(), reused);
   metrics.AddPromptTokens(prompt.size());
+  // The whole shared prompt came from the cache: the choices start at once.
+  if (r.parent_ >= 0 && !r.sharing_prefill()) PETREL_RETURN_IF_ERROR(r.ForkChoices());
   return request;
 }
 
@@ -107,20 +192,30 @@ bool ActiveRequest::ConsumeShared(const StepOutput& output) {
   }
   shared_fed_ += shared_pending_;
   shared_pending_ = 0;
+  engine_.CacheSequenceBlocks(parent_, std::span<const int32_t>(shared_).first(shared_fed_));
   if (sharing_prefill()) return true;
+  const Status forked = ForkChoices();
+  if (!forked.ok()) {
+    const ApiError error = StatusError(500, forked.message());
+    Abort(&error);
+    return false;
+  }
+  return true;
+}
+
+Status ActiveRequest::ForkChoices() {
   const int32_t last = job_->prompt().back();
   for (size_t i = 0; i < choices_.size(); ++i) {
-    Result<SeqId> child = engine_.ForkSequence(parent_);
-    Status started = child.ok() ? StartChoice(i, *child, {last}, shared_) : child.status();
-    if (!started.ok()) {
-      const ApiError error = StatusError(500, started.message());
-      Abort(&error);
-      return false;
-    }
+    PETREL_ASSIGN_OR_RETURN(const SeqId child, engine_.ForkSequence(parent_));
+    PETREL_RETURN_IF_ERROR(StartChoice(i, child, {last}, shared_));
   }
   engine_.FreeSequence(parent_);
   parent_ = -1;
-  return true;
+  return Status::Ok();
+}
+
+void ActiveRequest::CacheBlocks(const Sequence& sequence) {
+  engine_.CacheSequenceBlocks(sequence.seq(), sequence.held());
 }
 
 void ActiveRequest::LiveSequences(std::vector<Sequence*>* out) const {

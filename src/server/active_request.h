@@ -19,10 +19,14 @@ namespace petrel::server {
 
 class ActiveRequest {
  public:
-  // KV blocks the request may come to hold at most: every choice at its longest. The scheduler
-  // admits a request only while these fit beside the others', so no running sequence ever
-  // finds the cache full.
+  // KV blocks the request may come to hold at most: every choice at its longest. A request
+  // that needs more than the whole cache could never finish, even alone.
   static size_t BlocksNeeded(const Engine& engine, const Job& job);
+  // Free KV blocks the request needs to start (or to resume after preemption) and make some
+  // progress: its tokens not in the prefix cache, cached blocks no one uses (they stop being
+  // free), and one block of growth per choice.
+  static size_t BlocksToStart(const Engine& engine, const Job& job);
+  size_t BlocksToResume() const;
 
   // Creates the engine sequences. On error nothing is held.
   static Result<std::unique_ptr<ActiveRequest>> Start(Engine& engine, std::shared_ptr<Job> job,
@@ -34,7 +38,14 @@ class ActiveRequest {
   Job& job() { return *job_; }
   // Every choice reported, or the request aborted: nothing more to feed.
   bool finished() const { return finished_; }
-  size_t reserved_blocks() const { return reserved_blocks_; }
+  // Preempted: holds no KV blocks; its choices keep their tokens until Resume().
+  bool preempted() const { return preempted_; }
+  // Frees every engine sequence (their full blocks stay in the prefix cache) and returns how
+  // many sequences were preempted.
+  size_t Preempt();
+  // New engine sequences over what the prefix cache still holds of each choice's tokens; the
+  // rest is recomputed. False when the request failed (an error event sent).
+  bool Resume();
   // Sequences counted against --parallel: n until every choice has finished.
   size_t running_sequences() const;
 
@@ -44,6 +55,8 @@ class ActiveRequest {
   // Takes the outcome of the step that fed NextSharedInput(); once the prompt is in, forks the
   // parent into one sequence per choice. False when the request failed (an error event sent).
   bool ConsumeShared(const StepOutput& output);
+  // After a step that fed `sequence`: registers its newly full blocks in the prefix cache.
+  void CacheBlocks(const Sequence& sequence);
 
   // The choices' state machines that have not finished (empty while sharing the prefill).
   void LiveSequences(std::vector<Sequence*>* out) const;
@@ -72,13 +85,14 @@ class ActiveRequest {
   // Creates choice `index`'s Sequence over engine sequence `seq` (owned from here on).
   Status StartChoice(size_t index, SeqId seq, std::vector<int32_t> prompt,
                      std::span<const int32_t> cached);
+  Status ForkChoices();  // n > 1: one sequence per choice from the prefilled parent
   bool OnToken(Choice& choice, const GeneratedToken& token, std::string_view piece);
   void FreeSequences();
 
   Engine& engine_;
   std::shared_ptr<Job> job_;
   Metrics& metrics_;
-  size_t reserved_blocks_ = 0;
+  bool preempted_ = false;
   SeqId parent_ = -1;            // n > 1: the sequence holding the shared prompt
   std::vector<int32_t> shared_;  // n > 1: the prompt less its last token, prefilled once
   size_t shared_fed_ = 0;

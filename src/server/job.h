@@ -20,6 +20,7 @@ namespace petrel::server {
 struct Usage {
   size_t prompt_tokens = 0;
   size_t completion_tokens = 0;  // over all choices
+  size_t cached_tokens = 0;      // prompt tokens whose K/V came from the prefix cache
 };
 
 struct JobEvent {

@@ -54,6 +54,12 @@ void Metrics::CountRequest(int status) {
   ++requests_by_status_[status];
 }
 
+void Metrics::AddPrefixCacheHit(size_t blocks, size_t tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prefix_hit_blocks_ += blocks;
+  prefix_hit_tokens_ += tokens;
+}
+
 void Metrics::AddPromptTokens(size_t tokens) {
   std::lock_guard<std::mutex> lock(mutex_);
   prompt_tokens_ += tokens;
@@ -99,6 +105,19 @@ std::string Metrics::Render() const {
   Line("petrel_kv_blocks_used", double(gauges_.kv_blocks_used), &out);
   Header("petrel_kv_blocks_free", "gauge", "KV cache blocks free.", &out);
   Line("petrel_kv_blocks_free", double(gauges_.kv_blocks_free), &out);
+  Header("petrel_kv_blocks_cached", "gauge",
+         "Free KV cache blocks still holding a cached prefix (evicted least recently used first).",
+         &out);
+  Line("petrel_kv_blocks_cached", double(gauges_.kv_blocks_cached), &out);
+  Header("petrel_prefix_cache_hit_blocks_total", "counter",
+         "KV cache blocks reused from the prefix cache instead of computed.", &out);
+  Line("petrel_prefix_cache_hit_blocks_total", double(prefix_hit_blocks_), &out);
+  Header("petrel_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens whose K/V came from the prefix cache.", &out);
+  Line("petrel_prefix_cache_hit_tokens_total", double(prefix_hit_tokens_), &out);
+  Header("petrel_preempted_sequences_total", "counter",
+         "Sequences preempted when the KV cache ran out of blocks (recomputed later).", &out);
+  Line("petrel_preempted_sequences_total", double(gauges_.preempted), &out);
   Header("petrel_prompt_tokens_total", "counter", "Prompt tokens admitted.", &out);
   Line("petrel_prompt_tokens_total", double(prompt_tokens_), &out);
   Header("petrel_generation_tokens_total", "counter", "Tokens generated.", &out);

@@ -44,7 +44,8 @@ json OpenAiResponse::Envelope(const char* object) const {
 json OpenAiResponse::UsageJson(const Usage& usage) {
   return json{{"prompt_tokens", usage.prompt_tokens},
               {"completion_tokens", usage.completion_tokens},
-              {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", json{{"cached_tokens", usage.cached_tokens}}}};
 }
 
 json OpenAiResponse::LogprobsJson(const std::vector<GeneratedToken>& tokens,

@@ -1,5 +1,6 @@
-// Scheduler: admission by --parallel and reserved KV blocks, decodes before prompt chunks in each
-// step's token budget, cancellation at the top of every step.
+// Scheduler: admission by --parallel and free KV blocks, decodes before prompt chunks in each
+// step's token budget, preemption of the newest request when blocks run out, cancellation at the
+// top of every step.
 #include "server/scheduler.h"
 
 #include <algorithm>
@@ -59,9 +60,38 @@ void Scheduler::Shutdown(std::chrono::milliseconds grace) {
   if (thread_.joinable()) thread_.join();
 }
 
+size_t Scheduler::ActiveSequences(size_t* requests) const {
+  size_t sequences = 0;
+  if (requests) *requests = 0;
+  for (const auto& request : active_) {
+    if (request->finished() || request->preempted()) continue;
+    sequences += request->running_sequences();
+    if (requests) ++*requests;
+  }
+  return sequences;
+}
+
+bool Scheduler::ResumePreempted() {
+  for (auto& request : active_) {
+    if (request->finished() || !request->preempted()) continue;
+    size_t running_requests = 0;
+    const size_t running = ActiveSequences(&running_requests);
+    // One block of growth for each running sequence stays free, so that the resumed request
+    // is not preempted again at once; alone, it always fits (Submit checked it).
+    if (running_requests > 0 && request->BlocksToResume() + running > engine_.kv_free_blocks()) {
+      return true;
+    }
+    request->Resume();
+  }
+  return false;
+}
+
 void Scheduler::TakeAdmissible(std::vector<std::shared_ptr<Job>>* admitted) {
   size_t running = running_sequences_;
-  size_t reserved = reserved_blocks_;
+  size_t promised = 0;
+  const size_t growth = ActiveSequences(nullptr);
+  const bool idle = std::none_of(active_.begin(), active_.end(),
+                                 [](const auto& request) { return !request->finished(); });
   while (!waiting_.empty()) {
     const std::shared_ptr<Job>& job = waiting_.front();
     if (job->cancelled()) {
@@ -70,13 +100,17 @@ void Scheduler::TakeAdmissible(std::vector<std::shared_ptr<Job>>* admitted) {
     }
     // First come, first served: a request that does not fit yet holds back those behind it,
     // so a long one is never starved by a stream of short ones.
-    const size_t blocks = ActiveRequest::BlocksNeeded(engine_, *job);
+    // Blocks are allocated as sequences grow; a request is admitted when its prompt (less
+    // what the prefix cache holds) and one block per running sequence fit in the free blocks.
+    // An idle server admits its first request whatever it needs (Submit checked that it fits).
+    const size_t blocks = ActiveRequest::BlocksToStart(engine_, *job);
+    const bool first = idle && admitted->empty();
     if (running + job->request().n > options_.parallel ||
-        reserved + blocks > engine_.kv_total_blocks()) {
+        (!first && promised + blocks + growth > engine_.kv_free_blocks())) {
       break;
     }
     running += job->request().n;
-    reserved += blocks;
+    promised += blocks;
     admitted->push_back(job);
     waiting_.pop_front();
   }
@@ -106,40 +140,90 @@ void Scheduler::DropCancelled() {
   }
 }
 
-bool Scheduler::StepOnce() {
+size_t Scheduler::ChunkThatFits(SeqId seq, size_t tokens, size_t free_blocks) const {
+  const size_t block = engine_.kv_block_tokens();
+  while (tokens > 0 && engine_.KvBlocksToAppend(seq, tokens) > free_blocks) {
+    const size_t length = engine_.SequenceLength(seq);
+    const size_t room = free_blocks * block + (length % block ? block - length % block : 0);
+    tokens = std::min(tokens - 1, room);
+  }
+  return tokens;
+}
+
+bool Scheduler::BuildStep() {
   inputs_.clear();
   feeds_.clear();
   size_t budget = options_.batch_tokens;
+  const size_t free_blocks = engine_.kv_free_blocks();
+  size_t blocks = 0;  // what the inputs so far will take
   // Decoding sequences first, one token each, so that their pace does not depend on the
   // prompts arriving; prompt chunks take what is left, oldest request first.
   for (auto& request : active_) {
-    if (request->finished()) continue;  // aborted in this iteration
+    if (request->finished() || request->preempted()) continue;
     live_.clear();
     request->LiveSequences(&live_);
     for (Sequence* sequence : live_) {
       if (budget == 0 || sequence->prefilling()) continue;
       inputs_.push_back(sequence->NextInput(1));
       feeds_.push_back(Feed{request.get(), sequence});
+      blocks += engine_.KvBlocksToAppend(sequence->seq(), 1);
       budget -= 1;
     }
   }
+  if (blocks > free_blocks) return false;
   for (auto& request : active_) {
     if (budget == 0) break;
-    if (request->finished()) continue;
+    if (request->finished() || request->preempted()) continue;
     if (request->sharing_prefill()) {
-      inputs_.push_back(request->NextSharedInput(budget));
+      StepInput input = request->NextSharedInput(budget);
+      const size_t fits = ChunkThatFits(input.seq, input.tokens.size(), free_blocks - blocks);
+      if (fits < input.tokens.size()) input = request->NextSharedInput(fits);
+      if (input.tokens.empty()) continue;
+      blocks += engine_.KvBlocksToAppend(input.seq, input.tokens.size());
+      inputs_.push_back(input);
       feeds_.push_back(Feed{request.get(), nullptr});
-      budget -= inputs_.back().tokens.size();
+      budget -= input.tokens.size();
       continue;
     }
     live_.clear();
     request->LiveSequences(&live_);
     for (Sequence* sequence : live_) {
       if (budget == 0 || !sequence->prefilling()) continue;
-      inputs_.push_back(sequence->NextInput(budget));
+      const size_t fits = ChunkThatFits(sequence->seq(), budget, free_blocks - blocks);
+      if (fits == 0) continue;
+      const StepInput input = sequence->NextInput(fits);
+      blocks += engine_.KvBlocksToAppend(input.seq, input.tokens.size());
+      inputs_.push_back(input);
       feeds_.push_back(Feed{request.get(), sequence});
-      budget -= inputs_.back().tokens.size();
+      budget -= input.tokens.size();
     }
+  }
+  return true;
+}
+
+bool Scheduler::PreemptNewest() {
+  size_t running_requests = 0;
+  ActiveSequences(&running_requests);
+  if (running_requests < 2) return false;
+  for (auto it = active_.rbegin(); it != active_.rend(); ++it) {
+    ActiveRequest& request = **it;
+    if (request.finished() || request.preempted()) continue;
+    preempted_ += request.Preempt();
+    return true;
+  }
+  return false;
+}
+
+bool Scheduler::StepOnce() {
+  // When the free blocks cannot take the decodes, or nothing can be fed at all (every prompt
+  // waits for blocks), the newest request gives its blocks back; it is recomputed later.
+  for (;;) {
+    const bool fits = BuildStep();
+    if (fits && !inputs_.empty()) break;
+    size_t running_requests = 0;
+    ActiveSequences(&running_requests);
+    if (fits && running_requests == 0) return false;  // nothing to feed
+    if (!PreemptNewest()) break;  // alone: the step itself says what does not fit
   }
   if (inputs_.empty()) return false;
   // A failure of the whole step is also in every output it touched, so each sequence fails
@@ -148,6 +232,7 @@ bool Scheduler::StepOnce() {
   for (size_t i = 0; i < feeds_.size(); ++i) {
     if (feeds_[i].sequence) {
       feeds_[i].sequence->Consume(outputs_[i]);
+      feeds_[i].request->CacheBlocks(*feeds_[i].sequence);
     } else {
       feeds_[i].request->ConsumeShared(outputs_[i]);
     }
@@ -163,6 +248,8 @@ void Scheduler::PublishGauges() {
   }
   gauges.running = running_sequences_;
   gauges.kv_blocks_free = engine_.kv_free_blocks();
+  gauges.kv_blocks_cached = engine_.kv_cached_blocks();
+  gauges.preempted = preempted_;
   gauges.kv_blocks_used = engine_.kv_total_blocks() - gauges.kv_blocks_free;
   metrics_.SetGauges(gauges);
 }
@@ -176,23 +263,23 @@ void Scheduler::Loop() {
       wake_.wait(lock, [&] { return !waiting_.empty() || !active_.empty() || draining_; });
       if (draining_ && active_.empty()) break;
       abort_all = draining_ && Clock::now() >= drain_deadline_;
-      if (!draining_) TakeAdmissible(&admitted);
     }
     DropCancelled();
     if (abort_all) {
       const ApiError error = StatusError(503, "the server shut down before the reply was complete");
       for (auto& request : active_) request->Abort(&error);
     }
+    // Preempted requests come first: a new one is admitted only once none is left waiting.
+    if (!ResumePreempted()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!draining_) TakeAdmissible(&admitted);
+    }
     StartAdmitted(&admitted);
     StepOnce();
     // Reporting frees the sequences that finished (or were cancelled) in this step.
     std::erase_if(active_, [](const auto& request) { return request->Report(); });
     running_sequences_ = 0;
-    reserved_blocks_ = 0;
-    for (const auto& request : active_) {
-      running_sequences_ += request->running_sequences();
-      reserved_blocks_ += request->reserved_blocks();
-    }
+    for (const auto& request : active_) running_sequences_ += request->running_sequences();
     PublishGauges();
   }
   PublishGauges();

@@ -48,6 +48,18 @@ class Scheduler {
   void Loop();
   // Moves the waiting requests that fit to `admitted`; under mutex_.
   void TakeAdmissible(std::vector<std::shared_ptr<Job>>* admitted);
+  // Resumes preempted requests, oldest first, while their blocks are free; true when one is
+  // still waiting (then no new request is admitted before it).
+  bool ResumePreempted();
+  // Fills inputs_ and feeds_: decodes first, then prompt chunks within the budget and the free
+  // KV blocks. False when the decodes alone need more blocks than are free.
+  bool BuildStep();
+  // Preempts the most recently admitted running request unless it is the only one.
+  bool PreemptNewest();
+  // The most tokens of a chunk for `seq` whose blocks fit in `free_blocks`.
+  size_t ChunkThatFits(SeqId seq, size_t tokens, size_t free_blocks) const;
+  // Sequences of requests that are neither finished nor preempted.
+  size_t ActiveSequences(size_t* requests) const;
   void StartAdmitted(std::vector<std::shared_ptr<Job>>* admitted);
   void DropCancelled();
   // One Engine::Step over every running request; false when there was nothing to feed.
@@ -68,7 +80,7 @@ class Scheduler {
   // The scheduler thread's own.
   std::vector<std::unique_ptr<ActiveRequest>> active_;  // in admission order
   size_t running_sequences_ = 0;  // as of the last admission (read under mutex_)
-  size_t reserved_blocks_ = 0;    // BlocksNeeded of every active request
+  uint64_t preempted_ = 0;        // sequences preempted so far
   // Step scratch.
   struct Feed {
     ActiveRequest* request = nullptr;

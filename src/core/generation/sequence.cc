@@ -190,6 +190,33 @@ bool Sequence::ShiftContext() {
   return true;
 }
 
+Status Sequence::Resume(SeqId seq) {
+  if (finished_) return Error("sequence %d has finished", seq_);
+  const size_t length = engine_.SequenceLength(seq);
+  if (length > held_.size()) {
+    return Error("sequence %d holds %zu tokens, more than the %zu of sequence %d", seq, length,
+                 held_.size(), seq_);
+  }
+  if (std::find(held_.begin() + long(length), held_.end(), -1) != held_.end()) {
+    return Error("sequence %d holds tokens that are not known; they cannot be recomputed", seq_);
+  }
+  std::vector<int32_t> again(held_.begin() + long(length), held_.end());
+  if (prefilling()) {
+    again.insert(again.end(), input_.begin() + long(input_fed_), input_.end());
+  } else if (generating_) {
+    again.push_back(last_token_);  // sampled, not fed yet
+  }
+  if (again.empty()) return Error("sequence %d has nothing to feed", seq_);
+  recompute_ = std::move(again);
+  held_.resize(length);
+  input_ = recompute_;
+  input_fed_ = 0;
+  pending_ = 0;
+  seq_ = seq;
+  if (generating_) shift_start_ = Clock::now();
+  return Status::Ok();
+}
+
 void Sequence::Cancel() {
   if (!finished_) Finish("cancelled");
 }

@@ -98,6 +98,12 @@ class Sequence {
   void Consume(const StepOutput& output);
   // Finishes now with reason "cancelled", releasing text held back for stop strings.
   void Cancel();
+  // Preemption: the engine sequence this ran on was freed between steps; go on in `seq`, which
+  // holds a prefix of held() (for example whole blocks from the prefix cache). The rest of
+  // held(), then what remained to be fed, is fed again as a prompt chunk (recompute), after
+  // which sampling goes on where it stopped. Fails, changing nothing, on a finished sequence or
+  // when `seq` holds more than held() or tokens past it are unknown.
+  Status Resume(SeqId seq);
 
   const std::vector<int32_t>& prompt() const { return prompt_; }
   // The tokens the engine sequence holds, in order (after a failed step too): what the cache
@@ -122,7 +128,7 @@ class Sequence {
 
   Engine& engine_;
   const Tokenizer* tokenizer_;
-  const SeqId seq_;
+  SeqId seq_;
   const GenerateOptions options_;
   const TokenCallback on_token_;
   const size_t n_vocab_;

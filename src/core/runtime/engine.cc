@@ -131,7 +131,8 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   kv_options.context = context;
   const size_t blocks_per_seq =
       (context + opts.kv_block_tokens - 1) / std::max<size_t>(1, opts.kv_block_tokens);
-  kv_options.n_blocks = blocks_per_seq * std::max<size_t>(1, opts.max_sequences);
+  kv_options.n_blocks =
+      opts.kv_blocks ? opts.kv_blocks : blocks_per_seq * std::max<size_t>(1, opts.max_sequences);
 
   // --gpu-layers resolved to a count; `auto` starts from everything and is fitted below.
   size_t device_layers = 0;

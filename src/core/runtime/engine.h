@@ -37,6 +37,7 @@ struct EngineOptions {
   GpuLayerRule device_layer_rule = GpuLayerRule::kCount;
   size_t context = 0;             // tokens per sequence (0: the model's, capped at 4096)
   size_t max_sequences = 1;       // KV blocks are sized for this many full sequences
+  size_t kv_blocks = 0;           // KV blocks per layer; 0: max_sequences full contexts
   size_t max_batch_tokens = 512;  // longer prompts are split into chunks
   // Tokens per forward pass inside a batch; 0 chooses (ChooseMicroBatch). Activations, and so
   // peak memory, scale with it, while every pass reads each weight once (and widens F16/BF16
@@ -113,6 +114,21 @@ class Engine {
   size_t kv_free_blocks() const { return kv_->free_blocks(); }
   size_t kv_total_blocks() const { return kv_->total_blocks(); }
   size_t kv_block_tokens() const { return kv_->block_tokens(); }
+  // Blocks a Step feeding `n_new` more tokens to `seq` would take from the free ones.
+  size_t KvBlocksToAppend(SeqId seq, size_t n_new) const { return kv_->BlocksToAppend(seq, n_new); }
+
+  // Prefix caching (see KvCache): a new sequence over the longest cached prefix of `tokens`
+  // (whole blocks), and the registration of a sequence's full blocks once computed.
+  KvPrefixMatch FindCachedPrefix(std::span<const int32_t> tokens) const {
+    return kv_->FindPrefix(tokens);
+  }
+  SeqId NewSequenceFromCache(std::span<const int32_t> tokens, size_t* reused_tokens) {
+    return kv_->NewSequenceFromPrefix(tokens, reused_tokens);
+  }
+  void CacheSequenceBlocks(SeqId seq, std::span<const int32_t> tokens) {
+    kv_->CacheBlocks(seq, tokens);
+  }
+  size_t kv_cached_blocks() const { return kv_->cached_blocks(); }
 
   // A sequence's K/V rows, for session files: per layer, the K and the V rows of positions
   // [0, SequenceLength(seq)), kv_row_bytes() each, in the cache's type kv_type().

@@ -1,10 +1,29 @@
-// KvCache: block allocation, block tables, copy-on-write on shared blocks.
+// KvCache: block allocation, block tables, copy-on-write on shared blocks, the prefix cache.
 #include "core/runtime/kv_cache.h"
 
 #include <algorithm>
 #include <vector>
 
 namespace petrel {
+namespace {
+
+uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t BlockHash(uint64_t parent_hash, std::span<const int32_t> tokens) {
+  uint64_t h = Mix(parent_hash + 0x9e3779b97f4a7c15ull);
+  for (int32_t token : tokens) h = Mix(h ^ uint64_t(uint32_t(token)));
+  return h;
+}
+
+constexpr uint64_t kRootHash = 0x70657472656c6b76ull;
+
+}  // namespace
 
 Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& layer_backends,
                                                  size_t kv_row_elems,
@@ -55,6 +74,8 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
     cache->layers_.push_back(std::move(layer));
   }
   cache->refcount_.assign(n_blocks, 0);
+  cache->info_.assign(n_blocks, BlockInfo());
+  cache->block_tokens_.assign(n_blocks * options.block_tokens, -1);
   cache->free_.reserve(n_blocks);
   for (size_t b = n_blocks; b-- > 0;) cache->free_.push_back(int32_t(b));  // block 0 on top
   return cache;
@@ -71,17 +92,164 @@ SeqId KvCache::NewSequence() {
 void KvCache::FreeSequence(SeqId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
-  for (int32_t block : it->second.blocks) {
-    if (--refcount_[size_t(block)] == 0) free_.push_back(block);
-  }
+  // Last block first: idle blocks are evicted in release order, and a block evicted before
+  // its children would leave them unreachable.
+  const std::vector<int32_t>& blocks = it->second.blocks;
+  for (size_t i = blocks.size(); i-- > 0;) Release(blocks[i]);
   seqs_.erase(it);
+}
+
+void KvCache::LruPushBack(int32_t block) {
+  BlockInfo& info = info_[size_t(block)];
+  info.lru_prev = lru_tail_;
+  info.lru_next = -1;
+  if (lru_tail_ >= 0) {
+    info_[size_t(lru_tail_)].lru_next = block;
+  } else {
+    lru_head_ = block;
+  }
+  lru_tail_ = block;
+  ++idle_cached_;
+}
+
+void KvCache::LruRemove(int32_t block) {
+  BlockInfo& info = info_[size_t(block)];
+  if (info.lru_prev >= 0) {
+    info_[size_t(info.lru_prev)].lru_next = info.lru_next;
+  } else {
+    lru_head_ = info.lru_next;
+  }
+  if (info.lru_next >= 0) {
+    info_[size_t(info.lru_next)].lru_prev = info.lru_prev;
+  } else {
+    lru_tail_ = info.lru_prev;
+  }
+  info.lru_prev = info.lru_next = -1;
+  --idle_cached_;
+}
+
+void KvCache::Release(int32_t block) {
+  if (--refcount_[size_t(block)] != 0) return;
+  if (info_[size_t(block)].registered) {
+    LruPushBack(block);
+  } else {
+    free_.push_back(block);
+  }
+}
+
+void KvCache::Acquire(int32_t block) {
+  if (refcount_[size_t(block)]++ == 0 && info_[size_t(block)].registered) LruRemove(block);
+}
+
+void KvCache::Unregister(int32_t block) {
+  BlockInfo& info = info_[size_t(block)];
+  if (!info.registered) return;
+  auto it = by_hash_.find(info.hash);
+  if (it != by_hash_.end() && it->second == block) by_hash_.erase(it);
+  info.registered = false;
+}
+
+int32_t KvCache::TakeBlock() {
+  if (!free_.empty()) {
+    const int32_t block = free_.back();
+    free_.pop_back();
+    return block;
+  }
+  const int32_t block = lru_head_;
+  PETREL_CHECK(block >= 0);  // callers check free_blocks() first
+  LruRemove(block);
+  Unregister(block);
+  return block;
+}
+
+int32_t KvCache::Lookup(int32_t parent, std::span<const int32_t> tokens, uint64_t* hash) const {
+  const uint64_t h = BlockHash(parent < 0 ? kRootHash : info_[size_t(parent)].hash, tokens);
+  if (hash) *hash = h;
+  auto it = by_hash_.find(h);
+  if (it == by_hash_.end()) return -1;
+  const int32_t block = it->second;
+  const BlockInfo& info = info_[size_t(block)];
+  // The hash only finds a candidate; its parent and its tokens decide.
+  if (!info.registered || info.parent != parent) return -1;
+  if (parent >= 0 && info.parent_generation != info_[size_t(parent)].generation) return -1;
+  const std::span<const int32_t> held = BlockTokens(block);
+  if (!std::equal(held.begin(), held.end(), tokens.begin(), tokens.end())) return -1;
+  return block;
+}
+
+KvPrefixMatch KvCache::FindPrefix(std::span<const int32_t> tokens) const {
+  KvPrefixMatch match;
+  const size_t bt = options_.block_tokens;
+  const size_t limit = std::min(tokens.size(), options_.context);
+  int32_t parent = -1;
+  for (size_t i = 0; (i + 1) * bt <= limit; ++i) {
+    const int32_t block = Lookup(parent, tokens.subspan(i * bt, bt), nullptr);
+    if (block < 0) break;
+    ++match.blocks;
+    if (refcount_[size_t(block)] == 0) ++match.idle_blocks;
+    parent = block;
+  }
+  return match;
+}
+
+SeqId KvCache::NewSequenceFromPrefix(std::span<const int32_t> tokens, size_t* reused_tokens) {
+  const SeqId seq = NewSequence();
+  Sequence& s = seqs_[seq];
+  const size_t bt = options_.block_tokens;
+  const size_t limit = std::min(tokens.size(), options_.context);
+  int32_t parent = -1;
+  for (size_t i = 0; (i + 1) * bt <= limit; ++i) {
+    const int32_t block = Lookup(parent, tokens.subspan(i * bt, bt), nullptr);
+    if (block < 0) break;
+    Acquire(block);
+    s.blocks.push_back(block);
+    parent = block;
+  }
+  s.length = s.blocks.size() * bt;
+  s.registered = s.blocks.size();
+  if (reused_tokens) *reused_tokens = s.length;
+  return seq;
+}
+
+void KvCache::CacheBlocks(SeqId seq, std::span<const int32_t> tokens) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  Sequence& s = it->second;
+  const size_t bt = options_.block_tokens;
+  const size_t full = std::min(tokens.size(), s.length) / bt;
+  for (; s.registered < full; ++s.registered) {
+    const size_t i = s.registered;
+    const int32_t block = s.blocks[i];
+    BlockInfo& info = info_[size_t(block)];
+    if (info.registered) continue;  // shared with the sequence that registered it
+    const std::span<const int32_t> block_tokens = tokens.subspan(i * bt, bt);
+    if (std::any_of(block_tokens.begin(), block_tokens.end(), [](int32_t t) { return t < 0; })) {
+      return;  // unknown tokens: nothing past them can be registered either
+    }
+    const int32_t parent = i == 0 ? -1 : s.blocks[i - 1];
+    // Under a parent that is not registered (another block holds the same tokens) a block
+    // could never be found.
+    if (parent >= 0 && !info_[size_t(parent)].registered) continue;
+    uint64_t hash = 0;
+    if (Lookup(parent, block_tokens, &hash) >= 0 || by_hash_.count(hash) != 0) {
+      continue;  // the same tokens are already cached in another block, or a hash collision
+    }
+    info.hash = hash;
+    info.registered = true;
+    info.parent = parent;
+    info.parent_generation = parent < 0 ? 0 : info_[size_t(parent)].generation;
+    ++info.generation;
+    std::copy(block_tokens.begin(), block_tokens.end(),
+              block_tokens_.begin() + long(size_t(block) * bt));
+    by_hash_.emplace(hash, block);
+  }
 }
 
 Result<SeqId> KvCache::Fork(SeqId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return Error("sequence %d does not exist", seq);
   const SeqId child = next_seq_++;
-  for (int32_t block : it->second.blocks) ++refcount_[size_t(block)];
+  for (int32_t block : it->second.blocks) Acquire(block);
   Sequence& copy = seqs_[child];
   copy = it->second;
   copy.blocks.reserve((options_.context + options_.block_tokens - 1) / options_.block_tokens);
@@ -109,9 +277,10 @@ Status KvCache::Truncate(SeqId seq, size_t length) {
   while (s.blocks.size() > keep_blocks) {
     const int32_t block = s.blocks.back();
     s.blocks.pop_back();
-    if (--refcount_[size_t(block)] == 0) free_.push_back(block);
+    Release(block);
   }
   s.length = length;
+  s.registered = std::min(s.registered, length / options_.block_tokens);
   return Status::Ok();
 }
 
@@ -146,22 +315,23 @@ Status KvCache::Append(SeqId seq, size_t n_new, std::vector<int32_t>* slots) {
   // A partly filled, shared last block is written to, so it needs its own copy.
   const bool copy_last = n_new > 0 && s.length % bt != 0 && refcount_[size_t(s.blocks.back())] > 1;
   const size_t fresh = needed_blocks - s.blocks.size() + (copy_last ? 1 : 0);
-  if (fresh > free_.size()) {
+  if (fresh > free_blocks()) {
     return Error("KV cache is full: sequence %d needs %zu more blocks, %zu free", seq, fresh,
-                 free_.size());
+                 free_blocks());
   }
   if (copy_last) {
     const int32_t shared = s.blocks.back();
-    const int32_t own = free_.back();
-    free_.pop_back();
+    const int32_t own = TakeBlock();
     PETREL_RETURN_IF_ERROR(CopyBlock(shared, own));
-    --refcount_[size_t(shared)];
+    Release(shared);
     refcount_[size_t(own)] = 1;
     s.blocks.back() = own;
+  } else if (n_new > 0 && s.length % bt != 0) {
+    // A registered block truncated into and written again no longer holds its tokens.
+    Unregister(s.blocks.back());
   }
   while (s.blocks.size() < needed_blocks) {
-    const int32_t block = free_.back();
-    free_.pop_back();
+    const int32_t block = TakeBlock();
     refcount_[size_t(block)] = 1;
     s.blocks.push_back(block);
   }
@@ -171,6 +341,16 @@ Status KvCache::Append(SeqId seq, size_t n_new, std::vector<int32_t>* slots) {
   }
   s.length = new_length;
   return Status::Ok();
+}
+
+size_t KvCache::BlocksToAppend(SeqId seq, size_t n_new) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end() || n_new == 0) return 0;
+  const Sequence& s = it->second;
+  const size_t bt = options_.block_tokens;
+  const size_t needed = (s.length + n_new + bt - 1) / bt;
+  const bool copy_last = s.length % bt != 0 && refcount_[size_t(s.blocks.back())] > 1;
+  return needed - std::min(needed, s.blocks.size()) + (copy_last ? 1 : 0);
 }
 
 size_t KvCache::bytes() const {
@@ -201,6 +381,8 @@ Status KvCache::WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const ui
     const int32_t block = it->second.blocks[pos / bt];
     if (refcount_[size_t(block)] > 1) return Error("sequence %d shares block %d; cannot overwrite it", seq, block);
   }
+  for (int32_t block : it->second.blocks) Unregister(block);  // their contents change
+  it->second.registered = 0;
   for (size_t pos = 0; pos < it->second.length; ++pos) {
     const size_t slot = size_t(it->second.blocks[pos / bt]) * bt + pos % bt;
     PETREL_RETURN_IF_ERROR(L.backend->CopyFromHost(k_in + pos * row_bytes_, *L.k, slot * row_bytes_, row_bytes_));

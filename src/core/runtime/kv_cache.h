@@ -1,10 +1,19 @@
 // The unified paged KV cache: fixed-size blocks, per-sequence block tables and reference counts
 // on the host; each layer's K/V storage on that layer's backend.
+//
+// Prefix caching: a full block whose tokens are known (CacheBlocks) is registered under a hash
+// of (its parent block's hash, its token ids). A new sequence whose tokens start with registered
+// blocks shares them (NewSequenceFromPrefix) instead of computing them again. A registered block
+// no sequence uses stays cached, counted as free, and is reused least-recently-released first
+// when free blocks run out. A hash only finds a candidate: the candidate's token ids and its
+// parent block are compared, so a collision can never hand out the wrong K/V.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "core/base/status.h"
@@ -20,6 +29,11 @@ struct KvCacheOptions {
   DType dtype = DType::kF32; // kF32, kF16 or kQ8_0 (heads must be whole Q8_0 blocks)
 };
 
+struct KvPrefixMatch {
+  size_t blocks = 0;       // registered blocks that continue the tokens from the start
+  size_t idle_blocks = 0;  // of which no sequence uses now (they count as free)
+};
+
 class KvCache {
  public:
   // `layer_backends[l]` holds layer l's storage.
@@ -31,6 +45,13 @@ class KvCache {
 
   // Sequences.
   SeqId NewSequence();
+  // A new sequence holding the longest run of registered blocks that `tokens` starts with;
+  // `reused_tokens` (if given) gets how many tokens that is (a multiple of block_tokens()).
+  SeqId NewSequenceFromPrefix(std::span<const int32_t> tokens, size_t* reused_tokens);
+  KvPrefixMatch FindPrefix(std::span<const int32_t> tokens) const;
+  // Registers the full blocks of `seq` not registered yet; `tokens` are its tokens from position
+  // 0 (at most Length(seq)); a negative id (unknown) ends the registration there.
+  void CacheBlocks(SeqId seq, std::span<const int32_t> tokens);
   void FreeSequence(SeqId seq);     // returns its blocks (shared ones only when last user)
   Result<SeqId> Fork(SeqId seq);    // shares every block (refcount++); writes copy on write
   bool HasSequence(SeqId seq) const { return seqs_.count(seq) != 0; }
@@ -45,6 +66,8 @@ class KvCache {
   // The same, appending the slots to `slots` (no allocation once it has grown).
   Status Append(SeqId seq, size_t n_new, std::vector<int32_t>* slots);
   const std::vector<int32_t>& BlockTable(SeqId seq) const;
+  // Blocks Append(seq, n_new) would take (0 for a sequence that does not exist).
+  size_t BlocksToAppend(SeqId seq, size_t n_new) const;
 
   // Copies positions [0, Length(seq)) of one layer's K and V rows to/from host buffers of
   // Length(seq) * row_bytes() bytes each (session files).
@@ -56,7 +79,9 @@ class KvCache {
   // Layer `layer`'s storage, on that layer's backend.
   const KvLayerView& LayerView(size_t layer) const { return layers_[layer].view; }
   size_t n_layers() const { return layers_.size(); }
-  size_t free_blocks() const { return free_.size(); }
+  // Free blocks, registered blocks that no sequence uses included (they are evicted on demand).
+  size_t free_blocks() const { return free_.size() + idle_cached_; }
+  size_t cached_blocks() const { return idle_cached_; }  // registered, unused, still held
   size_t total_blocks() const { return options_.n_blocks; }
   size_t block_tokens() const { return options_.block_tokens; }
   size_t context() const { return options_.context; }
@@ -71,15 +96,44 @@ class KvCache {
   struct Sequence {
     std::vector<int32_t> blocks;
     size_t length = 0;
+    size_t registered = 0;  // leading blocks registered in the prefix cache
+  };
+  // A block's prefix-cache entry; `generation` changes whenever the block is registered anew,
+  // so that a child can tell its parent from a later reuse of the same block.
+  struct BlockInfo {
+    uint64_t hash = 0;
+    bool registered = false;
+    int32_t parent = -1;
+    uint32_t parent_generation = 0;
+    uint32_t generation = 0;
+    int32_t lru_prev = -1, lru_next = -1;  // among idle registered blocks
   };
   KvCache() = default;
   Status CopyBlock(int32_t from, int32_t to);
+  // A free block: from the free list, else the least recently released idle registered one.
+  int32_t TakeBlock();
+  void Release(int32_t block);  // refcount--, and to the free list or the idle list at 0
+  void Acquire(int32_t block);  // refcount++, off the idle list
+  void Unregister(int32_t block);
+  void LruPushBack(int32_t block);
+  void LruRemove(int32_t block);
+  // The registered block holding `tokens` after `parent` (-1: at position 0), or -1.
+  int32_t Lookup(int32_t parent, std::span<const int32_t> tokens, uint64_t* hash) const;
+  std::span<const int32_t> BlockTokens(int32_t block) const {
+    return std::span<const int32_t>(block_tokens_).subspan(size_t(block) * options_.block_tokens,
+                                                           options_.block_tokens);
+  }
 
   KvCacheOptions options_;
   size_t row_bytes_ = 0;
   std::vector<Layer> layers_;
   std::vector<int32_t> free_;       // free block ids (LIFO)
   std::vector<int32_t> refcount_;   // per block
+  std::vector<BlockInfo> info_;     // per block
+  std::vector<int32_t> block_tokens_;  // token ids of registered blocks (block_tokens per block)
+  std::unordered_map<uint64_t, int32_t> by_hash_;  // registered blocks
+  int32_t lru_head_ = -1, lru_tail_ = -1;          // idle registered blocks, oldest first
+  size_t idle_cached_ = 0;
   std::map<SeqId, Sequence> seqs_;
   SeqId next_seq_ = 0;
 };
