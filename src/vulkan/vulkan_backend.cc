@@ -146,6 +146,7 @@ bool VulkanBackend::Supports(const Node& node) const {
     case OpKind::kGeluMul:
     case OpKind::kScale:
     case OpKind::kSoftcap:
+    case OpKind::kMoeFfn:
       return false;
     case OpKind::kCount:
       break;
@@ -273,6 +274,7 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kGeluMul:
     case OpKind::kScale:
     case OpKind::kSoftcap:
+    case OpKind::kMoeFfn:
       return Error("vulkan: op %s is not implemented", OpName(node.op));
     case OpKind::kCount: break;
   }
