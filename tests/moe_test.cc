@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -191,6 +193,79 @@ TEST(Mixtral, OneExpertEqualsTheDenseModel) {
   EXPECT_LE(stats.max_abs, 1e-5) << stats.ToString();
   std::remove(moe.c_str());
   std::remove(dense.c_str());
+}
+
+// A step computes only its routed experts: with every router row equal, each token's top-1 is
+// expert 0 (ties go to the lower index), and experts 1-3 filled with NaN leave the logits finite
+// and equal to those of the file whose other experts are finite.
+TEST(Mixtral, OnlyRoutedExpertsAreComputed) {
+  const std::string path = WriteMixtral("routed", 4, 1);
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto rewrite = [&](bool poison, const std::string& name) {
+    GgufWriter writer;
+    for (const auto& [key, value] : (*file)->metadata()) {
+      if (key != "general.alignment") writer.CopyValue(key, value);
+    }
+    for (const GgufTensorInfo& tensor : (*file)->tensors()) {
+      const bool router = tensor.name.find("ffn_gate_inp") != std::string::npos;
+      const bool experts = tensor.name.find("_exps") != std::string::npos;
+      writer.AddTensor(tensor.name, tensor.desc, [&tensor, router, experts, poison](void* dst) {
+        std::memcpy(dst, tensor.data, tensor.desc.bytes());
+        float* values = static_cast<float*>(dst);
+        const size_t per_expert = size_t(tensor.desc.ne[0] * tensor.desc.ne[1]);
+        if (router) {  // [dim, 4]: every expert's row a copy of expert 0's
+          const size_t dim = size_t(tensor.desc.ne[0]);
+          for (size_t e = 1; e < 4; ++e) std::memcpy(values + e * dim, values, dim * sizeof(float));
+        } else if (experts && poison) {
+          std::fill(values + per_expert, values + 4 * per_expert, NAN);
+        }
+      });
+    }
+    const std::string out = Scratch(name + ".gguf");
+    EXPECT_TRUE(writer.Write(out).ok());
+    return out;
+  };
+  const std::string clean = rewrite(false, "routed_clean"), poisoned = rewrite(true, "routed_nan");
+  auto clean_engine = LoadEngine(clean, false);
+  auto poisoned_engine = LoadEngine(poisoned, false);
+  ASSERT_TRUE(clean_engine && poisoned_engine);
+  const auto want = Logits(*clean_engine, kIds);
+  const auto got = Logits(*poisoned_engine, kIds);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "logit " << i;
+  // Decode steps too (one token, the path that must read only the routed rows).
+  const SeqId seq = poisoned_engine->NewSequence();
+  std::vector<float> step;
+  for (size_t t = 0; t < 4; ++t) {
+    ASSERT_TRUE(poisoned_engine->Prefill(seq, {kIds[t]}, true, &step).ok());
+    for (size_t i = 0; i < 300; ++i) ASSERT_EQ(step[i], want[t * 300 + i]);
+  }
+  for (const std::string& p : {path, clean, poisoned}) std::remove(p.c_str());
+}
+
+// HF `norm_topk_prob: false` keeps the routed probabilities as they are: the logits move away
+// from the renormalised reference (by 5.7 at most, golden README's ablation).
+TEST(Qwen3MoeRouting, WithoutRenormalisationDiffers) {
+  const std::string folder = Scratch("hf_no_norm");
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder);
+  nlohmann::json config = testing::ReadJson(ModelDir() + "qwen3moe-hf/config.json");
+  config["norm_topk_prob"] = false;
+  std::ofstream(folder + "/config.json") << config.dump(2);
+  std::filesystem::create_symlink(
+      std::filesystem::absolute(ModelDir() + "qwen3moe-hf/model.safetensors"),
+      folder + "/model.safetensors");
+  auto engine = LoadEngine(folder, false);
+  ASSERT_TRUE(engine);
+  EXPECT_FALSE(engine->model().config.expert_weights_norm);
+  const nlohmann::json& entry = Parity()["qwen3moe"];
+  const auto ids = entry["ids"].get<std::vector<int32_t>>();
+  const auto want = testing::ReadF32File(GoldenDir() + entry["logits"].get<std::string>());
+  const auto stats = testing::CompareLogits(Logits(*engine, ids), want, 2048);
+  EXPECT_GT(stats.max_abs, 1.0) << stats.ToString();
+  std::printf("norm_topk_prob false vs the renormalised reference: %s\n",
+              stats.ToString().c_str());
 }
 
 // Malformed expert configs fail to load with one line naming the problem.

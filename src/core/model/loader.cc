@@ -193,6 +193,10 @@ class Binder {
     const std::string pattern = Name(spec, layer);
     const size_t star = pattern.find('*');
     const WeightShape shape = spec.shape(config_);
+    if (config_.n_experts <= 0 && !spec.IsRequired(config_)) {  // a dense model of the family
+      *out = TensorView{};
+      return Status::Ok();
+    }
     if (star == std::string::npos || config_.n_experts <= 0) {
       return Error("%s: expert weight %s has no expert index", source_.Describe().c_str(),
                    pattern.c_str());
