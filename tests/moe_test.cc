@@ -23,6 +23,7 @@
 #include "core/runtime/engine.h"
 #include "util/parity.h"
 #include "util/test_data.h"
+#include "util/tiny_model.h"
 
 namespace petrel {
 namespace {
@@ -157,6 +158,46 @@ TEST(Mixtral, CpuMatchesRef) {
     }
   }
   std::remove(path.c_str());
+}
+
+// Mixtral from a Hugging Face folder (block_sparse_moe.experts.<e>.w1/w2/w3, half-split RoPE)
+// and from the GGUF llama.cpp's converter would write (arch llama, stacked experts, permuted
+// Q/K rows): the same logits.
+TEST(Mixtral, HfFolderAndGgufAgree) {
+  testing::TinyModelSpec spec;
+  spec.arch = "mixtral";
+  const std::string folder = Scratch("mixtral_hf"), gguf = Scratch("mixtral_tiny.gguf");
+  std::filesystem::remove_all(folder);
+  spec.n_vocab = 2048;  // the story tokenizer's, copied in for the conversion below
+  ASSERT_EQ(testing::WriteTinyModel(spec, folder, gguf), "");
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    std::filesystem::copy_file(ModelDir() + "qwen3moe-hf/" + name, folder + "/" + name);
+  }
+  auto hf = LoadEngine(folder, false);
+  auto file = LoadEngine(gguf, false);
+  ASSERT_TRUE(hf && file);
+  EXPECT_EQ(hf->model().config.n_experts, 4);
+  EXPECT_EQ(file->model().config.n_experts_used, 2);
+  const auto stats = testing::CompareLogits(Logits(*hf, kIds), Logits(*file, kIds), 2048);
+  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
+  std::printf("mixtral HF folder vs GGUF: %s\n", stats.ToString().c_str());
+  // `petrel quantize` of the folder writes what llama.cpp reads: arch llama, stacked experts.
+  const std::string converted = Scratch("mixtral_converted.gguf");
+  const auto mix = ParseQuantMix("F32");
+  ASSERT_TRUE(mix.has_value());
+  const Status written = QuantizeHfFolder(folder, converted, *mix, false);
+  ASSERT_TRUE(written.ok()) << written.message();
+  auto gguf_file = GgufFile::Open(converted);
+  ASSERT_TRUE(gguf_file.ok());
+  EXPECT_EQ(*(*gguf_file)->GetString("general.architecture"), "llama");
+  ASSERT_NE((*gguf_file)->FindTensor("blk.0.ffn_down_exps.weight"), nullptr);
+  auto reloaded = LoadEngine(converted, false);
+  ASSERT_TRUE(reloaded);
+  const auto converted_stats =
+      testing::CompareLogits(Logits(*reloaded, kIds), Logits(*file, kIds), 2048);
+  EXPECT_TRUE(testing::Within(converted_stats, testing::kF32Tolerance))
+      << converted_stats.ToString();
+  std::remove(converted.c_str());
 }
 
 // One expert that every token takes with weight 1 is the dense FFN of the same weights: the

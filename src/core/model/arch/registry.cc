@@ -23,8 +23,9 @@ std::span<const Architecture> Architectures() {
   static const Architecture kRows[] = {
       {kLlamaFamily, "llama", "LlamaForCausalLM", RopeStyle::kInterleaved, false},
       {kLlamaFamily, "mistral", "MistralForCausalLM", RopeStyle::kInterleaved, false},
-      // Mixtral: Llama with experts (its GGUFs are arch `llama` with `llama.expert_count`).
-      {kLlamaFamily, "mixtral", "MixtralForCausalLM", RopeStyle::kInterleaved, false},
+      // Mixtral: Llama with experts. llama.cpp writes its GGUFs as arch `llama` (with
+      // `llama.expert_count`), so this row, found by its HF class, converts to that name.
+      {kLlamaFamily, "llama", "MixtralForCausalLM", RopeStyle::kInterleaved, false},
       // llama.cpp's converter does not permute Qwen2's Q/K rows: its GGUFs rotate half-split
       // pairs.
       {kLlamaFamily, "qwen2", "Qwen2ForCausalLM", RopeStyle::kHalfSplit, true},
@@ -57,6 +58,7 @@ const Architecture* FindArchitectureByHf(std::string_view hf_class, std::string_
 std::string KnownArchitectures() {
   std::string names;
   for (const Architecture& arch : Architectures()) {
+    if (FindArchitectureByGguf(arch.gguf_name) != &arch) continue;  // Mixtral's row is llama
     names += names.empty() ? "" : ", ";
     names += arch.gguf_name;
   }
