@@ -174,12 +174,19 @@ Status HostBackend::RunMoeFfn(const Node& node, const TensorView* values) {
   if (down_act != DType::kF32) {
     const size_t row_bytes = *RowBytes(down_act, n_ff);
     m.act_q.resize(n_rows * row_bytes);
-    pool_.ParallelFor(n_rows, [&](size_t begin, size_t end) {
+    auto quantize_rows = [&](size_t begin, size_t end) {
       for (size_t row = begin; row < end; ++row) {
         kernels_.quantize_activation(down_act, m.act.data() + row * n_ff, n_ff,
                                      m.act_q.data() + row * row_bytes);
       }
-    });
+    };
+    // A decode step's few rows are quicker here than a pool round trip (a barrier that waits
+    // for every worker, costly when the cores are shared).
+    if (n_rows * n_ff < (size_t(1) << 16)) {
+      quantize_rows(0, n_rows);
+    } else {
+      pool_.ParallelFor(n_rows, quantize_rows);
+    }
     act_in = {down_act, m.act_q.data(), row_bytes};
   }
   quantized_ = {};  // act_scratch_ was not touched, but keep the cache honest about this op
