@@ -417,6 +417,112 @@ TEST_P(BackendConformance, MatMulAndGatedFfnEveryWeightType) {
   }
 }
 
+// A mixture of experts: the router logits come from their own embedding table, so the test
+// picks them: random for most tokens, with exact ties between two experts or among all of them
+// for others (the lower expert index must win, on every backend). Several tokens of a batch go
+// to different experts; with 70 tokens every expert gets some.
+TEST_P(BackendConformance, MoeFfnEveryWeightType) {
+  const size_t n_in = 256, n_ff = 256, n_out = 67, n_experts = 5;
+  Weight table = MakeWeight(DType::kF32, n_in, kVocab, gen_);
+  Weight router = MakeWeight(DType::kF32, n_experts, kVocab, gen_);
+  for (size_t v = 0; v < kVocab; ++v) {
+    float* logits = router.f32.data() + v * n_experts;
+    for (size_t e = 0; e < n_experts; ++e) logits[e] *= 2.0f;
+    if (v % 3 == 1) logits[3] = logits[1];  // a tie between two experts
+    if (v % 5 == 2) std::fill(logits, logits + n_experts, 0.5f);  // every expert ties
+    std::memcpy(router.bytes.data() + v * n_experts * sizeof(float), logits,
+                n_experts * sizeof(float));
+  }
+  auto experts = [&](DType type, size_t in, size_t rows) {
+    Weight w = MakeWeight(type, in, rows * n_experts, gen_);
+    w.view.desc = TensorDesc::Make(type, {int64_t(in), int64_t(rows), int64_t(n_experts)});
+    return w;
+  };
+  // A node the host backends must refuse: more experts per token than there are.
+  {
+    Weight gate = experts(DType::kF32, n_in, n_ff), down = experts(DType::kF32, n_ff, n_out);
+    Node bad{OpKind::kMoeFfn, 0, {0, 1}};
+    bad.weight = &gate.view;
+    bad.weight_up = &gate.view;
+    bad.weight_down = &down.view;
+    bad.moe = MoeParams{int32_t(n_experts), int32_t(n_experts) + 1, true};
+    EXPECT_FALSE(backend_->Supports(bad));
+    bad.moe = MoeParams{0, 0, true};
+    EXPECT_FALSE(backend_->Supports(bad));
+  }
+  for (DType type : WeightTypes()) {
+    Weight gate = experts(type, n_in, n_ff), up = experts(type, n_in, n_ff);
+    Weight down = experts(type, n_ff, n_out);
+    for (auto [top_k, norm] : {std::pair{2, true}, std::pair{3, false}}) {
+      Node node{OpKind::kMoeFfn, 0, {0, 1}};
+      node.weight = &gate.view;
+      node.weight_up = &up.view;
+      node.weight_down = &down.view;
+      node.moe = MoeParams{int32_t(n_experts), top_k, norm};
+      if (!backend_->Supports(node)) continue;
+      for (size_t n : kTokenCounts) {
+        BatchData b = SimpleBatch(n, kVocab);
+        const Matrix x = Lookup(table, b);
+        Matrix want(n * n_out, 0.0);
+        for (size_t t = 0; t < n; ++t) {
+          // Routing in double: softmax, top-k by strictly greater (ties: lower index first).
+          const float* l = router.f32.data() + size_t(b.tokens[t]) * n_experts;
+          std::vector<double> p(n_experts);
+          double max = l[0], sum = 0;
+          for (size_t e = 0; e < n_experts; ++e) max = std::max(max, double(l[e]));
+          for (size_t e = 0; e < n_experts; ++e) sum += p[e] = std::exp(l[e] - max);
+          for (double& v : p) v /= sum;
+          std::vector<size_t> chosen;
+          std::vector<double> weight;
+          for (int r = 0; r < top_k; ++r) {
+            size_t best = n_experts;
+            for (size_t e = 0; e < n_experts; ++e) {
+              if (p[e] >= 0 && (best == n_experts || p[e] > p[best])) best = e;
+            }
+            chosen.push_back(best);
+            weight.push_back(p[best]);
+            p[best] = -1;
+          }
+          double chosen_sum = 0;
+          for (double w : weight) chosen_sum += w;
+          for (size_t r = 0; r < chosen.size(); ++r) {
+            const size_t e = chosen[r];
+            const double w = norm ? weight[r] / chosen_sum : weight[r];
+            std::vector<double> act(n_ff);
+            for (size_t f = 0; f < n_ff; ++f) {
+              double g = 0, u = 0;
+              for (size_t c = 0; c < n_in; ++c) {
+                g += x[t * n_in + c] * gate.f32[(e * n_ff + f) * n_in + c];
+                u += x[t * n_in + c] * up.f32[(e * n_ff + f) * n_in + c];
+              }
+              act[f] = g / (1.0 + std::exp(-g)) * u;
+            }
+            for (size_t o = 0; o < n_out; ++o) {
+              double y = 0;
+              for (size_t f = 0; f < n_ff; ++f) y += act[f] * down.f32[(e * n_out + o) * n_ff + f];
+              want[t * n_out + o] += w * y;
+            }
+          }
+        }
+        Graph graph;
+        const ValueId in = Embed(&graph, table, n);
+        const ValueId logits = Embed(&graph, router, n);
+        Node run = node;
+        run.inputs[0] = in;
+        run.inputs[1] = logits;
+        run.weight = Placed(gate);
+        run.weight_up = Placed(up);
+        run.weight_down = Placed(down);
+        graph.logits = graph.Add(run, int64_t(n), int64_t(n_out));
+        ExpectMatches(want, Run(graph, b, nullptr), n_out, IsBlockType(type),
+                      std::string("moe_ffn ") + DTypeName(type) + " top " +
+                          std::to_string(top_k) + (norm ? " renormalised" : "") + " tokens " +
+                          std::to_string(n));
+      }
+    }
+  }
+}
+
 TEST_P(BackendConformance, RopeBothStyles) {
   const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32;
   for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {

@@ -146,8 +146,9 @@ Runner AddBenchCommand(CLI::App& app) {
       for (size_t n : *gens)
         if (n) tests.push_back({"tg" + std::to_string(n), 0, n});
       const size_t used_threads = (*engine)->options().n_threads;
-      const ReadRoof roof((*engine)->model().weights);
-      const PromptRoof prompt_roof((*engine)->model().weights);
+      const ReadRoof roof((*engine)->model().weights, (*engine)->model().config.n_experts_used);
+      const PromptRoof prompt_roof((*engine)->model().weights,
+                                   (*engine)->model().config.n_experts_used);
       if (args->profile) (*engine)->EnableProfiling(true);
       for (const Test& test : tests) {
         std::vector<double> rates, roof_rates, fractions;

@@ -163,6 +163,33 @@ Runner AddInfoCommand(CLI::App& app) {
     if (model.tokenizer) std::printf("tokenizer        %zu tokens\n", model.tokenizer->n_vocab());
     std::printf("tensors          %zu used, %s\n", model.n_tensors,
                 Bytes(double(model.weight_bytes)).c_str());
+    {
+      // Parameters: every weight once (the tied output is the embedding); active: what one
+      // token's step multiplies by, i.e. the routed share of each experts tensor and no
+      // embedding table (a step gathers one row of it).
+      const ModelWeights& w = model.weights;
+      double total = 0, active = 0;
+      auto add = [&](const TensorView& view, bool in_step) {
+        if (!view.data) return;
+        const double n = double(view.desc.n_elems());
+        total += n;
+        if (!in_step) return;
+        active += view.desc.n_dims == 3 && c.n_experts > 0
+                      ? n * double(c.n_experts_used) / double(view.desc.ne[2])
+                      : n;
+      };
+      add(w.token_embd, false);
+      if (w.output.data != w.token_embd.data) add(w.output, true);
+      else active += double(w.output.desc.n_elems());
+      add(w.output_norm, true);
+      for (const LayerWeights& layer : w.layers) {
+        for (size_t i = 0; i < layer.size(); ++i) {
+          if (!layer.spec(i).IsFusedPart()) add(layer[i], true);
+        }
+      }
+      std::printf("parameters       %.4g M total, %.4g M active per token (no embedding)\n",
+                  total / 1e6, active / 1e6);
+    }
     for (const auto& [type, bytes] : model.bytes_by_type) {
       const std::optional<DType> dtype = DTypeFromName(type);
       std::printf("  %-14s %-12s mat_mul: %s\n", type.c_str(), Bytes(double(bytes)).c_str(),

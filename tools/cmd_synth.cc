@@ -18,7 +18,9 @@ Runner AddSynthCommand(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("synth", "write a random-weight model of a given shape");
-  cmd->add_option("--shape", args->shape, "small, tinyllama or DIMxLAYERSxHEADSxKV_HEADSxFFN");
+  cmd->add_option("--shape", args->shape,
+                  "small, tinyllama, moe (8 experts, top-2, dim 2048), moe-dense (a dense model of "
+                  "its total size), moe-tiny or DIMxLAYERSxHEADSxKV_HEADSxFFN[xEXPERTSxUSED]");
   cmd->add_option("--type", args->type, "weight type: f32, f16, bf16, a block type (q4_0, q8_0, q4_k, iq4_xs, ...) or a mix (q4_k_m, q5_k_m, q3_k_m); default f16");
   CLI::Option* vocab = cmd->add_option("--vocab", args->vocab, "GGUF whose tokenizer to copy (default: a byte vocabulary)");
   CLI::Option* n_vocab =

@@ -14,7 +14,8 @@ namespace petrel::tools {
 
 class PromptRoof {
  public:
-  explicit PromptRoof(const ModelWeights& weights);
+  // `experts_used`: how many experts of each experts tensor one token runs (0: a dense model).
+  explicit PromptRoof(const ModelWeights& weights, int64_t experts_used = 0);
 
   bool available() const { return cpu::ComputeRoofAvailable(); }
   double ops_per_token() const { return 2.0 * double(layer_params_); }

@@ -9,10 +9,13 @@
 
 namespace petrel::tools {
 
-ReadRoof::ReadRoof(const ModelWeights& weights) {
+ReadRoof::ReadRoof(const ModelWeights& weights, int64_t experts_used) {
   auto add = [&](const TensorView& view) {
     if (view.data == nullptr) return;
-    const size_t bytes = view.desc.bytes();
+    size_t bytes = view.desc.bytes();
+    if (view.desc.n_dims == 3 && experts_used > 0 && experts_used < view.desc.ne[2]) {
+      bytes = bytes / size_t(view.desc.ne[2]) * size_t(experts_used);  // the routed experts
+    }
     spans_.push_back({static_cast<const uint8_t*>(view.data), bytes});
     total_bytes_ += bytes;
   };

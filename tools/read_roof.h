@@ -1,6 +1,6 @@
 // The generation roof of a model on this machine: how fast a few threads can merely read the
 // bytes one decode step must read (every weight matrix and norm once; not the token-embedding
-// table, of which a step gathers one row). `petrel bench` measures it next to each generation
+// table, of which a step gathers one row; of a mixture of experts, only the routed experts). `petrel bench` measures it next to each generation
 // run, so that the fraction of the bound is a same-machine, same-moment figure.
 #pragma once
 
@@ -14,7 +14,9 @@ namespace petrel::tools {
 
 class ReadRoof {
  public:
-  explicit ReadRoof(const ModelWeights& weights);
+  // `experts_used`: a mixture-of-experts step reads only that many experts of each experts
+  // tensor (ne[2] experts): the roof counts (and reads) that many experts' bytes of each.
+  explicit ReadRoof(const ModelWeights& weights, int64_t experts_used = 0);
 
   size_t bytes_per_token() const { return total_bytes_; }
   // Tokens per second of a step that did nothing but read its weights once with `threads`

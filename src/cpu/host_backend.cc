@@ -6,24 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cpu/host_moe.h"
+#include "cpu/host_work_split.h"
+
 namespace petrel {
 namespace {
-
-// Row chunks of the matrix products are multiples of this, so kernels keep their row blocks:
-// 8-row groups of the quantized lanes driver, 3- and 4-row float tiles (chunks of 8 rows left
-// one or two rows of each chunk to the slow 1-row float tile).
-constexpr size_t kRowGrain = 24;
-
-// Chunks per thread of a matrix product. Float-weight prompts take 16: their chunks are long, so
-// an op's last chunk can leave a thread idle for a large share of it (the pool's yields were
-// ~5 % of an F16 prompt's profile with four per thread; eight measured no better than 16,
-// tinyllama F16, three alternated runs). Quantized weights (input_type is the activations'
-// quantized type) keep four: each call recomputes the activation blocks' terms for all its
-// tokens, and 16 made small Q4_0 prompts slower (0.74-0.82 against 0.84-0.95 of the int8 roof).
-// Single tokens take four short ones, where claiming would start to cost.
-size_t MatMulChunksPerThread(DType input_type, size_t n_tokens) {
-  return input_type == DType::kF32 && n_tokens > 1 ? 16 : 4;
-}
 
 // Query tokens per attention work item: enough to amortise staging each K/V tile as f32 over
 // many rows, few enough that a 128-token prompt still makes several items per thread.
@@ -119,6 +106,9 @@ bool HostBackend::Supports(const Node& node) const {
       return p.logit_softcap >= 0.0f && p.window >= 0 && p.n_kv_heads > 0 &&
              p.n_heads % p.n_kv_heads == 0;
     }
+    case OpKind::kMoeFfn:
+      return MoeNodeError(node) == nullptr && supports_weight_(node.weight->desc.dtype) &&
+             supports_weight_(node.weight_down->desc.dtype);
     case OpKind::kHeadRmsNorm:
       return node.weight != nullptr && node.norm.head_dim > 0 &&
              node.weight->desc.n_elems() == node.norm.head_dim;
@@ -408,6 +398,8 @@ Status HostBackend::Run(const Node& node, const ValueView* bound, const KvLayerV
       }
       RunGatedFfn(node, values);
       return Status::Ok();
+    case OpKind::kMoeFfn:
+      return RunMoeFfn(node, values);
     case OpKind::kRope:
       RunRope(node, values);
       return Status::Ok();

@@ -61,6 +61,9 @@ class HostBackend final : public Backend {
                   size_t out_stride, size_t row_begin, size_t row_end) const;
   void RunMatMul(const Node& node, const TensorView* values);
   void RunGatedFfn(const Node& node, const TensorView* values);
+  // moe_ffn (host_moe.cc): routes, groups the tokens by expert, runs each active expert's gated
+  // FFN over its tokens and sums the weighted results.
+  Status RunMoeFfn(const Node& node, const TensorView* values);
   void RunRope(const Node& node, const TensorView* values);
   void RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv);
   // This batch's cos/sin of every position times `inv_freq` (pairs values each), made on first
@@ -88,6 +91,21 @@ class HostBackend final : public Backend {
   std::vector<RopeTable> rope_tables_;  // per frequency table; capacity kept across batches
   size_t rope_tables_used_ = 0;          // tables valid for the current batch
   std::vector<std::vector<float>> gate_scratch_;  // per pool thread: gated_ffn's gate rows
+  // moe_ffn's routing and grouped rows; capacity kept across batches (decode allocates nothing).
+  struct MoeScratch {
+    std::vector<int32_t> choice_expert;  // (n_tokens, top_k): the chosen experts, best first
+    std::vector<float> choice_weight;    // (n_tokens, top_k): their weights
+    std::vector<int32_t> choice_row;     // (n_tokens, top_k): the choice's grouped row
+    std::vector<float> probs;            // one token's softmax
+    std::vector<int32_t> count, first;   // per expert: tokens routed, first grouped row
+    std::vector<int32_t> active;         // experts with tokens, ascending
+    std::vector<int32_t> row_token;      // grouped row -> token
+    std::vector<uint8_t> x;              // grouped input rows (f32 or quantized)
+    std::vector<float> act;              // grouped (rows, n_ff): silu(gate) * up
+    std::vector<uint8_t> act_q;          // act quantized for the down projection
+    std::vector<float> y;                // grouped (rows, n_out): the experts' outputs
+  };
+  MoeScratch moe_;
   std::vector<uint8_t> act_scratch_;  // quantized activations of one mat_mul, (n_tokens, row bytes)
   // What act_scratch_ holds: the quantized rows of value `value` (at `data`) of the current run.
   struct QuantizedInput {

@@ -149,6 +149,8 @@ bool VulkanBackend::Supports(const Node& node) const {
     case OpKind::kScale:
     case OpKind::kGetRows:
       return true;
+    case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still offload
+      return false;
     case OpKind::kCount:
       break;
   }
@@ -275,6 +277,7 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kScale:
     case OpKind::kSoftcap: return vk::RecordScale(ctx, node, values);
     case OpKind::kGetRows: return vk::RecordGetRows(ctx, node, values);
+    case OpKind::kMoeFfn: return Error("vulkan: op %s is not implemented", OpName(node.op));
     case OpKind::kCount: break;
   }
   return Error("vulkan: unknown op %d", int(node.op));

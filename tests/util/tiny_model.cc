@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -77,6 +78,7 @@ std::string WriteTinyModel(const TinyModelSpec& s, const std::string& folder, co
     return t;
   };
   const float proj = 1.0f / std::sqrt(float(s.dim));
+  const bool moe = s.arch == "mixtral";
   std::map<std::string, Tensor> hf;
   hf["model.embed_tokens.weight"] = random({s.n_vocab, s.dim}, 1.0f);
   hf["model.norm.weight"] = random({s.dim}, 0.1f, 1.0f);
@@ -94,6 +96,17 @@ std::string WriteTinyModel(const TinyModelSpec& s, const std::string& folder, co
       hf[p + "self_attn.k_proj.bias"] = random({s.n_kv_heads * head_dim}, 0.5f);
       hf[p + "self_attn.v_proj.bias"] = random({s.n_kv_heads * head_dim}, 0.5f);
     }
+    if (moe) {
+      const std::string m = p + "block_sparse_moe.";
+      hf[m + "gate.weight"] = random({s.n_experts, s.dim}, 4.0f * proj);
+      for (int e = 0; e < s.n_experts; ++e) {
+        const std::string x = m + "experts." + std::to_string(e) + ".";
+        hf[x + "w1.weight"] = random({s.ffn, s.dim}, proj);
+        hf[x + "w3.weight"] = random({s.ffn, s.dim}, proj);
+        hf[x + "w2.weight"] = random({s.dim, s.ffn}, 1.0f / std::sqrt(float(s.ffn)));
+      }
+      continue;
+    }
     hf[p + "mlp.gate_proj.weight"] = random({s.ffn, s.dim}, proj);
     hf[p + "mlp.up_proj.weight"] = random({s.ffn, s.dim}, proj);
     hf[p + "mlp.down_proj.weight"] = random({s.dim, s.ffn}, 1.0f / std::sqrt(float(s.ffn)));
@@ -101,7 +114,10 @@ std::string WriteTinyModel(const TinyModelSpec& s, const std::string& folder, co
 
   // Hugging Face folder.
   mkdir(folder.c_str(), 0755);
-  const char* hf_class = s.arch == "qwen2" ? "Qwen2ForCausalLM" : s.arch == "mistral" ? "MistralForCausalLM" : "LlamaForCausalLM";
+  const char* hf_class = s.arch == "qwen2"     ? "Qwen2ForCausalLM"
+                         : s.arch == "mistral" ? "MistralForCausalLM"
+                         : moe                 ? "MixtralForCausalLM"
+                                               : "LlamaForCausalLM";
   nlohmann::json config = {{"architectures", {hf_class}}, {"model_type", s.arch},
                            {"hidden_size", s.dim}, {"num_hidden_layers", s.n_layers},
                            {"num_attention_heads", s.n_heads}, {"num_key_value_heads", s.n_kv_heads},
@@ -114,6 +130,10 @@ std::string WriteTinyModel(const TinyModelSpec& s, const std::string& folder, co
     config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", factor}, {"low_freq_factor", low},
                               {"high_freq_factor", high}, {"original_max_position_embeddings", original}};
   }
+  if (moe) {
+    config["num_local_experts"] = s.n_experts;
+    config["num_experts_per_tok"] = s.n_experts_used;
+  }
   std::ofstream(folder + "/config.json") << config.dump(2);
   std::string error = WriteSafetensors(folder + "/model.safetensors", hf);
   if (!error.empty()) return error;
@@ -121,8 +141,12 @@ std::string WriteTinyModel(const TinyModelSpec& s, const std::string& folder, co
   // GGUF, in llama.cpp's layout.
   const bool permute = s.arch != "qwen2";
   GgufWriter writer;
-  const std::string a = s.arch;
+  const std::string a = moe ? "llama" : s.arch;  // llama.cpp writes Mixtral as llama
   writer.SetString("general.architecture", a);
+  if (moe) {
+    writer.SetU32(a + ".expert_count", uint32_t(s.n_experts));
+    writer.SetU32(a + ".expert_used_count", uint32_t(s.n_experts_used));
+  }
   writer.SetU32(a + ".context_length", 2048);
   writer.SetU32(a + ".embedding_length", uint32_t(s.dim));
   writer.SetU32(a + ".block_count", uint32_t(s.n_layers));
@@ -185,6 +209,22 @@ std::string WriteTinyModel(const TinyModelSpec& s, const std::string& folder, co
       add(b + "attn_q.bias", bq, {s.n_heads * head_dim});
       add(b + "attn_k.bias", bk, {s.n_kv_heads * head_dim});
       add(b + "attn_v.bias", hf[p + "self_attn.v_proj.bias"].data, {s.n_kv_heads * head_dim});
+    }
+    if (moe) {
+      // Stacked experts, [n_experts][rows][cols] in HF order.
+      const std::string m = p + "block_sparse_moe.";
+      add(b + "ffn_gate_inp.weight", hf[m + "gate.weight"].data, {s.n_experts, s.dim});
+      for (const auto& [gguf, hf_name, rows, cols] :
+           {std::tuple{"ffn_gate_exps", "w1", s.ffn, s.dim}, std::tuple{"ffn_up_exps", "w3", s.ffn, s.dim},
+            std::tuple{"ffn_down_exps", "w2", s.dim, s.ffn}}) {
+        std::vector<float> stacked;
+        for (int e = 0; e < s.n_experts; ++e) {
+          const auto& d = hf[m + "experts." + std::to_string(e) + "." + hf_name + ".weight"].data;
+          stacked.insert(stacked.end(), d.begin(), d.end());
+        }
+        add(b + gguf + ".weight", stacked, {s.n_experts, rows, cols});
+      }
+      continue;
     }
     add(b + "ffn_gate.weight", hf[p + "mlp.gate_proj.weight"].data, {s.ffn, s.dim});
     add(b + "ffn_up.weight", hf[p + "mlp.up_proj.weight"].data, {s.ffn, s.dim});

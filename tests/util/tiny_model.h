@@ -9,13 +9,14 @@
 namespace petrel::testing {
 
 struct TinyModelSpec {
-  std::string arch = "llama";   // llama, mistral, qwen2
+  std::string arch = "llama";   // llama, mistral, qwen2, mixtral (GGUF: llama with experts)
   int dim = 64, n_layers = 2, n_heads = 4, n_kv_heads = 2, ffn = 96, n_vocab = 300;
   bool tied = false;
   bool qkv_bias = false;
   bool llama3_rope = false;      // rope_scaling llama3 (HF) / rope_freqs.weight (GGUF)
   float rope_theta = 10000.0f;
   unsigned seed = 7;
+  int n_experts = 4, n_experts_used = 2;  // mixtral only
 };
 
 // Writes `folder`/config.json + model.safetensors and `gguf_path`. Returns "" or an error.

@@ -96,6 +96,8 @@ DType FallbackForRow(DType type, int64_t n_in) {
 DType ChooseTensorType(const QuantMix& mix, const std::string& name, int64_t n_in, int n_dims,
                        int n_layers) {
   if (n_dims < 2) return DType::kF32;
+  // The expert router is small and decides which experts run: llama.cpp keeps it F32 too.
+  if (Contains(name, "ffn_gate_inp.weight")) return DType::kF32;
   DType type = mix.base;
   const bool is_float =
       mix.base == DType::kF32 || mix.base == DType::kF16 || mix.base == DType::kBF16;

@@ -28,9 +28,15 @@ struct SynthSpec {
   uint64_t seed = 1;
   int64_t context = 2048;
   bool tied_embeddings = false;
+  // > 0: a Mixtral-style mixture of experts (arch `llama` with `expert_count`): each block has
+  // a router and `n_experts` FFNs of width `ffn_dim`, of which each token runs `n_experts_used`.
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
 };
 
-// "small", "tinyllama" (the shapes of BASELINES.md) or "<dim>x<layers>x<heads>x<kv_heads>x<ffn>".
+// "small", "tinyllama" (the shapes of BASELINES.md), "moe" (8 experts, top-2, dim 2048),
+// "moe-dense" (a dense model of the same total size), "moe-tiny" (a test-sized mixture) or
+// "<dim>x<layers>x<heads>x<kv_heads>x<ffn>[x<experts>x<experts used>]".
 Result<SynthSpec> ParseSynthShape(const std::string& shape);
 
 // Refuses a `path` that is the `vocab_gguf` file; on any error `path` is left as it was.

@@ -41,6 +41,14 @@ struct AttentionParams {
                               // (key j is visible from query i iff 0 <= i - j < window)
 };
 
+// Routing of a mixture-of-experts FFN: p = softmax(router logits); each token takes the k
+// largest p (ties: the lower expert index), renormalised to sum 1 when `norm_top_k`.
+struct MoeParams {
+  int32_t n_experts = 0;
+  int32_t top_k = 0;
+  bool norm_top_k = true;
+};
+
 struct Node {
   OpKind op = OpKind::kAdd;
   int layer = kEmbeddingLayer;
@@ -48,10 +56,14 @@ struct Node {
   ValueId output = kNoValue;
   const TensorView* weight = nullptr;  // matmul / norm weight, embedding table; gated_ffn: gate
   const TensorView* weight_up = nullptr;  // gated_ffn: the up projection
+  // moe_ffn: `weight`, `weight_up` and this are the experts' stacked gate, up (ne = [n_in, n_ff,
+  // n_experts]) and down ([n_ff, n_out, n_experts]) matrices.
+  const TensorView* weight_down = nullptr;
   const TensorView* bias = nullptr;    // optional matmul bias (f32)
   NormParams norm = {};                // rms_norm
   RopeParams rope = {};                // rope
   AttentionParams attention = {};      // attention
+  MoeParams moe = {};                  // moe_ffn
   float scalar = 0.0f;                 // scale: the factor; softcap: the cap (> 0)
 };
 

@@ -18,6 +18,7 @@ const char* OpName(OpKind op) {
     case OpKind::kGeluMul: return "gelu_mul";
     case OpKind::kScale: return "scale";
     case OpKind::kSoftcap: return "softcap";
+    case OpKind::kMoeFfn: return "moe_ffn";
     case OpKind::kCount: break;
   }
   return "?";

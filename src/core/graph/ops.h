@@ -22,6 +22,9 @@ enum class OpKind : uint8_t {
   kGeluMul,    // out = gelu_tanh(gate) * up (GeGLU)
   kScale,      // out = x * scalar (Gemma's embedding scale)
   kSoftcap,    // out = scalar * tanh(x / scalar) (final-logit soft-capping)
+  kMoeFfn,     // mixture of experts: in[0] = x, in[1] = router logits (tokens, n_experts);
+               // out[t] = sum over t's top-k experts e of p_e * W_down[e] (silu(W_gate[e] x[t])
+               // * W_up[e] x[t]), each expert's gated FFN run over only the tokens routed to it
   kCount
 };
 

@@ -27,7 +27,10 @@ struct Architecture;
 // How a weight is stored and used. A matrix maps `n_in` to `n_out` features (GGUF shape
 // [n_in, n_out]), may be quantized and is read by matrix products; a vector holds `n_in` values
 // (norm weights, biases) and is converted to f32 at load: it is tiny.
-enum class WeightKind : uint8_t { kMatrix, kVector };
+// An experts tensor stacks `n_experts` matrices of the same shape (GGUF [n_in, n_out,
+// n_experts]); Hugging Face checkpoints store one matrix per expert, named with `*` in place of
+// the expert index, which the loader stacks into one owned tensor.
+enum class WeightKind : uint8_t { kMatrix, kVector, kExperts };
 
 struct WeightShape {
   int64_t n_in = 0;

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -133,6 +134,9 @@ class Binder {
   // Binds `spec` of block `layer` into `out`; an absent weight that is not required leaves
   // `out` empty.
   Status Bind(const WeightSpec& spec, int layer, TensorView* out) {
+    if (spec.kind == WeightKind::kExperts && source_.UsesHfNames()) {
+      return BindStackedExperts(spec, layer, out);
+    }
     const std::string name = Name(spec, layer);
     const TensorView* view = source_.Find(name);
     if (!view) {
@@ -150,6 +154,17 @@ class Binder {
           return Error("%s: tensor %s has shape %s, expected [%lld, %lld]",
                        source_.Describe().c_str(), name.c_str(), view->desc.ShapeString().c_str(),
                        (long long)shape.n_in, (long long)shape.n_out);
+        }
+        *out = *view;
+        return Status::Ok();
+      case WeightKind::kExperts:
+        // A writer may drop the trailing 1 of a single expert's tensor.
+        if (view->desc.n_dims < 2 || view->desc.n_dims > 3 || view->desc.ne[0] != shape.n_in ||
+            view->desc.ne[1] != shape.n_out || view->desc.ne[2] != config_.n_experts) {
+          return Error("%s: tensor %s has shape %s, expected [%lld, %lld, %lld]",
+                       source_.Describe().c_str(), name.c_str(), view->desc.ShapeString().c_str(),
+                       (long long)shape.n_in, (long long)shape.n_out,
+                       (long long)config_.n_experts);
         }
         *out = *view;
         return Status::Ok();
@@ -172,6 +187,57 @@ class Binder {
   }
 
  private:
+  // Hugging Face checkpoints store one matrix per expert (`*` in the name is its index): they
+  // are copied into one owned [n_in, n_out, n_experts] tensor, the layout the graph reads.
+  Status BindStackedExperts(const WeightSpec& spec, int layer, TensorView* out) {
+    const std::string pattern = Name(spec, layer);
+    const size_t star = pattern.find('*');
+    const WeightShape shape = spec.shape(config_);
+    if (config_.n_experts <= 0 && !spec.IsRequired(config_)) {  // a dense model of the family
+      *out = TensorView{};
+      return Status::Ok();
+    }
+    if (star == std::string::npos || config_.n_experts <= 0) {
+      return Error("%s: expert weight %s has no expert index", source_.Describe().c_str(),
+                   pattern.c_str());
+    }
+    std::vector<const TensorView*> experts;
+    for (int64_t e = 0; e < config_.n_experts; ++e) {
+      const std::string name = pattern.substr(0, star) + std::to_string(e) +
+                               pattern.substr(star + 1);
+      const TensorView* view = source_.Find(name);
+      if (!view) {
+        if (!spec.IsRequired(config_) && e == 0) {
+          *out = TensorView{};
+          return Status::Ok();
+        }
+        return Error("%s: tensor %s is missing", source_.Describe().c_str(), name.c_str());
+      }
+      if (view->desc.n_dims != 2 || view->desc.ne[0] != shape.n_in ||
+          view->desc.ne[1] != shape.n_out ||
+          (!experts.empty() && view->desc.dtype != experts[0]->desc.dtype)) {
+        return Error("%s: tensor %s is %s %s, expected %s [%lld, %lld]",
+                     source_.Describe().c_str(), name.c_str(), DTypeName(view->desc.dtype),
+                     view->desc.ShapeString().c_str(),
+                     DTypeName(experts.empty() ? view->desc.dtype : experts[0]->desc.dtype),
+                     (long long)shape.n_in, (long long)shape.n_out);
+      }
+      experts.push_back(view);
+    }
+    TensorView stacked{TensorDesc::Make(experts[0]->desc.dtype,
+                                        {shape.n_in, shape.n_out, config_.n_experts}),
+                       nullptr, 0};
+    const size_t expert_bytes = experts[0]->desc.bytes();
+    std::vector<float>& buffer = source_.Own((stacked.desc.bytes() + 3) / 4);
+    char* dst = reinterpret_cast<char*>(buffer.data());
+    for (size_t e = 0; e < experts.size(); ++e) {
+      std::memcpy(dst + e * expert_bytes, experts[e]->data, expert_bytes);
+    }
+    stacked.data = dst;
+    *out = stacked;
+    return Status::Ok();
+  }
+
   const Architecture& arch_;
   const ModelConfig& config_;
   WeightSource& source_;

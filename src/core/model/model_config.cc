@@ -108,6 +108,18 @@ Status ModelConfig::Validate() const {
   if (!std::isfinite(embedding_scale) || !(embedding_scale > 0.0f)) {
     return Error("embedding scale %g is invalid", double(embedding_scale));
   }
+  if (n_experts < 0 || n_experts > 4096) {
+    return Error("expert count %lld is invalid", value(n_experts));
+  }
+  if (n_experts > 0) {
+    if (n_experts_used <= 0 || n_experts_used > n_experts) {
+      return Error("experts used per token %lld is invalid for %lld experts (must be 1..%lld)",
+                   value(n_experts_used), value(n_experts), value(n_experts));
+    }
+    if (!positive(expert_ffn_dim)) {
+      return Error("expert feed-forward length %lld is invalid", value(expert_ffn_dim));
+    }
+  }
   return Status::Ok();
 }
 
@@ -146,6 +158,13 @@ std::string ModelConfig::Summary() const {
   if (rope_local_base > 0.0f) {
     std::snprintf(buffer, sizeof(buffer), "local rope       base %g (windowed layers, no scaling)\n",
                   double(rope_local_base));
+    summary += buffer;
+  }
+  if (n_experts > 0) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "experts          %lld of width %lld, %lld per token, weights %s\n",
+                  (long long)n_experts, (long long)expert_ffn_dim, (long long)n_experts_used,
+                  expert_weights_norm ? "renormalised" : "as routed");
     summary += buffer;
   }
   if (attn_softcap > 0.0f || final_softcap > 0.0f) {

@@ -36,6 +36,13 @@ struct ModelConfig {
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t ffn_dim = 0;
+  // Mixture of experts (0 experts: a dense FFN). Each token runs `n_experts_used` of `n_experts`
+  // gated FFNs of width `expert_ffn_dim`, weighted by the router's softmax, renormalised over
+  // the chosen ones when `expert_weights_norm`.
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
+  int64_t expert_ffn_dim = 0;
+  bool expert_weights_norm = true;
   int64_t max_context = 0;   // trained context length
   int64_t sliding_window = 0;  // 0: full attention
   // Which layers attend through the window: empty = every layer when sliding_window > 0; else

@@ -1,5 +1,5 @@
-// BuildDecoderGraph: the dense decoder's nodes. The feed-forward part is its own function so that
-// families with other feed-forward blocks (experts) can reuse the attention part.
+// BuildDecoderGraph: the decoder's nodes. The feed-forward part is its own function: a gated FFN,
+// or a mixture of experts when the block has a router.
 #include "core/model/arch/decoder_graph.h"
 
 #include <algorithm>
@@ -80,6 +80,21 @@ ValueId AddGatedFfn(NodeAdder& add, FfnActivation activation, int layer, ValueId
   return add.MatMul(layer, act, *b.ffn_down, nullptr);
 }
 
+// The mixture-of-experts feed-forward of block `layer` on the normed input h: the router's
+// logits, then one moe_ffn node that routes and runs the experts.
+ValueId AddMoeFfn(NodeAdder& add, const ModelConfig& c, int layer, ValueId h,
+                  const BlockViews& b) {
+  const ValueId router_logits = add.MatMul(layer, h, *b.ffn_router, nullptr);
+  Node moe{OpKind::kMoeFfn, layer, {h, router_logits}};
+  moe.weight = b.ffn_gate_exps;
+  moe.weight_up = b.ffn_up_exps;
+  moe.weight_down = b.ffn_down_exps;
+  moe.moe.n_experts = int32_t(c.n_experts);
+  moe.moe.top_k = int32_t(c.n_experts_used);
+  moe.moe.norm_top_k = c.expert_weights_norm;
+  return add.graph()->Add(moe, add.Desc(h).rows, b.ffn_down_exps->desc.ne[1]);
+}
+
 // The attention of block `layer` on the normed input h, before the output's post-norm.
 ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w, int layer,
                      ValueId h, const BlockViews& b) {
@@ -130,8 +145,9 @@ void BuildDecoderGraph(const DecoderSpec& spec, const ModelConfig& c, const Mode
     const ValueId attn = add.MaybeRmsNorm(l, AddAttention(add, c, w, l, h, b), b.attn_post_norm);
     x = add.Binary(OpKind::kAdd, l, x, attn);
     const ValueId h2 = add.RmsNorm(l, x, *b.ffn_norm);
-    const ValueId ffn =
-        add.MaybeRmsNorm(l, AddGatedFfn(add, spec.activation, l, h2, b), b.ffn_post_norm);
+    const ValueId ffn_out = Present(b.ffn_router) ? AddMoeFfn(add, c, l, h2, b)
+                                                  : AddGatedFfn(add, spec.activation, l, h2, b);
+    const ValueId ffn = add.MaybeRmsNorm(l, ffn_out, b.ffn_post_norm);
     x = add.Binary(OpKind::kAdd, l, x, ffn);
   }
   const int head = int(c.n_layers);

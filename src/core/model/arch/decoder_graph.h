@@ -7,6 +7,8 @@
 //   h = n_attn(x); q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv); q, k = n_q(q), n_k(k) per head;
 //   q, k = RoPE(q, k); x += n_post_attn(Wo · Attn(q, k, v))
 //   h = n_ffn(x); x += n_post_ffn(FFN(h))
+// where FFN is a gated FFN, or with a router a mixture of experts: the router's softmax picks
+// each token's top-k experts, whose gated FFNs' outputs are summed with those weights.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +36,12 @@ struct BlockViews {
   const TensorView* ffn_up = nullptr;
   const TensorView* ffn_down = nullptr;
   const TensorView* ffn_post_norm = nullptr;  // on the FFN output, before the residual
+  // Mixture of experts (used instead of ffn_gate/up/down when the router is present): the
+  // router [D, n_experts] and the stacked experts [D, n_ff, n_experts] / [n_ff, D, n_experts].
+  const TensorView* ffn_router = nullptr;
+  const TensorView* ffn_gate_exps = nullptr;
+  const TensorView* ffn_up_exps = nullptr;
+  const TensorView* ffn_down_exps = nullptr;
 };
 
 // The gated feed-forward's activation on the gate projection.

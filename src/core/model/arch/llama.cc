@@ -3,6 +3,7 @@
 // x += Wdown·(silu(Wgate·n2) ⊙ Wup·n2), with n1, n2 the RMS-normed x (decoder_graph.h).
 #include "core/model/arch/llama.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +49,10 @@ enum LlamaWeight : size_t {
   kWGate,
   kWUp,
   kWDown,
+  kRouter,  // Mixtral-style experts, present when the config has experts
+  kGateExps,
+  kUpExps,
+  kDownExps,
   kLlamaWeightCount
 };
 
@@ -61,6 +66,11 @@ WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
 WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
 WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
 WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
+WeightShape DimToExperts(Config c) { return {c.dim, c.n_experts}; }
+WeightShape DimToExpertFfn(Config c) { return {c.dim, c.expert_ffn_dim}; }
+WeightShape ExpertFfnToDim(Config c) { return {c.expert_ffn_dim, c.dim}; }
+bool Dense(Config c) { return c.n_experts == 0; }
+bool Experts(Config c) { return c.n_experts > 0; }
 bool QkvBias(Config c) { return c.qkv_bias; }
 bool Untied(Config c) { return !c.tied_embeddings; }
 
@@ -79,9 +89,18 @@ constexpr std::array<WeightSpec, kLlamaWeightCount> LlamaLayerWeights() {
   w[kBv] = {"attn_v.bias", "self_attn.v_proj.bias", kVector, &KvDim, &QkvBias, false};
   w[kFfnNorm] = {
       "ffn_norm.weight", "post_attention_layernorm.weight", kVector, &Dim, nullptr, false};
-  w[kWGate] = {"ffn_gate.weight", "mlp.gate_proj.weight", kMatrix, &DimToFfn, nullptr, false};
-  w[kWUp] = {"ffn_up.weight", "mlp.up_proj.weight", kMatrix, &DimToFfn, nullptr, false};
-  w[kWDown] = {"ffn_down.weight", "mlp.down_proj.weight", kMatrix, &FfnToDim, nullptr, false};
+  w[kWGate] = {"ffn_gate.weight", "mlp.gate_proj.weight", kMatrix, &DimToFfn, &Dense, false};
+  w[kWUp] = {"ffn_up.weight", "mlp.up_proj.weight", kMatrix, &DimToFfn, &Dense, false};
+  w[kWDown] = {"ffn_down.weight", "mlp.down_proj.weight", kMatrix, &FfnToDim, &Dense, false};
+  // Mixtral's HF names; w1 is the gate, w3 the up and w2 the down projection.
+  w[kRouter] = {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight", kMatrix, &DimToExperts,
+                &Experts, false};
+  w[kGateExps] = {"ffn_gate_exps.weight", "block_sparse_moe.experts.*.w1.weight",
+                  WeightKind::kExperts, &DimToExpertFfn, &Experts, false};
+  w[kUpExps] = {"ffn_up_exps.weight", "block_sparse_moe.experts.*.w3.weight",
+                WeightKind::kExperts, &DimToExpertFfn, &Experts, false};
+  w[kDownExps] = {"ffn_down_exps.weight", "block_sparse_moe.experts.*.w2.weight",
+                  WeightKind::kExperts, &ExpertFfnToDim, &Experts, false};
   return w;
 }
 
@@ -152,7 +171,49 @@ Result<ModelConfig> LlamaConfigFromGguf(const GgufFile& file, const Architecture
     c.n_vocab = embd->desc.ne[1];
   }
   c.tied_embeddings = file.FindTensor(arch.output.gguf_name) == nullptr;
+  PETREL_RETURN_IF_ERROR(ReadGgufExperts(file, arch, c.ffn_dim, &c));
   return c;
+}
+
+Status ReadGgufExperts(const GgufFile& file, const Architecture& arch, int64_t default_ffn,
+                       ModelConfig* c) {
+  PETREL_ASSIGN_OR_RETURN(uint64_t n_experts, file.GetUintOr(Key(arch, "expert_count"), 0));
+  PETREL_ASSIGN_OR_RETURN(uint64_t n_used, file.GetUintOr(Key(arch, "expert_used_count"), 0));
+  PETREL_ASSIGN_OR_RETURN(uint64_t expert_ffn,
+                          file.GetUintOr(Key(arch, "expert_feed_forward_length"),
+                                         uint64_t(std::max<int64_t>(default_ffn, 0))));
+  // Mixtral and Qwen3-MoE renormalise the chosen experts' weights; llama.cpp's key says so for
+  // the families where it varies.
+  PETREL_ASSIGN_OR_RETURN(bool norm, file.GetBoolOr(Key(arch, "expert_weights_norm"), true));
+  auto clamp = [](uint64_t v) { return int64_t(v > (uint64_t(1) << 40) ? (uint64_t(1) << 40) : v); };
+  c->n_experts = clamp(n_experts);
+  c->n_experts_used = clamp(n_used);
+  c->expert_ffn_dim = clamp(expert_ffn);
+  c->expert_weights_norm = norm;
+  return Status::Ok();
+}
+
+Status ReadHfExperts(const nlohmann::json& json, const char* count_field, const char* ffn_field,
+                     const char* norm_field, bool default_norm, ModelConfig* c) {
+  c->n_experts = 0;
+  if (json.contains(count_field) && !json[count_field].is_null()) {
+    PETREL_ASSIGN_OR_RETURN(c->n_experts, JsonInt(json, count_field));
+  }
+  if (json.contains("num_experts_per_tok") && !json["num_experts_per_tok"].is_null()) {
+    PETREL_ASSIGN_OR_RETURN(c->n_experts_used, JsonInt(json, "num_experts_per_tok"));
+  }
+  c->expert_ffn_dim = c->ffn_dim;
+  if (ffn_field && json.contains(ffn_field) && !json[ffn_field].is_null()) {
+    PETREL_ASSIGN_OR_RETURN(c->expert_ffn_dim, JsonInt(json, ffn_field));
+  }
+  c->expert_weights_norm = default_norm;
+  if (norm_field && json.contains(norm_field)) {
+    if (!json[norm_field].is_boolean()) {
+      return Error("config.json: field '%s' must be true or false", norm_field);
+    }
+    c->expert_weights_norm = json[norm_field].get<bool>();
+  }
+  return Status::Ok();
 }
 
 Result<ModelConfig> LlamaConfigFromHf(const nlohmann::json& json, const Architecture& arch) {
@@ -208,6 +269,9 @@ Result<ModelConfig> LlamaConfigFromHf(const nlohmann::json& json, const Architec
   c.tied_embeddings = json.value("tie_word_embeddings", false);
   c.qkv_bias = arch.qkv_bias || json.value("attention_bias", false);
   c.output_proj_bias = false;
+  // Mixtral: experts under `num_local_experts`, of `intermediate_size`, always renormalised.
+  PETREL_RETURN_IF_ERROR(
+      ReadHfExperts(json, "num_local_experts", nullptr, nullptr, /*default_norm=*/true, &c));
   return c;
 }
 
@@ -232,6 +296,12 @@ void LlamaConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWrite
     writer->SetString(a + ".rope.scaling.type", "linear");
     writer->SetF32(a + ".rope.scaling.factor", c.rope.factor);
   }
+  if (c.n_experts > 0) {
+    writer->SetU32(a + ".expert_count", uint32_t(c.n_experts));
+    writer->SetU32(a + ".expert_used_count", uint32_t(c.n_experts_used));
+    writer->SetU32(a + ".expert_feed_forward_length", uint32_t(c.expert_ffn_dim));
+    writer->SetBool(a + ".expert_weights_norm", c.expert_weights_norm);
+  }
 }
 
 namespace {
@@ -250,6 +320,10 @@ BlockViews LlamaBlockViews(const LayerWeights& L) {
   b.ffn_gate = &L[kWGate];
   b.ffn_up = &L[kWUp];
   b.ffn_down = &L[kWDown];
+  b.ffn_router = &L[kRouter];
+  b.ffn_gate_exps = &L[kGateExps];
+  b.ffn_up_exps = &L[kUpExps];
+  b.ffn_down_exps = &L[kDownExps];
   return b;
 }
 

@@ -11,6 +11,7 @@ namespace petrel {
 // The families, one per file in arch/ (gemma.cc holds both Gemmas).
 extern const ArchitectureFamily kLlamaFamily;
 extern const ArchitectureFamily kQwen3Family;
+extern const ArchitectureFamily kQwen3MoeFamily;
 extern const ArchitectureFamily kPhi3Family;
 extern const ArchitectureFamily kGemma2Family;
 extern const ArchitectureFamily kGemma3Family;
@@ -22,11 +23,15 @@ std::span<const Architecture> Architectures() {
   static const Architecture kRows[] = {
       {kLlamaFamily, "llama", "LlamaForCausalLM", RopeStyle::kInterleaved, false},
       {kLlamaFamily, "mistral", "MistralForCausalLM", RopeStyle::kInterleaved, false},
+      // Mixtral: Llama with experts. llama.cpp writes its GGUFs as arch `llama` (with
+      // `llama.expert_count`), so this row, found by its HF class, converts to that name.
+      {kLlamaFamily, "llama", "MixtralForCausalLM", RopeStyle::kInterleaved, false},
       // llama.cpp's converter does not permute Qwen2's Q/K rows: its GGUFs rotate half-split
       // pairs.
       {kLlamaFamily, "qwen2", "Qwen2ForCausalLM", RopeStyle::kHalfSplit, true},
       // The converter permutes the Q/K rows of none of these: all rotate half-split pairs.
       {kQwen3Family, "qwen3", "Qwen3ForCausalLM", RopeStyle::kHalfSplit, false},
+      {kQwen3MoeFamily, "qwen3moe", "Qwen3MoeForCausalLM", RopeStyle::kHalfSplit, false},
       {kPhi3Family, "phi3", "Phi3ForCausalLM", RopeStyle::kHalfSplit, false},
       {kGemma2Family, "gemma2", "Gemma2ForCausalLM", RopeStyle::kHalfSplit, false},
       {kGemma3Family, "gemma3", "Gemma3ForCausalLM", RopeStyle::kHalfSplit, false},
@@ -53,6 +58,7 @@ const Architecture* FindArchitectureByHf(std::string_view hf_class, std::string_
 std::string KnownArchitectures() {
   std::string names;
   for (const Architecture& arch : Architectures()) {
+    if (FindArchitectureByGguf(arch.gguf_name) != &arch) continue;  // Mixtral's row is llama
     names += names.empty() ? "" : ", ";
     names += arch.gguf_name;
   }

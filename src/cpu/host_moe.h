@@ -1,0 +1,22 @@
+// Mixture-of-experts helpers of the host backends: the node's checks and the router.
+#pragma once
+
+#include <cstdint>
+
+#include "core/graph/graph.h"
+
+namespace petrel {
+
+// What is wrong with a moe_ffn node's weights and parameters, or nullptr when it can run: gate
+// and up of one type and shape [n_in, n_ff, n_experts], down [n_ff, n_out, n_experts],
+// 0 < top_k <= n_experts.
+const char* MoeNodeError(const Node& node);
+
+// One token's routing: p = softmax(logits) over n_experts (in float, max subtracted); the top_k
+// largest p in descending order, equal values in ascending expert order, so ties resolve the same
+// way everywhere; their weights divided by their sum when `normalize`. `probs` is scratch of
+// n_experts floats.
+void RouteTopK(const float* logits, int n_experts, int top_k, bool normalize, float* probs,
+               int32_t* experts, float* weights);
+
+}  // namespace petrel

@@ -1,0 +1,27 @@
+// How the host backends split a matrix product's rows over the thread pool (shared by the
+// dense ops in host_backend.cc and the experts in host_moe.cc).
+#pragma once
+
+#include <cstddef>
+
+#include "quant/types.h"
+
+namespace petrel {
+
+// Row chunks of the matrix products are multiples of this, so kernels keep their row blocks:
+// 8-row groups of the quantized lanes driver, 3- and 4-row float tiles (chunks of 8 rows left
+// one or two rows of each chunk to the slow 1-row float tile).
+constexpr size_t kRowGrain = 24;
+
+// Chunks per thread of a matrix product. Float-weight prompts take 16: their chunks are long, so
+// an op's last chunk can leave a thread idle for a large share of it (the pool's yields were
+// ~5 % of an F16 prompt's profile with four per thread; eight measured no better than 16,
+// tinyllama F16, three alternated runs). Quantized weights (input_type is the activations'
+// quantized type) keep four: each call recomputes the activation blocks' terms for all its
+// tokens, and 16 made small Q4_0 prompts slower (0.74-0.82 against 0.84-0.95 of the int8 roof).
+// Single tokens take four short ones, where claiming would start to cost.
+inline size_t MatMulChunksPerThread(DType input_type, size_t n_tokens) {
+  return input_type == DType::kF32 && n_tokens > 1 ? 16 : 4;
+}
+
+}  // namespace petrel
