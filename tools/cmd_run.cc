@@ -4,19 +4,20 @@
 // 130, as shells expect after SIGINT; a second Ctrl-C kills at once.
 #include <unistd.h>
 
-#include <csignal>
 #include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "core/generation/beam_search.h"
-#include "core/chat/chat_prompt.h"
 #include "core/base/log.h"
+#include "core/chat/chat_prompt.h"
+#include "core/generation/beam_search.h"
 #include "core/generation/generate.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tools/cli_ux.h"
@@ -64,6 +65,29 @@ nlohmann::json LogprobsJson(const Tokenizer& tokenizer, const std::vector<Genera
   return out;
 }
 
+// --prompt-ids "1,2,3": token ids separated by commas (spaces around them allowed).
+Result<std::vector<int32_t>> ParsePromptIds(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t first = item.find_first_not_of(" \t");
+    const size_t last = item.find_last_not_of(" \t");
+    const std::string id_text =
+        first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    int64_t id = -1;
+    const auto [end, error] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+    if (id_text.empty() || error != std::errc() || end != id_text.data() + id_text.size() ||
+        id < 0 || id > INT32_MAX) {
+      return Error("--prompt-ids: '%s' is not a token id (expected ids like 1,2,3)",
+                   id_text.c_str());
+    }
+    ids.push_back(int32_t(id));
+  }
+  if (ids.empty()) return Error("--prompt-ids: no token ids given (expected ids like 1,2,3)");
+  return ids;
+}
+
 }  // namespace
 
 Runner AddRunCommand(CLI::App& app) {
@@ -72,6 +96,7 @@ Runner AddRunCommand(CLI::App& app) {
     SamplingOptions sampling;
     std::string prompt;
     std::string prompt_file;
+    std::string prompt_ids;
     std::string system;
     std::string template_file;
     bool chat = false;
@@ -91,7 +116,14 @@ Runner AddRunCommand(CLI::App& app) {
   args->model.AddTo(*cmd);
   args->sampling.AddTo(*cmd);
   CLI::Option* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text");
-  cmd->add_option("-f,--file", args->prompt_file, "read the prompt from this file")->excludes(prompt);
+  CLI::Option* prompt_file =
+      cmd->add_option("-f,--file", args->prompt_file, "read the prompt from this file")
+          ->excludes(prompt);
+  cmd->add_option("--prompt-ids", args->prompt_ids,
+                  "the prompt as token ids, e.g. 1,15043,3186: used as given (no BOS added), to "
+                  "continue exactly what another engine was fed")
+      ->excludes(prompt)
+      ->excludes(prompt_file);
   cmd->add_flag("-e,--escape", args->escape,
                 "process escapes (\\n \\t \\\\ \\\" \\xHH ...) in the prompt (-p or -f), --stop, --system (default off)");
   cmd->add_flag("--special", args->special,
@@ -124,6 +156,14 @@ Runner AddRunCommand(CLI::App& app) {
                 "stderr after the run");
   return [args, beams, length_penalty]() -> int {
     if (!args->chat && !args->system.empty()) return Fail(Error("--system needs --chat"));
+    std::vector<int32_t> given_ids;
+    if (!args->prompt_ids.empty()) {
+      if (args->chat) return Fail(Error("--prompt-ids cannot be used with --chat"));
+      if (args->escape) return Fail(Error("--escape has no effect with --prompt-ids"));
+      auto ids = ParsePromptIds(args->prompt_ids);
+      if (!ids.ok()) return Fail(ids.status());
+      given_ids = std::move(ids).value();
+    }
     if (!args->chat && !args->template_file.empty()) {
       return Fail(Error("--chat-template-file needs --chat"));
     }
@@ -179,6 +219,15 @@ Runner AddRunCommand(CLI::App& app) {
       auto ids = chat->Tokenize(*tokenizer, messages, /*add_generation_prompt=*/true);
       if (!ids.ok()) return Fail(ids.status());
       prompt_ids = std::move(ids).value();
+    } else if (!given_ids.empty()) {
+      const int64_t n_vocab = (*engine)->config().n_vocab;
+      for (const int32_t id : given_ids) {
+        if (id >= n_vocab) {
+          return Fail(Error("--prompt-ids: token id %d is outside the vocabulary (0..%lld)", id,
+                            (long long)(n_vocab - 1)));
+        }
+      }
+      prompt_ids = std::move(given_ids);
     } else {
       EncodeOptions encode;
       encode.add_special = !args->no_bos;
