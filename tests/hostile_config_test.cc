@@ -157,9 +157,9 @@ TEST(HostileConfig, ExpertCounts) {
       RewriteGguf("qwen3moe", {{"expert_feed_forward_length", KeyEdit::kU32, 0}}, "moe_ffn0"),
       "expert feed-forward length 0 is invalid");
   ExpectLoadError(RewriteHf("qwen3moe", {{"num_experts", 0}}, "moe_hf_e0"),
-                  "field 'num_experts' is 0");
+                  "config.json: num_experts is missing or 0");
   ExpectLoadError(RewriteHf("qwen3moe", {{"num_experts", -4}}, "moe_hf_eneg"),
-                  "field 'num_experts' is -4");
+                  "config.json: num_experts is -4");
   ExpectLoadError(RewriteHf("qwen3moe", {{"num_experts_per_tok", 0}}, "moe_hf_k0"),
                   "experts used per token 0 is invalid for 4 experts");
   ExpectLoadError(RewriteHf("qwen3moe", {{"num_experts_per_tok", 9}}, "moe_hf_k9"),
@@ -210,9 +210,9 @@ TEST(HostileConfig, WindowsAndSoftCaps) {
       ExpectLoadError(RewriteGguf(arch, {{cap, KeyEdit::kF32, -30}}, arch + "_capneg"),
                       "soft-cap -30 is invalid");
       ExpectLoadError(RewriteHf(arch, {{cap, -30.0}}, arch + "_hf_capneg"),
-                      "must be a positive soft-cap or null, not -30");
+                      "soft-cap -30 is invalid (must be positive, or null for none)");
       ExpectLoadError(RewriteHf(arch, {{cap, 0.0}}, arch + "_hf_cap0"),
-                      "must be a positive soft-cap or null, not 0");
+                      "soft-cap 0 is invalid (must be positive, or null for none)");
     }
   }
   ExpectLoadError(RewriteGguf("gemma3", {{"rope.freq_base_swa", KeyEdit::kF32, 0}}, "g3_local0"),

@@ -210,8 +210,9 @@ Status ReadHfExperts(const nlohmann::json& json, const char* count_field, const 
     PETREL_ASSIGN_OR_RETURN(c->n_experts, JsonInt(json, count_field));
     // A count given is a mixture of experts; 0 would silently read it as a dense model.
     if (c->n_experts <= 0) {
-      return Error("config.json: field '%s' is %lld; a mixture of experts needs at least one",
-                   count_field, (long long)c->n_experts);
+      return Error("config.json: %s is %s: a mixture of experts needs at least one expert",
+                   count_field,
+                   c->n_experts == 0 ? "missing or 0" : std::to_string(c->n_experts).c_str());
     }
   }
   if (json.contains("num_experts_per_tok") && !json["num_experts_per_tok"].is_null()) {
