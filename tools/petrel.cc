@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   for (auto add : {&AddRunCommand, &AddChatCommand, &AddLogitsCommand, &AddTokenizeCommand, &AddInfoCommand,
                    &AddBenchCommand, &AddSynthCommand, &AddTemplateCommand,
                    &AddQuantizeCommand, &AddDetokenizeCommand, &AddPerplexityCommand,
-                   &AddImatrixCommand, &AddServeCommand}) {
+                   &AddImatrixCommand, &AddServeCommand, &AddBenchServeCommand}) {
     const size_t before = app.get_subcommands({}).size();
     Runner runner = add(app);
     CLI::App* command = app.get_subcommands({})[before];

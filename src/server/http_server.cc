@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "server/connection_pool.h"
 #include "server/handlers.h"
 
 namespace petrel::server {
@@ -44,8 +45,14 @@ void HttpServer::SetModel(const ServingModel& model) {
 
 void HttpServer::Route() {
   httplib::Server& server = *server_;
-  const size_t threads = options_.threads;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const size_t threads = options_.threads, max_threads = options_.max_threads;
+  server.new_task_queue = [threads, max_threads] {
+    return new ConnectionPool(threads, max_threads);
+  };
+  // An idle connection holds a thread until this timeout; a client that reuses its connection
+  // (a benchmark, a proxy) should not have to reconnect every few requests.
+  server.set_keep_alive_timeout(5);
+  server.set_keep_alive_max_count(1000);
   server.set_payload_max_length(options_.max_body_bytes);
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request_start = Clock::now();
@@ -127,20 +134,52 @@ void HttpServer::Route() {
                                          {"owned_by", "petrel"}}}}};
                res.set_content(body.dump(), "application/json");
              }));
+  // POST bodies are read here, bounded as they arrive: cpp-httplib 0.11 checks its payload
+  // limit against a Content-Length only (it then skips the body and sets 413), and would
+  // collect a chunked body of any size. Past the limit the rest is read and dropped, so that the
+  // client, still sending, gets the 413 instead of a reset connection.
+  auto bounded = [this](auto handler) {
+    return httplib::Server::HandlerWithContentReader(
+        [this, handler](const httplib::Request& req, httplib::Response& res,
+                        const httplib::ContentReader& reader) {
+          const size_t limit = options_.max_body_bytes;
+          httplib::Request with_body = req;
+          bool over = false;
+          const bool read = reader([&](const char* data, size_t size) {
+            over = over || with_body.body.size() + size > limit;
+            if (over) {
+              with_body.body.clear();
+            } else {
+              with_body.body.append(data, size);
+            }
+            return true;
+          });
+          if (over || res.status == 413) {
+            SendError(res, StatusError(413, "the request body is larger than " +
+                                                std::to_string(limit) + " bytes"));
+            return;
+          }
+          if (!read) {
+            SendError(res, StatusError(400, "the request body could not be read"));
+            return;
+          }
+          handler(with_body, res);
+        });
+  };
   const std::string model_name = options_.model_name;
   server.Post("/v1/chat/completions",
-              with_model([this, model_name](const ServingModel& serving,
+              bounded(with_model([this, model_name](const ServingModel& serving,
                                             const httplib::Request& req, httplib::Response& res) {
                 HandleCompletion(serving, model_name, Endpoint::kChat, open_streams_, req, res);
-              }));
+              })));
   server.Post("/v1/completions",
-              with_model([this, model_name](const ServingModel& serving,
+              bounded(with_model([this, model_name](const ServingModel& serving,
                                             const httplib::Request& req, httplib::Response& res) {
                 HandleCompletion(serving, model_name, Endpoint::kCompletion, open_streams_, req,
                                  res);
-              }));
-  server.Post("/tokenize", with_model(&HandleTokenize));
-  server.Post("/detokenize", with_model(&HandleDetokenize));
+              })));
+  server.Post("/tokenize", bounded(with_model(&HandleTokenize)));
+  server.Post("/detokenize", bounded(with_model(&HandleDetokenize)));
 }
 
 Status HttpServer::Start() {

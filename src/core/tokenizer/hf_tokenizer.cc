@@ -57,8 +57,8 @@ uint32_t LastChar(std::string_view text) {
 
 }  // namespace
 
-std::vector<HfTokenizer::Segment> HfTokenizer::SplitAdded(std::string_view text,
-                                                          const TokenTrie& trie) const {
+std::vector<HfTokenizer::Segment> HfTokenizer::SplitAdded(
+    std::string_view text, const TokenTrie& trie, const std::vector<TextSpan>& plain_spans) const {
   std::vector<Segment> segments;
   size_t text_start = 0;  // start of the pending plain text
   size_t pos = 0;
@@ -70,6 +70,10 @@ std::vector<HfTokenizer::Segment> HfTokenizer::SplitAdded(std::string_view text,
       continue;
     }
     const HfAddedToken& token = added_[index];
+    if (special_[token.id] && OverlapsSpan(plain_spans, pos, pos + length)) {
+      pos += Utf8CharLen(text, pos);
+      continue;
+    }
     size_t begin = pos;
     size_t end = pos + length;
     if (token.single_word) {
@@ -309,7 +313,7 @@ std::vector<int32_t> HfTokenizer::Encode(std::string_view text,
   const std::string clean = SanitizeUtf8(text);
   std::vector<int32_t> ids;
   if (options.add_special) ids = post_prefix_;
-  for (const Segment& raw : SplitAdded(clean, raw_trie_)) {
+  for (const Segment& raw : SplitAdded(clean, raw_trie_, options.plain_spans)) {
     if (raw.token >= 0) {
       ids.push_back(raw.token);
       continue;
