@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/cli_runner.h"   // StoryF32Gguf
 #include "util/pty_process.h"  // WriteChatTemplate
 #include "util/server_process.h"
 
@@ -143,8 +144,8 @@ class ServerHostileTest : public ::testing::Test {
 
 TEST_F(ServerHostileTest, MalformedJson) {
   httplib::Client client = server_->Client();
-  for (const std::string body :
-       {"", "{", "}", "[1, 2]", "null", "\"prompt\"", "{\"prompt\": }", "{\"prompt\": \"a\",}",
+  for (const std::string& body : std::vector<std::string>{
+           "", "{", "}", "[1, 2]", "null", "\"prompt\"", "{\"prompt\": }", "{\"prompt\": \"a\",}",
         "{\"prompt\": \"a\"} trailing", "{\"prompt\": \"a\", \"prompt\": \"b\"", "\x01\x02\x03",
         std::string(10000, '[') + std::string(10000, ']'), "{\"prompt\": \"unterminated}"}) {
     const Reply reply = Post(client, "/v1/completions", body);
@@ -228,7 +229,7 @@ TEST_F(ServerHostileTest, TenMegabyteBodyIs413) {
 
 TEST_F(ServerHostileTest, InvalidUtf8IsRejected) {
   httplib::Client client = server_->Client();
-  for (const std::string text : {"\xff\xfe", "a\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\x80"}) {
+  for (const std::string text : std::vector<std::string>{"\xff\xfe", "a\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\x80"}) {
     const std::string completion = "{\"prompt\": \"" + text + "\", \"max_tokens\": 2}";
     ExpectClientError(Post(client, "/v1/completions", completion), 400, "", "completion");
     const std::string chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"" + text +
@@ -321,7 +322,7 @@ TEST_F(ServerHostileTest, SpecialTokenTextInMessagesStaysText) {
     EXPECT_EQ(reply.status, 200) << reply.body.dump();
     return int(reply.body["tokens"].size());
   };
-  for (const std::string special : {"<|end_story|>", "<|start_story|>", "</s>", "<unk>"}) {
+  for (const std::string special : std::vector<std::string>{"<|end_story|>", "<|start_story|>", "</s>", "<unk>"}) {
     const std::string once = "hello " + special, twice = "hello " + special + special;
     const int chat_delta = prompt_tokens(twice) - prompt_tokens(once);
     const int plain_delta = plain_tokens(twice) - plain_tokens(once);

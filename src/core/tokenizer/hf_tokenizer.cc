@@ -2,6 +2,8 @@
 // model, post-process) and decode (the decoder chain), as the `tokenizers` library does.
 #include "core/tokenizer/hf_tokenizer.h"
 
+#include <algorithm>
+
 #include "core/tokenizer/unicode.h"
 
 namespace petrel::tok {
@@ -318,9 +320,19 @@ std::vector<int32_t> HfTokenizer::Encode(std::string_view text,
       ids.push_back(raw.token);
       continue;
     }
-    const std::string normalized =
-        Normalize(std::string_view(clean).substr(raw.begin, raw.end - raw.begin));
-    for (const Segment& part : SplitAdded(normalized, normalized_trie_)) {
+    const std::string_view raw_text = std::string_view(clean).substr(raw.begin, raw.end - raw.begin);
+    const std::string normalized = Normalize(raw_text);
+    // Plain spans in normalized offsets: where the normalized text of the segment's part before
+    // each end of the span ends (normalizers map text in order).
+    std::vector<TextSpan> normalized_spans;
+    for (const TextSpan& span : options.plain_spans) {
+      if (span.end <= raw.begin || span.begin >= raw.end) continue;
+      const size_t begin = std::max(span.begin, raw.begin) - raw.begin;
+      const size_t end = std::min(span.end, raw.end) - raw.begin;
+      normalized_spans.push_back({begin == 0 ? 0 : Normalize(raw_text.substr(0, begin)).size(),
+                                  Normalize(raw_text.substr(0, end)).size()});
+    }
+    for (const Segment& part : SplitAdded(normalized, normalized_trie_, normalized_spans)) {
       if (part.token >= 0) {
         ids.push_back(part.token);
         continue;
