@@ -294,7 +294,10 @@ TEST_F(ServerHostileTest, ThousandIdleConnections) {
   }
   // Some half-written requests among them.
   for (int i = 0; i < 1000; i += 10) idle[size_t(i)].Send("POST /v1/completions HTTP/1.1\r\n");
-  // Real requests are served at once, well inside the idle ones' keep-alive timeout.
+  // Real requests are served while the idle ones hold their threads (with a fixed pool of
+  // --parallel + --max-queue + 16 threads they would wait about a minute). cpp-httplib's idle
+  // connections poll every 10 ms, which on a busy machine slows everything a little: hence a
+  // bound of seconds rather than milliseconds.
   httplib::Client client = server_->Client();
   for (int i = 0; i < 3; ++i) {
     const Clock::time_point start = Clock::now();
@@ -303,7 +306,7 @@ TEST_F(ServerHostileTest, ThousandIdleConnections) {
     EXPECT_EQ(health->status, 200);
     const Reply reply = Post(client, "/v1/completions", kNormal.dump());
     EXPECT_EQ(reply.status, 200);
-    EXPECT_LT(Clock::now() - start, std::chrono::seconds(3)) << "request " << i;
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(10)) << "request " << i;
   }
 }
 
