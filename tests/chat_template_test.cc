@@ -2,11 +2,6 @@
 // semantics against jinja2's, render limits, and clean errors for malformed templates.
 #include "core/chat/chat_template.h"
 
-#include "core/chat/chat_prompt.h"
-#include "core/chat/user_text.h"
-#include "core/format/gguf.h"
-#include "core/tokenizer/tokenizer.h"
-
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -14,6 +9,10 @@
 #include <sstream>
 #include <string>
 
+#include "core/chat/chat_prompt.h"
+#include "core/chat/user_text.h"
+#include "core/format/gguf.h"
+#include "core/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "util/test_data.h"
 

@@ -146,8 +146,8 @@ TEST_F(ServerHostileTest, MalformedJson) {
   httplib::Client client = server_->Client();
   for (const std::string& body : std::vector<std::string>{
            "", "{", "}", "[1, 2]", "null", "\"prompt\"", "{\"prompt\": }", "{\"prompt\": \"a\",}",
-        "{\"prompt\": \"a\"} trailing", "{\"prompt\": \"a\", \"prompt\": \"b\"", "\x01\x02\x03",
-        std::string(10000, '[') + std::string(10000, ']'), "{\"prompt\": \"unterminated}"}) {
+           "{\"prompt\": \"a\"} trailing", "{\"prompt\": \"a\", \"prompt\": \"b\"", "\x01\x02\x03",
+           std::string(10000, '[') + std::string(10000, ']'), "{\"prompt\": \"unterminated}"}) {
     const Reply reply = Post(client, "/v1/completions", body);
     ExpectClientError(reply, 400, "", body.substr(0, 40));
   }
@@ -229,11 +229,12 @@ TEST_F(ServerHostileTest, TenMegabyteBodyIs413) {
 
 TEST_F(ServerHostileTest, InvalidUtf8IsRejected) {
   httplib::Client client = server_->Client();
-  for (const std::string text : std::vector<std::string>{"\xff\xfe", "a\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\x80"}) {
+  for (const std::string text :
+       std::vector<std::string>{"\xff\xfe", "a\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\x80"}) {
     const std::string completion = "{\"prompt\": \"" + text + "\", \"max_tokens\": 2}";
     ExpectClientError(Post(client, "/v1/completions", completion), 400, "", "completion");
-    const std::string chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"" + text +
-                             "\"}], \"max_tokens\": 2}";
+    const std::string chat =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"" + text + "\"}], \"max_tokens\": 2}";
     ExpectClientError(Post(client, "/v1/chat/completions", chat), 400, "", "chat");
     const std::string tokenize = "{\"content\": \"" + text + "\"}";
     ExpectClientError(Post(client, "/tokenize", tokenize), 400, "", "tokenize");
@@ -257,8 +258,11 @@ TEST_F(ServerHostileTest, SlowReaderDoesNotBlockOthers) {
   // A stream whose client reads nothing: its socket buffers fill and the server's writes block.
   Socket slow(server_->port(), /*receive_buffer=*/1024);
   ASSERT_TRUE(slow.ok());
-  json stream = {{"prompt", "Once upon a time"}, {"max_tokens", 200}, {"temperature", 0},
-                 {"stream", true}, {"logprobs", 5}};
+  json stream = {{"prompt", "Once upon a time"},
+                 {"max_tokens", 200},
+                 {"temperature", 0},
+                 {"stream", true},
+                 {"logprobs", 5}};
   ASSERT_TRUE(slow.Send(HttpPost("/v1/completions", stream.dump())));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // Meanwhile others are served at their usual pace.
@@ -325,7 +329,8 @@ TEST_F(ServerHostileTest, SpecialTokenTextInMessagesStaysText) {
     EXPECT_EQ(reply.status, 200) << reply.body.dump();
     return int(reply.body["tokens"].size());
   };
-  for (const std::string special : std::vector<std::string>{"<|end_story|>", "<|start_story|>", "</s>", "<unk>"}) {
+  for (const std::string special :
+       std::vector<std::string>{"<|end_story|>", "<|start_story|>", "</s>", "<unk>"}) {
     const std::string once = "hello " + special, twice = "hello " + special + special;
     const int chat_delta = prompt_tokens(twice) - prompt_tokens(once);
     const int plain_delta = plain_tokens(twice) - plain_tokens(once);

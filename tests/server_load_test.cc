@@ -51,9 +51,9 @@ TEST(ServerLoadTest, ThirtyTwoStreamingClients) {
   ASSERT_TRUE(report["server_rss_peak_mib"].is_number()) << report.dump();
   const double model_mib = double(std::filesystem::file_size(model)) / (1 << 20);
   EXPECT_LT(report["server_rss_peak_mib"].get<double>(), model_mib + 1536) << report.dump();
-  EXPECT_LT(report["server_rss_peak_mib"].get<double>() -
-                report["server_rss_start_mib"].get<double>(),
-            512)
+  EXPECT_LT(
+      report["server_rss_peak_mib"].get<double>() - report["server_rss_start_mib"].get<double>(),
+      512)
       << report.dump();
 }
 

@@ -620,8 +620,8 @@ TEST(BenchServeTest, ChecksEveryStreamAndReports) {
   EXPECT_GT(report["ttft_ms"]["p50"].get<double>(), 0);
   EXPECT_GT(report["server_rss_peak_mib"].get<double>(), 0);
 
-  const Output text = Petrel({"bench-serve", "-m", StoryHf(), "--clients", "2", "--requests",
-                              "2", "--prompt-tokens", "10", "--max-tokens", "4", "-t", "1"});
+  const Output text = Petrel({"bench-serve", "-m", StoryHf(), "--clients", "2", "--requests", "2",
+                              "--prompt-tokens", "10", "--max-tokens", "4", "-t", "1"});
   EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
   EXPECT_NE(text.out.find("requests: 2 ok, 0 failed"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("PASS"), std::string::npos) << text.out;

@@ -54,9 +54,9 @@ void StreamChecker::Event(const std::string& data) {
   }
   if (chunk.contains("error")) {
     const json& error = chunk["error"];
-    record_->error = "error event: " + (error.is_object() && error.contains("message")
-                                            ? error["message"].dump()
-                                            : error.dump());
+    record_->error =
+        "error event: " +
+        (error.is_object() && error.contains("message") ? error["message"].dump() : error.dump());
     return;
   }
   if (chunk.contains("usage") && chunk["usage"].is_object()) {
@@ -94,9 +94,8 @@ void StreamChecker::Event(const std::string& data) {
       // or reordered chunk moves it.
       if (tokens > 0 && (!offsets.is_array() || offsets.empty() || !offsets[0].is_number() ||
                          offsets[0].get<size_t>() != record_->text.size())) {
-        Fail("a chunk at text offset " + (offsets.is_array() && !offsets.empty()
-                                              ? offsets[0].dump()
-                                              : std::string("?")) +
+        Fail("a chunk at text offset " +
+             (offsets.is_array() && !offsets.empty() ? offsets[0].dump() : std::string("?")) +
              " after " + std::to_string(record_->text.size()) + " bytes of text");
       }
     } else if (!text.empty()) {
@@ -200,8 +199,8 @@ StreamRecord BenchClient::Complete(const BenchRequest& request) {
   if (record.status != 200) {
     const json parsed = json::parse(error_body, nullptr, false);
     record.error = "HTTP " + std::to_string(record.status) + ": " +
-                   (parsed.is_object() && parsed.contains("error") &&
-                            parsed["error"].is_object() && parsed["error"].contains("message")
+                   (parsed.is_object() && parsed.contains("error") && parsed["error"].is_object() &&
+                            parsed["error"].contains("message")
                         ? parsed["error"]["message"].get<std::string>()
                         : error_body.substr(0, 200));
     return record;

@@ -1,9 +1,9 @@
 // One streaming /v1/completions request of `petrel bench-serve`, spoken over HTTP, with the
 // timings and checks of its stream: every chunk's tokens (from its `logprobs`) are counted as
 // they arrive and must add up to `usage.completion_tokens` (which also counts an
-// end-of-generation token, never streamed, when the finish_reason is "stop"), each chunk must start where the text
-// so far ends (no chunk lost, repeated or out of order), and the stream must end with a
-// finish_reason, the usage chunk and `data: [DONE]`.
+// end-of-generation token, never streamed, when the finish_reason is "stop"), each chunk must start
+// where the text so far ends (no chunk lost, repeated or out of order), and the stream must end
+// with a finish_reason, the usage chunk and `data: [DONE]`.
 #pragma once
 
 #include <chrono>
@@ -37,9 +37,9 @@ struct StreamRecord {
   size_t prompt_tokens = 0;    // usage
   size_t completion_tokens = 0;
   size_t cached_tokens = 0;
-  double ttft_s = 0.0;                  // request sent → first token chunk received
-  std::vector<double> inter_token_s;    // between consecutive token chunks, per token
-  double latency_s = 0.0;               // request sent → stream ended
+  double ttft_s = 0.0;                        // request sent → first token chunk received
+  std::vector<double> inter_token_s;          // between consecutive token chunks, per token
+  double latency_s = 0.0;                     // request sent → stream ended
   std::chrono::steady_clock::time_point end;  // when it ended
 
   bool ok() const { return error.empty() && status == 200; }

@@ -12,30 +12,34 @@ namespace petrel::tools {
 namespace {
 
 constexpr std::string_view kWords[] = {
-    "the",     "river",   "quiet",   "morning", "light",   "over",    "a",        "small",
-    "town",    "where",   "people",  "walk",    "slowly",  "past",    "old",      "houses",
-    "garden",  "bright",  "children", "laugh",  "and",     "run",     "toward",   "market",
-    "baker",   "sells",   "warm",    "bread",   "every",   "day",     "before",   "sunrise",
-    "winter",  "snow",    "covers",  "hills",   "while",   "birds",   "sing",     "softly",
-    "engine",  "number",  "system",  "careful", "measure", "distance", "between", "stars",
-    "ancient", "library", "holds",   "books",   "written", "forgotten", "languages", "scholars",
-    "travel",  "far",     "study",   "them",    "under",   "candle",  "glow",     "stone",
-    "bridge",  "crosses", "deep",    "valley",  "farmers", "carry",   "apples",   "wooden",
-    "carts",   "rain",    "falls",   "on",      "roofs",   "green",   "fields",   "stretch",
-    "beyond",  "horizon", "musician", "plays",  "violin",  "near",    "fountain", "crowd",
-    "gathers", "listen",  "ocean",   "waves",   "break",   "against", "rocky",    "shore",
-    "sailors", "mend",    "nets",    "tell",    "stories", "about",   "storms",   "islands",
-    "clock",   "tower",   "strikes", "noon",    "merchants", "count", "silver",   "coins",
-    "forest",  "path",    "leads",   "hidden",  "lake",    "fox",     "watches",  "from",
-    "shadows", "painter", "mixes",   "colors",  "canvas",  "shows",   "mountain", "sunset",
-    "teacher", "explains", "simple", "rules",   "of",      "geometry", "curious", "students",
-    "ask",     "questions", "kitchen", "smells", "spices", "soup",    "boils",    "pot",
-    "train",   "arrives", "late",    "station", "travelers", "hurry", "with",     "heavy",
-    "bags",    "letters", "arrive",  "friends", "distant", "cities",  "describe", "festivals",
-    "lanterns", "music",  "dancing", "streets", "until",   "midnight", "machines", "hum",
-    "factory", "workers", "build",   "tools",   "iron",    "copper",  "glass",    "windows",
-    "reflect", "clouds",  "moving",  "east",    "wind",    "carries", "seeds",    "across",
-    "valleys", "new",     "flowers", "bloom",   "spring",  "returns", "once",     "again",
+    "the",      "river",     "quiet",    "morning",   "light",     "over",      "a",
+    "small",    "town",      "where",    "people",    "walk",      "slowly",    "past",
+    "old",      "houses",    "garden",   "bright",    "children",  "laugh",     "and",
+    "run",      "toward",    "market",   "baker",     "sells",     "warm",      "bread",
+    "every",    "day",       "before",   "sunrise",   "winter",    "snow",      "covers",
+    "hills",    "while",     "birds",    "sing",      "softly",    "engine",    "number",
+    "system",   "careful",   "measure",  "distance",  "between",   "stars",     "ancient",
+    "library",  "holds",     "books",    "written",   "forgotten", "languages", "scholars",
+    "travel",   "far",       "study",    "them",      "under",     "candle",    "glow",
+    "stone",    "bridge",    "crosses",  "deep",      "valley",    "farmers",   "carry",
+    "apples",   "wooden",    "carts",    "rain",      "falls",     "on",        "roofs",
+    "green",    "fields",    "stretch",  "beyond",    "horizon",   "musician",  "plays",
+    "violin",   "near",      "fountain", "crowd",     "gathers",   "listen",    "ocean",
+    "waves",    "break",     "against",  "rocky",     "shore",     "sailors",   "mend",
+    "nets",     "tell",      "stories",  "about",     "storms",    "islands",   "clock",
+    "tower",    "strikes",   "noon",     "merchants", "count",     "silver",    "coins",
+    "forest",   "path",      "leads",    "hidden",    "lake",      "fox",       "watches",
+    "from",     "shadows",   "painter",  "mixes",     "colors",    "canvas",    "shows",
+    "mountain", "sunset",    "teacher",  "explains",  "simple",    "rules",     "of",
+    "geometry", "curious",   "students", "ask",       "questions", "kitchen",   "smells",
+    "spices",   "soup",      "boils",    "pot",       "train",     "arrives",   "late",
+    "station",  "travelers", "hurry",    "with",      "heavy",     "bags",      "letters",
+    "arrive",   "friends",   "distant",  "cities",    "describe",  "festivals", "lanterns",
+    "music",    "dancing",   "streets",  "until",     "midnight",  "machines",  "hum",
+    "factory",  "workers",   "build",    "tools",     "iron",      "copper",    "glass",
+    "windows",  "reflect",   "clouds",   "moving",    "east",      "wind",      "carries",
+    "seeds",    "across",    "valleys",  "new",       "flowers",   "bloom",     "spring",
+    "returns",  "once",      "again",
 };
 constexpr size_t kWordCount = sizeof(kWords) / sizeof(kWords[0]);
 
@@ -131,10 +135,9 @@ Result<std::vector<BenchPrompt>> BuildPromptSet(const std::string& url, const st
   std::string prefix;
   if (options.shared_prefix_tokens > 0) {
     std::mt19937_64 rng(options.seed ^ 0x5bd1e995u);
-    PETREL_ASSIGN_OR_RETURN(
-        const BenchPrompt shared,
-        Fit(counter, "", Sentences(rng, 8 * options.shared_prefix_tokens + 16),
-            options.shared_prefix_tokens));
+    PETREL_ASSIGN_OR_RETURN(const BenchPrompt shared,
+                            Fit(counter, "", Sentences(rng, 8 * options.shared_prefix_tokens + 16),
+                                options.shared_prefix_tokens));
     prefix = shared.text;
   }
   std::vector<BenchPrompt> prompts;

@@ -20,7 +20,7 @@ struct BenchPrompt {
 
 struct PromptSetOptions {
   size_t count = 1;
-  size_t tokens = 100;               // per prompt, shared prefix included
+  size_t tokens = 100;              // per prompt, shared prefix included
   size_t shared_prefix_tokens = 0;  // a common first part of every prompt
   uint64_t seed = 1;
 };

@@ -54,8 +54,8 @@ BenchReport Summarize(const std::vector<FinishedRequest>& finished, double elaps
   for (size_t i = 0; i < finished.size(); ++i) {
     const FinishedRequest& request = finished[i];
     const StreamRecord& record = request.record;
-    const std::string name = "request " + std::to_string(i) + " (prompt " +
-                             std::to_string(request.prompt_index) + ")";
+    const std::string name =
+        "request " + std::to_string(i) + " (prompt " + std::to_string(request.prompt_index) + ")";
     if (!record.ok()) {
       ++report.failed;
       const std::string key = record.status == 0     ? "connection"
@@ -124,8 +124,8 @@ std::string ReportText(const BenchSetup& setup, const BenchReport& report) {
   if (!failures.empty()) failures += ")";
   std::snprintf(line, sizeof(line),
                 "requests: %zu ok, %zu failed%s, %zu failed checks in %.1f s: %.2f requests/s\n",
-                report.ok, report.failed, failures.c_str(), report.check_failures,
-                report.elapsed_s, report.requests_per_s);
+                report.ok, report.failed, failures.c_str(), report.check_failures, report.elapsed_s,
+                report.requests_per_s);
   out += line;
   std::snprintf(line, sizeof(line),
                 "tokens: generation %.1f t/s (%zu), prompt %.1f t/s (%zu, %zu from the prefix "

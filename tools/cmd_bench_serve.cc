@@ -52,8 +52,8 @@ std::vector<FinishedRequest> RunClients(const BenchServeArgs& args, const std::s
   std::atomic<size_t> next{0};
   *start = Clock::now();
   const Clock::time_point deadline =
-      *start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                   args.duration > 0 ? args.duration : 1e9));
+      *start + std::chrono::duration_cast<Clock::duration>(
+                   std::chrono::duration<double>(args.duration > 0 ? args.duration : 1e9));
   std::vector<std::thread> clients;
   for (int64_t c = 0; c < args.clients; ++c) {
     clients.emplace_back([&] {
@@ -77,9 +77,8 @@ std::vector<FinishedRequest> RunClients(const BenchServeArgs& args, const std::s
   for (std::thread& client : clients) client.join();
   *end = *start;
   for (const FinishedRequest& request : finished) *end = std::max(*end, request.record.end);
-  std::sort(finished.begin(), finished.end(), [](const auto& a, const auto& b) {
-    return a.record.end < b.record.end;
-  });
+  std::sort(finished.begin(), finished.end(),
+            [](const auto& a, const auto& b) { return a.record.end < b.record.end; });
   return finished;
 }
 
@@ -92,12 +91,13 @@ int Run(BenchServeArgs& args) {
   ServeChild child;
   std::string url = args.url;
   if (!args.model.empty()) {
-    std::vector<std::string> serve = {"-m", args.model, "--no-access-log", "--parallel",
-                                      std::to_string(args.parallel > 0 ? args.parallel
-                                                                       : args.clients)};
+    std::vector<std::string> serve = {
+        "-m", args.model, "--no-access-log", "--parallel",
+        std::to_string(args.parallel > 0 ? args.parallel : args.clients)};
     if (args.threads > 0) serve.insert(serve.end(), {"-t", std::to_string(args.threads)});
     serve.insert(serve.end(), args.serve_args.begin(), args.serve_args.end());
-    if (!args.json) std::fprintf(stderr, "bench-serve: starting petrel serve -m %s\n", args.model.c_str());
+    if (!args.json)
+      std::fprintf(stderr, "bench-serve: starting petrel serve -m %s\n", args.model.c_str());
     if (Status status = child.Start(serve, std::chrono::seconds(args.ready_timeout));
         !status.ok()) {
       return Fail(status);
@@ -152,8 +152,7 @@ Runner AddBenchServeCommand(CLI::App& app) {
   auto args = std::make_shared<BenchServeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "bench-serve", "load-test petrel serve: concurrent streaming clients, throughput, latency");
-  CLI::Option* url =
-      cmd->add_option("--url", args->url, "a running server, http://HOST:PORT");
+  CLI::Option* url = cmd->add_option("--url", args->url, "a running server, http://HOST:PORT");
   CLI::Option* model = cmd->add_option(
       "-m,--model", args->model,
       "start petrel serve with this model on a free loopback port (and read its memory use)");
@@ -172,9 +171,9 @@ Runner AddBenchServeCommand(CLI::App& app) {
   cmd->add_option("--api-key", args->api_key, "sent as Authorization: Bearer KEY");
   cmd->add_option("--clients", args->clients, "concurrent streaming clients (default 8)")
       ->check(IntRange(1, 1024));
-  CLI::Option* duration = cmd->add_option(
-      "--duration", args->duration,
-      "seconds to start requests for; those running then finish (default 60)");
+  CLI::Option* duration =
+      cmd->add_option("--duration", args->duration,
+                      "seconds to start requests for; those running then finish (default 60)");
   duration->check(RealRange(0.1, 86400.0));
   CLI::Option* requests =
       cmd->add_option("--requests", args->requests, "requests in all, instead of --duration")
@@ -210,8 +209,8 @@ Runner AddBenchServeCommand(CLI::App& app) {
     } else {
       for (const char* only_with_model : {"-t", "--parallel", "--serve-arg", "--ready-timeout"}) {
         if (cmd->count(only_with_model) > 0) {
-          return Fail(Error("%s applies to a server started with -m, not to --url",
-                            only_with_model));
+          return Fail(
+              Error("%s applies to a server started with -m, not to --url", only_with_model));
         }
       }
     }

@@ -9,7 +9,8 @@ namespace petrel::server {
 
 ConnectionPool::ConnectionPool(size_t min_threads, size_t max_threads,
                                std::chrono::milliseconds idle_exit)
-    : min_threads_(min_threads), max_threads_(std::max(min_threads, max_threads)),
+    : min_threads_(min_threads),
+      max_threads_(std::max(min_threads, max_threads)),
       idle_exit_(idle_exit) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t i = 0; i < min_threads_; ++i) StartThread();

@@ -2,8 +2,8 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -193,14 +193,15 @@ void HttpServer::Route() {
         });
   };
   const std::string model_name = options_.model_name;
-  server.Post("/v1/chat/completions",
-              bounded(with_model([this, model_name](const ServingModel& serving,
+  server.Post(
+      "/v1/chat/completions",
+      bounded(with_model([this, model_name](const ServingModel& serving,
                                             const httplib::Request& req, httplib::Response& res) {
-                HandleCompletion(serving, model_name, Endpoint::kChat, open_streams_, req, res);
-              })));
-  server.Post("/v1/completions",
-              bounded(with_model([this, model_name](const ServingModel& serving,
-                                            const httplib::Request& req, httplib::Response& res) {
+        HandleCompletion(serving, model_name, Endpoint::kChat, open_streams_, req, res);
+      })));
+  server.Post("/v1/completions", bounded(with_model([this, model_name](const ServingModel& serving,
+                                                                       const httplib::Request& req,
+                                                                       httplib::Response& res) {
                 HandleCompletion(serving, model_name, Endpoint::kCompletion, open_streams_, req,
                                  res);
               })));

@@ -102,8 +102,8 @@ std::string Metrics::Render() const {
   Header("petrel_running_sequences", "gauge",
          "Sequences being prefilled or decoded (preempted ones not included).", &out);
   Line("petrel_running_sequences", double(gauges_.running), &out);
-  Header("petrel_preempted_sequences", "gauge",
-         "Sequences preempted and waiting to be resumed.", &out);
+  Header("petrel_preempted_sequences", "gauge", "Sequences preempted and waiting to be resumed.",
+         &out);
   Line("petrel_preempted_sequences", double(gauges_.preempted_waiting), &out);
   Header("petrel_kv_blocks_used", "gauge", "KV cache blocks holding tokens.", &out);
   Line("petrel_kv_blocks_used", double(gauges_.kv_blocks_used), &out);

@@ -25,12 +25,14 @@ bool MarkString(std::string* text, const std::vector<std::string>& specials,
   }
   std::vector<Range> hits;
   for (const std::string& special : specials) {
-    for (size_t at = text->find(special); at != std::string::npos; at = text->find(special, at + 1)) {
+    for (size_t at = text->find(special); at != std::string::npos;
+         at = text->find(special, at + 1)) {
       hits.push_back({at, at + special.size()});
     }
   }
   if (hits.empty()) return false;
-  std::sort(hits.begin(), hits.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  std::sort(hits.begin(), hits.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
   std::vector<Range> merged;
   for (const Range& hit : hits) {
     if (!merged.empty() && hit.begin < merged.back().end) {
@@ -97,7 +99,8 @@ std::vector<std::string> SpecialTexts(const Tokenizer& tokenizer) {
 bool MarkSpecialTexts(nlohmann::ordered_json* value, const std::vector<std::string>& specials,
                       const UserTextMarkers& markers) {
   std::bitset<256> first_bytes;
-  for (const std::string& special : specials) first_bytes.set(static_cast<unsigned char>(special[0]));
+  for (const std::string& special : specials)
+    first_bytes.set(static_cast<unsigned char>(special[0]));
   return MarkValue(value, specials, first_bytes, markers);
 }
 

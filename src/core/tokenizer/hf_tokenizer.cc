@@ -320,7 +320,8 @@ std::vector<int32_t> HfTokenizer::Encode(std::string_view text,
       ids.push_back(raw.token);
       continue;
     }
-    const std::string_view raw_text = std::string_view(clean).substr(raw.begin, raw.end - raw.begin);
+    const std::string_view raw_text =
+        std::string_view(clean).substr(raw.begin, raw.end - raw.begin);
     const std::string normalized = Normalize(raw_text);
     // Plain spans in normalized offsets: where the normalized text of the segment's part before
     // each end of the span ends (normalizers map text in order).
