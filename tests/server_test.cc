@@ -485,9 +485,17 @@ TEST(ServerPreemptionTest, EveryRequestCompletesUnderASmallPool) {
   double most_preempted = 0, most_together = 0;
   std::thread watcher([&] {
     httplib::Client own = server.Client();
+    // Both gauges from one /metrics answer: two reads would straddle a preemption.
+    auto gauge = [](const std::string& text, const std::string& name) {
+      std::smatch match;
+      const std::regex line("(^|\n)" + name + " ([0-9.e+-]+)");
+      return std::regex_search(text, match, line) ? std::stod(match[2]) : -1.0;
+    };
     while (!finished) {
-      const double running = Metric(own, "petrel_running_sequences");
-      const double preempted = Metric(own, "petrel_preempted_sequences");
+      auto res = own.Get("/metrics", Auth());
+      if (!res) break;
+      const double running = gauge(res->body, "petrel_running_sequences");
+      const double preempted = gauge(res->body, "petrel_preempted_sequences");
       most_preempted = std::max(most_preempted, preempted);
       most_together = std::max(most_together, running + preempted);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
