@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Second command of the README: set up, build, and run every test suite: the unit, parity, cli
-# and gpu (Vulkan; skipped, saying why, without a device)
-# tests, then the malformed-file corpus again under AddressSanitizer + UBSan.
+# and gpu (Vulkan; skipped, saying why, without a device) tests, the load suite (`petrel serve`
+# under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs="${PETREL_TEST_JOBS:-$(nproc)}"
 status=0
 meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli --suite gpu || status=1
+# The load suite: 32 streaming clients for PETREL_LOAD_SECONDS (default 20) against a synthetic
+# model; alone, so that the other suites do not take its cores.
+meson test -C build --print-errorlogs --num-processes 1 --logbase loadlog --suite load || status=1
 
 # The sanitizer build compiles only what the malformed-input tests need.
 if [ ! -f build-asan/build.ninja ]; then
@@ -24,7 +27,8 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
 
 # One closing line over both runs, counting test executables.
-python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'
+python3 - build/meson-logs/testlog.json build/meson-logs/loadlog.json \
+  build-asan/meson-logs/testlog.json <<'PY'
 import json, sys
 passed = failed = skipped = 0
 for path in sys.argv[1:]:

@@ -3,11 +3,13 @@
 // streams finish (cancelled after --shutdown-timeout), and exits 0. A second signal exits at once.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -62,6 +64,18 @@ class StopSignal {
   std::condition_variable stopped_;
   int signal_ = 0;
 };
+
+// Every connection is a descriptor, and idle ones are held until their keep-alive timeout: the
+// soft limit (often 1024) is raised to the hard one, so that many idle clients cannot make
+// accept() fail for everyone else.
+void RaiseDescriptorLimit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  const rlim_t wanted = files.rlim_max == RLIM_INFINITY ? rlim_t(1) << 20 : files.rlim_max;
+  if (files.rlim_cur >= wanted) return;
+  files.rlim_cur = wanted;
+  setrlimit(RLIMIT_NOFILE, &files);
+}
 
 }  // namespace
 
@@ -138,6 +152,7 @@ Runner AddServeCommand(CLI::App& app) {
     // A write to a connection its client closed must fail with EPIPE (the stream is then
     // cancelled), not end the process.
     signal(SIGPIPE, SIG_IGN);
+    RaiseDescriptorLimit();
 
     server::Metrics metrics;
     server::HttpServerOptions http;
@@ -159,6 +174,10 @@ Runner AddServeCommand(CLI::App& app) {
     std::fprintf(stderr, "petrel serve: listening on http://%s:%d (loading %s)\n",
                  args->host.c_str(), server.port(), args->model.model_path.c_str());
 
+    // Tests of the loading state (GET /health answers 503) need a load that lasts.
+    if (const char* delay = std::getenv("PETREL_SERVE_TEST_LOAD_DELAY_MS")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+    }
     auto engine = args->model.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));

@@ -92,6 +92,7 @@ Runner AddTemplateCommand(CLI::App& app);
 Runner AddPerplexityCommand(CLI::App& app);
 Runner AddImatrixCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
+Runner AddBenchServeCommand(CLI::App& app);
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t PeakRssBytes();

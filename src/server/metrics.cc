@@ -99,8 +99,12 @@ std::string Metrics::Render() const {
   }
   Header("petrel_queue_depth", "gauge", "Requests waiting to be admitted.", &out);
   Line("petrel_queue_depth", double(gauges_.waiting), &out);
-  Header("petrel_running_sequences", "gauge", "Sequences being prefilled or decoded.", &out);
+  Header("petrel_running_sequences", "gauge",
+         "Sequences being prefilled or decoded (preempted ones not included).", &out);
   Line("petrel_running_sequences", double(gauges_.running), &out);
+  Header("petrel_preempted_sequences", "gauge", "Sequences preempted and waiting to be resumed.",
+         &out);
+  Line("petrel_preempted_sequences", double(gauges_.preempted_waiting), &out);
   Header("petrel_kv_blocks_used", "gauge", "KV cache blocks holding tokens.", &out);
   Line("petrel_kv_blocks_used", double(gauges_.kv_blocks_used), &out);
   Header("petrel_kv_blocks_free", "gauge", "KV cache blocks free.", &out);

@@ -27,7 +27,8 @@ class Histogram {
 // The scheduler's state after its last step.
 struct SchedulerGauges {
   size_t waiting = 0;  // requests queued, not yet admitted
-  size_t running = 0;  // sequences being prefilled or decoded
+  size_t running = 0;  // sequences being prefilled or decoded, preempted ones not
+  size_t preempted_waiting = 0;  // sequences preempted, waiting to be resumed
   size_t kv_blocks_used = 0;
   size_t kv_blocks_free = 0;    // cached blocks included: they are evicted on demand
   size_t kv_blocks_cached = 0;  // free blocks that still hold a cached prefix

@@ -246,7 +246,13 @@ void Scheduler::PublishGauges() {
     std::lock_guard<std::mutex> lock(mutex_);
     gauges.waiting = waiting_.size();
   }
-  gauges.running = running_sequences_;
+  // running_sequences_ counts preempted requests too (they keep their --parallel slots); the
+  // gauges tell the two apart.
+  for (const auto& request : active_) {
+    if (request->finished()) continue;
+    (request->preempted() ? gauges.preempted_waiting : gauges.running) +=
+        request->running_sequences();
+  }
   gauges.kv_blocks_free = engine_.kv_free_blocks();
   gauges.kv_blocks_cached = engine_.kv_cached_blocks();
   gauges.preempted = preempted_;

@@ -10,9 +10,10 @@ namespace petrel::tok {
 
 // llama.cpp's tokenizer_st_partition: each special token, longest first, splits every raw
 // fragment at all of its occurrences. CONTROL and UNKNOWN tokens only take part when
-// `parse_special`; USER_DEFINED ones always do (as Hugging Face matches added tokens).
-std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(std::string_view text,
-                                                              bool parse_special) const {
+// `parse_special`, and not inside `plain_spans`; USER_DEFINED ones always do (as Hugging Face
+// matches added tokens).
+std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(
+    std::string_view text, bool parse_special, const std::vector<TextSpan>& plain_spans) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({0, text.size(), -1});
@@ -24,7 +25,8 @@ std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(std::string_view t
   for (size_t index = 0; index < specials_by_length_.size(); ++index) {
     const int32_t id = specials_by_length_[index];
     if (!occurs[special_text_[index]]) continue;
-    if (!parse_special && vocab_.kinds[id] != TokenKind::kUserDefined) continue;
+    const bool user_defined = vocab_.kinds[id] == TokenKind::kUserDefined;
+    if (!parse_special && !user_defined) continue;
     const std::string& piece = vocab_.pieces[id];
     std::vector<Fragment> next;
     next.reserve(fragments.size());
@@ -35,7 +37,12 @@ std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(std::string_view t
       }
       size_t start = fragment.begin;
       const std::string_view window = text.substr(0, fragment.end);
-      for (size_t hit; (hit = window.find(piece, start)) != std::string_view::npos;) {
+      for (size_t hit, from = start; (hit = window.find(piece, from)) != std::string_view::npos;) {
+        if (!user_defined && OverlapsSpan(plain_spans, hit, hit + piece.size())) {
+          from = hit + 1;
+          continue;
+        }
+        from = hit + piece.size();
         if (hit > start) next.push_back({start, hit, -1});
         next.push_back({hit, hit + piece.size(), id});
         start = hit + piece.size();
@@ -89,7 +96,7 @@ std::vector<int32_t> GgufTokenizer::Encode(std::string_view text,
   const bool add_bos = options.add_special && add_bos_ && bos_id_ >= 0;
   if (add_bos) ids.push_back(bos_id_);
   bool previous_special = true;  // SPM: a raw fragment after a special token gets the ▁ prefix
-  for (const Fragment& fragment : Partition(view, options.parse_special)) {
+  for (const Fragment& fragment : Partition(view, options.parse_special, options.plain_spans)) {
     if (fragment.token >= 0) {
       ids.push_back(fragment.token);
       previous_special = true;

@@ -34,7 +34,8 @@ class GgufTokenizer final : public Tokenizer {
     size_t end;
     int32_t token;  // -1 for raw text
   };
-  std::vector<Fragment> Partition(std::string_view text, bool parse_special) const;
+  std::vector<Fragment> Partition(std::string_view text, bool parse_special,
+                                  const std::vector<TextSpan>& plain_spans) const;
   void EncodeBpe(std::string_view text, std::vector<int32_t>* out) const;
   void EncodeWordPiece(std::string_view text, std::vector<int32_t>* out) const;
 

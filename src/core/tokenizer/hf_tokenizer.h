@@ -114,7 +114,9 @@ class HfTokenizer final : public Tokenizer {
     size_t end;
     int32_t token;  // added token id, or -1 for text
   };
-  std::vector<Segment> SplitAdded(std::string_view text, const TokenTrie& trie) const;
+  // Added tokens marked special are not matched inside `plain_spans`.
+  std::vector<Segment> SplitAdded(std::string_view text, const TokenTrie& trie,
+                                  const std::vector<TextSpan>& plain_spans = {}) const;
   std::string Normalize(std::string_view text) const;
   std::vector<std::string> PreTokenize(std::string_view text, bool at_start) const;
   void ModelTokenize(std::string_view piece, std::vector<int32_t>* out) const;

@@ -26,10 +26,22 @@ namespace petrel {
 
 class GgufFile;
 
+// A byte range [begin, end) of a text.
+struct TextSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 struct EncodeOptions {
   bool add_special = true;     // BOS/EOS per the model's post-processor / add_bos flags
   bool parse_special = false;  // match special/control tokens spelled in the text (GGUF only)
+  // Ranges of the text (ascending, disjoint) in which special tokens are not matched, whatever
+  // parse_special says: what a user wrote, inside a rendered chat template, stays text.
+  std::vector<TextSpan> plain_spans;
 };
+
+// Whether [begin, end) overlaps one of `spans` (ascending, disjoint).
+bool OverlapsSpan(const std::vector<TextSpan>& spans, size_t begin, size_t end);
 
 class Tokenizer {
  public:
