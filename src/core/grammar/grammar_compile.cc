@@ -90,8 +90,14 @@ Status CheckLeftRecursion(const GrammarDraft& draft, const std::vector<bool>& nu
       }
       const uint32_t next = left[frame.rule][frame.next++];
       if (state[next] == kOnPath) {
-        return Error("left recursion: rule '%s' can begin with itself",
-                     draft.rules[next].name.c_str());
+        // Helpers are named "rule/N" after the rule their group or repetition is in.
+        const std::string& name = draft.rules[next].name;
+        const size_t slash = name.find('/');
+        if (slash != std::string::npos) {
+          return Error("left recursion: a group or repetition in rule '%s' can begin with itself",
+                       name.substr(0, slash).c_str());
+        }
+        return Error("left recursion: rule '%s' can begin with itself", name.c_str());
       }
       if (state[next] == kNew) {
         state[next] = kOnPath;

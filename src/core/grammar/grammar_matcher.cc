@@ -246,6 +246,13 @@ Status GrammarMatcher::Overflowed() const {
 Status GrammarMatcher::ComputeMask(std::vector<uint8_t>* allowed) {
   allowed->assign(vocab_ ? vocab_->n_vocab() : 0, 0);
   if (!vocab_ || ended_) return Status::Ok();
+  std::vector<uint32_t> state = StateKey();
+  for (const CachedMask& cached : mask_cache_) {
+    if (cached.state == state) {
+      *allowed = cached.mask;
+      return Status::Ok();
+    }
+  }
   if (CanEnd()) {
     for (int32_t token : vocab_->end_tokens()) (*allowed)[size_t(token)] = 1;
   }
@@ -286,7 +293,26 @@ Status GrammarMatcher::ComputeMask(std::vector<uint8_t>* allowed) {
     status = Error("grammar: no token of the vocabulary can continue the text");
   }
   if (!status.ok() && error_.ok()) error_ = status;
+  if (status.ok()) {
+    if (mask_cache_.size() < kCachedMasks) {
+      mask_cache_.push_back(CachedMask{std::move(state), *allowed});
+    } else {
+      mask_cache_[mask_cache_next_] = CachedMask{std::move(state), *allowed};
+      mask_cache_next_ = (mask_cache_next_ + 1) % kCachedMasks;
+    }
+  }
   return status;
+}
+
+std::vector<uint32_t> GrammarMatcher::StateKey() const {
+  std::vector<uint32_t> key = {committed_utf8_.value, committed_utf8_.remaining, committed_utf8_.min};
+  for (uint32_t i = 0; i < committed_.size; ++i) {
+    for (uint32_t s = set_pool_[committed_.offset + i]; s != kEmpty; s = frames_[s].parent) {
+      key.push_back(frames_[s].pos);
+    }
+    key.push_back(kEmpty);  // ends the stack
+  }
+  return key;
 }
 
 Status GrammarMatcher::AcceptToken(int32_t token) {

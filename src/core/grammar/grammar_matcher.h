@@ -103,6 +103,17 @@ class GrammarMatcher {
   size_t expand_steps_ = 0;
   std::unordered_multimap<uint64_t, uint32_t> memo_;  // (set signature, cpt) -> memo_entries_
   std::vector<MemoEntry> memo_entries_;
+  // The last few masks by state: inside a string or a repeated class the state after a token
+  // is often the state before it, and its mask is then a copy.
+  struct CachedMask {
+    std::vector<uint32_t> state;  // StateKey()
+    std::vector<uint8_t> mask;    // (n_vocab)
+  };
+  static constexpr size_t kCachedMasks = 4;
+  std::vector<CachedMask> mask_cache_;
+  size_t mask_cache_next_ = 0;
+  // The committed state as plain data: the partial character, then each stack's positions.
+  std::vector<uint32_t> StateKey() const;
 };
 
 }  // namespace petrel
