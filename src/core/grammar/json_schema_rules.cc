@@ -19,6 +19,15 @@ std::string Join(const std::vector<std::string>& parts, const char* separator) {
   return out;
 }
 
+// "(" text ")", appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) about
+// "(" + std::string.
+std::string Parenthesized(const std::string& text) {
+  std::string out = "(";
+  out += text;
+  out += ')';
+  return out;
+}
+
 std::string DigitClass(char first, char last) {
   if (first == last) return std::string("\"") + first + "\"";
   return std::string("[") + first + "-" + last + "]";
@@ -48,7 +57,7 @@ std::string SameLength(const std::string& low, const std::string& high) {
     parts.push_back(DigitClass(high[0], high[0]) + " (" +
                     SameLength(std::string(n - 1, '0'), high_rest) + ")");
   }
-  return "(" + Join(parts, " | ") + ")";
+  return Parenthesized(Join(parts, " | "));
 }
 
 // Non-negative integers in [low, high] (high absent: unbounded), without leading zeros.
@@ -58,14 +67,23 @@ std::string NonNegativeRange(uint64_t low, std::optional<uint64_t> high) {
   const size_t high_len = high ? std::to_string(*high).size() : low_len;
   std::vector<std::string> parts;
   for (size_t len = low_len; len <= high_len; ++len) {
-    const std::string first = len == low_len ? low_text : "1" + std::string(len - 1, '0');
+    std::string first = low_text;
+    if (len != low_len) {
+      first.assign(len, '0');  // 10^(len - 1)
+      first[0] = '1';
+    }
     const std::string last =
         high && len == high_len ? std::to_string(*high) : std::string(len, '9');
     parts.push_back(SameLength(first, last));
   }
   // Unbounded: every longer number.
-  if (!high) parts.push_back("[1-9] [0-9]{" + std::to_string(low_len) + ",}");
-  return parts.size() == 1 ? parts[0] : "(" + Join(parts, " | ") + ")";
+  if (!high) {
+    std::string longer = "[1-9] [0-9]{";
+    longer += std::to_string(low_len);
+    longer += ",}";
+    parts.push_back(longer);
+  }
+  return parts.size() == 1 ? parts[0] : Parenthesized(Join(parts, " | "));
 }
 
 }  // namespace
@@ -90,7 +108,7 @@ Result<std::string> IntegerRangeGbnf(std::optional<int64_t> min, std::optional<i
     if (max) high = uint64_t(*max);
     parts.push_back(NonNegativeRange(low, high));
   }
-  return "(" + Join(parts, " | ") + ")";
+  return Parenthesized(Join(parts, " | "));
 }
 
 std::string GbnfLiteral(std::string_view text) {
@@ -166,7 +184,7 @@ class RegexConverter {
     PETREL_ASSIGN_OR_RETURN(std::string body, Alternation(0));
     if (pos_ != text_.size()) return Fail("unexpected ')'");
     std::string out = anchored_start ? "" : "char* ";
-    out += "(" + body + ")";
+    out += Parenthesized(body);
     if (!anchored_end) out += " char*";
     return out;
   }
@@ -187,7 +205,7 @@ class RegexConverter {
       if (Peek() != '|') break;
       ++pos_;
     }
-    return alternatives.size() == 1 ? alternatives[0] : "(" + Join(alternatives, " | ") + ")";
+    return alternatives.size() == 1 ? alternatives[0] : Parenthesized(Join(alternatives, " | "));
   }
 
   Result<std::string> Sequence(size_t depth) {
@@ -220,7 +238,8 @@ class RegexConverter {
         return value;
       };
       PETREL_ASSIGN_OR_RETURN(const size_t min, number());
-      suffix = "{" + std::to_string(min);
+      suffix = "{";
+      suffix += std::to_string(min);
       if (Peek() == ',') {
         ++pos_;
         suffix += ",";
@@ -244,7 +263,7 @@ class RegexConverter {
     if (Peek() == '*' || Peek() == '+' || Peek() == '?' || Peek() == '{') {
       return Fail("nested quantifier");
     }
-    return "(" + atom + ")" + suffix;
+    return Parenthesized(atom) + suffix;
   }
 
   Result<std::string> Atom(size_t depth) {
@@ -261,7 +280,7 @@ class RegexConverter {
       PETREL_ASSIGN_OR_RETURN(std::string inner, Alternation(depth + 1));
       if (Peek() != ')') return Fail("unclosed '('");
       ++pos_;
-      return "(" + inner + ")";
+      return Parenthesized(inner);
     }
     if (ch == '[') return Class();
     if (ch == '.') {
@@ -371,7 +390,10 @@ class RegexConverter {
       std::string out = "[^";
       for (const auto& [first, last] : ranges) {
         out += HexChar(first);
-        if (last != first) out += "-" + HexChar(last);
+        if (last != first) {
+          out += '-';
+          out += HexChar(last);
+        }
       }
       return out + R"("\\\x00-\x1F])";
     }
@@ -390,13 +412,16 @@ class RegexConverter {
         const uint32_t next_escape = begin < '"' ? '"' : begin < '\\' ? '\\' : UINT32_MAX;
         const uint32_t end = std::min(last, next_escape - 1);
         plain += HexChar(begin);
-        if (end != begin) plain += "-" + HexChar(end);
+        if (end != begin) {
+          plain += '-';
+          plain += HexChar(end);
+        }
         begin = end + 1;
       }
     }
     if (!plain.empty()) parts.insert(parts.begin(), "[" + plain + "]");
     (void)is_class;
-    return parts.size() == 1 ? parts[0] : "(" + Join(parts, " | ") + ")";
+    return parts.size() == 1 ? parts[0] : Parenthesized(Join(parts, " | "));
   }
 
   std::string_view text_;
