@@ -10,11 +10,10 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/convert/synth_model.h"
 #include "core/format/gguf.h"
@@ -101,7 +100,8 @@ std::vector<Sample> SampleMany(Engine& engine, const std::string& grammar, size_
     }
     RunSequences(engine, sequences);
     for (Sequence* sequence : sequences) {
-      samples.push_back({sequence->result().text, sequence->result().stop_reason, sequence->status()});
+      samples.push_back(
+          {sequence->result().text, sequence->result().stop_reason, sequence->status()});
     }
     for (SeqId seq : seqs) engine.FreeSequence(seq);
   }
@@ -177,7 +177,8 @@ const char* kNamesRegex = R"(^[A-Z][a-z]{1,7}(, [A-Z][a-z]{1,7}){0,4}$)";
 
 std::string Expand(std::string pattern) {
   auto replace = [&](const std::string& key, const std::string& value) {
-    for (size_t pos; (pos = pattern.find(key)) != std::string::npos;) pattern.replace(pos, key.size(), value);
+    for (size_t pos; (pos = pattern.find(key)) != std::string::npos;)
+      pattern.replace(pos, key.size(), value);
   };
   replace("E", "(O( [-+*] O)?)");
   replace("O", "(I|[0-9]{1,3})");
@@ -257,7 +258,8 @@ TEST(GrammarSamplingTest, MaskCostOnALlamaVocabulary) {
     auto matcher = CompileGrammarConstraint(c.grammar, **tokenizer, n_vocab);
     ASSERT_TRUE(matcher.ok()) << matcher.status().message();
     const double build_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - build_start).count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - build_start)
+            .count();
     // The document is spelled by the longest allowed token at each step (not timed).
     std::vector<uint8_t> mask;
     double total_ms = 0, worst_ms = 0;
@@ -266,7 +268,8 @@ TEST(GrammarSamplingTest, MaskCostOnALlamaVocabulary) {
       const auto start = std::chrono::steady_clock::now();
       ASSERT_TRUE((*matcher)->ComputeMask(&mask).ok());
       const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
       total_ms += ms;
       worst_ms = std::max(worst_ms, ms);
       int32_t best = -1;
@@ -274,7 +277,8 @@ TEST(GrammarSamplingTest, MaskCostOnALlamaVocabulary) {
       for (size_t id = 0; id < n_vocab; ++id) {
         allowed_total += mask[id];
         const std::string bytes = (*tokenizer)->TokenBytes(int32_t(id));
-        if (!bytes.empty() && bytes.size() > best_length && document.compare(pos, bytes.size(), bytes) == 0) {
+        if (!bytes.empty() && bytes.size() > best_length &&
+            document.compare(pos, bytes.size(), bytes) == 0) {
           EXPECT_TRUE(mask[id]) << "token " << id << " '" << bytes << "' at " << pos;
           best = int32_t(id);
           best_length = bytes.size();
@@ -286,10 +290,11 @@ TEST(GrammarSamplingTest, MaskCostOnALlamaVocabulary) {
     }
     ASSERT_TRUE((*matcher)->ComputeMask(&mask).ok());
     EXPECT_TRUE(mask[size_t((*tokenizer)->eos_id())]);
-    std::printf("%s: %zu steps, mask %.3f ms mean, %.3f ms worst, %.0f tokens allowed on average; "
-                "constraint built in %.1f ms\n",
-                c.name, steps, total_ms / double(steps), worst_ms,
-                double(allowed_total) / double(steps), build_ms);
+    std::printf(
+        "%s: %zu steps, mask %.3f ms mean, %.3f ms worst, %.0f tokens allowed on average; "
+        "constraint built in %.1f ms\n",
+        c.name, steps, total_ms / double(steps), worst_ms, double(allowed_total) / double(steps),
+        build_ms);
   }
 }
 
@@ -327,29 +332,34 @@ bool Validate(const Json& schema, const Json& value, const Json& root, std::stri
   }
   if (schema.contains("type")) {
     const std::string type = schema["type"];
-    const bool ok = (type == "object" && value.is_object()) || (type == "array" && value.is_array()) ||
-                    (type == "string" && value.is_string()) ||
-                    (type == "integer" && value.is_number_integer()) ||
-                    (type == "number" && value.is_number()) || (type == "boolean" && value.is_boolean()) ||
-                    (type == "null" && value.is_null());
+    const bool ok =
+        (type == "object" && value.is_object()) || (type == "array" && value.is_array()) ||
+        (type == "string" && value.is_string()) ||
+        (type == "integer" && value.is_number_integer()) ||
+        (type == "number" && value.is_number()) || (type == "boolean" && value.is_boolean()) ||
+        (type == "null" && value.is_null());
     if (!ok) return fail("not of type " + type);
   }
   if (value.is_object()) {
     for (const Json& name : schema.value("required", Json::array())) {
-      if (!value.contains(name.get<std::string>())) return fail("missing " + name.get<std::string>());
+      if (!value.contains(name.get<std::string>()))
+        return fail("missing " + name.get<std::string>());
     }
     const Json properties = schema.value("properties", Json::object());
     for (const auto& [key, member] : value.items()) {
       if (properties.contains(key)) {
         if (!Validate(properties[key], member, root, why)) return false;
-      } else if (schema.contains("additionalProperties") && schema["additionalProperties"] == false) {
+      } else if (schema.contains("additionalProperties") &&
+                 schema["additionalProperties"] == false) {
         return fail("additional property " + key);
       }
     }
   }
   if (value.is_array()) {
-    if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>()) return fail("too few items");
-    if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>()) return fail("too many items");
+    if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>())
+      return fail("too few items");
+    if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>())
+      return fail("too many items");
     if (schema.contains("items")) {
       for (const Json& item : value) {
         if (!Validate(schema["items"], item, root, why)) return false;
@@ -359,9 +369,12 @@ bool Validate(const Json& schema, const Json& value, const Json& root, std::stri
   if (value.is_string()) {
     const std::string text = value;
     const size_t length = CodepointCount(text);
-    if (schema.contains("minLength") && length < schema["minLength"].get<size_t>()) return fail("too short");
-    if (schema.contains("maxLength") && length > schema["maxLength"].get<size_t>()) return fail("too long");
-    if (schema.contains("pattern") && !std::regex_search(text, std::regex(schema["pattern"].get<std::string>()))) {
+    if (schema.contains("minLength") && length < schema["minLength"].get<size_t>())
+      return fail("too short");
+    if (schema.contains("maxLength") && length > schema["maxLength"].get<size_t>())
+      return fail("too long");
+    if (schema.contains("pattern") &&
+        !std::regex_search(text, std::regex(schema["pattern"].get<std::string>()))) {
       return fail("pattern");
     }
     if (schema.value("format", "") == "date") {
@@ -370,8 +383,10 @@ bool Validate(const Json& schema, const Json& value, const Json& root, std::stri
     }
   }
   if (value.is_number()) {
-    if (schema.contains("minimum") && value.get<double>() < schema["minimum"].get<double>()) return fail("below minimum");
-    if (schema.contains("maximum") && value.get<double>() > schema["maximum"].get<double>()) return fail("above maximum");
+    if (schema.contains("minimum") && value.get<double>() < schema["minimum"].get<double>())
+      return fail("below minimum");
+    if (schema.contains("maximum") && value.get<double>() > schema["maximum"].get<double>())
+      return fail("above maximum");
   }
   return true;
 }

@@ -2,6 +2,8 @@
 // check over a small vocabulary (tokens spanning several characters and ending inside one),
 // JSON Schema conversion, and a corpus of hostile grammars and schemas that must each be
 // rejected with an error or handled, without a crash or a hang (also run under the sanitizers).
+#include "core/grammar/grammar.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "core/grammar/grammar.h"
 #include "core/grammar/grammar_matcher.h"
 #include "core/grammar/json_schema.h"
 #include "core/grammar/vocab_trie.h"
@@ -73,9 +74,24 @@ TEST(GrammarTest, Repetitions) {
 TEST(GrammarTest, EscapesClassesAndUnicode) {
   auto g = MustCompile(R"(root ::= "\x41\u00e9\U0001F600\n\t\"\\" [^a-z\]] [\x30-\x39] . "é")");
   ASSERT_TRUE(g);
-  EXPECT_TRUE(Matches(g, "A\xC3\xA9\xF0\x9F\x98\x80\n\t\"\\" "Z" "7" "\xE2\x82\xAC" "\xC3\xA9"));
-  EXPECT_FALSE(Matches(g, "A\xC3\xA9\xF0\x9F\x98\x80\n\t\"\\" "z" "7" "x" "\xC3\xA9"));
-  EXPECT_FALSE(Matches(g, "A\xC3\xA9\xF0\x9F\x98\x80\n\t\"\\" "]" "7" "x" "\xC3\xA9"));
+  EXPECT_TRUE(Matches(g,
+                      "A\xC3\xA9\xF0\x9F\x98\x80\n\t\"\\"
+                      "Z"
+                      "7"
+                      "\xE2\x82\xAC"
+                      "\xC3\xA9"));
+  EXPECT_FALSE(Matches(g,
+                       "A\xC3\xA9\xF0\x9F\x98\x80\n\t\"\\"
+                       "z"
+                       "7"
+                       "x"
+                       "\xC3\xA9"));
+  EXPECT_FALSE(Matches(g,
+                       "A\xC3\xA9\xF0\x9F\x98\x80\n\t\"\\"
+                       "]"
+                       "7"
+                       "x"
+                       "\xC3\xA9"));
   // A rule may span lines inside parentheses and after '|'.
   auto spanning = MustCompile("root ::= (\n  \"a\"\n  | \"b\"\n)\n  | \"c\"\nother ::= \"d\"");
   EXPECT_TRUE(Matches(spanning, "b"));
@@ -113,12 +129,62 @@ TEST(GrammarTest, LeftRecursionIsRejected) {
 // A small vocabulary with tokens that span characters, split UTF-8 characters, and repeat
 // bytes; the mask must equal "feeding this token's bytes succeeds".
 std::vector<std::string> TestVocab() {
-  return {"",      "a",     "b",      "ab",    "ba",   "abc",  "c",     "{",   "}",    "\"",
-          "\"a",   "a\"",   "{\"",    "\":",   ":",    " ",    "  ",    ",",   "1",    "12",
-          "-",     "-1",    "0",      "01",    ".",    ".5",   "e",     "true", "tru", "null",
-          "\xC3",  "\xA9",  "\xC3\xA9", "a\xC3", "\xA9" "b", "\xE2\x82", "\xAC", "\xE2", "\x82\xAC",
-          "\xF0\x9F", "\x98\x80", "\n", "\\",   "\\n",  "u",    "[",    "]",     "x",   "yz",
-          "A",     "Bo",    "b,",     ", ",    "é,",   "\xFF"};
+  return {"",
+          "a",
+          "b",
+          "ab",
+          "ba",
+          "abc",
+          "c",
+          "{",
+          "}",
+          "\"",
+          "\"a",
+          "a\"",
+          "{\"",
+          "\":",
+          ":",
+          " ",
+          "  ",
+          ",",
+          "1",
+          "12",
+          "-",
+          "-1",
+          "0",
+          "01",
+          ".",
+          ".5",
+          "e",
+          "true",
+          "tru",
+          "null",
+          "\xC3",
+          "\xA9",
+          "\xC3\xA9",
+          "a\xC3",
+          "\xA9"
+          "b",
+          "\xE2\x82",
+          "\xAC",
+          "\xE2",
+          "\x82\xAC",
+          "\xF0\x9F",
+          "\x98\x80",
+          "\n",
+          "\\",
+          "\\n",
+          "u",
+          "[",
+          "]",
+          "x",
+          "yz",
+          "A",
+          "Bo",
+          "b,",
+          ", ",
+          "é,",
+          "\xFF"};
 }
 
 std::shared_ptr<const VocabTrie> MakeVocab(const std::vector<std::string>& pieces,
@@ -148,8 +214,8 @@ void CheckMaskAgainstBruteForce(const std::shared_ptr<const Grammar>& grammar,
       for (int32_t t : accepted) ok = ok && (*fresh)->AcceptToken(t).ok();
       ASSERT_TRUE(ok);
       const bool expected = (*fresh)->AcceptToken(int32_t(id)).ok();
-      EXPECT_EQ(bool(mask[id]), expected) << "token " << id << " '" << pieces[id] << "' after "
-                                          << accepted.size() << " tokens";
+      EXPECT_EQ(bool(mask[id]), expected)
+          << "token " << id << " '" << pieces[id] << "' after " << accepted.size() << " tokens";
       if (expected) allowed.push_back(int32_t(id));
     }
     if (allowed.empty()) {
@@ -190,7 +256,7 @@ TEST(GrammarTest, EndTokenOnlyWhenComplete) {
   ASSERT_TRUE((*matcher)->ComputeMask(&mask).ok());
   EXPECT_EQ(mask, (std::vector<uint8_t>{0, 1, 0, 0, 1}));
   EXPECT_FALSE((*matcher)->AcceptToken(0).ok());  // the end token before the end
-  EXPECT_FALSE((*matcher)->error().ok());          // kept
+  EXPECT_FALSE((*matcher)->error().ok());         // kept
   matcher = GrammarMatcher::Create(grammar, vocab);
   ASSERT_TRUE((*matcher)->AcceptToken(4).ok());
   ASSERT_TRUE((*matcher)->ComputeMask(&mask).ok());
@@ -272,10 +338,12 @@ TEST(JsonSchemaTest, RefsAnyOfFormatsPatternsAndTuples) {
     "items": false, "minItems": 2})");
   ASSERT_TRUE(formats);
   EXPECT_TRUE(Matches(formats, R"(["2024-02-29", "123e4567-e89b-12d3-a456-426614174000"])"));
-  EXPECT_TRUE(Matches(formats, R"(["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "AB-12", {"k":[1,2]}])"));
+  EXPECT_TRUE(Matches(
+      formats, R"(["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "AB-12", {"k":[1,2]}])"));
   EXPECT_FALSE(Matches(formats, R"(["2024-02-29"])"));
   EXPECT_FALSE(Matches(formats, R"(["2024-13-01", "123e4567-e89b-12d3-a456-426614174000"])"));
-  EXPECT_FALSE(Matches(formats, R"(["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "ab-12"])"));
+  EXPECT_FALSE(
+      Matches(formats, R"(["2024-02-29", "123e4567-e89b-12d3-a456-426614174000", "ab-12"])"));
   auto types = SchemaGrammar(R"({"type": ["string", "null"], "minLength": 2})");
   EXPECT_TRUE(Matches(types, "null"));
   EXPECT_TRUE(Matches(types, R"("ab")"));
@@ -283,7 +351,8 @@ TEST(JsonSchemaTest, RefsAnyOfFormatsPatternsAndTuples) {
   auto unanchored = SchemaGrammar(R"({"type": "string", "pattern": "a\\.b"})");
   EXPECT_TRUE(Matches(unanchored, R"("xxa.byy")"));
   EXPECT_FALSE(Matches(unanchored, R"("xxaxbyy")"));
-  auto all_of = SchemaGrammar(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+  auto all_of =
+      SchemaGrammar(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
       {"properties": {"b": {"type": "string"}}, "required": ["b"]}], "additionalProperties": false})");
   EXPECT_TRUE(Matches(all_of, R"({"a": 1, "b": "x"})"));
   EXPECT_FALSE(Matches(all_of, R"({"a": 1})"));
@@ -295,8 +364,12 @@ TEST(JsonSchemaTest, IntegerRanges) {
     std::vector<long long> in, out;
   };
   const Case cases[] = {
-      {R"({"type": "integer", "minimum": 7, "maximum": 1234})", {7, 9, 10, 99, 100, 999, 1000, 1234}, {6, 0, -7, 1235, 2000, 10000}},
-      {R"({"type": "integer", "minimum": -15, "maximum": 3})", {-15, -10, -9, -1, 0, 3}, {-16, -20, 4, 10}},
+      {R"({"type": "integer", "minimum": 7, "maximum": 1234})",
+       {7, 9, 10, 99, 100, 999, 1000, 1234},
+       {6, 0, -7, 1235, 2000, 10000}},
+      {R"({"type": "integer", "minimum": -15, "maximum": 3})",
+       {-15, -10, -9, -1, 0, 3},
+       {-16, -20, 4, 10}},
       {R"({"type": "integer", "exclusiveMinimum": 9})", {10, 11, 99, 100, 123456}, {9, 0, -1}},
       {R"({"type": "integer", "maximum": -3})", {-3, -4, -10, -999}, {-2, 0, 5}},
       {R"({"type": "integer", "minimum": 100, "maximum": 100})", {100}, {99, 101, 10, 1000}},
@@ -362,8 +435,7 @@ HostileResult TryGrammar(const std::string& text) {
       }
     }
   }
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
@@ -380,7 +452,8 @@ TEST(GrammarHostileTest, CorpusIsRejectedOrHandled) {
     bool must_fail;
   };
   std::string many_alternatives = "root ::= ";
-  for (int i = 0; i < 10000; ++i) many_alternatives += (i ? " | \"a" : "\"a") + std::to_string(i) + "\"";
+  for (int i = 0; i < 10000; ++i)
+    many_alternatives += (i ? " | \"a" : "\"a") + std::to_string(i) + "\"";
   std::string many_rules = "root ::= r0\n";
   for (int i = 0; i < 120000; ++i) many_rules += "r" + std::to_string(i) + " ::= \"a\"\n";
   std::string chain = "root ::= r0\n";
@@ -436,7 +509,8 @@ TEST(GrammarHostileTest, SchemaCorpusIsRejectedOrHandled) {
       {"deep nesting", deep},
       {"deep const", deep_const},
       {"wide object", wide},
-      {"$ref cycle", R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"},
+      {"$ref cycle",
+       R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"},
       {"$ref to itself", R"({"$ref": "#"})"},
       {"dangling $ref", R"({"$ref": "#/$defs/nothing"})"},
       {"huge maxItems", R"({"type": "array", "maxItems": 100000000000})"},
@@ -460,9 +534,13 @@ TEST(GrammarHostileTest, SchemaCorpusIsRejectedOrHandled) {
     } else {
       EXPECT_EQ(text.status().message().find('\n'), std::string::npos);
     }
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              10.0);
   }
-  EXPECT_NE(SchemaError(R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"), "");
+  EXPECT_NE(
+      SchemaError(
+          R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"),
+      "");
   EXPECT_NE(SchemaError(deep), "");
   EXPECT_NE(SchemaError("false"), "");
 }

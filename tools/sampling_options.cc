@@ -60,9 +60,10 @@ void SamplingOptions::AddTo(CLI::App& app) {
   flags.push_back(app.add_option("-l,--logit-bias", logit_bias, "TOKEN+BIAS or TOKEN-BIAS (repeatable; -inf bans)"));
   flags.push_back(app.add_option("--grammar", grammar, "GBNF grammar the output must match"));
   flags.push_back(app.add_option("--grammar-file", grammar_file, "file with a GBNF grammar"));
-  flags.push_back(app.add_option("--json-schema", json_schema,
-                                 "JSON Schema the output must validate against"));
-  flags.push_back(app.add_option("--json-schema-file", json_schema_file, "file with a JSON Schema"));
+  flags.push_back(
+      app.add_option("--json-schema", json_schema, "JSON Schema the output must validate against"));
+  flags.push_back(
+      app.add_option("--json-schema-file", json_schema_file, "file with a JSON Schema"));
   add("--seed", s.seed, "random seed (default 0)", IntRange(0, INT64_MAX));
   add("--n-probs", s.n_probs, "report the N most likely tokens at each step (default 0; needs --json)",
       IntRange(0, 100));

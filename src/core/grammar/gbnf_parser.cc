@@ -154,7 +154,8 @@ class GbnfParser {
   Result<uint32_t> NewHelper(size_t pos) {
     PETREL_RETURN_IF_ERROR(CheckRuleCount(pos));
     const uint32_t id = uint32_t(draft_.rules.size());
-    draft_.rules.push_back(RuleDraft{current_rule_ + "/" + std::to_string(++helpers_), {}, true, pos});
+    draft_.rules.push_back(
+        RuleDraft{current_rule_ + "/" + std::to_string(++helpers_), {}, true, pos});
     return id;
   }
 
@@ -181,7 +182,8 @@ class GbnfParser {
     const std::string name = ParseName();
     if (name.empty()) return ErrorAt(start, "expected a rule name");
     while (Peek() == ' ' || Peek() == '\t') ++pos_;
-    if (text_.compare(pos_, 3, "::=") != 0) return ErrorAt(pos_, "expected '::=' after '" + name + "'");
+    if (text_.compare(pos_, 3, "::=") != 0)
+      return ErrorAt(pos_, "expected '::=' after '" + name + "'");
     pos_ += 3;
     PETREL_ASSIGN_OR_RETURN(const uint32_t id, RuleId(name, start));
     if (draft_.rules[id].defined) {
@@ -281,15 +283,32 @@ class GbnfParser {
     ++pos_;
     size_t hex_digits = 0;
     switch (esc) {
-      case 'n': return uint32_t('\n');
-      case 't': return uint32_t('\t');
-      case 'r': return uint32_t('\r');
-      case '0': return uint32_t(0);
-      case '\\': case '"': case '\'': case '[': case ']': case '-': case '/': case '^':
+      case 'n':
+        return uint32_t('\n');
+      case 't':
+        return uint32_t('\t');
+      case 'r':
+        return uint32_t('\r');
+      case '0':
+        return uint32_t(0);
+      case '\\':
+      case '"':
+      case '\'':
+      case '[':
+      case ']':
+      case '-':
+      case '/':
+      case '^':
         return uint32_t(uint8_t(esc));
-      case 'x': hex_digits = 2; break;
-      case 'u': hex_digits = 4; break;
-      case 'U': hex_digits = 8; break;
+      case 'x':
+        hex_digits = 2;
+        break;
+      case 'u':
+        hex_digits = 4;
+        break;
+      case 'U':
+        hex_digits = 8;
+        break;
       default:
         return ErrorAt(start, std::string("unknown escape '\\") + esc + "'");
     }

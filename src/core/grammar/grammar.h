@@ -18,11 +18,11 @@ namespace petrel {
 // What a grammar may cost; each limit that is exceeded is a one-line compile error.
 struct GrammarLimits {
   size_t max_source_bytes = 4u << 20;
-  size_t max_nesting = 128;           // parenthesised groups inside one another
-  size_t max_repetition = 10000;      // m and n of x{m,n}
-  size_t max_rules = 100000;          // named rules plus the helpers groups and repetitions make
-  size_t max_elements = 2000000;      // characters and references of all rules, after expansion
-  size_t max_stacks = 16384;          // parse stacks alive at once while matching (run time)
+  size_t max_nesting = 128;       // parenthesised groups inside one another
+  size_t max_repetition = 10000;  // m and n of x{m,n}
+  size_t max_rules = 100000;      // named rules plus the helpers groups and repetitions make
+  size_t max_elements = 2000000;  // characters and references of all rules, after expansion
+  size_t max_stacks = 16384;      // parse stacks alive at once while matching (run time)
 };
 
 enum class ElementKind : uint8_t {

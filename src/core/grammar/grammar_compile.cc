@@ -19,7 +19,7 @@ std::vector<bool> NullableRules(const GrammarDraft& draft) {
     uint32_t rule;
     uint32_t alt;
   };
-  std::vector<std::vector<AltRef>> used_in(n_rules);  // rule -> alternatives naming it
+  std::vector<std::vector<AltRef>> used_in(n_rules);    // rule -> alternatives naming it
   std::vector<std::vector<uint32_t>> pending(n_rules);  // per rule and alternative
   std::vector<uint32_t> queue;
   for (uint32_t r = 0; r < n_rules; ++r) {

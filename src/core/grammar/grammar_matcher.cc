@@ -305,7 +305,8 @@ Status GrammarMatcher::ComputeMask(std::vector<uint8_t>* allowed) {
 }
 
 std::vector<uint32_t> GrammarMatcher::StateKey() const {
-  std::vector<uint32_t> key = {committed_utf8_.value, committed_utf8_.remaining, committed_utf8_.min};
+  std::vector<uint32_t> key = {committed_utf8_.value, committed_utf8_.remaining,
+                               committed_utf8_.min};
   for (uint32_t i = 0; i < committed_.size; ++i) {
     for (uint32_t s = set_pool_[committed_.offset + i]; s != kEmpty; s = frames_[s].parent) {
       key.push_back(frames_[s].pos);

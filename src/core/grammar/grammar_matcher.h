@@ -55,7 +55,7 @@ class GrammarMatcher {
     uint64_t signature;
   };
   struct Utf8State {
-    uint32_t value = 0;     // bits of the character so far
+    uint32_t value = 0;      // bits of the character so far
     uint32_t remaining = 0;  // continuation bytes still expected
     uint32_t min = 0;        // smallest code point of its length (no overlong forms)
   };

@@ -35,17 +35,34 @@ size_t JsonDepth(const Json& value) {
 
 const std::set<std::string>& AnnotationKeywords() {
   static const std::set<std::string> keywords = {
-      "$schema", "$id", "$comment", "title", "description", "default", "examples",
-      "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
+      "$schema",  "$id",        "$comment", "title",     "description", "default",
+      "examples", "deprecated", "readOnly", "writeOnly", "$defs",       "definitions"};
   return keywords;
 }
 
 const std::set<std::string>& ConstraintKeywords() {
-  static const std::set<std::string> keywords = {
-      "type", "properties", "required", "additionalProperties", "enum", "const", "items",
-      "prefixItems", "minItems", "maxItems", "$ref", "anyOf", "oneOf", "allOf", "minLength",
-      "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-      "exclusiveMaximum"};
+  static const std::set<std::string> keywords = {"type",
+                                                 "properties",
+                                                 "required",
+                                                 "additionalProperties",
+                                                 "enum",
+                                                 "const",
+                                                 "items",
+                                                 "prefixItems",
+                                                 "minItems",
+                                                 "maxItems",
+                                                 "$ref",
+                                                 "anyOf",
+                                                 "oneOf",
+                                                 "allOf",
+                                                 "minLength",
+                                                 "maxLength",
+                                                 "pattern",
+                                                 "format",
+                                                 "minimum",
+                                                 "maximum",
+                                                 "exclusiveMinimum",
+                                                 "exclusiveMaximum"};
   return keywords;
 }
 
@@ -66,7 +83,8 @@ std::string EscapePointer(const std::string& key) {
 std::string RuleNameFrom(const std::string& hint) {
   std::string name;
   for (char ch : hint) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+    const bool ok =
+        (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
     name += ok ? ch : '-';
   }
   if (name.empty()) name = "item";
@@ -91,7 +109,8 @@ const std::map<std::string, std::string>& FormatRules() {
 
 class SchemaConverter {
  public:
-  SchemaConverter(const Json& root, const JsonSchemaLimits& limits) : root_(root), limits_(limits) {}
+  SchemaConverter(const Json& root, const JsonSchemaLimits& limits)
+      : root_(root), limits_(limits) {}
 
   Result<std::string> Convert() {
     PETREL_ASSIGN_OR_RETURN(const std::string root_expr, Visit(root_, "root", "", 0));
@@ -118,7 +137,8 @@ class SchemaConverter {
     // Their dependencies.
     if (name == "string") used_primitives_.insert("char");
     if (name == "value" || name == "object" || name == "array") {
-      for (const char* p : {"value", "object", "array", "string", "char", "number", "boolean", "null"}) {
+      for (const char* p :
+           {"value", "object", "array", "string", "char", "number", "boolean", "null"}) {
         used_primitives_.insert(p);
       }
     }
@@ -128,7 +148,8 @@ class SchemaConverter {
 
   Result<std::string> NewRule(const std::string& hint, const std::string& pointer) {
     if (rules_.size() >= limits_.max_rules) {
-      return Fail(pointer, "the schema needs more than " + std::to_string(limits_.max_rules) + " rules");
+      return Fail(pointer,
+                  "the schema needs more than " + std::to_string(limits_.max_rules) + " rules");
     }
     std::string base = RuleNameFrom(hint);
     // Names of primitives and root stay theirs.
@@ -152,7 +173,8 @@ class SchemaConverter {
 
   Result<const Json*> ResolvePointer(const std::string& ref, const std::string& pointer) {
     if (ref.empty() || ref[0] != '#') {
-      return Fail(pointer, "$ref '" + ref + "' is not local (only \"#...\" references are supported)");
+      return Fail(pointer,
+                  "$ref '" + ref + "' is not local (only \"#...\" references are supported)");
     }
     const Json* node = &root_;
     std::string path = ref.substr(1);
@@ -203,8 +225,9 @@ class SchemaConverter {
       PETREL_ASSIGN_OR_RETURN(target, ResolvePointer(next, pointer));
     }
     const size_t slash = ref.find_last_of('/');
-    PETREL_ASSIGN_OR_RETURN(const std::string name,
-                            NewRule(slash == std::string::npos ? "ref" : ref.substr(slash + 1), pointer));
+    PETREL_ASSIGN_OR_RETURN(
+        const std::string name,
+        NewRule(slash == std::string::npos ? "ref" : ref.substr(slash + 1), pointer));
     ref_rules_[ref] = name;
     PETREL_ASSIGN_OR_RETURN(const std::string body, Visit(*target, name, ref.substr(1), depth + 1));
     rules_[name] = body;
@@ -238,7 +261,8 @@ class SchemaConverter {
     }
     if (schema.contains("enum")) {
       const Json& values = schema["enum"];
-      if (!values.is_array() || values.empty()) return Fail(pointer + "/enum", "enum must be a non-empty array");
+      if (!values.is_array() || values.empty())
+        return Fail(pointer + "/enum", "enum must be a non-empty array");
       std::vector<std::string> parts;
       for (const Json& value : values) parts.push_back(GbnfLiteral(value.dump()));
       Primitive("ws");
@@ -249,7 +273,8 @@ class SchemaConverter {
       // oneOf is converted as anyOf: a grammar cannot exclude a value that matches two branches.
       const Json& branches = schema[combinator];
       if (!branches.is_array() || branches.empty()) {
-        return Fail(pointer + "/" + combinator, std::string(combinator) + " must be a non-empty array");
+        return Fail(pointer + "/" + combinator,
+                    std::string(combinator) + " must be a non-empty array");
       }
       for (const auto& [key, value] : schema.items()) {
         if (key != combinator && !AnnotationKeywords().count(key) && key != "type") {
@@ -259,8 +284,10 @@ class SchemaConverter {
       std::vector<std::string> parts;
       for (size_t i = 0; i < branches.size(); ++i) {
         const std::string at = pointer + "/" + combinator + "/" + std::to_string(i);
-        PETREL_ASSIGN_OR_RETURN(std::string expr, Visit(branches[i], name + "-" + std::to_string(i), at, depth + 1));
-        PETREL_ASSIGN_OR_RETURN(std::string rule, AddRule(name + "-" + std::to_string(i), expr, at));
+        PETREL_ASSIGN_OR_RETURN(std::string expr,
+                                Visit(branches[i], name + "-" + std::to_string(i), at, depth + 1));
+        PETREL_ASSIGN_OR_RETURN(std::string rule,
+                                AddRule(name + "-" + std::to_string(i), expr, at));
         parts.push_back(rule);
       }
       return "(" + Join(parts) + ")";
@@ -283,7 +310,8 @@ class SchemaConverter {
   Result<std::string> AllOf(const Json& schema, const std::string& name, const std::string& pointer,
                             size_t depth) {
     const Json& parts = schema["allOf"];
-    if (!parts.is_array() || parts.empty()) return Fail(pointer + "/allOf", "allOf must be a non-empty array");
+    if (!parts.is_array() || parts.empty())
+      return Fail(pointer + "/allOf", "allOf must be a non-empty array");
     Json merged = Json::object();
     merged["type"] = "object";
     merged["properties"] = Json::object();
@@ -298,7 +326,8 @@ class SchemaConverter {
       const std::string at = i == 0 ? pointer : pointer + "/allOf/" + std::to_string(i - 1);
       std::set<std::string> seen;
       while (part->is_object() && part->contains("$ref")) {
-        const std::string ref = (*part)["$ref"].is_string() ? (*part)["$ref"].get<std::string>() : "";
+        const std::string ref =
+            (*part)["$ref"].is_string() ? (*part)["$ref"].get<std::string>() : "";
         if (!seen.insert(ref).second) return Fail(at, "$ref cycle through '" + ref + "'");
         PETREL_ASSIGN_OR_RETURN(part, ResolvePointer(ref, at));
       }
@@ -316,7 +345,9 @@ class SchemaConverter {
         } else if (key == "additionalProperties") {
           merged["additionalProperties"] = value;
         } else {
-          return Fail(at, "allOf: '" + key + "' cannot be combined (only properties, required, additionalProperties)");
+          return Fail(at,
+                      "allOf: '" + key +
+                          "' cannot be combined (only properties, required, additionalProperties)");
         }
       }
     }
@@ -332,7 +363,8 @@ class SchemaConverter {
         types.push_back(type.get<std::string>());
       } else if (type.is_array() && !type.empty()) {
         for (const Json& t : type) {
-          if (!t.is_string()) return Fail(pointer + "/type", "type must be a string or an array of strings");
+          if (!t.is_string())
+            return Fail(pointer + "/type", "type must be a string or an array of strings");
           types.push_back(t.get<std::string>());
         }
       } else {
@@ -340,17 +372,21 @@ class SchemaConverter {
       }
     } else {
       auto has = [&](std::initializer_list<const char*> keys) {
-        return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return schema.contains(k); });
+        return std::any_of(keys.begin(), keys.end(),
+                           [&](const char* k) { return schema.contains(k); });
       };
       if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
       if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
       if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
-      if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types.push_back("number");
+      if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}))
+        types.push_back("number");
       if (types.empty()) return Primitive("value");
     }
     std::vector<std::string> parts;
     for (const std::string& type : types) {
-      PETREL_ASSIGN_OR_RETURN(std::string part, OneType(schema, type, types.size() > 1 ? name + "-" + type : name, pointer, depth));
+      PETREL_ASSIGN_OR_RETURN(
+          std::string part,
+          OneType(schema, type, types.size() > 1 ? name + "-" + type : name, pointer, depth));
       parts.push_back(part);
     }
     return parts.size() == 1 ? parts[0] : "(" + Join(parts) + ")";
@@ -362,7 +398,8 @@ class SchemaConverter {
       return Fail(pointer + "/" + key, std::string(key) + " must be a non-negative integer");
     }
     if (value.get<uint64_t>() > limits_.max_count) {
-      return Fail(pointer + "/" + key, std::string(key) + " " + value.dump() + " exceeds the limit of " +
+      return Fail(pointer + "/" + key, std::string(key) + " " + value.dump() +
+                                           " exceeds the limit of " +
                                            std::to_string(limits_.max_count));
     }
     return size_t(value.get<uint64_t>());
@@ -383,18 +420,22 @@ class SchemaConverter {
     Primitive("string");
     const bool lengths = schema.contains("minLength") || schema.contains("maxLength");
     if (schema.contains("format")) {
-      if (!schema["format"].is_string()) return Fail(pointer + "/format", "format must be a string");
+      if (!schema["format"].is_string())
+        return Fail(pointer + "/format", "format must be a string");
       const std::string format = schema["format"].get<std::string>();
       auto it = FormatRules().find(format);
-      if (it == FormatRules().end()) return Fail(pointer + "/format", "unsupported format '" + format + "'");
+      if (it == FormatRules().end())
+        return Fail(pointer + "/format", "unsupported format '" + format + "'");
       if (lengths || schema.contains("pattern")) {
         return Fail(pointer, "format together with pattern or lengths is not supported");
       }
       return "\"\\\"\" " + it->second + " \"\\\"\" ws";
     }
     if (schema.contains("pattern")) {
-      if (!schema["pattern"].is_string()) return Fail(pointer + "/pattern", "pattern must be a string");
-      if (lengths) return Fail(pointer, "pattern together with minLength/maxLength is not supported");
+      if (!schema["pattern"].is_string())
+        return Fail(pointer + "/pattern", "pattern must be a string");
+      if (lengths)
+        return Fail(pointer, "pattern together with minLength/maxLength is not supported");
       auto body = RegexToGbnf(schema["pattern"].get<std::string>(), limits_.max_count);
       if (!body.ok()) return Fail(pointer + "/pattern", body.status().message());
       return "\"\\\"\" " + *body + " \"\\\"\" ws";
@@ -419,9 +460,11 @@ class SchemaConverter {
     auto bound = [&](const char* key, bool lower, bool exclusive) -> Status {
       if (!schema.contains(key)) return Status::Ok();
       const Json& value = schema[key];
-      if (!value.is_number()) return Fail(pointer + "/" + key, std::string(key) + " must be a number");
+      if (!value.is_number())
+        return Fail(pointer + "/" + key, std::string(key) + " must be a number");
       const double v = value.get<double>();
-      if (!(std::fabs(v) <= 1e18)) return Fail(pointer + "/" + key, std::string(key) + " is out of range");
+      if (!(std::fabs(v) <= 1e18))
+        return Fail(pointer + "/" + key, std::string(key) + " is out of range");
       int64_t b = lower ? int64_t(std::ceil(v)) : int64_t(std::floor(v));
       if (exclusive && double(b) == v) b += lower ? 1 : -1;
       auto& slot = lower ? min : max;
@@ -447,22 +490,28 @@ class SchemaConverter {
     if (schema.contains("minimum") && schema["minimum"] == 0 && !schema.contains("maximum") &&
         !schema.contains("exclusiveMinimum") && !schema.contains("exclusiveMaximum")) {
       Primitive("ws");
-      return std::string(R"(("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,16})? ws)");
+      return std::string(
+          R"(("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,16})? ws)");
     }
-    return Fail(pointer, "bounds on a number are not supported (only minimum 0; use type integer for ranges)");
+    return Fail(
+        pointer,
+        "bounds on a number are not supported (only minimum 0; use type integer for ranges)");
   }
 
-  Result<std::string> Object(const Json& schema, const std::string& name, const std::string& pointer,
-                             size_t depth) {
+  Result<std::string> Object(const Json& schema, const std::string& name,
+                             const std::string& pointer, size_t depth) {
     Primitive("ws");
     Json properties = schema.contains("properties") ? schema["properties"] : Json::object();
-    if (!properties.is_object()) return Fail(pointer + "/properties", "properties must be an object");
+    if (!properties.is_object())
+      return Fail(pointer + "/properties", "properties must be an object");
     std::vector<std::string> required_names;
     if (schema.contains("required")) {
       const Json& required = schema["required"];
-      if (!required.is_array()) return Fail(pointer + "/required", "required must be an array of names");
+      if (!required.is_array())
+        return Fail(pointer + "/required", "required must be an array of names");
       for (const Json& r : required) {
-        if (!r.is_string()) return Fail(pointer + "/required", "required must be an array of names");
+        if (!r.is_string())
+          return Fail(pointer + "/required", "required must be an array of names");
         const std::string key = r.get<std::string>();
         if (std::find(required_names.begin(), required_names.end(), key) == required_names.end()) {
           required_names.push_back(key);
@@ -474,27 +523,32 @@ class SchemaConverter {
     for (const auto& [key, sub] : properties.items()) {
       const std::string at = pointer + "/properties/" + EscapePointer(key);
       PETREL_ASSIGN_OR_RETURN(std::string value, Visit(sub, name + "-" + key, at, depth + 1));
-      PETREL_ASSIGN_OR_RETURN(std::string kv, AddRule(name + "-" + key + "-kv",
-                                                      GbnfLiteral(Json(key).dump()) + " ws \":\" ws " + value, at));
+      PETREL_ASSIGN_OR_RETURN(std::string kv,
+                              AddRule(name + "-" + key + "-kv",
+                                      GbnfLiteral(Json(key).dump()) + " ws \":\" ws " + value, at));
       const bool is_required =
           std::find(required_names.begin(), required_names.end(), key) != required_names.end();
       (is_required ? required_kvs : optional_kvs).push_back(kv);
     }
     if (optional_kvs.size() > limits_.max_optional_properties) {
-      return Fail(pointer, "more than " + std::to_string(limits_.max_optional_properties) + " optional properties");
+      return Fail(pointer, "more than " + std::to_string(limits_.max_optional_properties) +
+                               " optional properties");
     }
     // Additional properties: absent or true allows any; a schema constrains their values.
     std::string extra_kv;
-    const Json additional = schema.contains("additionalProperties") ? schema["additionalProperties"] : Json(true);
+    const Json additional =
+        schema.contains("additionalProperties") ? schema["additionalProperties"] : Json(true);
     if (!(additional.is_boolean() && !additional.get<bool>())) {
       std::string value = "value";
       if (additional.is_boolean()) {
         Primitive("value");
       } else {
-        PETREL_ASSIGN_OR_RETURN(value, Visit(additional, name + "-additional", pointer + "/additionalProperties", depth + 1));
+        PETREL_ASSIGN_OR_RETURN(value, Visit(additional, name + "-additional",
+                                             pointer + "/additionalProperties", depth + 1));
       }
       Primitive("string");
-      PETREL_ASSIGN_OR_RETURN(extra_kv, AddRule(name + "-additional-kv", "string \":\" ws " + value, pointer));
+      PETREL_ASSIGN_OR_RETURN(
+          extra_kv, AddRule(name + "-additional-kv", "string \":\" ws " + value, pointer));
     }
     // Optional members in their order, each possibly absent, then any additional ones:
     // tail(i) follows optional member i (i = -1: the required ones) and is ("," next)*.
@@ -526,7 +580,8 @@ class SchemaConverter {
       }
     } else {
       std::vector<std::string> starts;
-      for (size_t j = 0; j < optional_kvs.size(); ++j) starts.push_back(optional_kvs[j] + " " + tails[j]);
+      for (size_t j = 0; j < optional_kvs.size(); ++j)
+        starts.push_back(optional_kvs[j] + " " + tails[j]);
       if (!extra_kv.empty()) starts.push_back(extra_kv + " " + extra_rest);
       if (!starts.empty()) body = "(" + Join(starts) + ")?";
     }
@@ -551,12 +606,15 @@ class SchemaConverter {
       const Json& items = schema["prefixItems"];
       if (!items.is_array()) return Fail(pointer + "/prefixItems", "prefixItems must be an array");
       if (items.size() > kMaxPrefixItems) {
-        return Fail(pointer + "/prefixItems", "more than " + std::to_string(kMaxPrefixItems) + " prefixItems");
+        return Fail(pointer + "/prefixItems",
+                    "more than " + std::to_string(kMaxPrefixItems) + " prefixItems");
       }
       for (size_t i = 0; i < items.size(); ++i) {
         const std::string at = pointer + "/prefixItems/" + std::to_string(i);
-        PETREL_ASSIGN_OR_RETURN(std::string expr, Visit(items[i], name + "-" + std::to_string(i), at, depth + 1));
-        PETREL_ASSIGN_OR_RETURN(std::string rule, AddRule(name + "-" + std::to_string(i), expr, at));
+        PETREL_ASSIGN_OR_RETURN(std::string expr,
+                                Visit(items[i], name + "-" + std::to_string(i), at, depth + 1));
+        PETREL_ASSIGN_OR_RETURN(std::string rule,
+                                AddRule(name + "-" + std::to_string(i), expr, at));
         prefix.push_back(rule);
       }
     }
@@ -564,11 +622,13 @@ class SchemaConverter {
     if (!schema.contains("items") || schema["items"] == true) {
       item = Primitive("value");
     } else if (schema["items"] == false) {
-      if (min > prefix.size()) return Fail(pointer, "minItems exceeds prefixItems with items false");
+      if (min > prefix.size())
+        return Fail(pointer, "minItems exceeds prefixItems with items false");
     } else if (schema["items"].is_array()) {
       return Fail(pointer + "/items", "items as an array is not supported (use prefixItems)");
     } else {
-      PETREL_ASSIGN_OR_RETURN(std::string expr, Visit(schema["items"], name + "-item", pointer + "/items", depth + 1));
+      PETREL_ASSIGN_OR_RETURN(
+          std::string expr, Visit(schema["items"], name + "-item", pointer + "/items", depth + 1));
       PETREL_ASSIGN_OR_RETURN(item, AddRule(name + "-item", expr, pointer + "/items"));
     }
     if (max) {

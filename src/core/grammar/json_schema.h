@@ -4,19 +4,18 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "core/base/status.h"
 
 namespace petrel {
 
 struct JsonSchemaLimits {
-  size_t max_depth = 64;      // nested subschemas
-  size_t max_rules = 10000;   // rules of the resulting grammar
-  size_t max_count = 10000;   // minItems/maxItems/minLength/maxLength a grammar spells out
+  size_t max_depth = 64;     // nested subschemas
+  size_t max_rules = 10000;  // rules of the resulting grammar
+  size_t max_count = 10000;  // minItems/maxItems/minLength/maxLength a grammar spells out
   size_t max_optional_properties = 64;  // optional properties of one object (rules grow as n^2)
 };
 

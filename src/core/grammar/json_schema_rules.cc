@@ -52,7 +52,8 @@ std::string SameLength(const std::string& low, const std::string& high) {
                     SameLength(low_rest, std::string(n - 1, '9')) + ")");
   }
   if (high_all_nine) middle_last = high[0];
-  if (middle_first <= middle_last) parts.push_back(DigitClass(middle_first, middle_last) + " " + any_rest);
+  if (middle_first <= middle_last)
+    parts.push_back(DigitClass(middle_first, middle_last) + " " + any_rest);
   if (!high_all_nine) {
     parts.push_back(DigitClass(high[0], high[0]) + " (" +
                     SameLength(std::string(n - 1, '0'), high_rest) + ")");
@@ -93,7 +94,8 @@ Result<std::string> IntegerRangeGbnf(std::optional<int64_t> min, std::optional<i
       (max && (*max < -kMaxBound || *max > kMaxBound))) {
     return Error("integer bounds beyond +-10^18 are not supported");
   }
-  if (min && max && *min > *max) return Error("minimum %lld exceeds maximum %lld", (long long)*min, (long long)*max);
+  if (min && max && *min > *max)
+    return Error("minimum %lld exceeds maximum %lld", (long long)*min, (long long)*max);
   std::vector<std::string> parts;
   // Negative values x in [min, min(max, -1)], as "-" and the magnitude -x.
   if (!min || *min < 0) {
@@ -148,14 +150,22 @@ std::string HexChar(uint32_t cpt) {
 // How a character is written inside a JSON string: itself, or its escape.
 std::string JsonEncodedLiteral(uint32_t cpt) {
   switch (cpt) {
-    case '"': return R"("\\\"")";
-    case '\\': return R"("\\\\")";
-    case '\n': return R"("\\n")";
-    case '\t': return R"("\\t")";
-    case '\r': return R"("\\r")";
-    case '\b': return R"("\\b")";
-    case '\f': return R"("\\f")";
-    default: break;
+    case '"':
+      return R"("\\\"")";
+    case '\\':
+      return R"("\\\\")";
+    case '\n':
+      return R"("\\n")";
+    case '\t':
+      return R"("\\t")";
+    case '\r':
+      return R"("\\r")";
+    case '\b':
+      return R"("\\b")";
+    case '\f':
+      return R"("\\f")";
+    default:
+      break;
   }
   if (cpt < 0x20) {
     char text[16];
@@ -169,7 +179,8 @@ bool NeedsEscape(uint32_t cpt) { return cpt == '"' || cpt == '\\' || cpt < 0x20;
 
 class RegexConverter {
  public:
-  RegexConverter(std::string_view pattern, size_t max_count) : text_(pattern), max_count_(max_count) {}
+  RegexConverter(std::string_view pattern, size_t max_count)
+      : text_(pattern), max_count_(max_count) {}
 
   Result<std::string> Convert() {
     bool anchored_start = false, anchored_end = false;
@@ -177,7 +188,8 @@ class RegexConverter {
       anchored_start = true;
       text_.remove_prefix(1);
     }
-    if (!text_.empty() && text_.back() == '$' && (text_.size() < 2 || text_[text_.size() - 2] != '\\')) {
+    if (!text_.empty() && text_.back() == '$' &&
+        (text_.size() < 2 || text_[text_.size() - 2] != '\\')) {
       anchored_end = true;
       text_.remove_suffix(1);
     }
@@ -306,24 +318,37 @@ class RegexConverter {
     if (AtEnd()) return Fail("escape at the end");
     const char esc = text_[pos_++];
     switch (esc) {
-      case 'd': ranges->push_back({'0', '9'}); return true;
+      case 'd':
+        ranges->push_back({'0', '9'});
+        return true;
       case 'w':
         ranges->insert(ranges->end(), {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}});
         return true;
       case 's':
         ranges->insert(ranges->end(), {{' ', ' '}, {'\t', '\r'}});
         return true;
-      case 'n': ranges->push_back({'\n', '\n'}); return false;
-      case 't': ranges->push_back({'\t', '\t'}); return false;
-      case 'r': ranges->push_back({'\r', '\r'}); return false;
-      case 'f': ranges->push_back({'\f', '\f'}); return false;
-      case 'v': ranges->push_back({'\v', '\v'}); return false;
+      case 'n':
+        ranges->push_back({'\n', '\n'});
+        return false;
+      case 't':
+        ranges->push_back({'\t', '\t'});
+        return false;
+      case 'r':
+        ranges->push_back({'\r', '\r'});
+        return false;
+      case 'f':
+        ranges->push_back({'\f', '\f'});
+        return false;
+      case 'v':
+        ranges->push_back({'\v', '\v'});
+        return false;
       case 'u': {
         uint32_t value = 0;
         for (int i = 0; i < 4; ++i) {
           const char digit = Peek();
           if (!std::isxdigit(uint8_t(digit))) return Fail("\\u needs 4 hex digits");
-          value = value * 16 + uint32_t(std::isdigit(uint8_t(digit)) ? digit - '0' : (digit | 0x20) - 'a' + 10);
+          value = value * 16 +
+                  uint32_t(std::isdigit(uint8_t(digit)) ? digit - '0' : (digit | 0x20) - 'a' + 10);
           ++pos_;
         }
         ranges->push_back({value, value});

@@ -48,7 +48,8 @@ Result<std::string> GrammarFromRequest(const nlohmann::ordered_json& request) {
       if (spec == format.end() || !spec->is_object() || !spec->contains("schema")) {
         return Error("field 'response_format.json_schema.schema' is missing");
       }
-      PETREL_ASSIGN_OR_RETURN(grammar, FromSchema((*spec)["schema"], "response_format.json_schema.schema"));
+      PETREL_ASSIGN_OR_RETURN(grammar,
+                              FromSchema((*spec)["schema"], "response_format.json_schema.schema"));
       given.push_back("response_format");
     } else if (type != "text") {
       return Error("response_format type '%s' is not supported (text, json_object, json_schema)",

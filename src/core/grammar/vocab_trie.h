@@ -17,7 +17,7 @@ class VocabTrie {
     uint32_t n_children;
     uint32_t first_token;  // tokens ending here are token_ids()[first_token, + n_tokens)
     uint32_t n_tokens;
-    uint8_t byte;          // the edge from the parent
+    uint8_t byte;  // the edge from the parent
   };
 
   // `token_bytes` (n_vocab): each token's bytes (Tokenizer::TokenBytes); tokens with none
