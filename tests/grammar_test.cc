@@ -19,6 +19,10 @@
 namespace petrel {
 namespace {
 
+// A bound that only a hang reaches: the sanitizer build on a loaded machine is some 20 times
+// slower than a release build (the slowest case takes about 1.5 s in release).
+constexpr double kHangSeconds = 90.0;
+
 std::shared_ptr<const Grammar> MustCompile(const std::string& text) {
   auto grammar = CompileGrammar(text);
   EXPECT_TRUE(grammar.ok()) << grammar.status().message() << "\n" << text;
@@ -495,7 +499,7 @@ TEST(GrammarHostileTest, CorpusIsRejectedOrHandled) {
     }
     // One line, naming what is wrong.
     EXPECT_EQ(result.error.find('\n'), std::string::npos) << result.error;
-    EXPECT_LT(result.seconds, 10.0) << result.error;
+    EXPECT_LT(result.seconds, kHangSeconds) << result.error;
   }
 }
 
@@ -535,7 +539,7 @@ TEST(GrammarHostileTest, SchemaCorpusIsRejectedOrHandled) {
       EXPECT_EQ(text.status().message().find('\n'), std::string::npos);
     }
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-              10.0);
+              kHangSeconds);
   }
   EXPECT_NE(
       SchemaError(
