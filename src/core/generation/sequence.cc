@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/generation/grammar_constraint.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace petrel {
@@ -67,6 +68,12 @@ Result<std::unique_ptr<Sequence>> Sequence::Create(Engine& engine, SeqId seq,
       if (tokenizer->IsEndOfGeneration(int32_t(id))) s.end_tokens_.push_back(int32_t(id));
     }
     s.decoder_ = std::make_unique<StreamDecoder>(*tokenizer, options.skip_special);
+  }
+  if (!options.sampling.grammar.empty()) {
+    if (!s.tokenizer_) return Error("a grammar needs the model's tokenizer");
+    PETREL_ASSIGN_OR_RETURN(
+        s.grammar_, CompileGrammarConstraint(options.sampling.grammar, *s.tokenizer_, s.n_vocab_));
+    s.sampler_->SetConstraint(MakeGrammarStage(s.grammar_));
   }
   if (!s.end_tokens_.empty() && (options.ignore_eos || options.min_new_tokens > 0)) {
     s.masked_.resize(s.n_vocab_);
@@ -131,6 +138,11 @@ void Sequence::Sample(std::span<const float> logits) {
     Finish("length");
     return;
   }
+  // A grammar that is complete and admits nothing more ends the text as its end token would.
+  if (grammar_ && !grammar_->CanContinue()) {
+    Finish("eos");
+    return;
+  }
   const float* row = logits.data();
   if (!masked_.empty() && (options_.ignore_eos || step < options_.min_new_tokens)) {
     std::copy(logits.begin(), logits.end(), masked_.begin());
@@ -138,6 +150,10 @@ void Sequence::Sample(std::span<const float> logits) {
     row = masked_.data();
   }
   const SampleResult sample = sampler_->Sample(row, n_vocab_);
+  if (grammar_ && !grammar_->error().ok()) {
+    Fail(grammar_->error());
+    return;
+  }
   result_.new_ids.push_back(sample.id);
   result_.tokens.push_back(GeneratedToken{sample.id, sample.logprob, sample.top});
   const GeneratedToken& token = result_.tokens.back();

@@ -19,6 +19,7 @@
 
 namespace petrel {
 
+class GrammarMatcher;
 class StreamDecoder;
 class Tokenizer;
 
@@ -134,6 +135,9 @@ class Sequence {
   const size_t n_vocab_;
   size_t context_ = 0;  // tokens the engine sequence may hold
   std::unique_ptr<SamplerChain> sampler_;
+  // With a grammar (options.sampling.grammar): its parse state, shared with the sampler stage
+  // that masks and advances it; the sequence asks it whether the text is complete.
+  std::shared_ptr<GrammarMatcher> grammar_;
   std::unique_ptr<StreamDecoder> decoder_;  // with a tokenizer only
   StopMatcher stops_;
   std::vector<int32_t> end_tokens_;  // end-of-generation ids, banned while min/ignore apply

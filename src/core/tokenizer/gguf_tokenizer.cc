@@ -134,47 +134,56 @@ std::vector<int32_t> GgufTokenizer::Encode(std::string_view text,
 
 std::string GgufTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special) const {
   std::string text;
-  for (const int32_t id : ids) {
-    if (!vocab_.Valid(id)) continue;
-    const std::string& piece = vocab_.pieces[id];
-    switch (vocab_.kinds[id]) {
-      case TokenKind::kControl:
-      case TokenKind::kUnknown:
-        if (!skip_special) text.append(piece);
-        break;
-      case TokenKind::kUserDefined:
-        text.append(piece);
-        break;
-      case TokenKind::kByte:
-        if (piece.size() == 6 && piece.compare(0, 3, "<0x") == 0) {
-          text.push_back(static_cast<char>(std::strtoul(piece.c_str() + 3, nullptr, 16)));
-        } else {
-          text.append(piece);
-        }
-        break;
-      case TokenKind::kNormal:
-      case TokenKind::kUnused:
-      case TokenKind::kUndefined:
-        if (model_ == GgufModel::kBpe) {
-          text.append(ByteLevelDecode(piece));
-        } else {
-          for (size_t pos = 0; pos < piece.size();) {
-            if (piece.compare(pos, 3, "\xE2\x96\x81") == 0) {
-              text.push_back(' ');
-              pos += 3;
-            } else {
-              text.push_back(piece[pos++]);
-            }
-          }
-        }
-        break;
-    }
-  }
+  for (const int32_t id : ids) AppendTokenBytes(id, skip_special, &text);
   // SentencePiece's (and WordPiece's) word-start marker leaves one leading space to drop.
   if ((add_space_prefix_ || model_ == GgufModel::kWordPiece) && !text.empty() && text[0] == ' ') {
     text.erase(0, 1);
   }
   return SanitizeUtf8(text);
+}
+
+std::string GgufTokenizer::TokenBytes(int32_t id) const {
+  std::string bytes;
+  AppendTokenBytes(id, /*skip_special=*/true, &bytes);
+  return bytes;
+}
+
+void GgufTokenizer::AppendTokenBytes(int32_t id, bool skip_special, std::string* out) const {
+  if (!vocab_.Valid(id)) return;
+  std::string& text = *out;
+  const std::string& piece = vocab_.pieces[id];
+  switch (vocab_.kinds[id]) {
+    case TokenKind::kControl:
+    case TokenKind::kUnknown:
+      if (!skip_special) text.append(piece);
+      break;
+    case TokenKind::kUserDefined:
+      text.append(piece);
+      break;
+    case TokenKind::kByte:
+      if (piece.size() == 6 && piece.compare(0, 3, "<0x") == 0) {
+        text.push_back(static_cast<char>(std::strtoul(piece.c_str() + 3, nullptr, 16)));
+      } else {
+        text.append(piece);
+      }
+      break;
+    case TokenKind::kNormal:
+    case TokenKind::kUnused:
+    case TokenKind::kUndefined:
+      if (model_ == GgufModel::kBpe) {
+        text.append(ByteLevelDecode(piece));
+      } else {
+        for (size_t pos = 0; pos < piece.size();) {
+          if (piece.compare(pos, 3, "\xE2\x96\x81") == 0) {
+            text.push_back(' ');
+            pos += 3;
+          } else {
+            text.push_back(piece[pos++]);
+          }
+        }
+      }
+      break;
+  }
 }
 
 std::string_view GgufTokenizer::TokenText(int32_t id) const {

@@ -464,6 +464,54 @@ std::string HfTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_speci
   return SanitizeUtf8(text);
 }
 
+// The decoder pipeline applied to one token as if it stood in the middle of the text: the
+// steps that treat the first or last token specially (Strip, Metaspace's dropped prefix,
+// WordPiece's missing space, BPE suffixes) take their middle-of-text form.
+std::string HfTokenizer::TokenBytes(int32_t id) const {
+  if (!vocab_.Valid(id) || special_[id]) return {};
+  std::string token = vocab_.pieces[id];
+  if (!has_decoder_) return token;
+  for (const HfDecoder& step : decoders_) {
+    switch (step.kind) {
+      case HfDecoderKind::kReplace:
+        if (step.regex) {
+          token = step.regex->ReplaceAll(token, step.content);
+        } else {
+          ReplaceAll(&token, step.pattern, step.content);
+        }
+        break;
+      case HfDecoderKind::kByteFallback: {
+        unsigned value = 0;
+        if (token.size() == 6 && token.compare(0, 3, "<0x") == 0 && token[5] == '>' &&
+            std::sscanf(token.c_str() + 3, "%2X", &value) == 1) {
+          token = std::string(1, static_cast<char>(value));
+        }
+        break;
+      }
+      case HfDecoderKind::kFuse:
+      case HfDecoderKind::kStrip:
+        break;
+      case HfDecoderKind::kByteLevel:
+        token = ByteLevelDecode(token);
+        break;
+      case HfDecoderKind::kMetaspace:
+        ReplaceAll(&token, step.pattern, " ");
+        break;
+      case HfDecoderKind::kWordPiece:
+        if (token.compare(0, step.pattern.size(), step.pattern) == 0) {
+          token.erase(0, step.pattern.size());
+        } else {
+          token.insert(token.begin(), ' ');
+        }
+        break;
+      case HfDecoderKind::kBpeSuffix:
+        ReplaceAll(&token, step.pattern, " ");
+        break;
+    }
+  }
+  return token;
+}
+
 std::string_view HfTokenizer::TokenText(int32_t id) const {
   return vocab_.Valid(id) ? std::string_view(vocab_.pieces[id]) : std::string_view();
 }

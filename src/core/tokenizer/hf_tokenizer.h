@@ -101,6 +101,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, const EncodeOptions& options) const override;
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override;
   std::string_view TokenText(int32_t id) const override;
+  std::string TokenBytes(int32_t id) const override;
   size_t n_vocab() const override { return vocab_.size(); }
   int32_t bos_id() const override { return bos_id_; }
   int32_t eos_id() const override { return eos_id_; }

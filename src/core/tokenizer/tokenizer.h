@@ -60,6 +60,10 @@ class Tokenizer {
                                       const EncodeOptions& options = {}) const = 0;
   virtual std::string Decode(const std::vector<int32_t>& ids, bool skip_special = true) const = 0;
   virtual std::string_view TokenText(int32_t id) const = 0;  // the raw vocab piece ("" if none)
+  // The bytes the token adds to generated text in the middle of it: byte tokens as their one
+  // byte (possibly part of a character), word-start markers as spaces, no leading-space
+  // stripping, special tokens as "". What constrained decoding matches against.
+  virtual std::string TokenBytes(int32_t id) const = 0;
   virtual size_t n_vocab() const = 0;
   virtual int32_t bos_id() const = 0;                    // -1 if none
   virtual int32_t eos_id() const = 0;                    // -1 if none

@@ -116,6 +116,11 @@ void SamplerChain::SetTokenText(std::function<std::string_view(int32_t)> token_t
   context_.token_text = std::move(token_text);
 }
 
+void SamplerChain::SetConstraint(std::unique_ptr<SamplerStage> stage) {
+  // stages_[0] is always the logit bias (Create).
+  stages_.insert(stages_.begin() + 1, std::move(stage));
+}
+
 void SamplerChain::AddHistory(const std::vector<int32_t>& tokens) {
   context_.history.insert(context_.history.end(), tokens.begin(), tokens.end());
 }

@@ -45,6 +45,10 @@ struct SamplingParams {
   // Stage order; empty: the default order (see DefaultSamplerOrder()).
   std::vector<std::string> order;
   int32_t n_probs = 0;             // top alternatives to report with each token
+  // GBNF grammar the generated text must match (docs/GRAMMARS.md); empty: unconstrained. JSON
+  // schemas are converted to one before they get here. The Sequence compiles it against the
+  // tokenizer's vocabulary and puts its mask first in the chain (SamplerChain::SetConstraint).
+  std::string grammar;
 };
 
 struct TokenLogprob {
@@ -84,6 +88,9 @@ class SamplerChain {
   static Result<std::unique_ptr<SamplerChain>> Create(const SamplingParams& params);
 
   void SetTokenText(std::function<std::string_view(int32_t)> token_text);
+  // Puts `stage` (a mask that removes the tokens a constraint forbids) right after the logit
+  // bias, before every stage that reshapes or truncates, and lets it see each accepted token.
+  void SetConstraint(std::unique_ptr<SamplerStage> stage);
   // Prompt tokens count for the penalties as llama.cpp does.
   void AddHistory(const std::vector<int32_t>& tokens);
   SampleResult Sample(const float* logits, size_t n_vocab);
