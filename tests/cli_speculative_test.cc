@@ -3,11 +3,13 @@
 // the two; bad draft models and flag combinations are one-line errors.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "util/cli_runner.h"
+#include "util/pty_process.h"  // WriteChatTemplate
 #include "util/test_data.h"
 
 namespace petrel {
@@ -64,12 +66,25 @@ TEST(CliSpeculative, StatsLineReportsAcceptance) {
   EXPECT_NE(output.err.find("tokens per pass"), std::string::npos) << output.err;
 }
 
-TEST(CliSpeculative, ChatWithDraft) {
-  const Output output = Petrel({"chat", "-m", StoryF32Gguf(), "-n", "16", "--temp", "0", "-t",
-                                "2", "--lookup-ngram", "2"},
-                               "Tell me a story\nAnd another one\n/exit\n");
-  ASSERT_EQ(output.exit_code, 0) << output.err;
-  EXPECT_NE(output.err.find("reply: 16 tokens"), std::string::npos) << output.err;
+TEST(CliSpeculative, ChatRepliesAreThoseOfPlainDecoding) {
+  const std::string chat_template = testing::WriteChatTemplate("cli_speculative");
+  auto chat = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"chat", "-m", StoryF32Gguf(), "--chat-template-file",
+                                     chat_template, "-n", "16", "--ignore-eos", "--temp", "0",
+                                     "-t", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Output output = Petrel(args, "Tell me a story\nAnd another one\n/exit\n");
+    EXPECT_EQ(output.exit_code, 0) << output.err;
+    EXPECT_NE(output.err.find("reply: 16 tokens"), std::string::npos) << output.err;
+    return output;
+  };
+  const Output plain = chat({});
+  const Output lookup = chat({"--lookup-ngram", "2"});
+  const Output draft = chat({"--draft", StoryQ8Gguf(), "--draft-max", "4"});
+  EXPECT_EQ(lookup.out, plain.out);
+  EXPECT_EQ(draft.out, plain.out);
+  EXPECT_NE(draft.err.find("accepted"), std::string::npos) << draft.err;
+  std::remove(chat_template.c_str());
 }
 
 TEST(CliSpeculative, BenchComparesPlainAndSpeculative) {
@@ -96,9 +111,19 @@ TEST(CliSpeculative, BenchComparesPlainAndSpeculative) {
 }
 
 TEST(CliSpeculative, BadDraftsAndFlagsAreOneLineErrors) {
-  const std::string other_vocab = SharedDir() + "/models/synth-arch/qwen3.gguf";
-  ExpectOneLineError(Petrel({"run", "-m", StoryF32Gguf(), "-p", "Hi", "-n", "4", "--draft", other_vocab}),
-                     "--draft");
+  // Byte vocabularies: one of the story model's size whose token texts differ, one smaller.
+  const std::string same_size = testing::ScratchDir() + "/speculative_byte2048.gguf";
+  const std::string smaller = testing::ScratchDir() + "/speculative_byte300.gguf";
+  ASSERT_EQ(Petrel({"synth", "--shape", "64x1x2x2x128", "--n-vocab", "2048", "-o", same_size}).exit_code, 0);
+  ASSERT_EQ(Petrel({"synth", "--shape", "64x1x2x2x128", "--n-vocab", "300", "-o", smaller}).exit_code, 0);
+  ExpectOneLineError(Petrel({"run", "-m", StoryF32Gguf(), "-p", "Hi", "-n", "4", "--draft", same_size}),
+                     "token 1 is \"<s>\" in the draft model but \"<|start_story|>\" in the model");
+  ExpectOneLineError(Petrel({"run", "-m", StoryF32Gguf(), "-p", "Hi", "-n", "4", "--draft", smaller}),
+                     "the draft model's vocabulary has 300 tokens, the model's 2048");
+  ExpectOneLineError(Petrel({"bench", "-m", StoryF32Gguf(), "-n", "4", "--draft", smaller}),
+                     "vocabulary has 300 tokens");
+  std::remove(same_size.c_str());
+  std::remove(smaller.c_str());
   ExpectOneLineError(Petrel({"run", "-m", StoryF32Gguf(), "-p", "Hi", "-n", "4", "--draft",
                              SharedDir() + "/no/such/draft.gguf"}),
                      "--draft");
