@@ -23,8 +23,9 @@ using testing::StoryF32Gguf;
 using testing::StoryQ8Gguf;
 
 nlohmann::json RunJson(std::vector<std::string> extra, const std::string& prompt) {
-  std::vector<std::string> args = {"run", "-m", StoryF32Gguf(), "-p", prompt, "-n", "48",
-                                   "--temp", "0", "-t", "2", "--ignore-eos", "--json"};
+  std::vector<std::string> args = {"run", "-m",           StoryF32Gguf(), "-p", prompt,
+                                   "-n",  "48",           "--temp",       "0",  "-t",
+                                   "2",   "--ignore-eos", "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
   const Output output = Petrel(args);
   EXPECT_EQ(output.exit_code, 0) << output.err;
@@ -34,7 +35,8 @@ nlohmann::json RunJson(std::vector<std::string> extra, const std::string& prompt
 }
 
 TEST(CliSpeculative, RunGreedyOutputIsPlainDecodingsWithEitherSource) {
-  for (const std::string prompt : {"Once upon a time, there was a cat", "Sam said: go, go, go, go, go"}) {
+  for (const std::string prompt :
+       {"Once upon a time, there was a cat", "Sam said: go, go, go, go, go"}) {
     const nlohmann::json plain = RunJson({}, prompt);
     for (const std::vector<std::string>& extra :
          std::vector<std::vector<std::string>>{{"--draft", StoryQ8Gguf(), "--draft-max", "5"},
@@ -59,8 +61,9 @@ TEST(CliSpeculative, RunGreedyOutputIsPlainDecodingsWithEitherSource) {
 }
 
 TEST(CliSpeculative, StatsLineReportsAcceptance) {
-  const Output output = Petrel({"run", "-m", StoryF32Gguf(), "-p", "Lily and Tom", "-n", "24",
-                                "--temp", "0.7", "--seed", "3", "-t", "2", "--draft", StoryQ8Gguf()});
+  const Output output =
+      Petrel({"run", "-m", StoryF32Gguf(), "-p", "Lily and Tom", "-n", "24", "--temp", "0.7",
+              "--seed", "3", "-t", "2", "--draft", StoryQ8Gguf()});
   ASSERT_EQ(output.exit_code, 0) << output.err;
   EXPECT_NE(output.err.find("accepted"), std::string::npos) << output.err;
   EXPECT_NE(output.err.find("tokens per pass"), std::string::npos) << output.err;
@@ -69,9 +72,9 @@ TEST(CliSpeculative, StatsLineReportsAcceptance) {
 TEST(CliSpeculative, ChatRepliesAreThoseOfPlainDecoding) {
   const std::string chat_template = testing::WriteChatTemplate("cli_speculative");
   auto chat = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"chat", "-m", StoryF32Gguf(), "--chat-template-file",
-                                     chat_template, "-n", "16", "--ignore-eos", "--temp", "0",
-                                     "-t", "2"};
+    std::vector<std::string> args = {"chat",        "-m", StoryF32Gguf(), "--chat-template-file",
+                                     chat_template, "-n", "16",           "--ignore-eos",
+                                     "--temp",      "0",  "-t",           "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     const Output output = Petrel(args, "Tell me a story\nAnd another one\n/exit\n");
     EXPECT_EQ(output.exit_code, 0) << output.err;
@@ -90,8 +93,8 @@ TEST(CliSpeculative, ChatRepliesAreThoseOfPlainDecoding) {
 TEST(CliSpeculative, BenchComparesPlainAndSpeculative) {
   for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{
            {"--lookup-ngram", "2"}, {"--draft", StoryQ8Gguf(), "--draft-max", "4"}}) {
-    std::vector<std::string> args = {"bench", "-m", StoryF32Gguf(), "-n", "24", "-r", "1", "-t",
-                                     "2", "--json"};
+    std::vector<std::string> args = {"bench", "-m", StoryF32Gguf(), "-n", "24",
+                                     "-r",    "1",  "-t",           "2",  "--json"};
     args.insert(args.end(), extra.begin(), extra.end());
     const Output output = Petrel(args);
     ASSERT_EQ(output.exit_code, 0) << output.err;
@@ -114,12 +117,17 @@ TEST(CliSpeculative, BadDraftsAndFlagsAreOneLineErrors) {
   // Byte vocabularies: one of the story model's size whose token texts differ, one smaller.
   const std::string same_size = testing::ScratchDir() + "/speculative_byte2048.gguf";
   const std::string smaller = testing::ScratchDir() + "/speculative_byte300.gguf";
-  ASSERT_EQ(Petrel({"synth", "--shape", "64x1x2x2x128", "--n-vocab", "2048", "-o", same_size}).exit_code, 0);
-  ASSERT_EQ(Petrel({"synth", "--shape", "64x1x2x2x128", "--n-vocab", "300", "-o", smaller}).exit_code, 0);
-  ExpectOneLineError(Petrel({"run", "-m", StoryF32Gguf(), "-p", "Hi", "-n", "4", "--draft", same_size}),
-                     "token 1 is \"<s>\" in the draft model but \"<|start_story|>\" in the model");
-  ExpectOneLineError(Petrel({"run", "-m", StoryF32Gguf(), "-p", "Hi", "-n", "4", "--draft", smaller}),
-                     "the draft model's vocabulary has 300 tokens, the model's 2048");
+  ASSERT_EQ(
+      Petrel({"synth", "--shape", "64x1x2x2x128", "--n-vocab", "2048", "-o", same_size}).exit_code,
+      0);
+  ASSERT_EQ(
+      Petrel({"synth", "--shape", "64x1x2x2x128", "--n-vocab", "300", "-o", smaller}).exit_code, 0);
+  ExpectOneLineError(
+      Petrel({"run", "-m", StoryF32Gguf(), "-p", "Hi", "-n", "4", "--draft", same_size}),
+      "token 1 is \"<s>\" in the draft model but \"<|start_story|>\" in the model");
+  ExpectOneLineError(
+      Petrel({"run", "-m", StoryF32Gguf(), "-p", "Hi", "-n", "4", "--draft", smaller}),
+      "the draft model's vocabulary has 300 tokens, the model's 2048");
   ExpectOneLineError(Petrel({"bench", "-m", StoryF32Gguf(), "-n", "4", "--draft", smaller}),
                      "vocabulary has 300 tokens");
   std::remove(same_size.c_str());

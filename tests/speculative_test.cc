@@ -49,8 +49,10 @@ std::vector<std::vector<int32_t>> Prompts(const Engine& engine) {
   if (const Tokenizer* tokenizer = engine.tokenizer()) {
     EncodeOptions encode;
     encode.add_special = true;
-    prompts.push_back(tokenizer->Encode("Once upon a time, there was a little dog named Max.", encode));
-    prompts.push_back(tokenizer->Encode("Tom had a ball. Tom had a ball. Tom had a ball. Tom had", encode));
+    prompts.push_back(
+        tokenizer->Encode("Once upon a time, there was a little dog named Max.", encode));
+    prompts.push_back(
+        tokenizer->Encode("Tom had a ball. Tom had a ball. Tom had a ball. Tom had", encode));
   }
   std::vector<int32_t> ids = {1};
   for (int32_t i = 0; i < 20; ++i) ids.push_back(3 + (i * 37) % 500);
@@ -66,8 +68,8 @@ GenerateOptions Greedy(size_t max_new_tokens) {
   return options;
 }
 
-GenerateResult GenerateWith(Engine& engine, const std::vector<int32_t>& prompt, const GenerateOptions& options,
-                   Speculator* speculator) {
+GenerateResult GenerateWith(Engine& engine, const std::vector<int32_t>& prompt,
+                            const GenerateOptions& options, Speculator* speculator) {
   if (speculator) speculator->Reset();
   const SeqId seq = engine.NewSequence();
   auto result = Generate(engine, seq, prompt, options, nullptr, speculator);
@@ -136,14 +138,16 @@ void ExpectSameAsPlain(Engine& engine, const std::function<std::unique_ptr<Draft
 TEST(SpeculativeGreedy, NgramLookupIsPlainDecoding) {
   auto engine = Load(Story("f32"));
   ASSERT_TRUE(engine);
-  ExpectSameAsPlain(*engine, [] { return std::make_unique<NgramLookup>(3); }, 0.0, 1.0);
+  ExpectSameAsPlain(
+      *engine, [] { return std::make_unique<NgramLookup>(3); }, 0.0, 1.0);
 }
 
 TEST(SpeculativeGreedy, AlwaysWrongDraftIsPlainDecoding) {
   auto engine = Load(Story("f32"));
   ASSERT_TRUE(engine);
   // Token 0 (<unk>) is never the story model's greedy choice.
-  ExpectSameAsPlain(*engine, [] { return std::make_unique<ConstantDraft>(0); }, 0.0, 0.0);
+  ExpectSameAsPlain(
+      *engine, [] { return std::make_unique<ConstantDraft>(0); }, 0.0, 0.0);
 }
 
 TEST(SpeculativeGreedy, DraftModelThatIsTheModelIsAlwaysRight) {
@@ -183,7 +187,8 @@ TEST(SpeculativeGreedy, SynthModelWithQuantizedDraftIsPlainDecoding) {
         return std::unique_ptr<DraftSource>(std::move(draft).value());
       },
       0.0, 1.0);
-  ExpectSameAsPlain(*engine, [] { return std::make_unique<NgramLookup>(2); }, 0.0, 1.0);
+  ExpectSameAsPlain(
+      *engine, [] { return std::make_unique<NgramLookup>(2); }, 0.0, 1.0);
 }
 
 TEST(SpeculativeGreedy, TokenLimitsStopStringsAndContextShiftsAreKept) {
@@ -222,7 +227,8 @@ TEST(SpeculativeGreedy, TokenLimitsStopStringsAndContextShiftsAreKept) {
   stop.ignore_eos = false;
   stop.stop = {"ball"};
   const GenerateResult plain_text = GenerateWith(*engine, Prompts(*engine)[0], stop, nullptr);
-  const GenerateResult spec_text = GenerateWith(*engine, Prompts(*engine)[0], stop, speculator.get());
+  const GenerateResult spec_text =
+      GenerateWith(*engine, Prompts(*engine)[0], stop, speculator.get());
   EXPECT_EQ(spec_text.text, plain_text.text);
   EXPECT_EQ(spec_text.stop_reason, plain_text.stop_reason);
   // The draft's blocks all come back: the rolled-back positions hold no KV.
@@ -269,7 +275,8 @@ double ChiSquare(const std::vector<size_t>& counts, const std::vector<double>& p
 std::vector<double> Softmax(const std::vector<float>& logits, float temperature, size_t top_k) {
   std::vector<size_t> order(logits.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return logits[a] > logits[b]; });
   std::vector<double> p(logits.size(), 0.0);
   double sum = 0.0;
   const size_t kept = top_k == 0 ? order.size() : std::min(top_k, order.size());
@@ -314,7 +321,8 @@ void ExpectTargetDistribution(const std::vector<float>& logits, const std::vecto
       }
     }
     bool accepted = false;
-    const SampleResult result = (*chain)->SampleDraft(logits.data(), logits.size(), draft, q, &accepted);
+    const SampleResult result =
+        (*chain)->SampleDraft(logits.data(), logits.size(), draft, q, &accepted);
     ASSERT_GE(result.id, 0);
     // A rejection happens only where q(draft) > p(draft), where the residual is 0.
     EXPECT_EQ(accepted, result.id == draft);
@@ -407,7 +415,8 @@ TEST(DraftModel, VocabularyMustMatch) {
   // A model of 300 tokens against the story model's 2048.
   testing::TinyModelSpec spec;
   const std::string gguf = testing::ScratchDir() + "/speculative_vocab300.gguf";
-  ASSERT_EQ(testing::WriteTinyModel(spec, testing::ScratchDir() + "/speculative_vocab300", gguf), "");
+  ASSERT_EQ(testing::WriteTinyModel(spec, testing::ScratchDir() + "/speculative_vocab300", gguf),
+            "");
   auto other = Load(gguf);
   ASSERT_TRUE(other);
   const Status status = CheckSameVocabulary(*story, *other);

@@ -55,13 +55,13 @@ int RunSpeculativeBench(const SpeculativeBench& bench) {
   options.max_new_tokens = bench.n_gen;
   options.ignore_eos = true;
   options.sampling.temperature = 0.0f;
-  auto speculator = bench.draft.MakeSpeculator(**engine, model, options.sampling,
-                                                  options.ignore_eos);
+  auto speculator =
+      bench.draft.MakeSpeculator(**engine, model, options.sampling, options.ignore_eos);
   if (!speculator.ok()) return Fail(speculator.status());
-  const std::string spec_name = "tg" + std::to_string(bench.n_gen) +
-                                (bench.draft.lookup_ngram > 0
-                                     ? "+lookup" + std::to_string(bench.draft.lookup_ngram)
-                                     : "+draft");
+  const std::string spec_name =
+      "tg" + std::to_string(bench.n_gen) +
+      (bench.draft.lookup_ngram > 0 ? "+lookup" + std::to_string(bench.draft.lookup_ngram)
+                                    : "+draft");
   std::vector<double> plain_rates, spec_rates, acceptance, per_pass;
   bool identical = true;
   for (size_t r = 0; r <= bench.repetitions; ++r) {
@@ -80,9 +80,9 @@ int RunSpeculativeBench(const SpeculativeBench& bench) {
   const double plain_tps = cpu::Median(plain_rates), spec_tps = cpu::Median(spec_rates);
   const double rate = cpu::Median(acceptance), passes = cpu::Median(per_pass);
   const size_t threads = (*engine)->options().n_threads;
-  const std::string draft_name =
-      bench.draft.lookup_ngram > 0 ? "lookup-ngram " + std::to_string(bench.draft.lookup_ngram)
-                                   : bench.draft.draft_path;
+  const std::string draft_name = bench.draft.lookup_ngram > 0
+                                     ? "lookup-ngram " + std::to_string(bench.draft.lookup_ngram)
+                                     : bench.draft.draft_path;
   if (bench.json) {
     const std::string plain_name = "tg" + std::to_string(bench.n_gen);
     std::printf("%s\n", nlohmann::json({{"model", model.model_path},
@@ -107,13 +107,16 @@ int RunSpeculativeBench(const SpeculativeBench& bench) {
                             .dump()
                             .c_str());
   } else {
-    std::printf("| model | draft | threads | test | t/s (median) | speedup | acceptance | tokens/pass | same output |\n");
+    std::printf(
+        "| model | draft | threads | test | t/s (median) | speedup | acceptance | tokens/pass | "
+        "same output |\n");
     std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     std::printf("| %s | - | %zu | tg%zu | %.2f | 1.00 | - | 1.00 | - |\n", model.model_path.c_str(),
                 threads, bench.n_gen, plain_tps);
-    std::printf("| %s | %s | %zu | %s | %.2f | %.2f | %.0f %% | %.2f | %s |\n", model.model_path.c_str(),
-                draft_name.c_str(), threads, spec_name.c_str(), spec_tps,
-                spec_tps / std::max(plain_tps, 1e-9), 100.0 * rate, passes, identical ? "yes" : "NO");
+    std::printf("| %s | %s | %zu | %s | %.2f | %.2f | %.0f %% | %.2f | %s |\n",
+                model.model_path.c_str(), draft_name.c_str(), threads, spec_name.c_str(), spec_tps,
+                spec_tps / std::max(plain_tps, 1e-9), 100.0 * rate, passes,
+                identical ? "yes" : "NO");
   }
   // Greedy speculative output must be the plain output; anything else is a bug to report.
   if (!identical) return Fail(Error("speculative output differs from plain decoding"));

@@ -8,14 +8,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cpu/compute_roof.h"  // Median
-#include "cpu/kernels.h"        // SimdTargetName
+#include "cpu/kernels.h"       // SimdTargetName
 #include "tools/bench_speculative.h"
 #include "tools/common.h"
 #include "tools/prompt_roof.h"
@@ -115,7 +114,8 @@ Runner AddBenchCommand(CLI::App& app) {
     }
     if (args->draft.enabled()) {
       // Speculation needs text that continues: one greedy generation, with and without it.
-      if (args->profile) return Fail(Error("--profile does not combine with --draft or --lookup-ngram"));
+      if (args->profile)
+        return Fail(Error("--profile does not combine with --draft or --lookup-ngram"));
       SpeculativeBench bench;
       bench.model = args->model;
       if (!args->threads.empty()) bench.model.n_threads = CapThreads(args->threads.front(), "-t");

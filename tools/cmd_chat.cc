@@ -114,7 +114,9 @@ class ChatSession {
     std::fflush(stdout);
     messages_ = std::move(messages);
     messages_.push_back({{"role", "assistant"}, {"content", reply}});
-    std::fprintf(stderr, "[prompt: %zu new tokens, %zu reused from the cache; reply: %zu tokens, %.1f tokens/s%s; stop: %s]\n",
+    std::fprintf(stderr,
+                 "[prompt: %zu new tokens, %zu reused from the cache; reply: %zu tokens, %.1f "
+                 "tokens/s%s; stop: %s]\n",
                  fresh.size(), common, result.new_ids.size(),
                  result.new_ids.size() / std::max(result.generate_seconds, 1e-9),
                  SpeculationSummary(result).c_str(), result.stop_reason.c_str());
@@ -225,8 +227,8 @@ Runner AddChatCommand(CLI::App& app) {
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
     if (args->sampling.n_predict < 0) options->max_new_tokens = (*engine)->context();
-    auto speculator = args->draft.MakeSpeculator(**engine, model, options->sampling,
-                                                   options->ignore_eos);
+    auto speculator =
+        args->draft.MakeSpeculator(**engine, model, options->sampling, options->ignore_eos);
     if (!speculator.ok()) return Fail(speculator.status());
     InstallInterruptHandler();
     ChatSession session(**engine, *prompt, *options, speculator->get());

@@ -63,9 +63,10 @@ Status DraftOptions::Check() const {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Speculator>> DraftOptions::MakeSpeculator(
-    const Engine& target, const ModelOptions& model, const SamplingParams& sampling,
-    bool ignore_eos) const {
+Result<std::unique_ptr<Speculator>> DraftOptions::MakeSpeculator(const Engine& target,
+                                                                 const ModelOptions& model,
+                                                                 const SamplingParams& sampling,
+                                                                 bool ignore_eos) const {
   if (!enabled()) return std::unique_ptr<Speculator>();
   SpeculationOptions options;
   options.draft_min = draft_min;
@@ -83,7 +84,8 @@ Result<std::unique_ptr<Speculator>> DraftOptions::MakeSpeculator(
     draft_model.context_option = nullptr;  // the target's context, whatever the draft's training
     draft_model.load_tokenizer = true;     // its vocabulary is compared
     auto engine = draft_model.LoadEngine();
-    if (!engine.ok()) return Error("--draft %s: %s", draft_path.c_str(), engine.status().message().c_str());
+    if (!engine.ok())
+      return Error("--draft %s: %s", draft_path.c_str(), engine.status().message().c_str());
     DraftModelOptions draft;
     draft.min_p = draft_min_p;
     // Greedy and mirostat chains accept only their own choice: a greedy draft suits both.

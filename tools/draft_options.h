@@ -15,8 +15,8 @@
 namespace petrel::tools {
 
 struct DraftOptions {
-  std::string draft_path;  // --draft
-  size_t lookup_ngram = 0; // --lookup-ngram; 0: off
+  std::string draft_path;   // --draft
+  size_t lookup_ngram = 0;  // --lookup-ngram; 0: off
   size_t draft_max = 8;
   size_t draft_min = 1;
   float draft_min_p = 0.0f;
@@ -34,7 +34,8 @@ struct DraftOptions {
   // was given): the draft model is loaded with `model`'s options but its own threads and
   // placement, the context of `target`, and its vocabulary checked against the target's. With
   // `ignore_eos` it never drafts an end-of-generation token.
-  Result<std::unique_ptr<Speculator>> MakeSpeculator(const Engine& target, const ModelOptions& model,
+  Result<std::unique_ptr<Speculator>> MakeSpeculator(const Engine& target,
+                                                     const ModelOptions& model,
                                                      const SamplingParams& sampling,
                                                      bool ignore_eos = false) const;
 };

@@ -13,9 +13,10 @@ Status CheckSameVocabulary(const Engine& target, const Engine& draft) {
   const int64_t n_target = target.config().n_vocab;
   const int64_t n_draft = draft.config().n_vocab;
   if (n_target != n_draft) {
-    return Error("the draft model's vocabulary has %lld tokens, the model's %lld: a draft must "
-                 "share the model's vocabulary",
-                 (long long)n_draft, (long long)n_target);
+    return Error(
+        "the draft model's vocabulary has %lld tokens, the model's %lld: a draft must "
+        "share the model's vocabulary",
+        (long long)n_draft, (long long)n_target);
   }
   const Tokenizer* t = target.tokenizer();
   const Tokenizer* d = draft.tokenizer();
@@ -31,10 +32,11 @@ Status CheckSameVocabulary(const Engine& target, const Engine& draft) {
   }
   for (size_t id = 0; id < n; ++id) {
     if (t->TokenText(int32_t(id)) != d->TokenText(int32_t(id))) {
-      return Error("token %zu is \"%s\" in the draft model but \"%s\" in the model: a draft must "
-                   "share the model's vocabulary",
-                   id, std::string(d->TokenText(int32_t(id))).c_str(),
-                   std::string(t->TokenText(int32_t(id))).c_str());
+      return Error(
+          "token %zu is \"%s\" in the draft model but \"%s\" in the model: a draft must "
+          "share the model's vocabulary",
+          id, std::string(d->TokenText(int32_t(id))).c_str(),
+          std::string(t->TokenText(int32_t(id))).c_str());
     }
   }
   return Status::Ok();

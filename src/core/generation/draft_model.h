@@ -54,7 +54,7 @@ class DraftModel final : public DraftSource {
   std::vector<int32_t> held_;  // the tokens the draft sequence holds
   std::vector<int32_t> feed_;  // scratch for Feed
   std::vector<float> logits_;
-  std::vector<float> probs_;   // scratch: one softmax
+  std::vector<float> probs_;  // scratch: one softmax
   std::mt19937_64 rng_;
 };
 

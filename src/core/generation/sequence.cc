@@ -191,8 +191,8 @@ size_t Sequence::ConsumeDraft(std::span<const float> logits, std::span<const int
   const size_t length = engine_.SequenceLength(seq_);  // held_, the last token and the draft
   if (logits.size() != (n + 1) * n_vocab_ || length != held_.size() + n + 1 ||
       (!draft_probs.empty() && draft_probs.size() != n * n_vocab_)) {
-    Fail(Error("sequence %d: a verification pass of %zu drafted tokens returned %zu logits",
-               seq_, n, logits.size()));
+    Fail(Error("sequence %d: a verification pass of %zu drafted tokens returned %zu logits", seq_,
+               n, logits.size()));
     return 0;
   }
   ++result_.target_passes;

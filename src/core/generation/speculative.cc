@@ -31,7 +31,8 @@ size_t Speculator::NextLength() const {
     length = options_.draft_min;
   } else if (rate_ < 1.0) {
     const double reach = std::floor(std::log(kReach) / std::log(rate_));
-    length = reach >= double(options_.draft_max) ? options_.draft_max : size_t(std::max(0.0, reach));
+    length =
+        reach >= double(options_.draft_max) ? options_.draft_max : size_t(std::max(0.0, reach));
   }
   return std::clamp(length, options_.draft_min, options_.draft_max);
 }
@@ -53,8 +54,8 @@ void Speculator::Record(size_t drafted, size_t accepted) {
 bool Speculator::Step(Engine& engine, Sequence& sequence) {
   if (!sequence.sampling()) return false;
   const size_t max_batch = engine.options().max_batch_tokens;
-  const size_t length = std::min({NextLength(), sequence.DraftRoom(),
-                                  max_batch > 0 ? max_batch - 1 : 0});
+  const size_t length =
+      std::min({NextLength(), sequence.DraftRoom(), max_batch > 0 ? max_batch - 1 : 0});
   if (length == 0) return false;
   std::vector<int32_t>& context = context_;
   Draft& draft = draft_;
@@ -80,7 +81,8 @@ bool Speculator::Step(Engine& engine, Sequence& sequence) {
   const std::span<const int32_t> tokens(draft.tokens.data(), n);
   const std::span<const float> probs =
       draft.probs.empty() ? std::span<const float>()
-                          : std::span<const float>(draft.probs.data(), n * draft.probs.size() / draft.tokens.size());
+                          : std::span<const float>(draft.probs.data(),
+                                                   n * draft.probs.size() / draft.tokens.size());
   const size_t accepted = sequence.ConsumeDraft(logits, tokens, probs);
   Record(n, accepted);
   return true;
