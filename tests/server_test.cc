@@ -651,5 +651,34 @@ TEST(BenchServeTest, OptionErrors) {
                      "/tokenize");
 }
 
+// Server-wide speculation (--draft, --lookup-ngram): a request running alone verifies drafts;
+// its greedy text is plain decoding's, and /metrics counts the drafted and accepted tokens.
+TEST(ServerSpeculative, GreedyTextIsPlainDecodingsAndMetricsCountDrafts) {
+  const std::string expected = RunText({"-p", "Once upon a time", "-n", "32"});
+  for (const std::vector<std::string>& draft : std::vector<std::vector<std::string>>{
+           {"--draft", StoryQ8Gguf(), "--draft-max", "4"}, {"--lookup-ngram", "2"}}) {
+    std::vector<std::string> args = {"-m", StoryHf(), "-c", "256", "--api-key", kKey, "-t", "2"};
+    args.insert(args.end(), draft.begin(), draft.end());
+    ServerProcess server(args);
+    ASSERT_TRUE(server.ok()) << server.log();
+    httplib::Client client = server.Client();
+    const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 32}, {"temperature", 0}};
+    const Reply reply = Post(client, "/v1/completions", body);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    EXPECT_EQ(reply.body["choices"][0]["text"], expected) << draft[0];
+    EXPECT_GT(Metric(client, "petrel_speculative_passes_total"), 0.0) << draft[0];
+    EXPECT_GE(Metric(client, "petrel_draft_tokens_total"),
+              Metric(client, "petrel_draft_accepted_tokens_total"));
+    // Sampled requests speculate too (point-mass drafts), and still finish.
+    const json sampled = {
+        {"prompt", "The dog"}, {"max_tokens", 16}, {"temperature", 0.9}, {"seed", 5}};
+    const Reply again = Post(client, "/v1/completions", sampled);
+    ASSERT_EQ(again.status, 200) << again.body.dump();
+    EXPECT_GT(again.body["usage"]["completion_tokens"].get<int>(), 0);
+    EXPECT_LE(again.body["usage"]["completion_tokens"].get<int>(), 16);
+    EXPECT_EQ(server.Stop(), 0) << server.log();
+  }
+}
+
 }  // namespace
 }  // namespace petrel::testing

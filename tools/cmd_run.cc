@@ -22,6 +22,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "tools/cli_ux.h"
 #include "tools/common.h"
+#include "tools/draft_options.h"
 #include "tools/sampling_options.h"
 
 namespace petrel::tools {
@@ -94,6 +95,7 @@ Runner AddRunCommand(CLI::App& app) {
   struct Args {
     ModelOptions model;
     SamplingOptions sampling;
+    DraftOptions draft;
     std::string prompt;
     std::string prompt_file;
     std::string prompt_ids;
@@ -115,6 +117,7 @@ Runner AddRunCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
   args->model.AddTo(*cmd);
   args->sampling.AddTo(*cmd);
+  args->draft.AddTo(*cmd);
   CLI::Option* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text");
   CLI::Option* prompt_file =
       cmd->add_option("-f,--file", args->prompt_file, "read the prompt from this file")
@@ -178,7 +181,11 @@ Runner AddRunCommand(CLI::App& app) {
     if (args->sampling.generate.sampling.n_probs > 0 && !args->json) {
       return Fail(Error("--n-probs needs --json (the probabilities are reported there)"));
     }
+    if (beams->count() > 0 && args->draft.enabled()) {
+      return Fail(Error("--beams does not combine with --draft or --lookup-ngram"));
+    }
     if (Status status = args->sampling.Check(); !status.ok()) return Fail(status);
+    if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
@@ -198,6 +205,9 @@ Runner AddRunCommand(CLI::App& app) {
     auto engine = args->model.LoadEngine(args->beams > 0 ? args->beams + 1 : 1);
     if (!engine.ok()) return Fail(engine.status());
     if (args->sampling.n_predict < 0) options->max_new_tokens = (*engine)->context();
+    auto speculator =
+        args->draft.MakeSpeculator(**engine, args->model, options->sampling, options->ignore_eos);
+    if (!speculator.ok()) return Fail(speculator.status());
     if (args->profile) (*engine)->EnableProfiling(true);
     // After a generation: what each backend measured.
     auto print_profile = [&] {
@@ -285,10 +295,13 @@ Runner AddRunCommand(CLI::App& app) {
     };
     g_interrupted = 0;
     InstallInterruptHandler();
-    auto result = Generate(**engine, seq, prompt_ids, *options, [&](const GeneratedToken&, std::string_view piece) {
-      emit(end_text.Push(piece));
-      return g_interrupted == 0;
-    });
+    auto result = Generate(
+        **engine, seq, prompt_ids, *options,
+        [&](const GeneratedToken&, std::string_view piece) {
+          emit(end_text.Push(piece));
+          return g_interrupted == 0;
+        },
+        speculator->get());
     signal(SIGINT, SIG_DFL);
     if (!result.ok()) {
       if (color) std::fputs("\033[0m\n", stdout);
@@ -314,22 +327,35 @@ Runner AddRunCommand(CLI::App& app) {
       out["stop_reason"] = result->stop_reason;
       if (!result->stop_string.empty()) out["stop_string"] = result->stop_string;
       if (options->sampling.n_probs > 0) out["logprobs"] = LogprobsJson(*tokenizer, result->tokens);
-      out["timings"] = {{"prompt_tokens", result->prompt_tokens},
-                        {"prompt_seconds", result->prompt_seconds},
-                        {"prompt_tokens_per_second", prompt_tps},
-                        {"generated_tokens", result->new_ids.size()},
-                        {"generate_seconds", result->generate_seconds},
-                        {"generate_tokens_per_second", gen_tps},
-                        {"context_shifts", result->context_shifts},
-                        {"shift_seconds", result->shift_seconds},
-                        {"peak_rss_bytes", PeakRssBytes()}};
+      out["timings"] = {
+          {"prompt_tokens", result->prompt_tokens},
+          {"prompt_seconds", result->prompt_seconds},
+          {"prompt_tokens_per_second", prompt_tps},
+          {"generated_tokens", result->new_ids.size()},
+          {"generate_seconds", result->generate_seconds},
+          {"generate_tokens_per_second", gen_tps},
+          {"context_shifts", result->context_shifts},
+          {"shift_seconds", result->shift_seconds},
+          {"target_passes", result->target_passes},
+          {"tokens_per_target_pass",
+           double(result->new_ids.size()) / double(std::max<size_t>(result->target_passes, 1))},
+          {"peak_rss_bytes", PeakRssBytes()}};
+      if (*speculator) {
+        out["timings"]["draft_tokens"] = result->draft_tokens;
+        out["timings"]["draft_accepted"] = result->draft_accepted;
+        out["timings"]["acceptance_rate"] =
+            result->draft_tokens > 0 ? double(result->draft_accepted) / double(result->draft_tokens)
+                                     : 0.0;
+      }
       std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::fputs(color ? "\033[0m\n" : "\n", stdout);
       std::fflush(stdout);
-      std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s; stop: %s\n",
-                   result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
-                   result->stop_reason.c_str());
+      std::fprintf(
+          stderr,
+          "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s%s; stop: %s\n",
+          result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
+          SpeculationSummary(*result).c_str(), result->stop_reason.c_str());
     }
     print_profile();  // after the text and its newline, so that a terminal shows them apart
     return exit_code;

@@ -19,6 +19,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "tools/draft_options.h"
 #include "tools/common.h"
 
 namespace petrel::tools {
@@ -82,6 +83,7 @@ void RaiseDescriptorLimit() {
 Runner AddServeCommand(CLI::App& app) {
   struct Args {
     ModelOptions model;
+    DraftOptions draft;
     std::string host = "127.0.0.1";
     int64_t port = 8080;
     int64_t parallel = 4;
@@ -99,6 +101,7 @@ Runner AddServeCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "serve the model over an OpenAI-compatible HTTP API (continuous batching)");
   args->model.AddTo(*cmd);
+  args->draft.AddTo(*cmd);
   cmd->add_option("--host", args->host,
                   "address to listen on (default 127.0.0.1, this machine only; 0.0.0.0: every "
                   "interface)");
@@ -143,6 +146,7 @@ Runner AddServeCommand(CLI::App& app) {
       args->model.batch = size_t(args->batch_tokens);
     }
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
+    if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
     // The common mistake is one error line, before anything listens.
     std::error_code missing;
     if (!std::filesystem::exists(args->model.model_path, missing)) {
@@ -193,7 +197,14 @@ Runner AddServeCommand(CLI::App& app) {
       Warn("%s; /v1/chat/completions will answer 400 (see --chat-template-file)",
            loaded.status().message().c_str());
     }
+    // Requests sample with their own parameters, so the draft proposes its argmax: a point
+    // mass, which the acceptance rule verifies exactly under any of them.
+    SamplingParams draft_sampling;
+    draft_sampling.temperature = 0.0f;
+    auto speculator = args->draft.MakeSpeculator(**engine, args->model, draft_sampling);
+    if (!speculator.ok()) return Fail(speculator.status());
     server::SchedulerOptions scheduling;
+    scheduling.speculator = speculator->get();
     scheduling.parallel = size_t(args->parallel);
     scheduling.max_waiting = size_t(args->max_queue);
     scheduling.batch_tokens = (*engine)->options().max_batch_tokens;

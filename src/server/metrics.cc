@@ -70,6 +70,13 @@ void Metrics::AddGenerationTokens(size_t tokens) {
   generation_tokens_ += tokens;
 }
 
+void Metrics::AddDraft(size_t drafted, size_t accepted) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++speculative_passes_;
+  draft_tokens_ += drafted;
+  draft_accepted_ += accepted;
+}
+
 void Metrics::ObserveTimeToFirstToken(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   ttft_.Observe(seconds);
@@ -126,6 +133,15 @@ std::string Metrics::Render() const {
   Line("petrel_prompt_tokens_total", double(prompt_tokens_), &out);
   Header("petrel_generation_tokens_total", "counter", "Tokens generated.", &out);
   Line("petrel_generation_tokens_total", double(generation_tokens_), &out);
+  Header("petrel_speculative_passes_total", "counter",
+         "Forward passes that verified a draft (--draft, --lookup-ngram).", &out);
+  Line("petrel_speculative_passes_total", double(speculative_passes_), &out);
+  Header("petrel_draft_tokens_total", "counter", "Drafted tokens verified.", &out);
+  Line("petrel_draft_tokens_total", double(draft_tokens_), &out);
+  Header("petrel_draft_accepted_tokens_total", "counter",
+         "Drafted tokens the model accepted (acceptance rate: over petrel_draft_tokens_total).",
+         &out);
+  Line("petrel_draft_accepted_tokens_total", double(draft_accepted_), &out);
   Header("petrel_time_to_first_token_seconds", "histogram",
          "From arrival to the first generated token of a request.", &out);
   ttft_.Render("petrel_time_to_first_token_seconds", &out);

@@ -41,6 +41,8 @@ class Metrics {
   void CountRequest(int status);  // one finished HTTP request with this status
   void AddPromptTokens(size_t tokens);
   void AddGenerationTokens(size_t tokens);
+  // One speculative verification pass: `drafted` tokens verified, `accepted` of them kept.
+  void AddDraft(size_t drafted, size_t accepted);
   // A sequence started over `blocks` cached blocks holding `tokens` prompt tokens.
   void AddPrefixCacheHit(size_t blocks, size_t tokens);
   void ObserveTimeToFirstToken(double seconds);
@@ -54,6 +56,7 @@ class Metrics {
   std::map<int, uint64_t> requests_by_status_;
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
+  uint64_t speculative_passes_ = 0, draft_tokens_ = 0, draft_accepted_ = 0;
   uint64_t prefix_hit_blocks_ = 0, prefix_hit_tokens_ = 0;
   Histogram ttft_, itl_;
   SchedulerGauges gauges_;

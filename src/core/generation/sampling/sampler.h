@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,16 @@ class SamplerChain {
   // Prompt tokens count for the penalties as llama.cpp does.
   void AddHistory(const std::vector<int32_t>& tokens);
   SampleResult Sample(const float* logits, size_t n_vocab);
+  // Speculative decoding: the same step as Sample(), given a drafted token `draft` that was
+  // drawn from `draft_probs` (n_vocab probabilities; empty: chosen deterministically, a point
+  // mass). With the chain's distribution p and the draft's q, the draft is accepted with
+  // probability min(1, p(draft) / q(draft)); otherwise the token is drawn from the residual
+  // max(0, p - q), normalised. Either way the returned token is distributed exactly as
+  // Sample()'s. A greedy chain returns its argmax, and a mirostat chain (whose state follows
+  // each draw) its own draw; both accept the draft when it is that token. `*accepted` says
+  // whether the returned token is the draft.
+  SampleResult SampleDraft(const float* logits, size_t n_vocab, int32_t draft,
+                           std::span<const float> draft_probs, bool* accepted);
   // Records the chosen token in the history (Sample() calls it itself).
   void Accept(int32_t token);
   const SamplingParams& params() const { return params_; }
@@ -101,6 +112,9 @@ class SamplerChain {
 
  private:
   SamplerChain() = default;
+  // The result for `chosen` (log-probabilities under the raw logits, the top alternatives),
+  // recorded in the history.
+  SampleResult Chosen(const float* logits, size_t n_vocab, int32_t chosen);
   SamplingParams params_;
   std::vector<std::unique_ptr<SamplerStage>> stages_;
   SamplerContext context_;
