@@ -1,0 +1,604 @@
+// Block decoders and 8-bit integer dot products for every weight type the CUDA kernels run,
+// compiled for the device by nvcc and for the host by the C++ compiler, so that their arithmetic
+// is tested on machines without a GPU (tests/cuda_blocks_test.cc).
+//
+// Every block type is seen as sub-blocks of 32 elements (1 per block for the 32-element formats,
+// 8 per super-block for the K-quants and IQ4_XS). Per sub-block a type has:
+//   Decode(block, sub, out)  out (32) = the f32 values, bit for bit those of src/quant's
+//                            dequantizers (the same operations in the same order; on the device
+//                            the products that feed a sum are rounded on their own, so nvcc
+//                            cannot fuse them into an FMA);
+//   Dot(block, sub, act)     sum over the 32 elements of weight times activation, where the
+//                            activations are an ActivationBlock (int8 values + scale + sum): the
+//                            products are integer (dp4a on the device), the scales applied last.
+// No CUDA header is needed by the host compiler.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "cuda/kernels_common.cuh"  // PETREL_HD
+#include "quant/blocks.h"           // the block layouts
+#include "quant/types.h"            // DType
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+#if !defined(__CUDA_ARCH__)
+#include "quant/f16.h"  // F16ToF32, BF16ToF32: the host's ground truth
+#endif
+
+namespace petrel::cuda {
+
+constexpr int kSubBlockElems = 32;
+
+// 32 activations quantized to 8 bits: x[j] ~ d * qs[j]; `s` = d * sum(qs), which folds the
+// offset of the formats with a min (Q4_1, Q5_1, K-quants) or a bias (Q4_0: -8) into one product.
+// 40 bytes, so the int8 values of every block in an array are 4-byte aligned for word loads.
+struct ActivationBlock {
+  float d;
+  float s;
+  int8_t qs[kSubBlockElems];
+};
+static_assert(sizeof(ActivationBlock) == 40);
+
+// ---- Scalars shared by host and device ----
+
+PETREL_HD float HalfToFloat(uint16_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(bits));
+#else
+  return F16ToF32(bits);
+#endif
+}
+
+PETREL_HD float BFloat16ToFloat(uint16_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat162float(__ushort_as_bfloat16(bits));
+#else
+  return BF16ToF32(bits);
+#endif
+}
+
+// a * b rounded on its own: keeps `a * b + c` from being fused into an FMA on the device, which
+// would round differently from the host dequantizers.
+PETREL_HD float MulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+// Four bytes at `p`, little-endian. Every field read this way sits at an even offset of its block
+// and blocks have even sizes, so on the device two 16-bit loads are always aligned.
+PETREL_HD uint32_t Load32(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  const uint16_t* halves = reinterpret_cast<const uint16_t*>(p);
+  return uint32_t(halves[0]) | (uint32_t(halves[1]) << 16);
+#else
+  uint32_t word;
+  std::memcpy(&word, p, sizeof(word));
+  return word;
+#endif
+}
+
+// Activations j..j+3 of a block (j a multiple of 4) as one word.
+PETREL_HD int ActivationWord(const ActivationBlock& act, int j) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const int*>(act.qs + j);
+#else
+  int word;
+  std::memcpy(&word, act.qs + j, sizeof(word));
+  return word;
+#endif
+}
+
+// acc + the dot product of the four signed bytes of a and b.
+PETREL_HD int Dp4a(int a, int b, int acc) {
+#if defined(__CUDA_ARCH__)
+  return __dp4a(a, b, acc);
+#else
+  for (int i = 0; i < 4; ++i) acc += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
+  return acc;
+#endif
+}
+
+// Sum of the 16 activations j..j+15 (j a multiple of 4).
+PETREL_HD int ActivationSum16(const ActivationBlock& act, int j) {
+  int sum = 0;
+  for (int w = 0; w < 4; ++w) sum = Dp4a(0x01010101, ActivationWord(act, j + 4 * w), sum);
+  return sum;
+}
+
+// Quantizes 32 activations: d = max|x| / 127, qs = round-half-even(x / d) (all zero when x is),
+// s = d * sum(qs). The device kernel (quantize_activations.cu) computes the same values with warp
+// reductions; max and integer sums are exact, so the two agree bit for bit.
+PETREL_HD void QuantizeActivationBlock(const float* x /* (32) */, ActivationBlock* out) {
+  float amax = 0.f;
+  for (int j = 0; j < kSubBlockElems; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  const float d = amax / 127.f;
+  const float inv_d = d != 0.f ? 1.f / d : 0.f;
+  int sum = 0;
+  for (int j = 0; j < kSubBlockElems; ++j) {
+    const int q = int(rintf(x[j] * inv_d));
+    out->qs[j] = int8_t(q);
+    sum += q;
+  }
+  out->d = d;
+  out->s = d * float(sum);
+}
+
+// The 16 IQ4_NL grid values packed into two words (indices 0-7, 8-15), so that host and device
+// read them without a table in device memory.
+PETREL_HD int IQ4NLValue(int index) {
+  constexpr uint64_t kLow = 0xF6'EA'DD'CF'BF'AD'98'81ull;   // -127 -104 -83 -65 -49 -35 -22 -10
+  constexpr uint64_t kHigh = 0x71'59'45'35'26'19'0D'01ull;  // 1 13 25 38 53 69 89 113
+  return int8_t(((index < 8 ? kLow : kHigh) >> (8 * (index & 7))) & 0xFF);
+}
+
+// Four nibbles (the low ones of `word`'s bytes, after `shift`) mapped through the IQ4_NL grid.
+PETREL_HD int IQ4NLWord(uint32_t word, int shift) {
+  uint32_t packed = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int index = (word >> (8 * i + shift)) & 0xF;
+    packed |= uint32_t(uint8_t(IQ4NLValue(index))) << (8 * i);
+  }
+  return int(packed);
+}
+
+// Scale and min (6 bits each) of sub-block j of a Q4_K/Q5_K super-block; quant::ScaleMinK4.
+PETREL_HD void ScaleMinK4(int j, const uint8_t* scales, int* scale, int* min) {
+  if (j < 4) {
+    *scale = scales[j] & 63;
+    *min = scales[j + 4] & 63;
+  } else {
+    *scale = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
+    *min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+
+// Signed 6-bit scale j (0..15) of a Q3_K super-block; quant::UnpackQ3KScales.
+PETREL_HD int Q3KScale(const uint8_t* packed, int j) {
+  const int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+  const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Signed 6-bit scale of sub-block ib of an IQ4_XS super-block; quant::IQ4XSScale.
+PETREL_HD int IQ4XSScale(const quant::BlockIQ4_XS& block, int ib) {
+  const int low = (block.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+  const int high = (block.scales_h >> (2 * ib)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// The fifth bits of elements first..first+3 (bits of `qh`) at bit 4 of each byte.
+PETREL_HD uint32_t FifthBits(uint32_t qh, int first) {
+  uint32_t bits = 0;
+  for (int i = 0; i < 4; ++i) bits |= ((qh >> (first + i)) & 1u) << (8 * i + 4);
+  return bits;
+}
+
+// ---- The 32-element formats: one sub-block per block ----
+
+struct WeightQ4_0 {
+  using Block = quant::BlockQ4_0;
+  static constexpr DType kType = DType::kQ4_0;
+  static constexpr int kSubBlocks = 1;
+  static PETREL_HD void Decode(const Block& b, int /*sub*/, float* out) {
+    const float d = HalfToFloat(b.d);
+    for (int j = 0; j < 16; ++j) {
+      out[j] = float((b.qs[j] & 0x0F) - 8) * d;
+      out[j + 16] = float((b.qs[j] >> 4) - 8) * d;
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int /*sub*/, const ActivationBlock& a) {
+    int sumi = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t q = Load32(b.qs + 4 * w);
+      sumi = Dp4a(int(q & 0x0F0F0F0F), ActivationWord(a, 4 * w), sumi);
+      sumi = Dp4a(int((q >> 4) & 0x0F0F0F0F), ActivationWord(a, 16 + 4 * w), sumi);
+    }
+    // Stored values are q - 8: sum((q - 8) * a) = sumi - 8 * sum(a).
+    return HalfToFloat(b.d) * (a.d * float(sumi) - 8.f * a.s);
+  }
+};
+
+struct WeightQ4_1 {
+  using Block = quant::BlockQ4_1;
+  static constexpr DType kType = DType::kQ4_1;
+  static constexpr int kSubBlocks = 1;
+  static PETREL_HD void Decode(const Block& b, int /*sub*/, float* out) {
+    const float d = HalfToFloat(b.d), m = HalfToFloat(b.m);
+    for (int j = 0; j < 16; ++j) {
+      out[j] = MulRn(float(b.qs[j] & 0x0F), d) + m;
+      out[j + 16] = MulRn(float(b.qs[j] >> 4), d) + m;
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int /*sub*/, const ActivationBlock& a) {
+    int sumi = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t q = Load32(b.qs + 4 * w);
+      sumi = Dp4a(int(q & 0x0F0F0F0F), ActivationWord(a, 4 * w), sumi);
+      sumi = Dp4a(int((q >> 4) & 0x0F0F0F0F), ActivationWord(a, 16 + 4 * w), sumi);
+    }
+    return HalfToFloat(b.d) * a.d * float(sumi) + HalfToFloat(b.m) * a.s;
+  }
+};
+
+struct WeightQ5_0 {
+  using Block = quant::BlockQ5_0;
+  static constexpr DType kType = DType::kQ5_0;
+  static constexpr int kSubBlocks = 1;
+  static PETREL_HD void Decode(const Block& b, int /*sub*/, float* out) {
+    const float d = HalfToFloat(b.d);
+    const uint32_t qh = Load32(b.qh);
+    for (int j = 0; j < 16; ++j) {
+      const int high0 = ((qh >> j) << 4) & 0x10;
+      const int high1 = (qh >> (j + 12)) & 0x10;
+      out[j] = float(((b.qs[j] & 0x0F) | high0) - 16) * d;
+      out[j + 16] = float(((b.qs[j] >> 4) | high1) - 16) * d;
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int /*sub*/, const ActivationBlock& a) {
+    const uint32_t qh = Load32(b.qh);
+    int sumi = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t q = Load32(b.qs + 4 * w);
+      sumi = Dp4a(int((q & 0x0F0F0F0F) | FifthBits(qh, 4 * w)), ActivationWord(a, 4 * w), sumi);
+      sumi = Dp4a(int(((q >> 4) & 0x0F0F0F0F) | FifthBits(qh, 16 + 4 * w)),
+                  ActivationWord(a, 16 + 4 * w), sumi);
+    }
+    return HalfToFloat(b.d) * (a.d * float(sumi) - 16.f * a.s);
+  }
+};
+
+struct WeightQ5_1 {
+  using Block = quant::BlockQ5_1;
+  static constexpr DType kType = DType::kQ5_1;
+  static constexpr int kSubBlocks = 1;
+  static PETREL_HD void Decode(const Block& b, int /*sub*/, float* out) {
+    const float d = HalfToFloat(b.d), m = HalfToFloat(b.m);
+    const uint32_t qh = Load32(b.qh);
+    for (int j = 0; j < 16; ++j) {
+      const int high0 = ((qh >> j) << 4) & 0x10;
+      const int high1 = (qh >> (j + 12)) & 0x10;
+      out[j] = MulRn(float((b.qs[j] & 0x0F) | high0), d) + m;
+      out[j + 16] = MulRn(float((b.qs[j] >> 4) | high1), d) + m;
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int /*sub*/, const ActivationBlock& a) {
+    const uint32_t qh = Load32(b.qh);
+    int sumi = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t q = Load32(b.qs + 4 * w);
+      sumi = Dp4a(int((q & 0x0F0F0F0F) | FifthBits(qh, 4 * w)), ActivationWord(a, 4 * w), sumi);
+      sumi = Dp4a(int(((q >> 4) & 0x0F0F0F0F) | FifthBits(qh, 16 + 4 * w)),
+                  ActivationWord(a, 16 + 4 * w), sumi);
+    }
+    return HalfToFloat(b.d) * a.d * float(sumi) + HalfToFloat(b.m) * a.s;
+  }
+};
+
+struct WeightQ8_0 {
+  using Block = quant::BlockQ8_0;
+  static constexpr DType kType = DType::kQ8_0;
+  static constexpr int kSubBlocks = 1;
+  static PETREL_HD void Decode(const Block& b, int /*sub*/, float* out) {
+    const float d = HalfToFloat(b.d);
+    for (int j = 0; j < 32; ++j) out[j] = float(b.qs[j]) * d;
+  }
+  static PETREL_HD float Dot(const Block& b, int /*sub*/, const ActivationBlock& a) {
+    const uint8_t* qs = reinterpret_cast<const uint8_t*>(b.qs);
+    int sumi = 0;
+    for (int w = 0; w < 8; ++w) sumi = Dp4a(int(Load32(qs + 4 * w)), ActivationWord(a, 4 * w), sumi);
+    return HalfToFloat(b.d) * a.d * float(sumi);
+  }
+};
+
+struct WeightIQ4_NL {
+  using Block = quant::BlockIQ4_NL;
+  static constexpr DType kType = DType::kIQ4_NL;
+  static constexpr int kSubBlocks = 1;
+  static PETREL_HD void Decode(const Block& b, int /*sub*/, float* out) {
+    const float d = HalfToFloat(b.d);
+    for (int j = 0; j < 16; ++j) {
+      out[j] = d * float(IQ4NLValue(b.qs[j] & 0xF));
+      out[j + 16] = d * float(IQ4NLValue(b.qs[j] >> 4));
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int /*sub*/, const ActivationBlock& a) {
+    int sumi = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t q = Load32(b.qs + 4 * w);
+      sumi = Dp4a(IQ4NLWord(q, 0), ActivationWord(a, 4 * w), sumi);
+      sumi = Dp4a(IQ4NLWord(q, 4), ActivationWord(a, 16 + 4 * w), sumi);
+    }
+    return HalfToFloat(b.d) * a.d * float(sumi);
+  }
+};
+
+// ---- The 256-element super-blocks: eight sub-blocks each ----
+
+// Q2_K: sub-block s is 2-bit plane s % 4 of bytes 32 * (s / 4) .. +32; each 16 elements have a
+// 4-bit scale and a 4-bit min.
+struct WeightQ2_K {
+  using Block = quant::BlockQ2_K;
+  static constexpr DType kType = DType::kQ2_K;
+  static constexpr int kSubBlocks = 8;
+  static PETREL_HD void Decode(const Block& b, int sub, float* out) {
+    const float d = HalfToFloat(b.d), dmin = HalfToFloat(b.dmin);
+    const uint8_t* q = b.qs + 32 * (sub / 4);
+    const int shift = 2 * (sub % 4);
+    for (int k = 0; k < 2; ++k) {
+      const uint8_t sc = b.scales[2 * sub + k];
+      const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
+      for (int l = 0; l < 16; ++l) out[16 * k + l] = MulRn(dl, float((q[l + 16 * k] >> shift) & 3)) - ml;
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int sub, const ActivationBlock& a) {
+    const uint8_t* q = b.qs + 32 * (sub / 4);
+    const int shift = 2 * (sub % 4);
+    int scaled = 0, offset = 0;  // sum(scale * q . a), sum(min * sum(a)) over the two halves
+    for (int k = 0; k < 2; ++k) {
+      int sumi = 0;
+      for (int w = 0; w < 4; ++w) {
+        const uint32_t word = (Load32(q + 16 * k + 4 * w) >> shift) & 0x03030303;
+        sumi = Dp4a(int(word), ActivationWord(a, 16 * k + 4 * w), sumi);
+      }
+      const uint8_t sc = b.scales[2 * sub + k];
+      scaled += (sc & 0xF) * sumi;
+      offset += (sc >> 4) * ActivationSum16(a, 16 * k);
+    }
+    return a.d * (HalfToFloat(b.d) * float(scaled) - HalfToFloat(b.dmin) * float(offset));
+  }
+};
+
+// Q3_K: as Q2_K's planes, plus a high bit per element in hmask (clear: minus 4) and a signed
+// 6-bit scale per 16 elements.
+struct WeightQ3_K {
+  using Block = quant::BlockQ3_K;
+  static constexpr DType kType = DType::kQ3_K;
+  static constexpr int kSubBlocks = 8;
+  static PETREL_HD void Decode(const Block& b, int sub, float* out) {
+    const float d_all = HalfToFloat(b.d);
+    const uint8_t* q = b.qs + 32 * (sub / 4);
+    const int shift = 2 * (sub % 4);
+    const uint8_t mask = uint8_t(1u << sub);
+    for (int k = 0; k < 2; ++k) {
+      const float dl = d_all * float(Q3KScale(b.scales, 2 * sub + k));
+      for (int l = 0; l < 16; ++l) {
+        const int low = (q[l + 16 * k] >> shift) & 3;
+        const int high = (b.hmask[l + 16 * k] & mask) ? 0 : 4;
+        out[16 * k + l] = dl * float(low - high);
+      }
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int sub, const ActivationBlock& a) {
+    const uint8_t* q = b.qs + 32 * (sub / 4);
+    const int shift = 2 * (sub % 4);
+    int scaled = 0;
+    for (int k = 0; k < 2; ++k) {
+      int sumi = 0;
+      for (int w = 0; w < 4; ++w) {
+        const uint32_t low = (Load32(q + 16 * k + 4 * w) >> shift) & 0x03030303;
+        const uint32_t high = ((Load32(b.hmask + 16 * k + 4 * w) >> sub) & 0x01010101) << 2;
+        sumi = Dp4a(int(low | high), ActivationWord(a, 16 * k + 4 * w), sumi);
+      }
+      // Stored values are (low | high << 2) - 4.
+      scaled += Q3KScale(b.scales, 2 * sub + k) * (sumi - 4 * ActivationSum16(a, 16 * k));
+    }
+    return HalfToFloat(b.d) * a.d * float(scaled);
+  }
+};
+
+// Q4_K: sub-block s is the low (s even) or high nibbles of bytes 32 * (s / 2) .. +32, with a
+// 6-bit scale and min.
+struct WeightQ4_K {
+  using Block = quant::BlockQ4_K;
+  static constexpr DType kType = DType::kQ4_K;
+  static constexpr int kSubBlocks = 8;
+  static PETREL_HD void Decode(const Block& b, int sub, float* out) {
+    const float d = HalfToFloat(b.d), min = HalfToFloat(b.dmin);
+    int sc, m;
+    ScaleMinK4(sub, b.scales, &sc, &m);
+    const float d1 = d * float(sc), m1 = min * float(m);
+    const uint8_t* q = b.qs + 32 * (sub / 2);
+    const int shift = 4 * (sub % 2);
+    for (int l = 0; l < 32; ++l) out[l] = MulRn(d1, float((q[l] >> shift) & 0xF)) - m1;
+  }
+  static PETREL_HD float Dot(const Block& b, int sub, const ActivationBlock& a) {
+    const uint8_t* q = b.qs + 32 * (sub / 2);
+    const int shift = 4 * (sub % 2);
+    int sumi = 0;
+    for (int w = 0; w < 8; ++w) {
+      sumi = Dp4a(int((Load32(q + 4 * w) >> shift) & 0x0F0F0F0F), ActivationWord(a, 4 * w), sumi);
+    }
+    int sc, m;
+    ScaleMinK4(sub, b.scales, &sc, &m);
+    return HalfToFloat(b.d) * float(sc) * a.d * float(sumi) - HalfToFloat(b.dmin) * float(m) * a.s;
+  }
+};
+
+// Q5_K: Q4_K plus a fifth bit per element: bit s of qh[l].
+struct WeightQ5_K {
+  using Block = quant::BlockQ5_K;
+  static constexpr DType kType = DType::kQ5_K;
+  static constexpr int kSubBlocks = 8;
+  static PETREL_HD void Decode(const Block& b, int sub, float* out) {
+    const float d = HalfToFloat(b.d), min = HalfToFloat(b.dmin);
+    int sc, m;
+    ScaleMinK4(sub, b.scales, &sc, &m);
+    const float d1 = d * float(sc), m1 = min * float(m);
+    const uint8_t* ql = b.qs + 32 * (sub / 2);
+    const int shift = 4 * (sub % 2);
+    const uint8_t mask = uint8_t(1u << sub);
+    for (int l = 0; l < 32; ++l) {
+      out[l] = MulRn(d1, float(((ql[l] >> shift) & 0xF) + (b.qh[l] & mask ? 16 : 0))) - m1;
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int sub, const ActivationBlock& a) {
+    const uint8_t* ql = b.qs + 32 * (sub / 2);
+    const int shift = 4 * (sub % 2);
+    int sumi = 0;
+    for (int w = 0; w < 8; ++w) {
+      const uint32_t low = (Load32(ql + 4 * w) >> shift) & 0x0F0F0F0F;
+      const uint32_t high = ((Load32(b.qh + 4 * w) >> sub) & 0x01010101) << 4;
+      sumi = Dp4a(int(low | high), ActivationWord(a, 4 * w), sumi);
+    }
+    int sc, m;
+    ScaleMinK4(sub, b.scales, &sc, &m);
+    return HalfToFloat(b.d) * float(sc) * a.d * float(sumi) - HalfToFloat(b.dmin) * float(m) * a.s;
+  }
+};
+
+// Q6_K: each 128 elements are 64 bytes of low nibbles and 32 bytes of 2-bit high parts; sub-block
+// s is group s % 4 of half s / 4, with a signed 8-bit scale per 16 elements; values minus 32.
+struct WeightQ6_K {
+  using Block = quant::BlockQ6_K;
+  static constexpr DType kType = DType::kQ6_K;
+  static constexpr int kSubBlocks = 8;
+  static PETREL_HD void Decode(const Block& b, int sub, float* out) {
+    const float d = HalfToFloat(b.d);
+    const int half = sub / 4, group = sub % 4;
+    const uint8_t* ql = b.ql + 64 * half + 32 * (group % 2);
+    const uint8_t* qh = b.qh + 32 * half;
+    const int8_t* sc = b.scales + 8 * half + 2 * group;
+    const int low_shift = 4 * (group / 2), high_shift = 2 * group;
+    for (int l = 0; l < 32; ++l) {
+      const int q = int(((ql[l] >> low_shift) & 0xF) | (((qh[l] >> high_shift) & 3) << 4)) - 32;
+      out[l] = d * float(sc[l / 16]) * float(q);
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int sub, const ActivationBlock& a) {
+    const int half = sub / 4, group = sub % 4;
+    const uint8_t* ql = b.ql + 64 * half + 32 * (group % 2);
+    const uint8_t* qh = b.qh + 32 * half;
+    const int8_t* sc = b.scales + 8 * half + 2 * group;
+    const int low_shift = 4 * (group / 2), high_shift = 2 * group;
+    int scaled = 0;
+    for (int k = 0; k < 2; ++k) {
+      int sumi = 0;
+      for (int w = 0; w < 4; ++w) {
+        const int l = 16 * k + 4 * w;
+        const uint32_t low = (Load32(ql + l) >> low_shift) & 0x0F0F0F0F;
+        const uint32_t high = ((Load32(qh + l) >> high_shift) & 0x03030303) << 4;
+        sumi = Dp4a(int(low | high), ActivationWord(a, l), sumi);
+      }
+      scaled += sc[k] * (sumi - 32 * ActivationSum16(a, 16 * k));
+    }
+    return HalfToFloat(b.d) * a.d * float(scaled);
+  }
+};
+
+// IQ4_XS: sub-block s is 16 bytes of IQ4_NL-style nibbles with a signed 6-bit scale.
+struct WeightIQ4_XS {
+  using Block = quant::BlockIQ4_XS;
+  static constexpr DType kType = DType::kIQ4_XS;
+  static constexpr int kSubBlocks = 8;
+  static PETREL_HD void Decode(const Block& b, int sub, float* out) {
+    const float dl = HalfToFloat(b.d) * float(IQ4XSScale(b, sub));
+    const uint8_t* qs = b.qs + 16 * sub;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = dl * float(IQ4NLValue(qs[j] & 0xF));
+      out[j + 16] = dl * float(IQ4NLValue(qs[j] >> 4));
+    }
+  }
+  static PETREL_HD float Dot(const Block& b, int sub, const ActivationBlock& a) {
+    const uint8_t* qs = b.qs + 16 * sub;
+    int sumi = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t q = Load32(qs + 4 * w);
+      sumi = Dp4a(IQ4NLWord(q, 0), ActivationWord(a, 4 * w), sumi);
+      sumi = Dp4a(IQ4NLWord(q, 4), ActivationWord(a, 16 + 4 * w), sumi);
+    }
+    return HalfToFloat(b.d) * float(IQ4XSScale(b, sub)) * a.d * float(sumi);
+  }
+};
+
+// ---- Float weights: element-wise ----
+
+struct WeightF32 {
+  static constexpr DType kType = DType::kF32;
+  static PETREL_HD float Load(const void* row, int64_t j) { return static_cast<const float*>(row)[j]; }
+};
+struct WeightF16 {
+  static constexpr DType kType = DType::kF16;
+  static PETREL_HD float Load(const void* row, int64_t j) {
+    return HalfToFloat(static_cast<const uint16_t*>(row)[j]);
+  }
+};
+struct WeightBF16 {
+  static constexpr DType kType = DType::kBF16;
+  static PETREL_HD float Load(const void* row, int64_t j) {
+    return BFloat16ToFloat(static_cast<const uint16_t*>(row)[j]);
+  }
+};
+
+// Calls visit(WeightX{}) for a block type and returns true; false for every other type.
+template <class Visit>
+bool VisitBlockType(DType type, Visit&& visit) {
+  switch (type) {
+    case DType::kQ4_0: visit(WeightQ4_0{}); return true;
+    case DType::kQ4_1: visit(WeightQ4_1{}); return true;
+    case DType::kQ5_0: visit(WeightQ5_0{}); return true;
+    case DType::kQ5_1: visit(WeightQ5_1{}); return true;
+    case DType::kQ8_0: visit(WeightQ8_0{}); return true;
+    case DType::kQ2_K: visit(WeightQ2_K{}); return true;
+    case DType::kQ3_K: visit(WeightQ3_K{}); return true;
+    case DType::kQ4_K: visit(WeightQ4_K{}); return true;
+    case DType::kQ5_K: visit(WeightQ5_K{}); return true;
+    case DType::kQ6_K: visit(WeightQ6_K{}); return true;
+    case DType::kIQ4_NL: visit(WeightIQ4_NL{}); return true;
+    case DType::kIQ4_XS: visit(WeightIQ4_XS{}); return true;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_1:  // activation formats, never weights
+    case DType::kQ8_K:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
+      return false;
+  }
+  return false;
+}
+
+// Calls visit(WeightF32{} / WeightF16{} / WeightBF16{}) for a float type and returns true.
+template <class Visit>
+bool VisitFloatType(DType type, Visit&& visit) {
+  switch (type) {
+    case DType::kF32: visit(WeightF32{}); return true;
+    case DType::kF16: visit(WeightF16{}); return true;
+    case DType::kBF16: visit(WeightBF16{}); return true;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ8_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF64:
+    case DType::kCount:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace petrel::cuda
