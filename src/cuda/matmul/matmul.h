@@ -4,6 +4,15 @@
 // All activations are row-major f32 in device memory. Weights are `n_rows` rows of `n_cols`
 // elements, rows `row_bytes` apart (RowBytes(type, n_cols)). Launches are asynchronous on
 // `stream`; errors come back as the launch's cudaError_t.
+//
+// Batch invariance. Batches of up to kMatVecMaxTokens tokens take the matrix-vector kernels, in
+// which a token's output depends only on its own row of x (bit for bit, whatever the other rows
+// and their number). Larger batches take cuBLAS on F16 (BF16, F32) operands, which rounds
+// differently (x to F16 rather than to 8-bit blocks for the block types) and whose summation
+// order cuBLAS chooses by shape: a token's output there may change in the last bits with the
+// batch size. SetBatchInvariant(true) sends every batch through the matrix-vector kernels,
+// kMatVecMaxTokens tokens per launch, so outputs are identical for any batching (at a cost in
+// prompt speed).
 #pragma once
 
 #include <cublas_v2.h>
@@ -15,6 +24,14 @@
 #include "quant/types.h"
 
 namespace petrel::cuda {
+
+// Batches of up to this many tokens take the matrix-vector kernels; larger ones cuBLAS.
+inline constexpr int64_t kMatVecMaxTokens = 8;
+
+// Batch-invariant mode, process-wide, off by default (see above). MatMulScratchBytes does not
+// depend on it, so it may be switched between launches.
+void SetBatchInvariant(bool on);
+bool BatchInvariant();
 
 // Whether LaunchMatMul and LaunchEmbedRows run weights of `type`.
 bool HasWeightKernels(DType type);
