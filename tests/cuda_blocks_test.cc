@@ -50,8 +50,8 @@ typename Weight::Block RandomBlock(std::mt19937& rng) {
 // Calls test(WeightX{}) for every block type, with the type's name as the trace.
 template <class Test>
 void ForEachBlockType(Test&& test) {
-  const DType types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1,
-                         DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K,
+  const DType types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
+                         DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
                          DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
   for (DType type : types) {
     SCOPED_TRACE(DTypeName(type));
@@ -107,7 +107,27 @@ TEST(CudaBlocksTest, FloatLoadsMatchTheConverters) {
     EXPECT_EQ(FloatBits(bf16), FloatBits(BF16ToF32(all[i]))) << i;
   }
   const float values[] = {1.5f, -0.f, 3e-39f};
-  for (int j = 0; j < 3; ++j) EXPECT_EQ(FloatBits(WeightF32::Load(values, j)), FloatBits(values[j]));
+  for (int j = 0; j < 3; ++j)
+    EXPECT_EQ(FloatBits(WeightF32::Load(values, j)), FloatBits(values[j]));
+}
+
+TEST(CudaBlocksTest, EightAtATimeLoadsMatchElementLoads) {
+  std::mt19937 rng(16);
+  alignas(16) uint16_t halves[64];
+  alignas(16) float floats[64];
+  for (uint16_t& h : halves) h = uint16_t(rng() & 0x7BFF);  // finite
+  for (float& f : floats) f = std::ldexp(float(int(rng() % 2001) - 1000), -int(rng() % 20));
+  for (int j = 0; j < 64; j += 8) {
+    float f16[8], bf16[8], f32[8];
+    WeightF16::Load8(halves, j, f16);
+    WeightBF16::Load8(halves, j, bf16);
+    WeightF32::Load8(floats, j, f32);
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(FloatBits(f16[i]), FloatBits(WeightF16::Load(halves, j + i))) << j + i;
+      EXPECT_EQ(FloatBits(bf16[i]), FloatBits(WeightBF16::Load(halves, j + i))) << j + i;
+      EXPECT_EQ(FloatBits(f32[i]), FloatBits(floats[j + i])) << j + i;
+    }
+  }
 }
 
 TEST(CudaBlocksTest, IQ4NLGridMatchesTheTable) {

@@ -22,9 +22,9 @@
 namespace petrel::cuda {
 namespace {
 
-const DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,  DType::kQ4_0,
-                              DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,  DType::kQ8_0,
-                              DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,  DType::kQ5_K,
+const DType kWeightTypes[] = {DType::kF32,  DType::kF16,    DType::kBF16,  DType::kQ4_0,
+                              DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,  DType::kQ8_0,
+                              DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,  DType::kQ5_K,
                               DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 bool IsFloat(DType type) {
@@ -140,7 +140,8 @@ class CudaMatMulDeviceTest : public ::testing::Test {
   cublasHandle_t cublas_ = nullptr;
 };
 
-// A random weight matrix (n_rows, n_cols) of `type`: its bytes and its values as the CPU decodes them.
+// A random weight matrix (n_rows, n_cols) of `type`: its bytes and its values as the CPU decodes
+// them.
 struct Weights {
   std::vector<uint8_t> bytes;
   std::vector<float> values;
@@ -249,7 +250,8 @@ TEST_F(CudaMatMulDeviceTest, EveryTypeMatchesTheReferenceOnBothPaths) {
     for (int64_t n_tokens : {1, 3, 8, 9, 40}) {
       SCOPED_TRACE("n_tokens " + std::to_string(n_tokens));
       const std::vector<float> x = RandomVector(n_tokens * n_cols, rng);
-      const std::vector<float> bias = n_tokens % 2 ? RandomVector(n_rows, rng) : std::vector<float>();
+      const std::vector<float> bias =
+          n_tokens % 2 ? RandomVector(n_rows, rng) : std::vector<float>();
       const MatMulRun run = RunMatMul(stream_, cublas_, type, w, n_rows, n_cols, x, n_tokens, bias);
       ASSERT_EQ(run.error, cudaSuccess) << cudaGetErrorString(run.error);
       std::vector<double> expected, magnitude;
@@ -268,13 +270,36 @@ TEST_F(CudaMatMulDeviceTest, EveryTypeMatchesTheReferenceOnBothPaths) {
   }
 }
 
+// Float weights whose rows cannot be read 16 bytes at a time (100 columns) take the
+// element-wise matrix-vector loop; cuBLAS takes any leading dimension.
+TEST_F(CudaMatMulDeviceTest, FloatWeightsOfAnyWidth) {
+  std::mt19937 rng(5);
+  const int64_t n_rows = 33, n_cols = 100;
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(type));
+    const Weights w = RandomWeights(type, n_rows, n_cols, rng);
+    for (int64_t n_tokens : {1, 5, 12}) {
+      const std::vector<float> x = RandomVector(n_tokens * n_cols, rng);
+      const MatMulRun run = RunMatMul(stream_, cublas_, type, w, n_rows, n_cols, x, n_tokens, {});
+      ASSERT_EQ(run.error, cudaSuccess) << cudaGetErrorString(run.error);
+      std::vector<double> expected, magnitude;
+      Reference(type, w, n_rows, n_cols, x, n_tokens, {}, n_tokens > kMatVecMaxTokens, &expected,
+                &magnitude);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_NEAR(run.y[i], expected[i], 1e-3 * magnitude[i] + 1e-6) << "output " << i;
+      }
+    }
+  }
+}
+
 // The cuBLAS path over several F16 tiles of W (a tile is 32 MiB: 2048 rows of 8192 columns).
 TEST_F(CudaMatMulDeviceTest, TiledDequantizationCoversEveryRow) {
   std::mt19937 rng(7);
   const int64_t n_rows = 4100, n_cols = 8192, n_tokens = 16;
   const Weights w = RandomWeights(DType::kQ4_K, n_rows, n_cols, rng);
   const std::vector<float> x = RandomVector(n_tokens * n_cols, rng);
-  const MatMulRun run = RunMatMul(stream_, cublas_, DType::kQ4_K, w, n_rows, n_cols, x, n_tokens, {});
+  const MatMulRun run =
+      RunMatMul(stream_, cublas_, DType::kQ4_K, w, n_rows, n_cols, x, n_tokens, {});
   ASSERT_EQ(run.error, cudaSuccess) << cudaGetErrorString(run.error);
   std::vector<double> expected, magnitude;
   Reference(DType::kQ4_K, w, n_rows, n_cols, x, n_tokens, {}, /*gemm_path=*/true, &expected,
@@ -322,14 +347,14 @@ TEST_F(CudaMatMulDeviceTest, EmbedRowsMatchTheDequantizerBitForBit) {
     DeviceArray<uint8_t> d_table(table.bytes);
     DeviceArray<int32_t> d_tokens(tokens);
     DeviceArray<float> d_out(tokens.size() * n_cols);
-    ASSERT_EQ(LaunchEmbedRows(stream_, type, d_table.get(), table.row_bytes, n_cols,
-                              d_tokens.get(), int64_t(tokens.size()), d_out.get()),
+    ASSERT_EQ(LaunchEmbedRows(stream_, type, d_table.get(), table.row_bytes, n_cols, d_tokens.get(),
+                              int64_t(tokens.size()), d_out.get()),
               cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     const std::vector<float> out = d_out.ToHost(tokens.size() * n_cols);
     for (size_t t = 0; t < tokens.size(); ++t) {
-      EXPECT_EQ(0, std::memcmp(out.data() + t * n_cols,
-                               table.values.data() + tokens[t] * n_cols, n_cols * 4))
+      EXPECT_EQ(0, std::memcmp(out.data() + t * n_cols, table.values.data() + tokens[t] * n_cols,
+                               n_cols * 4))
           << "token " << t;
     }
   }

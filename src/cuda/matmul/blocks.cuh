@@ -101,7 +101,8 @@ PETREL_HD int Dp4a(int a, int b, int acc) {
 #if defined(__CUDA_ARCH__)
   return __dp4a(a, b, acc);
 #else
-  for (int i = 0; i < 4; ++i) acc += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
+  for (int i = 0; i < 4; ++i)
+    acc += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
   return acc;
 #endif
 }
@@ -293,7 +294,8 @@ struct WeightQ8_0 {
   static PETREL_HD float Dot(const Block& b, int /*sub*/, const ActivationBlock& a) {
     const uint8_t* qs = reinterpret_cast<const uint8_t*>(b.qs);
     int sumi = 0;
-    for (int w = 0; w < 8; ++w) sumi = Dp4a(int(Load32(qs + 4 * w)), ActivationWord(a, 4 * w), sumi);
+    for (int w = 0; w < 8; ++w)
+      sumi = Dp4a(int(Load32(qs + 4 * w)), ActivationWord(a, 4 * w), sumi);
     return HalfToFloat(b.d) * a.d * float(sumi);
   }
 };
@@ -335,7 +337,8 @@ struct WeightQ2_K {
     for (int k = 0; k < 2; ++k) {
       const uint8_t sc = b.scales[2 * sub + k];
       const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
-      for (int l = 0; l < 16; ++l) out[16 * k + l] = MulRn(dl, float((q[l + 16 * k] >> shift) & 3)) - ml;
+      for (int l = 0; l < 16; ++l)
+        out[16 * k + l] = MulRn(dl, float((q[l + 16 * k] >> shift) & 3)) - ml;
     }
   }
   static PETREL_HD float Dot(const Block& b, int sub, const ActivationBlock& a) {
@@ -518,16 +521,55 @@ struct WeightIQ4_XS {
   }
 };
 
-// ---- Float weights: element-wise ----
+// ---- Float weights: element-wise, or eight at a time ----
 
+// The 16 bytes at `p` as four little-endian words; on the device one 16-byte load, so `p` must
+// be 16-byte aligned there.
+PETREL_HD void Load16Bytes(const void* p, uint32_t* words /* (4) */) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = *static_cast<const uint4*>(p);
+  words[0] = v.x;
+  words[1] = v.y;
+  words[2] = v.z;
+  words[3] = v.w;
+#else
+  std::memcpy(words, p, 16);
+#endif
+}
+
+// Load(row, j): element j as f32. Load8(row, j, out): elements j..j+7, with the row's address of
+// element j 16-byte aligned (F32: 32 bytes read as two 16-byte loads).
 struct WeightF32 {
   static constexpr DType kType = DType::kF32;
-  static PETREL_HD float Load(const void* row, int64_t j) { return static_cast<const float*>(row)[j]; }
+  static PETREL_HD float Load(const void* row, int64_t j) {
+    return static_cast<const float*>(row)[j];
+  }
+  static PETREL_HD void Load8(const void* row, int64_t j, float* out) {
+    const float* values = static_cast<const float*>(row) + j;
+    uint32_t words[8];
+    Load16Bytes(values, words);
+    Load16Bytes(values + 4, words + 4);
+    for (int i = 0; i < 8; ++i) {
+#if defined(__CUDA_ARCH__)
+      out[i] = __uint_as_float(words[i]);
+#else
+      std::memcpy(&out[i], &words[i], 4);
+#endif
+    }
+  }
 };
 struct WeightF16 {
   static constexpr DType kType = DType::kF16;
   static PETREL_HD float Load(const void* row, int64_t j) {
     return HalfToFloat(static_cast<const uint16_t*>(row)[j]);
+  }
+  static PETREL_HD void Load8(const void* row, int64_t j, float* out) {
+    uint32_t words[4];
+    Load16Bytes(static_cast<const uint16_t*>(row) + j, words);
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = HalfToFloat(uint16_t(words[i]));
+      out[2 * i + 1] = HalfToFloat(uint16_t(words[i] >> 16));
+    }
   }
 };
 struct WeightBF16 {
@@ -535,24 +577,56 @@ struct WeightBF16 {
   static PETREL_HD float Load(const void* row, int64_t j) {
     return BFloat16ToFloat(static_cast<const uint16_t*>(row)[j]);
   }
+  static PETREL_HD void Load8(const void* row, int64_t j, float* out) {
+    uint32_t words[4];
+    Load16Bytes(static_cast<const uint16_t*>(row) + j, words);
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = BFloat16ToFloat(uint16_t(words[i]));
+      out[2 * i + 1] = BFloat16ToFloat(uint16_t(words[i] >> 16));
+    }
+  }
 };
 
 // Calls visit(WeightX{}) for a block type and returns true; false for every other type.
 template <class Visit>
 bool VisitBlockType(DType type, Visit&& visit) {
   switch (type) {
-    case DType::kQ4_0: visit(WeightQ4_0{}); return true;
-    case DType::kQ4_1: visit(WeightQ4_1{}); return true;
-    case DType::kQ5_0: visit(WeightQ5_0{}); return true;
-    case DType::kQ5_1: visit(WeightQ5_1{}); return true;
-    case DType::kQ8_0: visit(WeightQ8_0{}); return true;
-    case DType::kQ2_K: visit(WeightQ2_K{}); return true;
-    case DType::kQ3_K: visit(WeightQ3_K{}); return true;
-    case DType::kQ4_K: visit(WeightQ4_K{}); return true;
-    case DType::kQ5_K: visit(WeightQ5_K{}); return true;
-    case DType::kQ6_K: visit(WeightQ6_K{}); return true;
-    case DType::kIQ4_NL: visit(WeightIQ4_NL{}); return true;
-    case DType::kIQ4_XS: visit(WeightIQ4_XS{}); return true;
+    case DType::kQ4_0:
+      visit(WeightQ4_0{});
+      return true;
+    case DType::kQ4_1:
+      visit(WeightQ4_1{});
+      return true;
+    case DType::kQ5_0:
+      visit(WeightQ5_0{});
+      return true;
+    case DType::kQ5_1:
+      visit(WeightQ5_1{});
+      return true;
+    case DType::kQ8_0:
+      visit(WeightQ8_0{});
+      return true;
+    case DType::kQ2_K:
+      visit(WeightQ2_K{});
+      return true;
+    case DType::kQ3_K:
+      visit(WeightQ3_K{});
+      return true;
+    case DType::kQ4_K:
+      visit(WeightQ4_K{});
+      return true;
+    case DType::kQ5_K:
+      visit(WeightQ5_K{});
+      return true;
+    case DType::kQ6_K:
+      visit(WeightQ6_K{});
+      return true;
+    case DType::kIQ4_NL:
+      visit(WeightIQ4_NL{});
+      return true;
+    case DType::kIQ4_XS:
+      visit(WeightIQ4_XS{});
+      return true;
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
@@ -573,9 +647,15 @@ bool VisitBlockType(DType type, Visit&& visit) {
 template <class Visit>
 bool VisitFloatType(DType type, Visit&& visit) {
   switch (type) {
-    case DType::kF32: visit(WeightF32{}); return true;
-    case DType::kF16: visit(WeightF16{}); return true;
-    case DType::kBF16: visit(WeightBF16{}); return true;
+    case DType::kF32:
+      visit(WeightF32{});
+      return true;
+    case DType::kF16:
+      visit(WeightF16{});
+      return true;
+    case DType::kBF16:
+      visit(WeightBF16{});
+      return true;
     case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ5_0:

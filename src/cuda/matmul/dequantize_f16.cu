@@ -12,7 +12,7 @@ constexpr int kThreads = 256;
 template <class Weight>
 __global__ void __launch_bounds__(kThreads)
     DequantizeToF16Kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t n_rows,
-                          int64_t n_sub,  // sub-blocks per row
+                          int64_t n_sub,                // sub-blocks per row
                           __half2* __restrict__ out) {  // (n_rows, n_sub * 16) pairs
   const int64_t index = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (index >= n_rows * n_sub) return;

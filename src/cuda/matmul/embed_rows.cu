@@ -1,9 +1,8 @@
 // Embedding rows as f32 for every weight type: block types one thread per 32-element sub-block
 // (decoded with blocks.cuh, bit for bit the CPU's dequantizer), float types one thread per
 // element.
-#include "cuda/matmul/matmul.h"
-
 #include "cuda/matmul/blocks.cuh"
+#include "cuda/matmul/matmul.h"
 
 namespace petrel::cuda {
 namespace {
@@ -43,8 +42,8 @@ __global__ void __launch_bounds__(kThreads)
 
 cudaError_t LaunchEmbedRows(cudaStream_t stream, DType type, const void* table, size_t row_bytes,
                             int64_t n_cols, const int32_t* tokens, int64_t n_tokens, float* out) {
-  if (n_tokens <= 0 || n_cols <= 0) return n_tokens < 0 || n_cols < 0 ? cudaErrorInvalidValue
-                                                                      : cudaSuccess;
+  if (n_tokens < 0 || n_cols < 0) return cudaErrorInvalidValue;
+  if (n_tokens == 0 || n_cols == 0) return cudaSuccess;
   const auto* bytes = static_cast<const uint8_t*>(table);
   bool whole_blocks = true;
   const bool is_block_type = VisitBlockType(type, [&](auto weight) {

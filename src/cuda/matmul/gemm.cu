@@ -23,20 +23,28 @@ size_t AlignUp(size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlig
 
 cudaError_t FromCublas(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return cudaSuccess;
-    case CUBLAS_STATUS_ALLOC_FAILED: return cudaErrorMemoryAllocation;
-    case CUBLAS_STATUS_INVALID_VALUE: return cudaErrorInvalidValue;
-    case CUBLAS_STATUS_NOT_INITIALIZED: return cudaErrorInitializationError;
-    case CUBLAS_STATUS_ARCH_MISMATCH: return cudaErrorNoKernelImageForDevice;
-    case CUBLAS_STATUS_NOT_SUPPORTED: return cudaErrorNotSupported;
-    case CUBLAS_STATUS_EXECUTION_FAILED: return cudaErrorLaunchFailure;
-    default: return cudaErrorUnknown;  // a C enum: cuBLAS versions add values
+    case CUBLAS_STATUS_SUCCESS:
+      return cudaSuccess;
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return cudaErrorMemoryAllocation;
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return cudaErrorInvalidValue;
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return cudaErrorInitializationError;
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return cudaErrorNoKernelImageForDevice;
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return cudaErrorNotSupported;
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return cudaErrorLaunchFailure;
+    default:
+      return cudaErrorUnknown;  // a C enum: cuBLAS versions add values
   }
 }
 
-#define PETREL_RETURN_IF_CUDA_ERROR(expr)          \
-  do {                                             \
-    const cudaError_t petrel_error_ = (expr);      \
+#define PETREL_RETURN_IF_CUDA_ERROR(expr)                   \
+  do {                                                      \
+    const cudaError_t petrel_error_ = (expr);               \
     if (petrel_error_ != cudaSuccess) return petrel_error_; \
   } while (0)
 
@@ -64,9 +72,11 @@ int64_t GemmTileRows(int64_t n_rows, int64_t n_cols) {
 size_t GemmScratchBytes(DType type, int64_t n_rows, int64_t n_cols, int64_t n_tokens) {
   const size_t x_half_bytes = AlignUp(size_t(n_tokens) * size_t(n_cols) * 2);
   switch (type) {
-    case DType::kF32: return 0;
+    case DType::kF32:
+      return 0;
     case DType::kF16:
-    case DType::kBF16: return x_half_bytes;
+    case DType::kBF16:
+      return x_half_bytes;
     case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ5_0:
@@ -104,10 +114,10 @@ cudaError_t LaunchGemm(cudaStream_t stream, cublasHandle_t cublas, DType type, c
   switch (type) {
     case DType::kF32: {
       const float alpha = 1.f, beta = 0.f;
-      PETREL_RETURN_IF_CUDA_ERROR(FromCublas(cublasSgemm(
-          cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(n_rows), int(n_tokens), int(n_cols), &alpha,
-          static_cast<const float*>(w), int(row_bytes / sizeof(float)), x, int(n_cols), &beta, y,
-          int(n_rows))));
+      PETREL_RETURN_IF_CUDA_ERROR(FromCublas(
+          cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(n_rows), int(n_tokens), int(n_cols),
+                      &alpha, static_cast<const float*>(w), int(row_bytes / sizeof(float)), x,
+                      int(n_cols), &beta, y, int(n_rows))));
       break;
     }
     case DType::kF16:

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "cuda/matmul/blocks.cuh"  // ActivationBlock
-#include "cuda/matmul/matmul.h"  // kMatVecMaxTokens
+#include "cuda/matmul/matmul.h"    // kMatVecMaxTokens
 #include "quant/types.h"           // DType
 
 namespace petrel::cuda {

@@ -1,19 +1,22 @@
 // LaunchMatMul's choice of path (matrix-vector kernels or cuBLAS), its scratch and its checks;
 // the weight types with kernels; the batch-invariant switch.
-#include "cuda/matmul/matmul.h"
-
 #include <algorithm>
 #include <atomic>
 
 #include "cuda/matmul/launch.h"
+#include "cuda/matmul/matmul.h"
 
 namespace petrel::cuda {
 namespace {
 
 std::atomic<bool> batch_invariant{false};
 
-bool IsBlockType(DType type) { return VisitBlockType(type, [](auto) {}); }
-bool IsFloatType(DType type) { return VisitFloatType(type, [](auto) {}); }
+bool IsBlockType(DType type) {
+  return VisitBlockType(type, [](auto) {});
+}
+bool IsFloatType(DType type) {
+  return VisitFloatType(type, [](auto) {});
+}
 
 // Activation blocks of up to kMatVecMaxTokens tokens, for the block types' matrix-vector path.
 size_t MatVecScratchBytes(DType type, int64_t n_cols, int64_t n_tokens) {
@@ -55,8 +58,12 @@ cudaError_t LaunchMatMul(cudaStream_t stream, cublasHandle_t cublas, DType type,
     return cudaErrorInvalidValue;
   }
   if (n_tokens > kMatVecMaxTokens && !BatchInvariant()) {
-    return LaunchGemm(stream, cublas, type, w, row_bytes, n_rows, n_cols, x, n_tokens, bias, y,
-                      scratch);
+    const cudaError_t error = LaunchGemm(stream, cublas, type, w, row_bytes, n_rows, n_cols, x,
+                                         n_tokens, bias, y, scratch);
+    // cuBLAS may have no BF16 GEMM for an older GPU; the matrix-vector kernels read BF16 anywhere.
+    const bool no_bf16_gemm = type == DType::kBF16 && (error == cudaErrorNotSupported ||
+                                                       error == cudaErrorNoKernelImageForDevice);
+    if (!no_bf16_gemm) return error;
   }
   auto* act = static_cast<ActivationBlock*>(scratch);
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kMatVecMaxTokens) {

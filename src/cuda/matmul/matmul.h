@@ -3,7 +3,11 @@
 //
 // All activations are row-major f32 in device memory. Weights are `n_rows` rows of `n_cols`
 // elements, rows `row_bytes` apart (RowBytes(type, n_cols)). Launches are asynchronous on
-// `stream`; errors come back as the launch's cudaError_t.
+// `stream`; errors come back as the launch's cudaError_t (cuBLAS statuses mapped to one), never
+// an abort. Bad arguments (a type without kernels, a partial block, rows shorter than RowBytes,
+// too little scratch) return cudaErrorInvalidValue before anything is launched. Pointers: weights
+// 2-byte aligned (F32: 4), scratch 256-byte aligned (as cudaMalloc's). LaunchMatMul binds
+// `cublas` to `stream` (cublasSetStream) and expects its default host pointer mode.
 //
 // Batch invariance. Batches of up to kMatVecMaxTokens tokens take the matrix-vector kernels, in
 // which a token's output depends only on its own row of x (bit for bit, whatever the other rows

@@ -13,11 +13,12 @@ namespace petrel::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
+constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpSize;
 
 template <class Weight>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kThreadsPerBlock)
     BlockMatVecKernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t n_rows,
-                      int64_t n_sub,  // sub-blocks per row
+                      int64_t n_sub,                            // sub-blocks per row
                       const ActivationBlock* __restrict__ act,  // (n_tokens, n_sub)
                       int n_tokens, const float* __restrict__ bias,
                       float* __restrict__ y) {  // (n_tokens, n_rows)
@@ -51,9 +52,9 @@ cudaError_t LaunchBlockMatVec(cudaStream_t stream, DType type, const void* w, si
   if (n_rows == 0 || n_tokens == 0) return cudaSuccess;
   const bool known = VisitBlockType(type, [&](auto weight) {
     using Weight = decltype(weight);
-    BlockMatVecKernel<Weight><<<BlocksFor(n_rows, kWarpsPerBlock), kWarpsPerBlock * kWarpSize, 0,
-                                stream>>>(static_cast<const uint8_t*>(w), row_bytes, n_rows,
-                                          n_cols / kSubBlockElems, act, int(n_tokens), bias, y);
+    BlockMatVecKernel<Weight><<<BlocksFor(n_rows, kWarpsPerBlock), kThreadsPerBlock, 0, stream>>>(
+        static_cast<const uint8_t*>(w), row_bytes, n_rows, n_cols / kSubBlockElems, act,
+        int(n_tokens), bias, y);
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }
