@@ -1,0 +1,526 @@
+// The CUDA attention kernels' arithmetic, on the host: src/cuda/attention/attention_math.cuh is
+// built by the host compiler here, and a host emulation of the kernels' exact decomposition
+// (split-K chunks and the warps within a chunk, prefill query tiles, sequence runs and key tiles,
+// and the order every partial is merged in) is compared with the `ref` backend's attention over
+// paged caches with scattered blocks; the KV write conversion is compared byte for byte with the
+// CPU backend's. Runs without a GPU or the CUDA toolkit; the kernels themselves run in the `gpu`
+// suite where a device exists.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/kernel_table.h"  // AttentionArgs, PagedKvView
+#include "cpu/kernels.h"       // CpuKernels (row_from_f32: the CPU backend's KV write)
+#include "cuda/attention/attention_math.cuh"
+#include "quant/f16.h"
+#include "ref/reference_kernels.h"
+
+namespace petrel::cuda {
+namespace {
+
+using attn::KvKind;
+
+DType DTypeOf(KvKind kind) {
+  switch (kind) {
+    case KvKind::kF32:
+      return DType::kF32;
+    case KvKind::kF16:
+      return DType::kF16;
+    case KvKind::kQ8_0:
+      return DType::kQ8_0;
+  }
+  return DType::kF32;
+}
+
+// One attention node over a batch: sequences, each with `cached` positions already in the cache
+// (written by earlier batches) and `fresh` tokens in this batch (their K/V written by this
+// batch's KV write), attending with these parameters.
+struct AttentionCase {
+  std::string name;
+  KvKind kind = KvKind::kF32;
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  float scale = 1.0f, softcap = 0.0f;
+  int window = 0;
+  int block_tokens = 0;
+  struct Seq {
+    int cached = 0, fresh = 0;
+  };
+  std::vector<Seq> seqs;
+};
+
+std::ostream& operator<<(std::ostream& os, const AttentionCase& c) { return os << c.name; }
+
+// Uniform in [-range, range], never near zero (a zero would hide a missed scale or row).
+float NonZero(std::mt19937& rng, float range) {
+  std::uniform_real_distribution<float> dist(0.05f * range, range);
+  const float magnitude = dist(rng);
+  return rng() % 2 ? magnitude : -magnitude;
+}
+
+// The batch and the layer's paged cache as the backend hands them to the kernels.
+struct Batch {
+  int32_t n_tokens = 0, max_ctx = 0;
+  int64_t row_elems = 0, row_bytes = 0;
+  std::vector<float> q, k, v;  // (n_tokens, n_heads * head_dim), (n_tokens, row_elems) x2
+  std::vector<int32_t> kv_slot, n_ctx, token_seq, block_tables, block_table_begin;
+  std::vector<uint8_t> k_cache, v_cache;  // (n_blocks * block_tokens, row_bytes)
+  // Every row written to the cache, for the CPU comparison: slot and f32 K/V.
+  std::vector<int64_t> written_slots;
+  std::vector<float> written_k, written_v;
+};
+
+// The KV write kernel's per-thread work, unit by unit (KvWriteKernel in kv_write.cu).
+template <KvKind kKind>
+void WriteRow(const float* src, int64_t row_elems, uint8_t* dst) {
+  for (int64_t unit = 0; unit < row_elems / attn::KvUnitElems<kKind>(); ++unit)
+    attn::WriteKvUnit<kKind>(src, unit, dst);
+}
+
+void WriteRowAs(KvKind kind, const float* src, int64_t row_elems, uint8_t* dst) {
+  switch (kind) {
+    case KvKind::kF32:
+      return WriteRow<KvKind::kF32>(src, row_elems, dst);
+    case KvKind::kF16:
+      return WriteRow<KvKind::kF16>(src, row_elems, dst);
+    case KvKind::kQ8_0:
+      return WriteRow<KvKind::kQ8_0>(src, row_elems, dst);
+  }
+}
+
+Batch MakeBatch(const AttentionCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batch b;
+  b.row_elems = int64_t(c.n_kv_heads) * c.head_dim;
+  b.row_bytes = attn::KvBytes(c.kind, b.row_elems);
+  // Blocks of every sequence, shuffled over the pool (with spare blocks nobody owns), so that a
+  // sequence's positions jump between distant, unordered blocks.
+  int n_blocks = 3;
+  for (const AttentionCase::Seq& s : c.seqs)
+    n_blocks += (s.cached + s.fresh + c.block_tokens - 1) / c.block_tokens;
+  std::vector<int32_t> pool(n_blocks);
+  for (int i = 0; i < n_blocks; ++i) pool[i] = i;
+  std::shuffle(pool.begin(), pool.end(), rng);
+  b.k_cache.assign(size_t(n_blocks) * c.block_tokens * b.row_bytes, 0);
+  b.v_cache = b.k_cache;
+  size_t next_block = 0;
+  std::vector<float> k_row(b.row_elems), v_row(b.row_elems);
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const int total = c.seqs[s].cached + c.seqs[s].fresh;
+    b.block_table_begin.push_back(int32_t(b.block_tables.size()));
+    for (int i = 0; i < (total + c.block_tokens - 1) / c.block_tokens; ++i)
+      b.block_tables.push_back(pool[next_block++]);
+    const int32_t* seq_blocks = b.block_tables.data() + b.block_table_begin.back();
+    for (int pos = 0; pos < total; ++pos) {
+      for (int64_t i = 0; i < b.row_elems; ++i) {
+        k_row[i] = NonZero(rng, 1.0f);
+        v_row[i] = NonZero(rng, 1.0f);
+      }
+      const int64_t slot = attn::SlotOfPosition(seq_blocks, c.block_tokens, pos);
+      if (pos < c.seqs[s].cached) {
+        // Written by an earlier batch: straight into the cache.
+        WriteRowAs(c.kind, k_row.data(), b.row_elems, b.k_cache.data() + slot * b.row_bytes);
+        WriteRowAs(c.kind, v_row.data(), b.row_elems, b.v_cache.data() + slot * b.row_bytes);
+      } else {
+        b.k.insert(b.k.end(), k_row.begin(), k_row.end());
+        b.v.insert(b.v.end(), v_row.begin(), v_row.end());
+        b.kv_slot.push_back(int32_t(slot));
+        b.n_ctx.push_back(pos + 1);
+        b.token_seq.push_back(int32_t(s));
+        b.max_ctx = std::max(b.max_ctx, pos + 1);
+      }
+      b.written_slots.push_back(slot);
+      b.written_k.insert(b.written_k.end(), k_row.begin(), k_row.end());
+      b.written_v.insert(b.written_v.end(), v_row.begin(), v_row.end());
+    }
+  }
+  b.block_table_begin.push_back(int32_t(b.block_tables.size()));
+  b.n_tokens = int32_t(b.n_ctx.size());
+  // Queries a few times larger than K, so that scores spread over several units and the running
+  // max moves.
+  b.q.resize(size_t(b.n_tokens) * c.n_heads * c.head_dim);
+  for (float& x : b.q) x = NonZero(rng, 3.0f);
+  // This batch's KV write, token by token (KvWriteKernel).
+  for (int32_t t = 0; t < b.n_tokens; ++t) {
+    const int64_t offset = int64_t(b.kv_slot[t]) * b.row_bytes;
+    WriteRowAs(c.kind, b.k.data() + t * b.row_elems, b.row_elems, b.k_cache.data() + offset);
+    WriteRowAs(c.kind, b.v.data() + t * b.row_elems, b.row_elems, b.v_cache.data() + offset);
+  }
+  return b;
+}
+
+// The head slice of key `kv_pos` of sequence `seq` in a cache.
+const uint8_t* HeadAt(const AttentionCase& c, const Batch& b, const std::vector<uint8_t>& cache,
+                      int32_t seq, int32_t kv_pos, int kv_head) {
+  const int64_t slot = attn::SlotOfPosition(b.block_tables.data() + b.block_table_begin[seq],
+                                            c.block_tokens, kv_pos);
+  return cache.data() + slot * b.row_bytes + kv_head * attn::KvBytes(c.kind, c.head_dim);
+}
+
+// DecodeChunkKernel then CombineChunksKernel (attention_decode.cu), thread block by thread block;
+// a warp's dot product is summed in dimension order here (lanes, then a butterfly, on the GPU).
+template <KvKind kKind>
+std::vector<float> EmulateSplitK(const AttentionCase& c, const Batch& b) {
+  const int head_dim = c.head_dim;
+  const int32_t n_chunks = attn::DecodeChunks(b.max_ctx);
+  const int32_t chunk_tokens = attn::DecodeChunkTokens(b.max_ctx);
+  const int64_t n_parts = int64_t(b.n_tokens) * c.n_heads * n_chunks;
+  EXPECT_EQ(size_t(attn::DecodeScratchFloats(b.n_tokens, c.n_heads, b.max_ctx, head_dim)),
+            size_t(n_parts * (head_dim + 2)));
+  // NaN where nothing was written: a combine that reads a skipped chunk poisons its output.
+  std::vector<float> part_acc(n_parts * head_dim, NAN), part_stats(n_parts * 2, NAN);
+  for (int32_t token = 0; token < b.n_tokens; ++token) {
+    for (int head = 0; head < c.n_heads; ++head) {
+      const float* q = b.q.data() + (int64_t(token) * c.n_heads + head) * head_dim;
+      const int kv_head = head / (c.n_heads / c.n_kv_heads);
+      for (int32_t chunk = 0; chunk < n_chunks; ++chunk) {
+        const int32_t n_ctx = attn::DecodeContext(b.n_ctx[token], b.max_ctx);
+        const int32_t first = attn::FirstVisible(n_ctx, c.window);
+        const int32_t chunk_begin = chunk * chunk_tokens;
+        const int32_t chunk_end = std::min(chunk_begin + chunk_tokens, n_ctx);
+        if (chunk_end <= chunk_begin || chunk_end <= first) continue;
+        const int32_t key_begin = std::max(chunk_begin, first);
+        attn::PartialSoftmax warp_state[attn::kDecodeWarps];
+        std::vector<float> warp_acc(attn::kDecodeWarps * head_dim, 0.0f);
+        for (int warp = 0; warp < attn::kDecodeWarps; ++warp) {
+          attn::PartialSoftmax state = attn::EmptyPartial();
+          float* acc = warp_acc.data() + warp * head_dim;
+          for (int32_t kv_pos = key_begin + warp; kv_pos < chunk_end;
+               kv_pos += attn::kDecodeWarps) {
+            const uint8_t* k_head = HeadAt(c, b, b.k_cache, b.token_seq[token], kv_pos, kv_head);
+            const uint8_t* v_head = HeadAt(c, b, b.v_cache, b.token_seq[token], kv_pos, kv_head);
+            float dot = 0.0f;
+            for (int d = 0; d < head_dim; ++d) dot += q[d] * attn::LoadKv<kKind>(k_head, d);
+            const attn::KeyStep step = attn::AddKey(state, attn::ScoreOf(dot, c.scale, c.softcap));
+            for (int d = 0; d < head_dim; ++d)
+              acc[d] = acc[d] * step.correction + step.weight * attn::LoadKv<kKind>(v_head, d);
+          }
+          warp_state[warp] = state;
+        }
+        const int64_t part = (int64_t(token) * c.n_heads + head) * n_chunks + chunk;
+        for (int d = 0; d < head_dim; ++d) {
+          attn::PartialSoftmax merged = warp_state[0];
+          float value = warp_acc[d];
+          for (int warp = 1; warp < attn::kDecodeWarps; ++warp) {
+            const attn::MergeFactors factors = attn::MergePartials(merged, warp_state[warp]);
+            value = value * factors.into + warp_acc[warp * head_dim + d] * factors.from;
+          }
+          part_acc[part * head_dim + d] = value;
+          if (d == 0) {
+            part_stats[2 * part] = merged.max;
+            part_stats[2 * part + 1] = merged.sum;
+          }
+        }
+      }
+    }
+  }
+  std::vector<float> out(b.q.size());
+  for (int32_t token = 0; token < b.n_tokens; ++token) {
+    const int32_t n_ctx = attn::DecodeContext(b.n_ctx[token], b.max_ctx);
+    const int32_t first = attn::FirstVisible(n_ctx, c.window);
+    for (int head = 0; head < c.n_heads; ++head) {
+      const int64_t first_part = (int64_t(token) * c.n_heads + head) * n_chunks;
+      for (int d = 0; d < head_dim; ++d) {
+        attn::PartialSoftmax merged = attn::EmptyPartial();
+        float value = 0.0f;
+        for (int32_t chunk = first / chunk_tokens;
+             chunk < (n_ctx + chunk_tokens - 1) / chunk_tokens; ++chunk) {
+          const int64_t part = first_part + chunk;
+          const attn::PartialSoftmax partial = {part_stats[2 * part], part_stats[2 * part + 1]};
+          const attn::MergeFactors factors = attn::MergePartials(merged, partial);
+          value = value * factors.into + part_acc[part * head_dim + d] * factors.from;
+        }
+        out[(int64_t(token) * c.n_heads + head) * head_dim + d] =
+            value * attn::OutputFactor(merged);
+      }
+    }
+  }
+  return out;
+}
+
+// PrefillKernel (attention_prefill.cu): query tiles of kPrefillQueries tokens, runs of one
+// sequence within a tile, key tiles from the run's first visible tile to its last key; per row,
+// BeginTile, the weights' sum, then acc scaled and the tile's weighted V rows added in key order.
+template <KvKind kKind>
+std::vector<float> EmulatePrefill(const AttentionCase& c, const Batch& b) {
+  const int head_dim = c.head_dim;
+  const int key_tile = attn::PrefillKeyTile(head_dim);
+  std::vector<float> out(b.q.size(), NAN);
+  std::vector<float> k_tile(size_t(key_tile) * head_dim), v_tile(k_tile.size());
+  for (int head = 0; head < c.n_heads; ++head) {
+    const int kv_head = head / (c.n_heads / c.n_kv_heads);
+    for (int32_t token_begin = 0; token_begin < b.n_tokens; token_begin += attn::kPrefillQueries) {
+      const int32_t token_end = std::min(token_begin + attn::kPrefillQueries, b.n_tokens);
+      for (int32_t run_begin = token_begin; run_begin < token_end;) {
+        const int32_t seq = b.token_seq[run_begin];
+        int32_t run_end = run_begin + 1;
+        while (run_end < token_end && b.token_seq[run_end] == seq) ++run_end;
+        int32_t key_begin = INT32_MAX, key_end = 0;
+        for (int32_t token = run_begin; token < run_end; ++token) {
+          key_begin = std::min(key_begin, attn::FirstVisible(b.n_ctx[token], c.window));
+          key_end = std::max(key_end, b.n_ctx[token]);
+        }
+        const int32_t n_rows = run_end - run_begin;
+        std::vector<attn::PartialSoftmax> state(n_rows, attn::EmptyPartial());
+        std::vector<float> acc(size_t(n_rows) * head_dim, 0.0f);
+        for (int32_t tile_begin = key_begin / key_tile * key_tile; tile_begin < key_end;
+             tile_begin += key_tile) {
+          for (int key = 0; key < key_tile; ++key) {
+            const int32_t kv_pos = tile_begin + key;
+            for (int d = 0; d < head_dim; ++d) {
+              k_tile[key * head_dim + d] =
+                  kv_pos < key_end
+                      ? attn::LoadKv<kKind>(HeadAt(c, b, b.k_cache, seq, kv_pos, kv_head), d)
+                      : 0.0f;
+              v_tile[key * head_dim + d] =
+                  kv_pos < key_end
+                      ? attn::LoadKv<kKind>(HeadAt(c, b, b.v_cache, seq, kv_pos, kv_head), d)
+                      : 0.0f;
+            }
+          }
+          for (int32_t row = 0; row < n_rows; ++row) {
+            const int32_t token = run_begin + row;
+            const float* q = b.q.data() + (int64_t(token) * c.n_heads + head) * head_dim;
+            const int32_t first = attn::FirstVisible(b.n_ctx[token], c.window);
+            std::vector<float> scores(key_tile);
+            float tile_max = -INFINITY;
+            for (int key = 0; key < key_tile; ++key) {
+              const int32_t kv_pos = tile_begin + key;
+              float dot = 0.0f;
+              for (int d = 0; d < head_dim; ++d) dot += q[d] * k_tile[key * head_dim + d];
+              const bool visible = kv_pos >= first && kv_pos < b.n_ctx[token];
+              scores[key] = visible ? attn::ScoreOf(dot, c.scale, c.softcap) : -INFINITY;
+              tile_max = std::max(tile_max, scores[key]);
+            }
+            if (tile_max == -INFINITY) continue;
+            const float correction = attn::BeginTile(state[row], tile_max);
+            std::vector<float> weights(key_tile);
+            float weight_sum = 0.0f;
+            for (int key = 0; key < key_tile; ++key) {
+              weights[key] = attn::TileWeight(state[row], scores[key]);
+              weight_sum += weights[key];
+            }
+            state[row].sum += weight_sum;
+            float* row_acc = acc.data() + size_t(row) * head_dim;
+            for (int d = 0; d < head_dim; ++d) row_acc[d] *= correction;
+            for (int key = 0; key < key_tile; ++key)
+              for (int d = 0; d < head_dim; ++d)
+                row_acc[d] += weights[key] * v_tile[key * head_dim + d];
+          }
+        }
+        for (int32_t row = 0; row < n_rows; ++row) {
+          const float factor = attn::OutputFactor(state[row]);
+          float* dst = out.data() + (int64_t(run_begin + row) * c.n_heads + head) * head_dim;
+          for (int d = 0; d < head_dim; ++d) dst[d] = acc[size_t(row) * head_dim + d] * factor;
+        }
+        run_begin = run_end;
+      }
+    }
+  }
+  return out;
+}
+
+// The `ref` backend's attention, token by token, over the same cache.
+std::vector<float> Reference(const AttentionCase& c, const Batch& b) {
+  const PagedKvView kv = {
+      .k = const_cast<uint8_t*>(b.k_cache.data()),
+      .v = const_cast<uint8_t*>(b.v_cache.data()),
+      .dtype = DTypeOf(c.kind),
+      .block_tokens = size_t(c.block_tokens),
+      .row_elems = size_t(b.row_elems),
+  };
+  std::vector<float> out(b.q.size());
+  for (int32_t token = 0; token < b.n_tokens; ++token) {
+    petrel::AttentionArgs args;
+    args.q = b.q.data() + int64_t(token) * c.n_heads * c.head_dim;
+    args.kv = &kv;
+    args.block_table = b.block_tables.data() + b.block_table_begin[b.token_seq[token]];
+    args.n_ctx = b.n_ctx.data() + token;
+    args.n_queries = 1;
+    args.n_heads = size_t(c.n_heads);
+    args.n_kv_heads = size_t(c.n_kv_heads);
+    args.head_dim = size_t(c.head_dim);
+    args.scale = c.scale;
+    args.softcap = c.softcap;
+    args.window = size_t(c.window);
+    args.out = out.data() + int64_t(token) * c.n_heads * c.head_dim;
+    ref::ReferenceKernels().attention(args, 0, size_t(c.n_heads));
+  }
+  return out;
+}
+
+// Largest |got - want| (NaN counts as infinite).
+float MaxError(const std::vector<float>& got, const std::vector<float>& want) {
+  float worst = 0.0f;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float error = std::fabs(got[i] - want[i]);
+    if (!(error <= worst)) worst = std::isnan(error) ? INFINITY : error;
+  }
+  return worst;
+}
+
+// The f32 kernels against the double reference on the same cache: outputs are convex
+// combinations of V values in [-1, 1]; the f32 exps, running sums and rescalings of a few
+// thousand keys stay far below this.
+constexpr float kTolerance = 5e-6f;
+
+class CudaAttentionMathTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(CudaAttentionMathTest, KvWriteMatchesCpuBackendBytes) {
+  const AttentionCase& c = GetParam();
+  const Batch b = MakeBatch(c, 1234);
+  std::vector<uint8_t> k_cpu(b.k_cache.size(), 0), v_cpu(b.v_cache.size(), 0);
+  for (size_t i = 0; i < b.written_slots.size(); ++i) {
+    const size_t offset = size_t(b.written_slots[i] * b.row_bytes);
+    cpu::CpuKernels().row_from_f32(DTypeOf(c.kind), b.written_k.data() + i * b.row_elems,
+                                   size_t(b.row_elems), k_cpu.data() + offset);
+    cpu::CpuKernels().row_from_f32(DTypeOf(c.kind), b.written_v.data() + i * b.row_elems,
+                                   size_t(b.row_elems), v_cpu.data() + offset);
+  }
+  EXPECT_TRUE(k_cpu == b.k_cache) << "K cache bytes differ from the CPU backend's";
+  EXPECT_TRUE(v_cpu == b.v_cache) << "V cache bytes differ from the CPU backend's";
+}
+
+template <KvKind kKind>
+void CheckDecompositions(const AttentionCase& c, const Batch& b) {
+  const std::vector<float> want = Reference(c, b);
+  const float split_k_error = MaxError(EmulateSplitK<kKind>(c, b), want);
+  const float prefill_error = MaxError(EmulatePrefill<kKind>(c, b), want);
+  EXPECT_LE(split_k_error, kTolerance) << "split-K decode, " << b.n_tokens << " tokens";
+  EXPECT_LE(prefill_error, kTolerance) << "tiled prefill, " << b.n_tokens << " tokens";
+  std::printf(
+      "  %s: %d tokens, max_ctx %d (%d split-K chunks of %d), max error split-K %.3g, "
+      "prefill %.3g\n",
+      c.name.c_str(), b.n_tokens, b.max_ctx, attn::DecodeChunks(b.max_ctx),
+      attn::DecodeChunkTokens(b.max_ctx), split_k_error, prefill_error);
+}
+
+TEST_P(CudaAttentionMathTest, KernelDecompositionsMatchReference) {
+  const AttentionCase& c = GetParam();
+  const Batch b = MakeBatch(c, 99);
+  switch (c.kind) {
+    case KvKind::kF32:
+      return CheckDecompositions<KvKind::kF32>(c, b);
+    case KvKind::kF16:
+      return CheckDecompositions<KvKind::kF16>(c, b);
+    case KvKind::kQ8_0:
+      return CheckDecompositions<KvKind::kQ8_0>(c, b);
+  }
+}
+
+AttentionCase Case(std::string name, KvKind kind, int n_heads, int n_kv_heads, int head_dim,
+                   float softcap, int window, int block_tokens,
+                   std::vector<AttentionCase::Seq> seqs) {
+  return {.name = std::move(name),
+          .kind = kind,
+          .n_heads = n_heads,
+          .n_kv_heads = n_kv_heads,
+          .head_dim = head_dim,
+          .scale = 1.0f / std::sqrt(float(head_dim)),
+          .softcap = softcap,
+          .window = window,
+          .block_tokens = block_tokens,
+          .seqs = std::move(seqs)};
+}
+
+// Block sizes (20, 12, 7, 48) divide neither the 64-position chunk grain nor the 16- and 32-key
+// prefill tiles, so chunks and tiles start inside blocks; runs of several sequences share query
+// tiles; windows start inside chunks and tiles.
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CudaAttentionMathTest,
+    ::testing::Values(
+        Case("f32_gqa_prompts", KvKind::kF32, 8, 2, 64, 0.0f, 0, 20, {{0, 37}, {50, 1}, {200, 20}}),
+        Case("f32_decode_long", KvKind::kF32, 4, 4, 32, 0.0f, 0, 12,
+             {{1500, 1}, {3, 1}, {700, 1}, {1100, 1}, {64, 1}}),
+        Case("f32_head80_window", KvKind::kF32, 6, 3, 80, 0.0f, 45, 7,
+             {{100, 19}, {0, 5}, {300, 2}}),
+        Case("f16_softcap_window", KvKind::kF16, 8, 2, 128, 2.0f, 37, 20, {{90, 33}, {250, 1}}),
+        Case("f16_head256_decode", KvKind::kF16, 4, 1, 256, 0.0f, 0, 48, {{1000, 2}, {333, 1}}),
+        Case("q8_0_gqa_window_softcap", KvKind::kQ8_0, 8, 2, 64, 3.0f, 100, 20,
+             {{0, 40}, {500, 3}, {130, 17}}),
+        Case("q8_0_head256", KvKind::kQ8_0, 4, 2, 256, 0.0f, 0, 12, {{60, 21}, {240, 1}}),
+        Case("q8_0_head128_many_seqs", KvKind::kQ8_0, 4, 1, 128, 0.0f, 0, 20,
+             {{10, 1}, {20, 1}, {30, 3}, {0, 1}, {77, 1}, {5, 30}})),
+    [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+
+// --- The pieces on their own ----------------------------------------------------------------
+
+TEST(CudaAttentionMath, DecodeChunksCoverTheContextInBoundedGrains) {
+  for (int32_t max_ctx = 1; max_ctx <= 70000; max_ctx += max_ctx < 300 ? 1 : 97) {
+    const int32_t chunk_tokens = attn::DecodeChunkTokens(max_ctx);
+    const int32_t n_chunks = attn::DecodeChunks(max_ctx);
+    ASSERT_EQ(chunk_tokens % attn::kDecodeChunkGrain, 0) << max_ctx;
+    ASSERT_LE(n_chunks, attn::kDecodeMaxChunks) << max_ctx;
+    ASSERT_GE(int64_t(n_chunks) * chunk_tokens, max_ctx) << max_ctx;
+    ASSERT_LT(int64_t(n_chunks - 1) * chunk_tokens, max_ctx) << max_ctx;
+  }
+}
+
+TEST(CudaAttentionMath, WindowAndSlotLookup) {
+  EXPECT_EQ(attn::FirstVisible(10, 0), 0);
+  EXPECT_EQ(attn::FirstVisible(10, 4), 6);
+  EXPECT_EQ(attn::FirstVisible(3, 4), 0);
+  const int32_t blocks[] = {7, 2, 9};
+  EXPECT_EQ(attn::SlotOfPosition(blocks, 5, 0), 35);
+  EXPECT_EQ(attn::SlotOfPosition(blocks, 5, 6), 11);
+  EXPECT_EQ(attn::SlotOfPosition(blocks, 5, 14), 49);
+  EXPECT_EQ(attn::DecodeContext(500, 300), 300);
+  EXPECT_EQ(attn::DecodeContext(-1, 300), 0);
+}
+
+TEST(CudaAttentionMath, MergingPartialsInAnyCutEqualsOnePass) {
+  std::mt19937 rng(5);
+  std::vector<float> scores(50);
+  for (float& s : scores) s = NonZero(rng, 8.0f);
+  attn::PartialSoftmax whole = attn::EmptyPartial();
+  for (float s : scores) attn::AddKey(whole, s);
+  for (size_t cut = 0; cut <= scores.size(); ++cut) {
+    attn::PartialSoftmax left = attn::EmptyPartial(), right = attn::EmptyPartial();
+    for (size_t i = 0; i < cut; ++i) attn::AddKey(left, scores[i]);
+    for (size_t i = cut; i < scores.size(); ++i) attn::AddKey(right, scores[i]);
+    attn::MergePartials(left, right);
+    EXPECT_EQ(left.max, whole.max) << cut;
+    EXPECT_NEAR(left.sum, whole.sum, 1e-5f * whole.sum) << cut;
+  }
+  // Two empty partials merge into an empty one, not NaN.
+  attn::PartialSoftmax empty = attn::EmptyPartial();
+  const attn::MergeFactors factors = attn::MergePartials(empty, attn::EmptyPartial());
+  EXPECT_EQ(factors.into, 0.0f);
+  EXPECT_EQ(factors.from, 0.0f);
+  EXPECT_EQ(empty.sum, 0.0f);
+}
+
+TEST(CudaAttentionMath, SoftCapBoundsScores) {
+  EXPECT_EQ(attn::ScoreOf(3.0f, 0.5f, 0.0f), 1.5f);
+  EXPECT_NEAR(attn::ScoreOf(1000.0f, 1.0f, 30.0f), 30.0f, 1e-5f);
+  EXPECT_NEAR(attn::ScoreOf(0.3f, 1.0f, 30.0f), 30.0f * std::tanh(0.01f), 1e-7f);
+}
+
+TEST(CudaAttentionMath, Q8BlockRoundsHalvesAwayFromZeroLikeTheCpu) {
+  // Values on exact halves of the scale, and a zero block.
+  float block[attn::kQ8BlockElems];
+  for (int j = 0; j < attn::kQ8BlockElems; ++j) block[j] = (j % 2 ? -1.0f : 1.0f) * (j + 0.5f);
+  block[31] = 127.0f;  // scale exactly 1
+  uint8_t got[attn::kQ8BlockBytes], want[attn::kQ8BlockBytes];
+  attn::QuantizeQ8Block(block, got);
+  cpu::CpuKernels().row_from_f32(DType::kQ8_0, block, attn::kQ8BlockElems, want);
+  EXPECT_EQ(std::memcmp(got, want, sizeof(got)), 0);
+  EXPECT_EQ(int8_t(got[2 + 2]), 3);   // 2.5 -> 3
+  EXPECT_EQ(int8_t(got[2 + 3]), -4);  // -3.5 -> -4
+  for (float& x : block) x = 0.0f;
+  attn::QuantizeQ8Block(block, got);
+  cpu::CpuKernels().row_from_f32(DType::kQ8_0, block, attn::kQ8BlockElems, want);
+  EXPECT_EQ(std::memcmp(got, want, sizeof(got)), 0);
+  for (int j = 0; j < attn::kQ8BlockElems; ++j)
+    EXPECT_EQ(attn::LoadKv<KvKind::kQ8_0>(got, j), 0.0f);
+}
+
+}  // namespace
+}  // namespace petrel::cuda
