@@ -62,18 +62,41 @@ std::vector<float> EmulateSplitK(const AttentionCase& c, const Batch& b) {
         const int32_t key_begin = std::max(chunk_begin, first);
         attn::PartialSoftmax warp_state[attn::kDecodeWarps];
         std::vector<float> warp_acc(attn::kDecodeWarps * head_dim, 0.0f);
+        constexpr int kSteps = attn::kDecodeKeysPerStep;
         for (int warp = 0; warp < attn::kDecodeWarps; ++warp) {
           attn::PartialSoftmax state = attn::EmptyPartial();
           float* acc = warp_acc.data() + warp * head_dim;
-          for (int32_t kv_pos = key_begin + warp; kv_pos < chunk_end;
-               kv_pos += attn::kDecodeWarps) {
-            const uint8_t* k_head = HeadAt(c, b, b.k_cache, b.token_seq[token], kv_pos, kv_head);
-            const uint8_t* v_head = HeadAt(c, b, b.v_cache, b.token_seq[token], kv_pos, kv_head);
-            float dot = 0.0f;
-            for (int d = 0; d < head_dim; ++d) dot += q[d] * attn::LoadKv<kKind>(k_head, d);
-            const attn::KeyStep step = attn::AddKey(state, attn::ScoreOf(dot, c.scale, c.softcap));
-            for (int d = 0; d < head_dim; ++d)
-              acc[d] = acc[d] * step.correction + step.weight * attn::LoadKv<kKind>(v_head, d);
+          for (int32_t step_begin = key_begin + warp * kSteps; step_begin < chunk_end;
+               step_begin += attn::kDecodeWarps * kSteps) {
+            float scores[kSteps];
+            float step_max = -INFINITY;
+            for (int key = 0; key < kSteps; ++key) {
+              const int32_t kv_pos = step_begin + key;
+              scores[key] = -INFINITY;
+              if (kv_pos >= chunk_end) continue;
+              const uint8_t* k_head = HeadAt(c, b, b.k_cache, b.token_seq[token], kv_pos, kv_head);
+              float dot = 0.0f;
+              for (int d = 0; d < head_dim; ++d) dot += q[d] * attn::LoadKv<kKind>(k_head, d);
+              scores[key] = attn::ScoreOf(dot, c.scale, c.softcap);
+              step_max = std::max(step_max, scores[key]);
+            }
+            const float correction = attn::BeginTile(state, step_max);
+            float weights[kSteps];
+            for (int key = 0; key < kSteps; ++key) {
+              weights[key] = attn::TileWeight(state, scores[key]);
+              state.sum += weights[key];
+            }
+            for (int d = 0; d < head_dim; ++d) {
+              float value = acc[d] * correction;
+              for (int key = 0; key < kSteps; ++key) {
+                const int32_t kv_pos = step_begin + key;
+                if (kv_pos >= chunk_end) continue;
+                const uint8_t* v_head =
+                    HeadAt(c, b, b.v_cache, b.token_seq[token], kv_pos, kv_head);
+                value += weights[key] * attn::LoadKv<kKind>(v_head, d);
+              }
+              acc[d] = value;
+            }
           }
           warp_state[warp] = state;
         }
@@ -284,12 +307,20 @@ TEST(CudaAttentionMath, MergingPartialsInAnyCutEqualsOnePass) {
   std::mt19937 rng(5);
   std::vector<float> scores(50);
   for (float& s : scores) s = NonZero(rng, 8.0f);
+  // Keys one at a time, as one-key tiles.
+  const auto add_key = [](attn::PartialSoftmax& state, float score) {
+    attn::BeginTile(state, score);
+    state.sum += attn::TileWeight(state, score);
+  };
   attn::PartialSoftmax whole = attn::EmptyPartial();
-  for (float s : scores) attn::AddKey(whole, s);
+  for (float s : scores) add_key(whole, s);
+  double exact = 0.0;
+  for (float s : scores) exact += std::exp(double(s) - double(whole.max));
+  EXPECT_NEAR(whole.sum, exact, 1e-5 * exact);
   for (size_t cut = 0; cut <= scores.size(); ++cut) {
     attn::PartialSoftmax left = attn::EmptyPartial(), right = attn::EmptyPartial();
-    for (size_t i = 0; i < cut; ++i) attn::AddKey(left, scores[i]);
-    for (size_t i = cut; i < scores.size(); ++i) attn::AddKey(right, scores[i]);
+    for (size_t i = 0; i < cut; ++i) add_key(left, scores[i]);
+    for (size_t i = cut; i < scores.size(); ++i) add_key(right, scores[i]);
     attn::MergePartials(left, right);
     EXPECT_EQ(left.max, whole.max) << cut;
     EXPECT_NEAR(left.sum, whole.sum, 1e-5f * whole.sum) << cut;

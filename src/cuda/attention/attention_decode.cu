@@ -27,8 +27,8 @@ struct ScratchLayout {
         stats(static_cast<float*>(args.scratch) + n_parts * args.params.head_dim) {}
 };
 
-// grid (chunk, head, token). Each warp scores its keys one at a time (lanes split the head), with
-// its own online softmax; the block then merges its warps in order.
+// grid (chunk, head, token). Each warp takes steps of kDecodeKeysPerStep keys (lanes split the
+// head), each step one tile of its own online softmax; the block then merges its warps in order.
 template <attn::KvKind kKind>
 __global__ void __launch_bounds__(kDecodeThreads) DecodeChunkKernel(const AttentionArgs args) {
   const AttentionParams& p = args.params;
@@ -58,25 +58,58 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeChunkKernel(const Attent
   const uint8_t* k_cache = static_cast<const uint8_t*>(args.k_cache) + head_offset;
   const uint8_t* v_cache = static_cast<const uint8_t*>(args.v_cache) + head_offset;
 
+  constexpr int kSteps = attn::kDecodeKeysPerStep;
   attn::PartialSoftmax state = attn::EmptyPartial();
   float acc[attn::kDimsPerLane] = {};  // dimension lane + 32 * i
-  for (int32_t kv_pos = key_begin + warp; kv_pos < chunk_end; kv_pos += attn::kDecodeWarps) {
-    const int64_t slot = attn::SlotOfPosition(seq_blocks, args.block_tokens, kv_pos);
-    const uint8_t* k_head = k_cache + slot * row_bytes;
-    float dot = 0.0f;
+  for (int32_t step_begin = key_begin + warp * kSteps; step_begin < chunk_end;
+       step_begin += attn::kDecodeWarps * kSteps) {
+    // The step's keys: dot products summed per lane, then one butterfly each.
+    const uint8_t* v_heads[kSteps];
+    float scores[kSteps];
 #pragma unroll
-    for (int i = 0; i < attn::kDimsPerLane; ++i) {
-      const int d = lane + i * attn::kWarpSize;
-      if (d < head_dim) dot += q_shared[d] * attn::LoadKv<kKind>(k_head, d);
+    for (int key = 0; key < kSteps; ++key) {
+      const int32_t kv_pos = step_begin + key;
+      float dot = 0.0f;
+      v_heads[key] = nullptr;
+      if (kv_pos < chunk_end) {
+        const int64_t offset =
+            attn::SlotOfPosition(seq_blocks, args.block_tokens, kv_pos) * row_bytes;
+        const uint8_t* k_head = k_cache + offset;
+        v_heads[key] = v_cache + offset;
+#pragma unroll
+        for (int i = 0; i < attn::kDimsPerLane; ++i) {
+          const int d = lane + i * attn::kWarpSize;
+          if (d < head_dim) dot += q_shared[d] * attn::LoadKv<kKind>(k_head, d);
+        }
+      }
+      scores[key] = dot;
     }
-    dot = WarpSum(dot);
-    const attn::KeyStep step = attn::AddKey(state, attn::ScoreOf(dot, p.scale, p.logit_softcap));
-    const uint8_t* v_head = v_cache + slot * row_bytes;
+    float step_max = -INFINITY;
+#pragma unroll
+    for (int key = 0; key < kSteps; ++key) {
+      const float dot = WarpSum(scores[key]);
+      scores[key] =
+          v_heads[key] != nullptr ? attn::ScoreOf(dot, p.scale, p.logit_softcap) : -INFINITY;
+      step_max = fmaxf(step_max, scores[key]);
+    }
+    // The step as one tile of the online softmax (its first key is always visible).
+    const float correction = attn::BeginTile(state, step_max);
+    float weights[kSteps];
+#pragma unroll
+    for (int key = 0; key < kSteps; ++key) {
+      weights[key] = attn::TileWeight(state, scores[key]);
+      state.sum += weights[key];
+    }
 #pragma unroll
     for (int i = 0; i < attn::kDimsPerLane; ++i) {
       const int d = lane + i * attn::kWarpSize;
-      if (d < head_dim)
-        acc[i] = acc[i] * step.correction + step.weight * attn::LoadKv<kKind>(v_head, d);
+      if (d >= head_dim) continue;
+      float value = acc[i] * correction;
+#pragma unroll
+      for (int key = 0; key < kSteps; ++key) {
+        if (v_heads[key] != nullptr) value += weights[key] * attn::LoadKv<kKind>(v_heads[key], d);
+      }
+      acc[i] = value;
     }
   }
 #pragma unroll

@@ -36,9 +36,12 @@ constexpr int kDimsPerLane = kMaxHeadDim / kWarpSize;
 // Split-K decode is used for batches of at most kDecodeMaxTokens tokens (a decode step of up to
 // that many sequences, a short verification batch); larger batches take the tiled prefill kernel.
 constexpr int kDecodeMaxTokens = 32;
-// A decode block is kDecodeWarps warps over one chunk of one (token, head); warp w takes the
-// chunk's visible keys w, w + kDecodeWarps, ... in order, with its own partial softmax.
+// A decode block is kDecodeWarps warps over one chunk of one (token, head). The chunk's visible
+// keys are cut into steps of kDecodeKeysPerStep consecutive keys (the last one short); warp w
+// takes steps w, w + kDecodeWarps, ... in order, with its own partial softmax. A step's K and V
+// rows are loaded together, so that each warp has that many rows in flight.
 constexpr int kDecodeWarps = 4;
+constexpr int kDecodeKeysPerStep = 8;
 // The context is cut into at most kDecodeMaxChunks chunks of a multiple of kDecodeChunkGrain
 // positions: enough blocks to fill a GPU for one token, and a bounded scratch.
 constexpr int kDecodeMaxChunks = 16;
@@ -206,21 +209,6 @@ PETREL_HD PartialSoftmax EmptyPartial() { return {-INFINITY, 0.0f}; }
 // a partial that has seen no key (exp(-inf - -inf) would be NaN).
 PETREL_HD float RescaleFactor(float part_max, float new_max) {
   return part_max == -INFINITY ? 0.0f : expf(part_max - new_max);
-}
-
-// What adding one key did: acc = acc * correction + weight * v.
-struct KeyStep {
-  float correction;
-  float weight;
-};
-
-// Adds one visible key of score `score` (finite) to `state` (the decode kernel, key by key).
-PETREL_HD KeyStep AddKey(PartialSoftmax& state, float score) {
-  const float new_max = fmaxf(state.max, score);
-  const KeyStep step = {RescaleFactor(state.max, new_max), expf(score - new_max)};
-  state.max = new_max;
-  state.sum = state.sum * step.correction + step.weight;
-  return step;
 }
 
 // Starts a tile of keys whose visible scores have maximum `tile_max` (-inf when none is

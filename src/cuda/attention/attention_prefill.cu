@@ -116,24 +116,40 @@ __global__ void __launch_bounds__(kPrefillThreads) PrefillKernel(const Attention
         scores[r] = visible ? attn::ScoreOf(dots[r], p.scale, p.logit_softcap) : -INFINITY;
       }
 
+      // Per row: the factor on its accumulator and its weight of key `lane`. A row that sees
+      // nothing of this tile keeps factor 1 and weight 0, which leaves it as it was.
+      float corrections[kRows], weights[kRows];
+      bool any_visible = false;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const float tile_max = WarpMax(scores[r]);
-        // Nothing visible to this row: the update would multiply by 1 and add 0.
+        corrections[r] = 1.0f;
+        weights[r] = 0.0f;
         if (tile_max == -INFINITY) continue;
-        const float correction = attn::BeginTile(state[r], tile_max);
-        const float weight = attn::TileWeight(state[r], scores[r]);
-        state[r].sum += WarpSum(weight);
+        any_visible = true;
+        corrections[r] = attn::BeginTile(state[r], tile_max);
+        weights[r] = attn::TileWeight(state[r], scores[r]);
+        state[r].sum += WarpSum(weights[r]);
+      }
+      if (!any_visible) continue;  // warp-uniform
 #pragma unroll
-        for (int i = 0; i < attn::kDimsPerLane; ++i) acc[r][i] *= correction;
-        for (int key = 0; key < key_tile; ++key) {
-          const float key_weight = __shfl_sync(0xffffffffu, weight, key);
-          const float* v_row = v_tile + key * head_dim;
+      for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-          for (int i = 0; i < attn::kDimsPerLane; ++i) {
-            const int d = lane + i * attn::kWarpSize;
-            if (d < head_dim) acc[r][i] += key_weight * v_row[d];
-          }
+        for (int i = 0; i < attn::kDimsPerLane; ++i) acc[r][i] *= corrections[r];
+      }
+      // Each V element is read from shared memory once for the warp's rows.
+      for (int key = 0; key < key_tile; ++key) {
+        float key_weights[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) key_weights[r] = __shfl_sync(0xffffffffu, weights[r], key);
+        const float* v_row = v_tile + key * head_dim;
+#pragma unroll
+        for (int i = 0; i < attn::kDimsPerLane; ++i) {
+          const int d = lane + i * attn::kWarpSize;
+          if (d >= head_dim) continue;
+          const float v_value = v_row[d];
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) acc[r][i] += key_weights[r] * v_value;
         }
       }
     }
