@@ -179,9 +179,9 @@ constexpr size_t kTokenChunk = 64;
 // 2-token product, callgrind).
 template <size_t kRows, typename TW>
 HWY_NOINLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
-                               const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
-                               const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
-                               size_t out_stride, size_t row, size_t row_step = 1) {
+                                 const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
+                                 const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
+                                 size_t out_stride, size_t row, size_t row_step = 1) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const size_t n_full = n_in / lanes;
