@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -139,7 +140,7 @@ TEST(KernelsTest, MatMulMatchesReference) {
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (size_t n_in : kSizesAndLong) {
         for (size_t rows : {1, 3, 7, 13, 53}) {  // 53: two prompt panels
-          for (size_t n_tokens : {1, 7, 19}) {
+          for (size_t n_tokens : {1, 7, 16, 19}) {
             SCOPED_TRACE(::testing::Message() << DTypeName(type) << " n_in " << n_in << " rows "
                                               << rows << " tokens " << n_tokens);
             const Weights w = MakeWeights(type, rows, n_in, rng);
@@ -183,15 +184,18 @@ TEST(KernelsTest, MatMulIsBatchInvariant) {
       // 12000: rows long enough that a panel holds fewer blocks than the rows allow.
       for (size_t n_in : {size_t{67}, size_t{2048}, size_t{259}, size_t{12000}}) {
         SCOPED_TRACE(::testing::Message() << DTypeName(type) << " n_in " << n_in);
-        // 5 tokens take the register tiles on the mapped rows; 21 the f32 panels (K segments,
-        // whole tiles, then leftover tokens); 70 two token chunks in each panel. Every token
-        // must match its single-token result.
+        // 2-16 tokens (short batches: speculative verification, a server step's decoding
+        // sequences) take the register tiles on rows spread like a single token's, whole tiles
+        // and leftover tokens; 17 and 21 the f32 panels (K segments, whole tiles, then leftover
+        // tokens); 70 two token chunks in each panel. Every token must match its single-token
+        // result.
         // 101 rows: several panels in one call (the next one made ready during the current),
         // and rows no panel covers.
         const size_t rows = 101;
         const Weights w = MakeWeights(type, rows, n_in, rng);
         const std::vector<float> bias = rng.Floats(rows);
-        for (size_t n_tokens : {size_t{5}, size_t{21}, size_t{70}}) {
+        for (size_t n_tokens :
+             std::initializer_list<size_t>{2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 21, 70}) {
           const std::vector<float> x = rng.Floats(n_in * n_tokens + 1);
           std::vector<float> batch(rows * n_tokens), whole(rows * n_tokens);
           for (auto [begin, end] : {std::pair<size_t, size_t>{0, 5}, {5, 6}, {6, 101}}) {
@@ -200,7 +204,7 @@ TEST(KernelsTest, MatMulIsBatchInvariant) {
           }
           Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1, n_in, n_tokens,
                         bias.data() + 1, whole.data(), rows, 0, rows);
-          for (size_t token : {size_t{2}, n_tokens - 1}) {
+          for (size_t token : {size_t{0}, n_tokens / 2, n_tokens - 1}) {
             std::vector<float> alone(rows);
             Cpu().mat_mul(type, w.data(), w.row_bytes, n_in, x.data() + 1 + token * n_in, n_in,
                           1, bias.data() + 1, alone.data(), rows, 0, rows);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -190,22 +191,26 @@ TEST(QuantKernelsTest, CloseToExactF32Path) {
 
 TEST(QuantKernelsTest, BatchAndSplitInvariant) {
   std::mt19937 rng(TestSeed());
+  // 2, 3, 6, 11: whole 4-token tiles and every count of leftover tokens (short batches); 16:
+  // whole tiles only.
   for (DType type : kWeightTypes) {
-    SCOPED_TRACE(DTypeName(type));
-    Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 2 : 9, 21, 11, rng);
-    ForEachTarget([&] {
-      std::vector<float> batched(p.n_tokens * p.n_rows), alone(p.n_rows);
-      // Rows in uneven ranges (groups of 8 and tails), all tokens at once.
-      for (auto [begin, end] : {std::pair<size_t, size_t>{0, 4}, {4, 17}, {17, 21}}) {
-        Cpu().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens,
-                      nullptr, batched.data(), p.n_rows, begin, end);
-      }
-      for (size_t t = 0; t < p.n_tokens; ++t) {
-        Cpu().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data() + t * p.n_in, p.n_in, 1,
-                      nullptr, alone.data(), p.n_rows, 0, p.n_rows);
-        for (size_t r = 0; r < p.n_rows; ++r) ASSERT_EQ(alone[r], batched[t * p.n_rows + r]);
-      }
-    });
+    for (size_t n_tokens : std::initializer_list<size_t>{2, 3, 6, 11, 16}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(type) << ", " << n_tokens << " tokens");
+      Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 2 : 9, 21, n_tokens, rng);
+      ForEachTarget([&] {
+        std::vector<float> batched(p.n_tokens * p.n_rows), alone(p.n_rows);
+        // Rows in uneven ranges (groups of 8 and tails), all tokens at once.
+        for (auto [begin, end] : {std::pair<size_t, size_t>{0, 4}, {4, 17}, {17, 21}}) {
+          Cpu().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens,
+                        nullptr, batched.data(), p.n_rows, begin, end);
+        }
+        for (size_t t = 0; t < p.n_tokens; ++t) {
+          Cpu().mat_mul(type, p.w.data(), p.row_bytes, p.n_in, p.x.data() + t * p.n_in, p.n_in, 1,
+                        nullptr, alone.data(), p.n_rows, 0, p.n_rows);
+          for (size_t r = 0; r < p.n_rows; ++r) ASSERT_EQ(alone[r], batched[t * p.n_rows + r]);
+        }
+      });
+    }
   }
 }
 

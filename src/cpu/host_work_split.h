@@ -13,15 +13,22 @@ namespace petrel {
 // one or two rows of each chunk to the slow 1-row float tile).
 constexpr size_t kRowGrain = 24;
 
+// Batches of at most this many tokens are "short" for float weights: a speculative
+// verification pass (2-9 tokens), a server step's decoding sequences. Their product is bound by
+// reading the weights once, as a single token's is, so the float kernels take the decode path
+// (rows in long streams, F16/BF16 converted in the tiles) instead of the prompt panels, and the
+// rows split into the decode's long chunks.
+constexpr size_t kShortBatchTokens = 16;
+
 // Chunks per thread of a matrix product. Float-weight prompts take 16: their chunks are long, so
 // an op's last chunk can leave a thread idle for a large share of it (the pool's yields were
 // ~5 % of an F16 prompt's profile with four per thread; eight measured no better than 16,
 // tinyllama F16, three alternated runs). Quantized weights (input_type is the activations'
 // quantized type) keep four: each call recomputes the activation blocks' terms for all its
 // tokens, and 16 made small Q4_0 prompts slower (0.74-0.82 against 0.84-0.95 of the int8 roof).
-// Single tokens take four short ones, where claiming would start to cost.
+// Single tokens and short batches take four: long row streams, and claiming would start to cost.
 inline size_t MatMulChunksPerThread(DType input_type, size_t n_tokens) {
-  return input_type == DType::kF32 && n_tokens > 1 ? 16 : 4;
+  return input_type == DType::kF32 && n_tokens > kShortBatchTokens ? 16 : 4;
 }
 
 }  // namespace petrel

@@ -55,8 +55,11 @@ void ApplyTargetCap() {
 
 std::string SimdTargetName() {
   CpuKernels();  // applies PETREL_CPU_TARGET
-  const int64_t targets = hwy::SupportedTargets();
-  hwy::GetChosenTarget().Update(targets);  // see ApplyTargetCap
+  const int64_t supported = hwy::SupportedTargets();
+  hwy::GetChosenTarget().Update(supported);  // see ApplyTargetCap
+  // The best target both the CPU supports and the build compiled: dispatch picks that one (an
+  // AVX-512 VNNI CPU runs the AVX3 code, as AVX3_DL is not compiled without HWY_WANT_AVX3_DL).
+  const int64_t targets = supported & HWY_TARGETS;
   return Lowercase(hwy::TargetName(targets & -targets));
 }
 

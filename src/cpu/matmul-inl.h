@@ -11,7 +11,8 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "cpu/simd-inl.h"       // LoadAsF32, CopyPadded
+#include "cpu/host_work_split.h"  // kShortBatchTokens
+#include "cpu/simd-inl.h"         // LoadAsF32, CopyPadded
 #include "hwy/cache_control.h"  // Prefetch
 #include "hwy/highway.h"
 
@@ -144,16 +145,16 @@ HWY_INLINE void MatMulLeftoverTokens(const TW* const* HWY_RESTRICT w_rows,
                                      const TW* HWY_RESTRICT w_tail, size_t n_full, size_t tail,
                                      const float* HWY_RESTRICT x, size_t x_stride, size_t n,
                                      const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
-                                     size_t out_stride, size_t row, float* HWY_RESTRICT saved,
-                                     bool resume, bool finish) {
+                                     size_t out_stride, size_t row, size_t row_step,
+                                     float* HWY_RESTRICT saved, bool resume, bool finish) {
   static_assert(kTileTokens <= 8, "one case per leftover count below");
   switch (n) {
-#define PETREL_LEFTOVER_CASE(N)                                                                 \
-  case N:                                                                                       \
-    if constexpr (N < kTileTokens) {                                                            \
-      MatMulTile<kRows, N, TW>(w_rows, w_tail, 0, n_full, tail, x, x_stride, bias, out,         \
-                               out_stride, row, 1, saved, resume, finish);                      \
-    }                                                                                           \
+#define PETREL_LEFTOVER_CASE(N)                                                         \
+  case N:                                                                               \
+    if constexpr (N < kTileTokens) {                                                    \
+      MatMulTile<kRows, N, TW>(w_rows, w_tail, 0, n_full, tail, x, x_stride, bias, out, \
+                               out_stride, row, row_step, saved, resume, finish);       \
+    }                                                                                   \
     break;
     PETREL_LEFTOVER_CASE(1)
     PETREL_LEFTOVER_CASE(2)
@@ -173,11 +174,14 @@ constexpr size_t kTokenChunk = 64;
 
 // Rows [row, row + kRows) (a row_step apart) for tokens [0, n_tokens): single tokens, short
 // batches and the rows a prompt panel leaves over. F16/BF16 rows are converted in the tile.
+// Not inlined: inside the callers' row loops the compiler ran out of general registers and
+// reloaded the tile's row pointers from the stack in its inner loop (+19 % instructions for a
+// 2-token product, callgrind).
 template <size_t kRows, typename TW>
-HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
-                               const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
-                               const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
-                               size_t out_stride, size_t row, size_t row_step = 1) {
+HWY_NOINLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
+                                 const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
+                                 const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
+                                 size_t out_stride, size_t row, size_t row_step = 1) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const size_t n_full = n_in / lanes;
@@ -201,7 +205,7 @@ HWY_INLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes, s
   if (t < n_tokens) {
     MatMulLeftoverTokens<kRows, TW>(w_rows, w_tail, n_full, tail, x + t * x_stride, x_stride,
                                     n_tokens - t, bias, out + t * out_stride, out_stride, row,
-                                    nullptr, false, true);
+                                    row_step, nullptr, false, true);
   }
 }
 
@@ -326,14 +330,36 @@ HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes
                 x_stride, bias, out + out_t * out_stride, out_stride, block_row, 1, tile_saved,
                 s != 0, last);
           } else {
-            MatMulLeftoverTokens<kTileRows, TP>(
-                block_rows, p_tail[b], k1 - k0, last ? tail : 0, x_seg + t * x_stride, x_stride,
-                chunk - t, bias, out + out_t * out_stride, out_stride, block_row, tile_saved,
-                s != 0, last);
+            MatMulLeftoverTokens<kTileRows, TP>(block_rows, p_tail[b], k1 - k0, last ? tail : 0,
+                                                x_seg + t * x_stride, x_stride, chunk - t, bias,
+                                                out + out_t * out_stride, out_stride, block_row, 1,
+                                                tile_saved, s != 0, last);
           }
         }
       }
     }
+  }
+}
+
+// Rows [row_begin, row_end) for one token or a short batch, in blocks of kRows rows that sit
+// 1/kRows of the range apart, so that each row of a block is one long sequential stream the
+// hardware prefetcher follows (adjacent short rows are kRows brief streams it never ramps up on).
+// A block's rows are read from memory once for all the tokens: the first token tile brings them
+// in, the others find them in L1/L2, and F16/BF16 rows are converted in the tiles. For a few
+// tokens the product is bound by that one read of the weights, not by the FMA units, so the
+// prompt panels' widening (a store and a reload of every weight in f32) would only add to it.
+template <size_t kRows, typename TW>
+HWY_INLINE void MatMulSpacedRows(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
+                                 const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
+                                 const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
+                                 size_t out_stride, size_t row_begin, size_t row_end) {
+  const size_t step = (row_end - row_begin) / kRows;
+  for (size_t i = 0; i < step; ++i) {
+    MatMulRowBlock<kRows, TW>(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
+                              row_begin + i, step);
+  }
+  for (size_t row = row_begin + kRows * step; row < row_end; ++row) {
+    MatMulRowBlock<1, TW>(w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride, row);
   }
 }
 
@@ -344,30 +370,28 @@ HWY_INLINE void MatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, const
                            size_t out_stride, size_t row_begin, size_t row_end) {
   const char* w_bytes = static_cast<const char*>(w);
   if (n_tokens == 1) {
-    // Matrix-vector: memory-bound. The four rows of a pass sit a quarter of the range apart, so
-    // each is a long sequential stream the hardware prefetcher follows (adjacent short rows are
-    // four brief streams it never ramps up on).
-    const size_t quarter = (row_end - row_begin) / 4;
-    for (size_t i = 0; i < quarter; ++i) {
-      MatMulRowBlock<4, TW>(w_bytes, w_row_bytes, n_in, x, x_stride, 1, bias, out, out_stride,
-                            row_begin + i, quarter);
-    }
-    for (size_t row = row_begin + 4 * quarter; row < row_end; ++row) {
-      MatMulRowBlock<1, TW>(w_bytes, w_row_bytes, n_in, x, x_stride, 1, bias, out, out_stride, row);
-    }
+    // Matrix-vector: memory-bound; four streams (only one accumulator per row).
+    MatMulSpacedRows<4, TW>(w_bytes, w_row_bytes, n_in, x, x_stride, 1, bias, out, out_stride,
+                            row_begin, row_end);
+    return;
+  }
+  if (n_tokens <= kShortBatchTokens) {
+    // Speculative verification, a server step's decoding sequences: still bound by the weight
+    // read, which the panels below would make a widening pass plus a compute pass.
+    MatMulSpacedRows<kTileRows, TW>(w_bytes, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out,
+                                    out_stride, row_begin, row_end);
     return;
   }
   // Prompts: panels of rows against all tokens, then the rows left over, chunk by chunk.
+  static_assert(kShortBatchTokens >= 2 * kTileTokens, "a panel holds two token tiles or more");
   size_t row = row_begin;
-  if (n_tokens >= 2 * kTileTokens) {
-    const size_t panel_blocks = PanelBlocks(n_in);
-    while (row + kTileRows <= row_end) {
-      const size_t blocks = std::min(panel_blocks, (row_end - row) / kTileRows);
-      const size_t rows_after = row_end - (row + blocks * kTileRows);
-      MatMulPromptPanel<TW>(w_bytes, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out,
-                            out_stride, row, blocks, std::min(rows_after, blocks * kTileRows));
-      row += blocks * kTileRows;
-    }
+  const size_t panel_blocks = PanelBlocks(n_in);
+  while (row + kTileRows <= row_end) {
+    const size_t blocks = std::min(panel_blocks, (row_end - row) / kTileRows);
+    const size_t rows_after = row_end - (row + blocks * kTileRows);
+    MatMulPromptPanel<TW>(w_bytes, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
+                          row, blocks, std::min(rows_after, blocks * kTileRows));
+    row += blocks * kTileRows;
   }
   for (size_t t0 = 0; t0 < n_tokens; t0 += kTokenChunk) {
     const size_t chunk = n_tokens - t0 < kTokenChunk ? n_tokens - t0 : kTokenChunk;

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The side-by-side table of scripts/bench_vs.sh, and the tagging of its raw lines.
+
+  bench_vs_table.py tag ENGINE PASS FILE [PEAK_RSS_KIB] < json-lines >> raw.jsonl
+  bench_vs_table.py raw.jsonl
+
+A row per file and test: each engine's median tokens/s over the passes; the median, min and max
+of the per-pass ratios petrel / llama.cpp (the two engines ran back to back in each pass, so a
+ratio compares runs under the same load); the fraction of the roof (read roof for generation,
+f32 FMA or int8 dot roof for prompts) that `petrel bench` measured in that pass, for petrel and
+for llama.cpp's rate against the same roof; peak RSS of petrel (per test) and of llama-bench (its
+whole run, from GNU time), and the file size.
+"""
+import json
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+
+def tag(engine, pass_index, path, rss_kib=""):
+    for line in sys.stdin:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        j = json.loads(line)
+        j.update({"engine": engine, "pass": int(pass_index), "file": path})
+        if rss_kib.strip().isdigit():
+            j["peak_rss_kib"] = int(rss_kib)
+        print(json.dumps(j))
+
+
+def test_name(j):
+    if j["engine"] == "petrel":
+        return j["test"]
+    return f"pp{j['n_prompt']}" if j["n_prompt"] > 0 else f"tg{j['n_gen']}"
+
+
+def rate(j):
+    if j["engine"] == "petrel":
+        return j["tokens_per_second"]
+    return statistics.median(j["samples_ts"])
+
+
+def fraction(j):
+    if "fraction_of_read_roof" in j:
+        return j["fraction_of_read_roof"]
+    return j.get("fraction_of_compute_roof")
+
+
+def table(path):
+    runs = defaultdict(dict)  # (file, test) -> {(engine, pass): line}
+    llama_rss = defaultdict(int)
+    for line in open(path):
+        j = json.loads(line)
+        runs[(j["file"], test_name(j))][(j["engine"], j["pass"])] = j
+        if j["engine"] == "llama" and "peak_rss_kib" in j:
+            llama_rss[j["file"]] = max(llama_rss[j["file"]], j["peak_rss_kib"])
+    print("| file | test | petrel t/s | llama.cpp t/s | petrel / llama.cpp, median (min–max) "
+          "| passes | petrel's fraction of roof | llama.cpp's | petrel peak RSS MiB "
+          "| llama-bench peak RSS MiB | file MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (file, test), by_run in runs.items():
+        passes = sorted({p for (_, p) in by_run})
+        ours, theirs, ratios, our_frac, their_frac, rss = [], [], [], [], [], 0
+        for p in passes:
+            mine, other = by_run.get(("petrel", p)), by_run.get(("llama", p))
+            if mine:
+                ours.append(rate(mine))
+                rss = max(rss, mine.get("peak_rss_bytes", 0))
+            if other:
+                theirs.append(rate(other))
+            if mine and other and rate(other) > 0:
+                ratios.append(rate(mine) / rate(other))
+                f = fraction(mine)
+                if f is not None:
+                    our_frac.append(f)
+                    their_frac.append(f * rate(other) / rate(mine))
+
+        def med(values, fmt):
+            return format(statistics.median(values), fmt) if values else "–"
+
+        spread = f" ({min(ratios):.2f}–{max(ratios):.2f})" if ratios else ""
+        name = os.path.basename(file).removesuffix(".gguf")
+        print(f"| {name} | {test} | {med(ours, '.1f')} | {med(theirs, '.1f')} "
+              f"| {med(ratios, '.2f')}{spread} | {len(ratios)} | {med(our_frac, '.2f')} "
+              f"| {med(their_frac, '.2f')} | {rss / 2**20:.0f} "
+              f"| {llama_rss[file] / 1024:.0f} | {os.path.getsize(file) / 2**20:.0f} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 5 and sys.argv[1] == "tag":
+        tag(*sys.argv[2:6])
+    elif len(sys.argv) == 2:
+        table(sys.argv[1])
+    else:
+        sys.exit(__doc__)
