@@ -3,6 +3,7 @@
 // naming, placement and the memory plan for a CUDA device through the shared code, and, where
 // there is no driver or device, the one-line "no CUDA device" error of the backend, the engine and
 // `petrel` (while `petrel info --devices` still succeeds and says why).
+#include <cublas_v2.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "core/runtime/engine.h"
 #include "core/runtime/memory_plan.h"
 #include "cuda/batch_arrays.h"
+#include "cuda/cublas_loader.h"
 #include "cuda/device_memory.h"
 #include "util/cli_runner.h"
 #include "util/test_data.h"
@@ -194,7 +196,8 @@ TEST(CudaDevice, SpecParsingAndNaming) {
   ASSERT_TRUE(indexed.ok());
   EXPECT_EQ(indexed->backend, "cuda");
   EXPECT_EQ(indexed->index, 3);
-  for (const char* bad : {"cuda:", "cuda:x", "cuda:-1"}) EXPECT_FALSE(ParseDeviceSpec(bad).ok()) << bad;
+  for (const char* bad : {"cuda:", "cuda:x", "cuda:-1"})
+    EXPECT_FALSE(ParseDeviceSpec(bad).ok()) << bad;
   EXPECT_EQ(DeviceKindName("cuda"), "CUDA");
   const std::vector<std::string> names = AvailableBackends();
   EXPECT_NE(std::find(names.begin(), names.end(), "cuda"), names.end());
@@ -219,6 +222,18 @@ TEST(CudaDevice, PlacementAndMemoryPlanGoThroughTheSharedCode) {
       << half.Describe({"cpu", "cuda"});
   EXPECT_EQ(Placement::Offload(n_layers, 1, n_layers + 1).Describe({"cpu", "cuda"}),
             "layers 0-" + std::to_string(n_layers - 1) + ": cuda, output: cuda");
+}
+
+// cuBLAS is opened on demand (not linked): the toolkit that built petrel has it, and the
+// forwarders reach the library's functions once it is open.
+TEST(CudaCublas, OpensOnDemandAndForwards) {
+  const Status loaded = cuda::LoadCublas();
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  const std::string message = cublasGetStatusString(CUBLAS_STATUS_SUCCESS);
+  EXPECT_NE(message, "cuBLAS is not loaded");
+  EXPECT_FALSE(message.empty());
+  EXPECT_EQ(std::string(cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE)),
+            "CUBLAS_STATUS_INVALID_VALUE");
 }
 
 TEST(CudaNoDevice, BackendAndEngineFailWithOneLine) {
@@ -257,8 +272,8 @@ TEST(CudaNoDevice, PetrelSaysSoInOneLineAndRunsOnTheCpuWithoutDevice) {
   ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "--device", "cuda:x"}),
                      "--device: 'cuda:x' is not a device");
   // Without --device nothing touches the driver: the CPU runs as in any build.
-  const Output cpu = Petrel({"run", "-m", Story(), "-p", "Once upon a time", "-n", "4", "--temp",
-                             "0", "-t", "2"});
+  const Output cpu =
+      Petrel({"run", "-m", Story(), "-p", "Once upon a time", "-n", "4", "--temp", "0", "-t", "2"});
   EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_FALSE(cpu.out.empty());
 }

@@ -93,7 +93,8 @@ TEST(CudaMath, RopeMatchesTheReferenceInBothLayoutsAndPartialRotation) {
     for (size_t rot_dims : {size_t(64), size_t(32), size_t(16)}) {
       const size_t pairs = rot_dims / 2;
       std::vector<double> inv_freq(pairs);
-      for (size_t i = 0; i < pairs; ++i) inv_freq[i] = std::pow(10000.0, -2.0 * double(i) / double(rot_dims));
+      for (size_t i = 0; i < pairs; ++i)
+        inv_freq[i] = std::pow(10000.0, -2.0 * double(i) / double(rot_dims));
       for (int position : {0, 1, 17, 4095, 100000}) {
         const auto x = Random(n_heads * head_dim, 1.0f, gen);
         // The reference takes float tables made from double angles, as the CPU backend does.
@@ -103,7 +104,8 @@ TEST(CudaMath, RopeMatchesTheReferenceInBothLayoutsAndPartialRotation) {
           sin_table[i] = float(std::sin(double(position) * inv_freq[i]));
         }
         std::vector<float> want = x, got = x;
-        ref.rope(want.data(), n_heads, head_dim, rot_dims, cos_table.data(), sin_table.data(), style);
+        ref.rope(want.data(), n_heads, head_dim, rot_dims, cos_table.data(), sin_table.data(),
+                 style);
         for (size_t h = 0; h < n_heads; ++h) {
           float* head = got.data() + h * head_dim;
           for (size_t i = 0; i < pairs; ++i) {
@@ -115,7 +117,8 @@ TEST(CudaMath, RopeMatchesTheReferenceInBothLayoutsAndPartialRotation) {
             head[at.second] = r.second;
           }
         }
-        SCOPED_TRACE("rot_dims " + std::to_string(rot_dims) + ", position " + std::to_string(position));
+        SCOPED_TRACE("rot_dims " + std::to_string(rot_dims) + ", position " +
+                     std::to_string(position));
         ExpectClose(want, got, "rope");
       }
     }

@@ -14,7 +14,8 @@ size_t AlignUp(size_t n) { return (n + kAlignElems - 1) / kAlignElems * kAlignEl
 BatchLayout PackBatch(const BatchContext& batch, std::vector<int32_t>* out) {
   const size_t n = batch.n_tokens;
   const size_t n_begin = batch.block_table_begin ? batch.n_seqs + 1 : 0;
-  const size_t n_table = batch.block_table_begin ? size_t(batch.block_table_begin[batch.n_seqs]) : 0;
+  const size_t n_table =
+      batch.block_table_begin ? size_t(batch.block_table_begin[batch.n_seqs]) : 0;
   struct Part {
     const int32_t* data;
     size_t count;
@@ -45,10 +46,10 @@ BatchLayout PackBatch(const BatchContext& batch, std::vector<int32_t>* out) {
 }
 
 DeviceBatch PointersInto(const int32_t* base, const BatchLayout& layout) {
-  return DeviceBatch{base + layout.tokens,        base + layout.positions,
-                     base + layout.token_seq,     base + layout.block_tables,
-                     base + layout.block_table_begin, base + layout.n_ctx,
-                     base + layout.kv_slot,       base + layout.selected_rows};
+  return DeviceBatch{
+      base + layout.tokens,       base + layout.positions,         base + layout.token_seq,
+      base + layout.block_tables, base + layout.block_table_begin, base + layout.n_ctx,
+      base + layout.kv_slot,      base + layout.selected_rows};
 }
 
 }  // namespace petrel::cuda

@@ -45,9 +45,7 @@ class DeviceMemory final : public cuda::RawMemory {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(BackendId id, std::unique_ptr<cuda::CudaDevice> device)
-      : id_(id),
-        device_(std::move(device)),
-        allocator_(std::make_unique<DeviceMemory>(*device_)) {}
+      : id_(id), device_(std::move(device)), allocator_(std::make_unique<DeviceMemory>(*device_)) {}
 
   ~CudaBackend() override {
     (void)device_->MakeCurrent();
@@ -198,10 +196,10 @@ Status CudaBackend::BeginBatch(const BatchContext& batch) {
                             DeviceBuffer::Make(allocator_, layout.total * sizeof(int32_t)));
   }
   std::memcpy(pinned_, packed_.data(), layout.total * sizeof(int32_t));
-  PETREL_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(batch_buffer_->data(), pinned_,
-                                                    layout.total * sizeof(int32_t),
-                                                    cudaMemcpyHostToDevice, device_->stream()),
-                                    "uploading a batch"));
+  PETREL_RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(batch_buffer_->data(), pinned_, layout.total * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, device_->stream()),
+                 "uploading a batch"));
   PETREL_RETURN_IF_ERROR(
       CudaStatus(cudaEventRecord(upload_done_, device_->stream()), "uploading a batch"));
   device_batch_ =
@@ -213,12 +211,13 @@ Result<const double*> CudaBackend::RopeTableOf(void* opaque, const double* inv_f
   auto* self = static_cast<CudaBackend*>(opaque);
   auto& table = self->rope_tables_[{inv_freq, pairs}];
   if (!table) {
-    PETREL_ASSIGN_OR_RETURN(table, DeviceBuffer::MakeLasting(self->allocator_, pairs * sizeof(double)));
+    PETREL_ASSIGN_OR_RETURN(table,
+                            DeviceBuffer::MakeLasting(self->allocator_, pairs * sizeof(double)));
     // Synchronous (pageable memory): once per table, at the first batch.
-    PETREL_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(table->data(), inv_freq, pairs * sizeof(double),
-                                                      cudaMemcpyHostToDevice,
-                                                      self->device_->stream()),
-                                      "uploading a RoPE table"));
+    PETREL_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(table->data(), inv_freq, pairs * sizeof(double),
+                                   cudaMemcpyHostToDevice, self->device_->stream()),
+                   "uploading a RoPE table"));
   }
   return reinterpret_cast<const double*>(table->data());
 }
@@ -240,8 +239,8 @@ Status CudaBackend::CollectTimings() {
       CudaStatus(cudaEventSynchronize(timed_.back().end), "reading profiling events"));
   for (const Timed& timed : timed_) {
     float ms = 0.0f;
-    PETREL_RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, timed.start, timed.end),
-                                      "reading profiling events"));
+    PETREL_RETURN_IF_ERROR(
+        CudaStatus(cudaEventElapsedTime(&ms, timed.start, timed.end), "reading profiling events"));
     OpProfile& op = profile_[timed.op];
     op.op = timed.op;
     ++op.calls;
@@ -272,24 +271,46 @@ Status CudaBackend::Run(const Node& node, const ValueView* values, const KvLayer
   }
   Status status = Status::Ok();
   switch (node.op) {
-    case OpKind::kEmbed: status = cuda::RunEmbed(ctx, node, values); break;
-    case OpKind::kRmsNorm: status = cuda::RunRmsNorm(ctx, node, values); break;
-    case OpKind::kMatMul: status = cuda::RunMatMul(ctx, node, values); break;
-    case OpKind::kGatedFfn: status = cuda::RunGatedFfn(ctx, node, values); break;
-    case OpKind::kRope: status = cuda::RunRope(ctx, node, values); break;
+    case OpKind::kEmbed:
+      status = cuda::RunEmbed(ctx, node, values);
+      break;
+    case OpKind::kRmsNorm:
+      status = cuda::RunRmsNorm(ctx, node, values);
+      break;
+    case OpKind::kMatMul:
+      status = cuda::RunMatMul(ctx, node, values);
+      break;
+    case OpKind::kGatedFfn:
+      status = cuda::RunGatedFfn(ctx, node, values);
+      break;
+    case OpKind::kRope:
+      status = cuda::RunRope(ctx, node, values);
+      break;
     case OpKind::kAttention:
       status = kv == nullptr ? Error("cuda: attention of layer %d has no KV cache", node.layer)
                              : cuda::RunAttention(ctx, node, values, *kv);
       break;
-    case OpKind::kHeadRmsNorm: status = cuda::RunHeadRmsNorm(ctx, node, values); break;
+    case OpKind::kHeadRmsNorm:
+      status = cuda::RunHeadRmsNorm(ctx, node, values);
+      break;
     case OpKind::kSiluMul:
     case OpKind::kGeluMul:
-    case OpKind::kAdd: status = cuda::RunElementwise(ctx, node, values); break;
+    case OpKind::kAdd:
+      status = cuda::RunElementwise(ctx, node, values);
+      break;
     case OpKind::kScale:
-    case OpKind::kSoftcap: status = cuda::RunScale(ctx, node, values); break;
-    case OpKind::kGetRows: status = cuda::RunGetRows(ctx, node, values); break;
-    case OpKind::kMoeFfn: status = Error("cuda: op %s is not implemented", OpName(node.op)); break;
-    case OpKind::kCount: status = Error("cuda: unknown op %d", int(node.op)); break;
+    case OpKind::kSoftcap:
+      status = cuda::RunScale(ctx, node, values);
+      break;
+    case OpKind::kGetRows:
+      status = cuda::RunGetRows(ctx, node, values);
+      break;
+    case OpKind::kMoeFfn:
+      status = Error("cuda: op %s is not implemented", OpName(node.op));
+      break;
+    case OpKind::kCount:
+      status = Error("cuda: unknown op %d", int(node.op));
+      break;
   }
   if (start != nullptr) {
     auto end = NewEvent();

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "cuda/cublas_loader.h"
+
 namespace petrel::cuda {
 
 Status CudaStatus(cudaError_t error, const char* what) {
@@ -31,6 +33,7 @@ Result<std::vector<DeviceInfo>> EnumerateDevices() {
     info.cc_major = prop.major;
     info.cc_minor = prop.minor;
     info.multiprocessors = prop.multiProcessorCount;
+    info.integrated = prop.integrated != 0;
     int clock_khz = 0, bus_bits = 0;
     if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, i) == cudaSuccess &&
         cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, i) == cudaSuccess) {
@@ -45,7 +48,7 @@ Result<std::vector<DeviceInfo>> EnumerateDevices() {
 DeviceDescription Describe(const DeviceInfo& info) {
   DeviceDescription description;
   description.name = info.name;
-  description.type = "discrete";
+  description.type = info.integrated ? "integrated" : "discrete";
   description.memory_bytes = info.memory_bytes;
   char features[160];
   std::snprintf(features, sizeof features, "compute capability %d.%d, %d SMs, %.0f GB/s",
@@ -72,8 +75,9 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Open(int index) {
   std::unique_ptr<CudaDevice> self(new CudaDevice());
   self->info_ = devices[chosen];
   PETREL_RETURN_IF_ERROR(self->MakeCurrent());
-  PETREL_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&self->stream_, cudaStreamNonBlocking),
-                                    "creating a stream"));
+  PETREL_RETURN_IF_ERROR(CudaStatus(
+      cudaStreamCreateWithFlags(&self->stream_, cudaStreamNonBlocking), "creating a stream"));
+  PETREL_RETURN_IF_ERROR(LoadCublas());
   const cublasStatus_t blas = cublasCreate(&self->cublas_);
   if (blas != CUBLAS_STATUS_SUCCESS) {
     self->cublas_ = nullptr;

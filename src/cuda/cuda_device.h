@@ -23,6 +23,7 @@ struct DeviceInfo {
   size_t memory_bytes = 0;
   int cc_major = 0, cc_minor = 0;  // compute capability
   int multiprocessors = 0;
+  bool integrated = false;      // shares memory with the host (Jetson-class devices)
   double peak_bandwidth = 0.0;  // bytes/s: memory clock x bus width x 2 (double data rate)
 };
 

@@ -80,7 +80,8 @@ void CachingAllocator::GiveLasting(void* ptr, size_t bytes) {
   live_bytes_ -= (std::max<size_t>(bytes, 1) + kMinBlock - 1) / kMinBlock * kMinBlock;
 }
 
-Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::Make(CachingAllocator& allocator, size_t bytes) {
+Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::Make(CachingAllocator& allocator,
+                                                         size_t bytes) {
   PETREL_ASSIGN_OR_RETURN(void* ptr, allocator.Take(bytes));
   return std::make_unique<DeviceBuffer>(allocator, ptr, bytes, false);
 }

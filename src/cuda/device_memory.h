@@ -80,7 +80,7 @@ class DeviceBuffer final : public BackendBuffer {
 
   static Result<std::unique_ptr<DeviceBuffer>> Make(CachingAllocator& allocator, size_t bytes);
   static Result<std::unique_ptr<DeviceBuffer>> MakeLasting(CachingAllocator& allocator,
-                                                          size_t bytes);
+                                                           size_t bytes);
 
  private:
   CachingAllocator& owner_;

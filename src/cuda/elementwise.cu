@@ -61,9 +61,9 @@ __global__ void RmsNormKernel(const float* __restrict__ x, const float* __restri
 
 // One thread per (token, head of q then k, pair).
 __global__ void RopeKernel(float* __restrict__ q, float* __restrict__ k,
-                           const int32_t* __restrict__ positions, const double* __restrict__ inv_freq,
-                           int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
-                           int32_t pairs, bool half_split) {
+                           const int32_t* __restrict__ positions,
+                           const double* __restrict__ inv_freq, int32_t n_tokens, int32_t n_heads,
+                           int32_t n_kv_heads, int32_t head_dim, int32_t pairs, bool half_split) {
   const int32_t heads = n_heads + n_kv_heads;
   const int64_t n = int64_t(n_tokens) * heads * pairs;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -75,7 +75,8 @@ __global__ void RopeKernel(float* __restrict__ q, float* __restrict__ k,
                                 : k + (int64_t(token) * n_kv_heads + (head - n_heads)) * head_dim;
     const double angle = RopeAngle(positions[token], inv_freq[pair]);
     const RopePair at = RopePairOf(pair, pairs, half_split);
-    const Rotated r = RotatePair(row[at.first], row[at.second], float(cos(angle)), float(sin(angle)));
+    const Rotated r =
+        RotatePair(row[at.first], row[at.second], float(cos(angle)), float(sin(angle)));
     row[at.first] = r.first;
     row[at.second] = r.second;
   }

@@ -32,7 +32,7 @@ inline const float* WeightF32(const TensorView& weight) {
 // next user of the block is ordered after them on the one stream.
 class Scratch {
  public:
-  Scratch(CachingAllocator& allocator) : allocator_(allocator) {}
+  explicit Scratch(CachingAllocator& allocator) : allocator_(allocator) {}
   ~Scratch() { allocator_.Give(ptr_, bytes_); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;

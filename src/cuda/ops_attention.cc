@@ -13,9 +13,10 @@ Status RunAttention(const OpContext& ctx, const Node& node, const ValueView* val
                     const KvLayerView& kv) {
   const AttentionParams& p = node.attention;
   if (!SupportsKvType(kv.dtype) || !SupportsAttention(p, kv.dtype)) {
-    return Error("cuda: attention of layer %d: %d heads, %d KV heads of %d with a %s KV cache are "
-                 "not supported", node.layer, p.n_heads, p.n_kv_heads, p.head_dim,
-                 DTypeName(kv.dtype));
+    return Error(
+        "cuda: attention of layer %d: %d heads, %d KV heads of %d with a %s KV cache are "
+        "not supported",
+        node.layer, p.n_heads, p.n_kv_heads, p.head_dim, DTypeName(kv.dtype));
   }
   if (kv.k == nullptr || kv.v == nullptr || kv.block_tokens == 0 ||
       kv.row_elems != size_t(p.n_kv_heads) * size_t(p.head_dim) ||

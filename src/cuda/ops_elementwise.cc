@@ -27,8 +27,8 @@ Status RunElementwise(const OpContext& ctx, const Node& node, const ValueView* v
   const ValueView& b = values[node.inputs[1]];
   if (a.desc.n_elems() != b.desc.n_elems() ||
       values[node.output].desc.n_elems() != a.desc.n_elems()) {
-    return Error("cuda: %s of layer %d: inputs %s and %s do not match", OpName(node.op),
-                 node.layer, a.desc.ShapeString().c_str(), b.desc.ShapeString().c_str());
+    return Error("cuda: %s of layer %d: inputs %s and %s do not match", OpName(node.op), node.layer,
+                 a.desc.ShapeString().c_str(), b.desc.ShapeString().c_str());
   }
   const BinaryOp op = node.op == OpKind::kSiluMul   ? BinaryOp::kSiluMul
                       : node.op == OpKind::kGeluMul ? BinaryOp::kGeluMul
@@ -53,10 +53,10 @@ Status RunScale(const OpContext& ctx, const Node& node, const ValueView* values)
 Status RunRmsNorm(const OpContext& ctx, const Node& node, const ValueView* values) {
   const ValueView& x = values[node.inputs[0]];
   PETREL_RETURN_IF_ERROR(NormWeightOk(node, x.desc.ne[0]));
-  return LaunchStatus(LaunchRmsNorm(ctx.stream, ValuePtr(x), WeightF32(*node.weight),
-                                    ValuePtr(values[node.output]), x.desc.ne[1],
-                                    int32_t(x.desc.ne[0]), node.norm.eps),
-                      node);
+  return LaunchStatus(
+      LaunchRmsNorm(ctx.stream, ValuePtr(x), WeightF32(*node.weight), ValuePtr(values[node.output]),
+                    x.desc.ne[1], int32_t(x.desc.ne[0]), node.norm.eps),
+      node);
 }
 
 Status RunHeadRmsNorm(const OpContext& ctx, const Node& node, const ValueView* values) {
@@ -68,10 +68,10 @@ Status RunHeadRmsNorm(const OpContext& ctx, const Node& node, const ValueView* v
                  node.layer, (long long)cols, (long long)head_dim);
   }
   PETREL_RETURN_IF_ERROR(NormWeightOk(node, head_dim));
-  return LaunchStatus(LaunchRmsNorm(ctx.stream, ValuePtr(x), WeightF32(*node.weight),
-                                    ValuePtr(values[node.output]), x.desc.ne[1] * (cols / head_dim),
-                                    int32_t(head_dim), node.norm.eps),
-                      node);
+  return LaunchStatus(
+      LaunchRmsNorm(ctx.stream, ValuePtr(x), WeightF32(*node.weight), ValuePtr(values[node.output]),
+                    x.desc.ne[1] * (cols / head_dim), int32_t(head_dim), node.norm.eps),
+      node);
 }
 
 Status RunRope(const OpContext& ctx, const Node& node, const ValueView* values) {
@@ -88,8 +88,8 @@ Status RunRope(const OpContext& ctx, const Node& node, const ValueView* values) 
       q.desc.ne[0] != int64_t(p.n_heads) * p.head_dim ||
       k.desc.ne[0] != int64_t(p.n_kv_heads) * p.head_dim) {
     return Error("cuda: rope of layer %d: q %s or k %s does not match its %d and %d heads of %d",
-                 node.layer, q.desc.ShapeString().c_str(), k.desc.ShapeString().c_str(),
-                 p.n_heads, p.n_kv_heads, p.head_dim);
+                 node.layer, q.desc.ShapeString().c_str(), k.desc.ShapeString().c_str(), p.n_heads,
+                 p.n_kv_heads, p.head_dim);
   }
   PETREL_ASSIGN_OR_RETURN(const double* inv_freq, ctx.RopeTable(p.inv_freq, size_t(pairs)));
   return LaunchStatus(LaunchRope(ctx.stream, ValuePtr(q), ValuePtr(k), ctx.device_batch.positions,

@@ -21,8 +21,8 @@ Status CheckMatMulShapes(const Node& node, const TensorView& w, const ValueView&
 
 Status WeightTypeOk(const Node& node, const TensorView& w) {
   if (!HasWeightKernels(w.desc.dtype)) {
-    return Error("cuda: %s of layer %d: no kernels for weight type %s", OpName(node.op),
-                 node.layer, DTypeName(w.desc.dtype));
+    return Error("cuda: %s of layer %d: no kernels for weight type %s", OpName(node.op), node.layer,
+                 DTypeName(w.desc.dtype));
   }
   return Status::Ok();
 }
@@ -33,10 +33,10 @@ Status Project(const OpContext& ctx, const Node& node, const TensorView& w, cons
   const int64_t n_rows = w.desc.ne[1], n_cols = w.desc.ne[0];
   Scratch scratch(ctx.allocator);
   PETREL_RETURN_IF_ERROR(scratch.Take(MatMulScratchBytes(w.desc.dtype, n_rows, n_cols, n_tokens)));
-  return LaunchStatus(LaunchMatMul(ctx.stream, ctx.cublas, w.desc.dtype, WeightPtr(w),
-                                   w.desc.row_bytes(), n_rows, n_cols, x, n_tokens, bias, y,
-                                   scratch.data(), scratch.bytes()),
-                      node);
+  return LaunchStatus(
+      LaunchMatMul(ctx.stream, ctx.cublas, w.desc.dtype, WeightPtr(w), w.desc.row_bytes(), n_rows,
+                   n_cols, x, n_tokens, bias, y, scratch.data(), scratch.bytes()),
+      node);
 }
 
 }  // namespace
@@ -53,10 +53,10 @@ Status RunEmbed(const OpContext& ctx, const Node& node, const ValueView* values)
                  ctx.batch.n_tokens);
   }
   if (n_tokens == 0) return Status::Ok();
-  return LaunchStatus(LaunchEmbedRows(ctx.stream, table.desc.dtype, WeightPtr(table),
-                                      table.desc.row_bytes(), dim, ctx.device_batch.tokens,
-                                      n_tokens, ValuePtr(out)),
-                      node);
+  return LaunchStatus(
+      LaunchEmbedRows(ctx.stream, table.desc.dtype, WeightPtr(table), table.desc.row_bytes(), dim,
+                      ctx.device_batch.tokens, n_tokens, ValuePtr(out)),
+      node);
 }
 
 Status RunMatMul(const OpContext& ctx, const Node& node, const ValueView* values) {
@@ -94,11 +94,10 @@ Status RunGatedFfn(const OpContext& ctx, const Node& node, const ValueView* valu
   PETREL_RETURN_IF_ERROR(up.Take(size_t(n_tokens * n_rows) * sizeof(float)));
   float* y = ValuePtr(out);
   PETREL_RETURN_IF_ERROR(Project(ctx, node, gate, ValuePtr(x), n_tokens, nullptr, y));
-  PETREL_RETURN_IF_ERROR(Project(ctx, node, *node.weight_up, ValuePtr(x), n_tokens, nullptr,
-                                 up.floats()));
-  return LaunchStatus(LaunchBinary(ctx.stream, BinaryOp::kSiluMul, y, up.floats(), y,
-                                   n_tokens * n_rows),
-                      node);
+  PETREL_RETURN_IF_ERROR(
+      Project(ctx, node, *node.weight_up, ValuePtr(x), n_tokens, nullptr, up.floats()));
+  return LaunchStatus(
+      LaunchBinary(ctx.stream, BinaryOp::kSiluMul, y, up.floats(), y, n_tokens * n_rows), node);
 }
 
 }  // namespace petrel::cuda

@@ -8,7 +8,9 @@
 namespace petrel::cuda {
 
 bool SupportsNode(const Node& node) {
-  auto weight_ok = [](const TensorView* w) { return w != nullptr && HasWeightKernels(w->desc.dtype); };
+  auto weight_ok = [](const TensorView* w) {
+    return w != nullptr && HasWeightKernels(w->desc.dtype);
+  };
   switch (node.op) {
     case OpKind::kMatMul:
       return weight_ok(node.weight) &&
@@ -44,7 +46,8 @@ bool SupportsNode(const Node& node) {
     case OpKind::kScale:
     case OpKind::kGetRows:
       return true;
-    case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still offload
+    case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still
+                           // offload
       return false;
     case OpKind::kCount:
       break;

@@ -7,8 +7,8 @@ bool HasWeightKernels(DType) { return false; }
 
 size_t MatMulScratchBytes(DType, int64_t, int64_t, int64_t) { return 0; }
 
-cudaError_t LaunchMatMul(cudaStream_t, cublasHandle_t, DType, const void*, size_t, int64_t,
-                         int64_t, const float*, int64_t, const float*, float*, void*, size_t) {
+cudaError_t LaunchMatMul(cudaStream_t, cublasHandle_t, DType, const void*, size_t, int64_t, int64_t,
+                         const float*, int64_t, const float*, float*, void*, size_t) {
   return cudaErrorNotSupported;
 }
 
