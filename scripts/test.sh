@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Second command of the README: set up, build, and run every test suite: the unit, parity, cli
-# and gpu (Vulkan; skipped, saying why, without a device) tests, the load suite (`petrel serve`
+# and gpu (Vulkan, CUDA; skipped, saying why, without a device) tests, the load suite (`petrel serve`
 # under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,6 +6,9 @@
 #if PETREL_HAS_VULKAN
 #include "vulkan/vulkan_backend.h"
 #endif
+#if PETREL_HAS_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 
 namespace petrel {
 
@@ -19,6 +22,9 @@ std::span<const BackendFactory> CompiledBackends() {
       {"ref", [](BackendId id, const BackendOptions&) { return CreateRefBackend(id); }, nullptr},
 #if PETREL_HAS_VULKAN
       {"vulkan", &CreateVulkanBackend, &ListVulkanDevices},
+#endif
+#if PETREL_HAS_CUDA
+      {"cuda", &CreateCudaBackend, &ListCudaDevices},
 #endif
   };
   return kBackends;

@@ -104,7 +104,8 @@ Result<std::unique_ptr<Backend>> CreateBackend(std::string_view device, BackendI
 }
 
 std::string DeviceKindName(std::string_view backend) {
-  // Device APIs are proper names ("Vulkan"); acronyms would need their own spelling here.
+  // Device APIs are proper names ("Vulkan") or acronyms ("CUDA").
+  if (backend == "cuda") return "CUDA";
   std::string name(backend);
   if (!name.empty()) name[0] = char(std::toupper(static_cast<unsigned char>(name[0])));
   return name;

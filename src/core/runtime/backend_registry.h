@@ -54,7 +54,7 @@ struct DeviceSpec {
 };
 Result<DeviceSpec> ParseDeviceSpec(std::string_view device);
 
-// How messages name a backend's devices: "Vulkan" for "vulkan".
+// How messages name a backend's devices: "Vulkan" for "vulkan", "CUDA" for "cuda".
 std::string DeviceKindName(std::string_view backend);
 
 // The registered factory of backend `name` (without a device index); null when unknown.

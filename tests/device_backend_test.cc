@@ -1,14 +1,18 @@
-// The Vulkan backend end to end, through `petrel` as users run it: golden logits with every
-// block and with half of them offloaded, greedy text the same for 0, half and all blocks, four
-// sequences decoded together as each alone, `--gpu-layers auto`, `--profile`, `info --devices`
-// and the device memory plan, and the errors (bad files and flags with --device vulkan, a bad
-// device index, no driver). Every test that needs a device skips, saying why, where there is none.
+// Every device backend of the build (Vulkan, CUDA) end to end, through `petrel` as users run it:
+// golden logits with every block and with half of them offloaded, greedy text the same for 0,
+// half and all blocks, four sequences decoded together as each alone, `--gpu-layers auto`,
+// `--profile`, `info --devices` and the device memory plan, and the errors (bad files and flags
+// with --device NAME, a bad device index, no driver). The same checks run for each backend that is
+// compiled in; every test that needs a device skips, saying why, where there is none.
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,24 +42,41 @@ constexpr Tolerance kQ8KActTolerance{1.2, 0.06, 0.80};   // K-quants and IQ4_XS
 
 std::string Golden(const std::string& rel) { return SharedDir() + "/golden/" + rel; }
 
-// Why there is no Vulkan device to test on, or "" when there is one.
-std::string NoDeviceReason() {
-  static const std::string reason = [] {
-    const BackendFactory* vulkan = FindBackend("vulkan");
-    if (!vulkan || !vulkan->list_devices) return std::string("this build has no vulkan backend");
-    auto devices = vulkan->list_devices();
-    if (!devices.ok()) return "no Vulkan device: " + devices.status().message();
-    if (devices->empty()) return std::string("no Vulkan device");
-    return std::string();
-  }();
-  return reason;
+// The device backends compiled into this build (those that list devices), in registry order.
+std::vector<std::string> DeviceBackends() {
+  std::vector<std::string> names;
+  for (const BackendFactory& factory : CompiledBackends()) {
+    if (factory.list_devices != nullptr) names.push_back(factory.name);
+  }
+  return names;
 }
 
-#define SKIP_WITHOUT_VULKAN()                                              \
+// Why there is no device of `backend` to test on, or "" when there is one.
+std::string NoDeviceReason(const std::string& backend) {
+  const BackendFactory* factory = FindBackend(backend);
+  if (!factory || !factory->list_devices) return "this build has no " + backend + " backend";
+  auto devices = factory->list_devices();
+  const std::string kind = DeviceKindName(backend);
+  if (!devices.ok()) {
+    // Backends that name the missing device themselves ("no CUDA device: ...") say it once.
+    const std::string message = devices.status().message();
+    return message.rfind("no ", 0) == 0 ? message : "no " + kind + " device: " + message;
+  }
+  if (devices->empty()) return "no " + kind + " device";
+  return std::string();
+}
+
+#define SKIP_WITHOUT_DEVICE(backend)                                       \
   do {                                                                     \
-    const std::string reason = NoDeviceReason();                           \
+    const std::string reason = NoDeviceReason(backend);                    \
     if (!reason.empty()) GTEST_SKIP() << "skipped: " << reason;            \
   } while (0)
+
+// Tests of one device backend, named by the parameter.
+class DeviceBackend : public ::testing::TestWithParam<std::string> {
+ protected:
+  const std::string& device() const { return GetParam(); }
+};
 
 // Sets an environment variable for the life of the object (petrel inherits it through popen).
 class ScopedEnv {
@@ -87,13 +108,13 @@ std::string Join(const std::vector<int32_t>& ids) {
   return out;
 }
 
-// `petrel logits` of `ids` with the last `gpu_layers` blocks on the Vulkan device (F32 KV
-// cache, as the golden references); empty on failure.
-std::vector<float> VulkanLogits(const std::string& model, const std::vector<int32_t>& ids,
-                                const std::string& gpu_layers) {
-  const std::string out = testing::ScratchDir() + "/vulkan_test_logits.f32";
+// `petrel logits` of `ids` with the last `gpu_layers` blocks on `device` (F32 KV cache, as
+// the golden references); empty on failure.
+std::vector<float> DeviceLogits(const std::string& device, const std::string& model,
+                                const std::vector<int32_t>& ids, const std::string& gpu_layers) {
+  const std::string out = testing::ScratchDir() + "/device_backend_test_" + device + ".f32";
   const Output run = Petrel({"logits", "-m", model, "--ids", Join(ids), "-o", out, "-t", "2",
-                             "--cache-type", "f32", "--device", "vulkan", "--gpu-layers",
+                             "--cache-type", "f32", "--device", device, "--gpu-layers",
                              gpu_layers});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   std::vector<float> logits = ReadF32File(out);
@@ -101,18 +122,18 @@ std::vector<float> VulkanLogits(const std::string& model, const std::vector<int3
   return logits;
 }
 
-TEST(VulkanParity, StoryF32LogitsWithAllAndHalfTheBlocks) {
-  SKIP_WITHOUT_VULKAN();
+TEST_P(DeviceBackend, StoryF32LogitsWithAllAndHalfTheBlocks) {
+  SKIP_WITHOUT_DEVICE(device());
   const nlohmann::json cases = testing::ReadJson(Golden("story/logits.json"));
   ASSERT_TRUE(cases.is_array());
   for (const std::string layers : {"all", "half"}) {
     for (const auto& entry : cases) {
       const auto ids = entry["ids"].get<std::vector<int32_t>>();
       const auto want = ReadF32File(Golden("story/" + entry["file"].get<std::string>()));
-      const auto stats = CompareLogits(VulkanLogits(StoryF32Gguf(), ids, layers), want, 2048);
+      const auto stats = CompareLogits(DeviceLogits(device(), StoryF32Gguf(), ids, layers), want, 2048);
       EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance))
           << "--gpu-layers " << layers << " " << entry["name"] << ": " << stats.ToString();
-      std::printf("story-f32 --gpu-layers %s %s: %s\n", layers.c_str(),
+      std::printf("%s story-f32 --gpu-layers %s %s: %s\n", device().c_str(), layers.c_str(),
                   entry["name"].get<std::string>().c_str(), stats.ToString().c_str());
     }
   }
@@ -125,11 +146,13 @@ struct SynthCase {
 
 void PrintTo(const SynthCase& c, std::ostream* os) { *os << c.type; }
 
-class VulkanSynthParity : public ::testing::TestWithParam<SynthCase> {};
+class DeviceSynthParity
+    : public ::testing::TestWithParam<std::tuple<std::string, SynthCase>> {};
 
-TEST_P(VulkanSynthParity, LogitsWithAllAndHalfTheBlocks) {
-  SKIP_WITHOUT_VULKAN();
-  const SynthCase c = GetParam();
+TEST_P(DeviceSynthParity, LogitsWithAllAndHalfTheBlocks) {
+  const std::string device = std::get<0>(GetParam());
+  SKIP_WITHOUT_DEVICE(device);
+  const SynthCase c = std::get<1>(GetParam());
   std::string lower = c.type;
   for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
   const std::string model = SharedDir() + "/models/synth-tiny/tiny-v2048-" + lower + ".gguf";
@@ -138,19 +161,27 @@ TEST_P(VulkanSynthParity, LogitsWithAllAndHalfTheBlocks) {
   const auto want = ReadF32File(Golden("synth-tiny/" + std::string(c.type) + ".f32"));
   ASSERT_FALSE(want.empty());
   for (const std::string layers : {"all", "half"}) {
-    const auto stats = CompareLogits(VulkanLogits(model, ids, layers), want, 2048);
+    const auto stats = CompareLogits(DeviceLogits(device, model, ids, layers), want, 2048);
     EXPECT_TRUE(testing::Within(stats, c.tolerance))
         << c.type << " --gpu-layers " << layers << ": " << stats.ToString();
-    std::printf("synth-tiny %s --gpu-layers %s: %s\n", c.type, layers.c_str(), stats.ToString().c_str());
+    std::printf("%s synth-tiny %s --gpu-layers %s: %s\n", device.c_str(), c.type, layers.c_str(),
+                stats.ToString().c_str());
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Types, VulkanSynthParity,
-    ::testing::Values(SynthCase{"F32", testing::kF32Tolerance}, SynthCase{"F16", testing::kF16Tolerance},
-                      SynthCase{"Q8_0", kQ8ActTolerance}, SynthCase{"Q4_0", kQ8ActTolerance},
-                      SynthCase{"Q4_K", kQ8KActTolerance}, SynthCase{"IQ4_XS", kQ8KActTolerance}),
-    [](const auto& info) { return std::string(info.param.type); });
+    Types, DeviceSynthParity,
+    ::testing::Combine(
+        ::testing::ValuesIn(DeviceBackends()),
+        ::testing::Values(SynthCase{"F32", testing::kF32Tolerance},
+                          SynthCase{"F16", testing::kF16Tolerance},
+                          SynthCase{"Q8_0", kQ8ActTolerance}, SynthCase{"Q4_0", kQ8ActTolerance},
+                          SynthCase{"Q4_K", kQ8KActTolerance},
+                          SynthCase{"IQ4_XS", kQ8KActTolerance})),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::string(std::get<1>(info.param).type);
+    });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DeviceSynthParity);
 
 // `petrel run --json` greedy ids of the golden prompts, on the CPU or with blocks offloaded.
 std::vector<int32_t> GreedyIds(const std::string& prompt, const std::vector<std::string>& device_args) {
@@ -164,33 +195,33 @@ std::vector<int32_t> GreedyIds(const std::string& prompt, const std::vector<std:
   return json["new_ids"].get<std::vector<int32_t>>();
 }
 
-TEST(VulkanGreedy, StoryTextIsTheSameForNoneHalfAndAllBlocksOffloaded) {
-  SKIP_WITHOUT_VULKAN();
+TEST_P(DeviceBackend, GreedyStoryTextIsTheSameForNoneHalfAndAllBlocksOffloaded) {
+  SKIP_WITHOUT_DEVICE(device());
   for (const auto& line : testing::ReadJsonLines(Golden("story/greedy.jsonl"))) {
     const std::string prompt = line["prompt"].get<std::string>();
     const std::vector<int32_t> cpu = GreedyIds(prompt, {});
     ASSERT_FALSE(cpu.empty()) << prompt;
     for (const std::string layers : {"0", "half", "all"}) {
-      EXPECT_EQ(GreedyIds(prompt, {"--device", "vulkan", "--gpu-layers", layers}), cpu)
+      EXPECT_EQ(GreedyIds(prompt, {"--device", device(), "--gpu-layers", layers}), cpu)
           << "--gpu-layers " << layers << ", prompt: " << prompt;
     }
   }
 }
 
-TEST(VulkanBatching, FourSequencesOffloadedTogetherGetTheTokensTheyGetAlone) {
-  SKIP_WITHOUT_VULKAN();
+TEST_P(DeviceBackend, FourSequencesOffloadedTogetherGetTheTokensTheyGetAlone) {
+  SKIP_WITHOUT_DEVICE(device());
   EngineOptions options;
   options.n_threads = 2;
   options.context = 256;
   options.max_sequences = 4;
   options.max_batch_tokens = 16;  // prompts arrive in chunks while other sequences sample
   options.kv_type = DType::kF32;
-  options.device = "vulkan";
+  options.device = device();
   options.device_layer_rule = GpuLayerRule::kAll;
   auto loaded = Engine::Load(StoryF32Gguf(), options);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   Engine& engine = **loaded;
-  EXPECT_NE(engine.PlacementString().find("output: vulkan"), std::string::npos)
+  EXPECT_NE(engine.PlacementString().find("output: " + device()), std::string::npos)
       << engine.PlacementString();
   auto prompt = [](size_t length, size_t salt) {
     std::vector<int32_t> ids = {1};
@@ -233,18 +264,20 @@ TEST(VulkanBatching, FourSequencesOffloadedTogetherGetTheTokensTheyGetAlone) {
   }
 }
 
-TEST(VulkanCli, AutoProfileAndBench) {
-  SKIP_WITHOUT_VULKAN();
+TEST_P(DeviceBackend, AutoProfileAndBench) {
+  SKIP_WITHOUT_DEVICE(device());
+  const std::string& name = device();
   const Output run = Petrel({"run", "-m", StoryF32Gguf(), "-p", "Once upon a time", "-n", "8",
-                             "--temp", "0", "-t", "2", "--device", "vulkan", "--gpu-layers",
+                             "--temp", "0", "-t", "2", "--device", name, "--gpu-layers",
                              "auto", "--profile", "-v"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.err.find("placement layers 0-1: vulkan, output: vulkan"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("profile vulkan: mat_mul"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("profile vulkan: total"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("placement layers 0-1: " + name + ", output: " + name), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("profile " + name + ": mat_mul"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("profile " + name + ": total"), std::string::npos) << run.err;
   for (const std::string layers : {"0", "half", "all"}) {
     const Output bench = Petrel({"bench", "-m", StoryF32Gguf(), "-p", "16", "-n", "4", "-r", "1",
-                                 "-t", "2", "--device", "vulkan", "--gpu-layers", layers,
+                                 "-t", "2", "--device", name, "--gpu-layers", layers,
                                  "--profile", "--json"});
     ASSERT_EQ(bench.exit_code, 0) << layers << ": " << bench.err;
     size_t lines = 0;
@@ -262,29 +295,34 @@ TEST(VulkanCli, AutoProfileAndBench) {
   }
 }
 
-TEST(VulkanCli, InfoListsTheDeviceAndPrintsThePlan) {
-  SKIP_WITHOUT_VULKAN();
+TEST_P(DeviceBackend, InfoListsTheDeviceAndPrintsThePlan) {
+  SKIP_WITHOUT_DEVICE(device());
+  const std::string& name = device();
   const Output devices = Petrel({"info", "--devices"});
   EXPECT_EQ(devices.exit_code, 0) << devices.err;
-  EXPECT_NE(devices.out.find("vulkan   vulkan:0 "), std::string::npos) << devices.out;
+  char listed[64];
+  std::snprintf(listed, sizeof listed, "%-8s %s:0 ", name.c_str(), name.c_str());
+  EXPECT_NE(devices.out.find(listed), std::string::npos) << devices.out;
   EXPECT_NE(devices.out.find("cpu      host"), std::string::npos) << devices.out;
-  const Output plan = Petrel({"info", "-m", StoryF32Gguf(), "--device", "vulkan", "--gpu-layers", "auto"});
+  const Output plan = Petrel({"info", "-m", StoryF32Gguf(), "--device", name, "--gpu-layers", "auto"});
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
-  for (const char* needle : {"device memory    vulkan plan, per block: weights", "KV cache",
+  const std::string plan_line = "device memory    " + name + " plan, per block: weights";
+  for (const char* needle : {plan_line.c_str(), "KV cache",
                              "activations", "--gpu-layers auto places", "placement        layers"}) {
     EXPECT_NE(plan.out.find(needle), std::string::npos) << needle << "\n" << plan.out;
   }
 }
 
-TEST(VulkanCli, BadFilesAndFlagsAreOneLineErrors) {
-  SKIP_WITHOUT_VULKAN();
-  const std::vector<std::string> device = {"--device", "vulkan"};
+TEST_P(DeviceBackend, BadFilesAndFlagsAreOneLineErrors) {
+  SKIP_WITHOUT_DEVICE(device());
+  const std::string& name = device();
+  const std::vector<std::string> device = {"--device", name};
   auto with_device = [&](std::vector<std::string> args) {
     args.insert(args.end(), device.begin(), device.end());
     return Petrel(args);
   };
   ExpectOneLineError(with_device({"run", "-m", "/nonexistent/model.gguf", "-p", "x"}), "no such file");
-  const std::string junk = testing::ScratchDir() + "/vulkan_test_junk.gguf";
+  const std::string junk = testing::ScratchDir() + "/device_backend_test_junk_" + name + ".gguf";
   { std::ofstream(junk) << "GGUF\x03\0\0\0 truncated"; }
   ExpectOneLineError(with_device({"run", "-m", junk, "-p", "x"}), "gguf");
   ExpectOneLineError(with_device({"logits", "-m", junk, "--ids", "1", "-o", "/dev/null"}), "gguf");
@@ -298,15 +336,20 @@ TEST(VulkanCli, BadFilesAndFlagsAreOneLineErrors) {
   ExpectOneLineError(with_device({"run", "-m", StoryF32Gguf(), "-p", "x", "--gpu-layers", "most"}),
                      "--gpu-layers: 'most' is not a count");
   ExpectOneLineError(with_device({"run", "-m", StoryF32Gguf(), "-p", "x", "--cache-type", "q3"}), "cache-type");
-  ExpectOneLineError(Petrel({"run", "-m", StoryF32Gguf(), "-p", "x", "--device", "vulkan:x"}),
-                     "--device: 'vulkan:x' is not a device");
-  const Output index = Petrel({"run", "-m", StoryF32Gguf(), "-p", "x", "--device", "vulkan:99"});
-  ExpectOneLineError(index, "--device vulkan:99: this machine has ");
-  EXPECT_NE(index.err.find("Vulkan device"), std::string::npos) << index.err;
+  ExpectOneLineError(Petrel({"run", "-m", StoryF32Gguf(), "-p", "x", "--device", name + ":x"}),
+                     "--device: '" + name + ":x' is not a device");
+  const Output index = Petrel({"run", "-m", StoryF32Gguf(), "-p", "x", "--device", name + ":99"});
+  ExpectOneLineError(index, "--device " + name + ":99: this machine has ");
+  EXPECT_NE(index.err.find(DeviceKindName(name) + " device"), std::string::npos) << index.err;
   EXPECT_NE(index.err.find("(0: "), std::string::npos) << index.err;
 }
 
-// No driver: the loader finds no ICD. Needs no device, only a build with the backend.
+INSTANTIATE_TEST_SUITE_P(Compiled, DeviceBackend, ::testing::ValuesIn(DeviceBackends()),
+                         [](const auto& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DeviceBackend);
+
+// No Vulkan driver: the loader finds no ICD. Needs no device, only a build with the backend (the
+// CUDA backend's "no device" checks are in cuda_host_test, run on machines without a GPU).
 TEST(VulkanCli, WithoutADriverDeviceVulkanIsOneClearError) {
   if (!FindBackend("vulkan")) GTEST_SKIP() << "skipped: this build has no vulkan backend";
   for (const char* variable : {"VK_ICD_FILENAMES", "VK_DRIVER_FILES"}) {
