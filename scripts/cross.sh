@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Cross-builds petrel for an embedded Linux board and, with `test`, runs the unit and parity
+# suites under qemu-user.
+#
+#   scripts/cross.sh aarch64|armhf|riscv64 [test] [-- extra meson setup arguments]
+#
+# Installs what is missing on Debian/Ubuntu (the cross compiler, qemu-user, and the target's
+# development libraries through dpkg multiarch), configures build-ARCH with cross/TRIPLET.ini,
+# and builds. aarch64 tests run twice, on an emulated NEON-only core (cortex-a72) and on one with
+# SVE2 (max), so both of Highway's ARM code paths are exercised. Environment:
+#   PETREL_CROSS_STATIC=1   link everything but the C library statically (-Dstatic=true)
+#   PETREL_CROSS_SUITES     suites to run with `test` (default "unit parity")
+#   PETREL_CROSS_CPUS       emulated cores for aarch64 (default "cortex-a72 max")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+arch="${1:-}"
+shift || true
+run_tests=0
+if [ "${1:-}" = "test" ]; then
+  run_tests=1
+  shift
+fi
+if [ "${1:-}" = "--" ]; then shift; fi
+
+case "$arch" in
+  aarch64) triplet=aarch64-linux-gnu; debarch=arm64; qemu=qemu-aarch64 ;;
+  armhf) triplet=arm-linux-gnueabihf; debarch=armhf; qemu=qemu-arm ;;
+  riscv64) triplet=riscv64-linux-gnu; debarch=riscv64; qemu=qemu-riscv64 ;;
+  *)
+    echo "usage: scripts/cross.sh aarch64|armhf|riscv64 [test] [-- meson arguments]" >&2
+    exit 2
+    ;;
+esac
+
+# --- toolchain and target libraries -----------------------------------------------------------
+# Header-only libraries (CLI11, nlohmann-json) are architecture-independent; the rest come as
+# the target's multiarch packages. Google Benchmark and Vulkan are not built for boards.
+host_packages=(meson ninja-build pkg-config qemu-user "crossbuild-essential-$debarch"
+  libcli11-dev nlohmann-json3-dev)
+target_packages=(libhwy-dev libgtest-dev libgmock-dev libpcre2-dev libutf8proc-dev
+  libcpp-httplib-dev)
+missing=()
+for package in "${host_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+for package in "${target_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package:$debarch" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package:$debarch")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "cross: installing ${missing[*]}" >&2
+  if ! dpkg --print-foreign-architectures | grep -qx "$debarch"; then
+    $sudo dpkg --add-architecture "$debarch"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# --- configure and build ----------------------------------------------------------------------
+build_dir="build-$arch"
+static_args=()
+if [ "${PETREL_CROSS_STATIC:-0}" = "1" ]; then static_args=(-Dstatic=true); fi
+if [ ! -f "$build_dir/build.ninja" ]; then
+  meson setup "$build_dir" --cross-file "cross/$triplet.ini" --buildtype=release \
+    -Dvulkan=disabled -Dbenchmarks=disabled "${static_args[@]}" ${PETREL_MESON_ARGS:-} "$@" >&2
+fi
+ninja -C "$build_dir" >&2
+echo "cross: built $build_dir/tools/petrel for $triplet" >&2
+((run_tests)) || exit 0
+
+# --- tests under qemu-user --------------------------------------------------------------------
+# The cli suite drives the petrel binary through the exe_wrapper too, but it is slow under
+# emulation; unit and parity cover every kernel and every model path.
+suites=()
+for suite in ${PETREL_CROSS_SUITES:-unit parity}; do suites+=(--suite "$suite"); done
+export QEMU_LD_PREFIX="/usr/$triplet"
+status=0
+if [ "$arch" = "aarch64" ]; then
+  for cpu in ${PETREL_CROSS_CPUS:-cortex-a72 max}; do
+    echo "cross: $arch tests on an emulated $cpu" >&2
+    QEMU_CPU="$cpu" meson test -C "$build_dir" --no-rebuild --print-errorlogs \
+      --num-processes "${PETREL_TEST_JOBS:-$(nproc)}" --timeout-multiplier 8 \
+      --logbase "testlog-$cpu" "${suites[@]}" || status=1
+  done
+else
+  meson test -C "$build_dir" --no-rebuild --print-errorlogs \
+    --num-processes "${PETREL_TEST_JOBS:-$(nproc)}" --timeout-multiplier 8 "${suites[@]}" || status=1
+fi
+exit $status
