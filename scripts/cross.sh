@@ -8,9 +8,11 @@
 # development libraries through dpkg multiarch), configures build-ARCH with cross/TRIPLET.ini,
 # and builds. aarch64 tests run twice, on an emulated NEON-only core (cortex-a72) and on one with
 # SVE2 (max), so both of Highway's ARM code paths are exercised. Environment:
-#   PETREL_CROSS_STATIC=1   link everything but the C library statically (-Dstatic=true)
+#   PETREL_CROSS_STATIC     1 (default): link everything but the C library statically
+#                           (-Dstatic=true), the binary a board gets; 0: shared libraries
 #   PETREL_CROSS_SUITES     suites to run with `test` (default "unit parity")
 #   PETREL_CROSS_CPUS       emulated cores for aarch64 (default "cortex-a72 max")
+#   PETREL_BUILD_JOBS       parallel compile jobs (default: every core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,21 +64,37 @@ fi
 
 # --- configure and build ----------------------------------------------------------------------
 build_dir="build-$arch"
-static_args=()
-if [ "${PETREL_CROSS_STATIC:-0}" = "1" ]; then static_args=(-Dstatic=true); fi
+# Static by default: the tests then run the very binary a board gets, and qemu needs none of the
+# target's shared libraries but the C library's.
+static=false
+if [ "${PETREL_CROSS_STATIC:-1}" = "1" ]; then static=true; fi
 if [ ! -f "$build_dir/build.ninja" ]; then
   meson setup "$build_dir" --cross-file "cross/$triplet.ini" --buildtype=release \
-    -Dvulkan=disabled -Dbenchmarks=disabled "${static_args[@]}" ${PETREL_MESON_ARGS:-} "$@" >&2
+    -Dvulkan=disabled -Dbenchmarks=disabled -Dstatic=$static ${PETREL_MESON_ARGS:-} "$@" >&2
+else
+  meson configure "$build_dir" -Dstatic=$static >&2
 fi
-ninja -C "$build_dir" >&2
+# The petrel binary, and with `test` the executables of the suites to run (not the cli and
+# server tests: building them for nothing would double the build on a small CI machine).
+# The cli suite drives the petrel binary through the exe_wrapper too, but it is slow under
+# emulation; unit and parity cover every kernel and every model path.
+suite_names="${PETREL_CROSS_SUITES:-unit parity}"
+targets=(tools/petrel)
+if ((run_tests)); then
+  for test in $(meson introspect "$build_dir" --tests | SUITES="$suite_names" python3 -c '
+import json, os, sys
+wanted = {"petrel:" + s for s in os.environ["SUITES"].split()}
+root = sys.argv[1] + "/"
+print(" ".join(sorted({t["cmd"][0].split(root, 1)[-1] for t in json.load(sys.stdin) if wanted & set(t["suite"])})))
+' "$(cd "$build_dir" && pwd)"); do targets+=("$test"); done
+fi
+ninja -C "$build_dir" -j "${PETREL_BUILD_JOBS:-$(nproc)}" "${targets[@]}" >&2
 echo "cross: built $build_dir/tools/petrel for $triplet" >&2
 ((run_tests)) || exit 0
 
 # --- tests under qemu-user --------------------------------------------------------------------
-# The cli suite drives the petrel binary through the exe_wrapper too, but it is slow under
-# emulation; unit and parity cover every kernel and every model path.
 suites=()
-for suite in ${PETREL_CROSS_SUITES:-unit parity}; do suites+=(--suite "$suite"); done
+for suite in $suite_names; do suites+=(--suite "$suite"); done
 export QEMU_LD_PREFIX="/usr/$triplet"
 status=0
 if [ "$arch" = "aarch64" ]; then
