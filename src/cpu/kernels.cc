@@ -11,10 +11,6 @@
 #include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
 #include "hwy/targets.h"              // SupportedTargets, DisableTargets, TargetName
 
-#if defined(__aarch64__) && defined(__linux__)
-#include <sys/prctl.h>  // PR_SVE_GET_VL
-#endif
-
 namespace petrel::cpu {
 namespace {
 
@@ -38,46 +34,21 @@ std::string Lowercase(const char* name) {
   return out;
 }
 
-// The int8 and f32 tile kernels work on fixed 32-byte blocks through CappedTag<int8_t, 32> and
-// size their loops by MaxLanes, which on the vector-length-agnostic SVE targets assumes vectors
-// of at least 256 bits. Cores with 128-bit SVE (Neoverse N2, Cortex-A510/A710/X2, most phones and
-// boards with SVE2) would process half of each block there, so they take NEON, which has the
-// same width, instead. Returns the targets to disable (none elsewhere).
-int64_t NarrowSveTargets() {
-#if defined(__aarch64__) && defined(__linux__) && defined(PR_SVE_GET_VL)
-  const int vl = prctl(PR_SVE_GET_VL);
-  if (vl >= 0 && (vl & PR_SVE_VL_LEN_MASK) < 32) {
-    return HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128;
-  }
-#endif
-  return 0;  // no SVE (prctl fails; Highway offers no SVE target either) or wide enough
-}
-
-// Disables the targets the kernels cannot use on this CPU (NarrowSveTargets) and, with
-// PETREL_CPU_TARGET, every target better (a lower bit) than the named one. Highway's
-// DisableTargets replaces the previous mask, so both go into one call.
+// PETREL_CPU_TARGET: disables every target better (a lower bit) than the named one.
 void ApplyTargetCap() {
-  int64_t disabled = NarrowSveTargets();
   const char* wanted = std::getenv("PETREL_CPU_TARGET");
-  if (wanted != nullptr && *wanted != '\0') {
-    bool found = false;
-    for (int64_t bit = 1; bit != 0 && bit <= HWY_SCALAR; bit <<= 1) {
-      if (Lowercase(hwy::TargetName(bit)) == Lowercase(wanted)) {
-        disabled |= bit - 1;
-        found = true;
-        break;
-      }
-    }
-    if (!found) {
-      PETREL_LOG_WARN("PETREL_CPU_TARGET=%s names no Highway target; using the best one", wanted);
+  if (wanted == nullptr || *wanted == '\0') return;
+  for (int64_t bit = 1; bit != 0 && bit <= HWY_SCALAR; bit <<= 1) {
+    if (Lowercase(hwy::TargetName(bit)) == Lowercase(wanted)) {
+      hwy::DisableTargets(bit - 1);
+      // SupportedTargets() applies the mask but re-points dispatch at the unmasked set first;
+      // point it at the masked set again.
+      const int64_t allowed = hwy::SupportedTargets();
+      hwy::GetChosenTarget().Update(allowed);
+      return;
     }
   }
-  if (disabled == 0) return;
-  hwy::DisableTargets(disabled);
-  // SupportedTargets() applies the mask but re-points dispatch at the unmasked set first; point
-  // it at the masked set again.
-  const int64_t allowed = hwy::SupportedTargets();
-  hwy::GetChosenTarget().Update(allowed);
+  PETREL_LOG_WARN("PETREL_CPU_TARGET=%s names no Highway target; using the best one", wanted);
 }
 
 }  // namespace
