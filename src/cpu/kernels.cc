@@ -57,7 +57,10 @@ std::string SimdTargetName() {
   CpuKernels();  // applies PETREL_CPU_TARGET
   const int64_t targets = hwy::SupportedTargets();
   hwy::GetChosenTarget().Update(targets);  // see ApplyTargetCap
-  return Lowercase(hwy::TargetName(targets & -targets));
+  // The best target both supported and compiled (HWY_TARGETS), which is the one dispatch runs:
+  // an SVE2 CPU runs NEON code where the SVE family is not built (aarch64).
+  const int64_t runnable = targets & HWY_TARGETS;
+  return Lowercase(hwy::TargetName(runnable & -runnable));
 }
 
 bool SupportsWeightType(DType type) { return FindMatMulKernel(type) != nullptr; }
