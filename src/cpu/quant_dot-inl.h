@@ -101,10 +101,9 @@ HWY_INLINE hn::Vec256<int8_t> ApplySign(hn::Vec256<int8_t> x, hn::Vec256<int8_t>
 // four products, not two): widen to int16, multiply (|a * b| <= 255 * 128 fits), then add the
 // even and odd products with saturation, exactly what pmaddubsw computes.
 HWY_INLINE hn::Vec128<int16_t> MulPairsU8I8(hn::Vec128<uint8_t> a, hn::Vec128<int8_t> b) {
-  const int16x8_t lo = vmulq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(a.raw))),
-                                 vmovl_s8(vget_low_s8(b.raw)));
-  const int16x8_t hi =
-      vmulq_s16(vreinterpretq_s16_u16(vmovl_high_u8(a.raw)), vmovl_high_s8(b.raw));
+  const int16x8_t lo =
+      vmulq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(a.raw))), vmovl_s8(vget_low_s8(b.raw)));
+  const int16x8_t hi = vmulq_s16(vreinterpretq_s16_u16(vmovl_high_u8(a.raw)), vmovl_high_s8(b.raw));
   return hn::Vec128<int16_t>(vqaddq_s16(vuzp1q_s16(lo, hi), vuzp2q_s16(lo, hi)));
 }
 // Lane i: a[2i] * b[2i] + a[2i+1] * b[2i+1] in int32 (pmaddwd).

@@ -76,9 +76,10 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   static_assert(sizeof(info.st_size) == 8, "large-file support (_FILE_OFFSET_BITS=64) is needed");
   if (uint64_t(info.st_size) > uint64_t(std::numeric_limits<size_t>::max())) {
     ::close(fd);
-    return Error("%s: %llu bytes is more than a 32-bit process can address; run a 64-bit "
-                 "(aarch64) build for this model",
-                 path.c_str(), (unsigned long long)info.st_size);
+    return Error(
+        "%s: %llu bytes is more than a 32-bit process can address; run a 64-bit "
+        "(aarch64) build for this model",
+        path.c_str(), (unsigned long long)info.st_size);
   }
   std::unique_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
@@ -96,8 +97,9 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
       ::close(fd);
       // A 32-bit process has about 3 GiB of address space for everything: say so, since
       // "cannot allocate memory" on a board with free RAM is otherwise a puzzle.
-      const char* hint =
-          sizeof(void*) == 4 && saved == ENOMEM ? " (a 32-bit process has about 3 GiB of address space)" : "";
+      const char* hint = sizeof(void*) == 4 && saved == ENOMEM
+                             ? " (a 32-bit process has about 3 GiB of address space)"
+                             : "";
       return Error("%s: cannot %s %zu bytes: %s%s", path.c_str(),
                    options.read_into_memory ? "allocate" : "map", file->size_, std::strerror(saved),
                    hint);
