@@ -26,9 +26,10 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 
 # The aarch64 board build (docs/EMBEDDED.md): cross-compiled, then the unit and parity suites
 # under qemu-user on a NEON-only core (cortex-a72) and on one with SVE2 (max), each with its own
-# log. PETREL_CROSS=0 leaves it out (a quick local run).
+# log. Off by default (PETREL_CROSS=1 turns it on) until the thread pool makes progress under
+# qemu-aarch64: the parity tests hang there today (docs/EMBEDDED.md, Known problems).
 logs=(build/meson-logs/testlog.json build-asan/meson-logs/testlog.json)
-if [ "${PETREL_CROSS:-1}" = "1" ]; then
+if [ "${PETREL_CROSS:-0}" = "1" ]; then
   rm -f build-aarch64/meson-logs/testlog-*.json
   cross_start=$SECONDS
   PETREL_TEST_JOBS="$jobs" scripts/cross.sh aarch64 test || status=1
