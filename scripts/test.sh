@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Second command of the README: set up, build, and run every test suite: the unit, parity, cli
-# and gpu (Vulkan; skipped, saying why, without a device)
-# tests, then the malformed-file corpus again under AddressSanitizer + UBSan, then the aarch64
-# cross build's unit and parity suites under qemu.
+# and gpu (Vulkan; skipped, saying why, without a device) tests, the load suite (`petrel serve`
+# under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan,
+# then the aarch64 cross build's unit and parity suites under qemu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs="${PETREL_TEST_JOBS:-$(nproc)}"
 status=0
 meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli --suite gpu || status=1
+# The load suite: 32 streaming clients for PETREL_LOAD_SECONDS (default 20) against a synthetic
+# model; alone, so that the other suites do not take its cores.
+meson test -C build --print-errorlogs --num-processes 1 --logbase loadlog --suite load || status=1
 
 # The sanitizer build compiles only what the malformed-input tests need.
 if [ ! -f build-asan/build.ninja ]; then
@@ -28,7 +31,7 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 # under qemu-user on a NEON-only core (cortex-a72) and on one with SVE2 (max), each with its own
 # log. Off by default (PETREL_CROSS=1 turns it on) until the thread pool makes progress under
 # qemu-aarch64: the parity tests hang there today (docs/EMBEDDED.md, Known problems).
-logs=(build/meson-logs/testlog.json build-asan/meson-logs/testlog.json)
+logs=(build/meson-logs/testlog.json build/meson-logs/loadlog.json build-asan/meson-logs/testlog.json)
 if [ "${PETREL_CROSS:-0}" = "1" ]; then
   rm -f build-aarch64/meson-logs/testlog-*.json
   cross_start=$SECONDS

@@ -2,12 +2,17 @@
 // semantics against jinja2's, render limits, and clean errors for malformed templates.
 #include "core/chat/chat_template.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "core/chat/chat_prompt.h"
+#include "core/chat/user_text.h"
+#include "core/format/gguf.h"
+#include "core/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "util/test_data.h"
 
@@ -306,6 +311,51 @@ TEST(ChatTemplateLimits, Output) {
       "{% endfor %}",
       "{}", limits);
   EXPECT_NE(out.find("size limit"), std::string::npos) << out.substr(0, 100);
+}
+
+// Special-token text a user typed stays text in the tokenized prompt; the template's own special
+// tokens are still special. The story model's end-of-story token is id 2.
+TEST(ChatPromptTokenize, UserSpecialTextStaysText) {
+  auto file = GgufFile::Open(testing::SharedDir() + "/models/story-gguf/story-f32.gguf");
+  ASSERT_TRUE(file.ok());
+  auto tokenizer = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(tokenizer.ok());
+  auto chat = ChatPrompt::FromSource(
+      "{% for m in messages %}{{ m.role }}: {{ m.content | trim }}<|end_story|>{% endfor %}", "",
+      "");
+  ASSERT_TRUE(chat.ok());
+  const Json messages = Json::array(
+      {Json{{"role", "user"}, {"content", "  say <|end_story|> and <|start_story|>  "}}});
+  auto ids = chat->Tokenize(**tokenizer, messages, false);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(std::count(ids->begin(), ids->end(), 2), 1);  // the template's
+  EXPECT_EQ(std::count(ids->begin(), ids->end(), 1), 1);  // BOS only
+  // The same text as tokenizing the rendering with the user's part plain.
+  auto text = chat->Render(messages, false);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "user: say <|end_story|> and <|start_story|><|end_story|>");
+  EncodeOptions options;
+  options.parse_special = true;
+  options.plain_spans = {{10, 23}, {28, 43}};
+  EXPECT_EQ(*ids, (*tokenizer)->Encode(*text, options));
+}
+
+TEST(ChatPromptTokenize, MarkersAreRemovedAndSpansKept) {
+  UserTextMarkers markers{"<o>", "<c>"};
+  std::string text = "a<o>bc<c>d<c>e<o>f";
+  const std::vector<TextSpan> spans = TakeMarkedSpans(&text, markers);
+  EXPECT_EQ(text, "abcdef");
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].begin, 1u);
+  EXPECT_EQ(spans[0].end, 3u);
+  EXPECT_EQ(spans[1].begin, 5u);  // unclosed: to the end
+  EXPECT_EQ(spans[1].end, 6u);
+  Json value = Json::array({"x<s>y", Json{{"k<s>", "<s><s>"}}, 3});
+  EXPECT_TRUE(MarkSpecialTexts(&value, {"<s>"}, markers));
+  EXPECT_EQ(value[0], "x<o><s><c>y");
+  EXPECT_EQ(value[1]["k<s>"], "<o><s><c><o><s><c>");
+  const UserTextMarkers chosen = ChooseMarkers({&value});
+  EXPECT_EQ(value.dump().find(chosen.open), std::string::npos);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ TEST(ServerRequestTest, NumericFieldsAtTheirEdges) {
 }
 
 TEST(ServerRequestTest, UnknownAndUnsupportedFieldsAreRefused) {
-  for (const char* field : {"echo", "suffix", "best_of", "functions", "response_format", "zzz"}) {
+  for (const char* field : {"echo", "suffix", "best_of", "functions", "zzz"}) {
     json body = Base(Endpoint::kCompletion);
     body[field] = 1;
     const ApiResult error = Parse(body);
@@ -94,6 +94,55 @@ TEST(ServerRequestTest, UnknownAndUnsupportedFieldsAreRefused) {
   options["stream"] = true;
   options["stream_options"] = {{"include_usage", true}, {"other", 1}};
   EXPECT_EQ(Parse(options, Endpoint::kChat)->param, "stream_options.other");
+}
+
+// response_format, json_schema and grammar become the request's GBNF grammar; bad ones are a
+// 400 naming the field, with the schema's pointer or the grammar's line:column.
+TEST(ServerRequestTest, ConstrainedOutputFields) {
+  for (const Endpoint endpoint : {Endpoint::kCompletion, Endpoint::kChat}) {
+    CompletionRequest request;
+    json body = Base(endpoint);
+    EXPECT_FALSE(Parse(body, endpoint, &request));
+    EXPECT_EQ(request.sampling.grammar, "");
+    body["response_format"] = {{"type", "json_object"}};
+    EXPECT_FALSE(Parse(body, endpoint, &request));
+    EXPECT_NE(request.sampling.grammar.find("root ::= object"), std::string::npos);
+    body["response_format"] = {{"type", "json_schema"},
+                               {"json_schema",
+                                {{"name", "x"},
+                                 {"strict", true},
+                                 {"schema", {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}}}}}};
+    EXPECT_FALSE(Parse(body, endpoint, &request));
+    EXPECT_NE(request.sampling.grammar.find("\\\"a\\\""), std::string::npos) << request.sampling.grammar;
+    body["response_format"] = {{"type", "text"}};
+    EXPECT_FALSE(Parse(body, endpoint, &request));
+    EXPECT_EQ(request.sampling.grammar, "");
+  }
+  struct Bad {
+    json value;
+    const char* field;
+    const char* message;
+  };
+  const Bad bad[] = {
+      {{{"response_format", 1}}, "response_format", "must be an object"},
+      {{{"response_format", {{"type", "xml"}}}}, "response_format", "'xml' is not supported"},
+      {{{"response_format", {{"type", "json_schema"}}}}, "response_format", "json_schema.schema' is missing"},
+      {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "array"}, {"uniqueItems", true}}}}}}}},
+       "response_format", "unsupported keyword 'uniqueItems' at /"},
+      {{{"json_schema", {{"properties", {{"a", {{"not", json::object()}}}}}}}}, "json_schema", "at /properties/a"},
+      {{{"grammar", "root ::= x"}}, "grammar", "1:10: undefined rule 'x'"},
+      {{{"grammar", 5}}, "grammar", "must be a string"},
+      {{{"grammar", "root ::= \"a\""}, {"json_schema", json::object()}}, "json_schema", "both constrain the output"},
+  };
+  for (const Bad& b : bad) {
+    json body = Base(Endpoint::kCompletion);
+    for (const auto& [key, value] : b.value.items()) body[key] = value;
+    const ApiResult error = Parse(body);
+    ASSERT_TRUE(error) << b.value.dump();
+    EXPECT_EQ(error->status, 400);
+    EXPECT_EQ(error->param, b.field) << error->message;
+    EXPECT_NE(error->message.find(b.message), std::string::npos) << error->message;
+  }
 }
 
 TEST(ServerRequestTest, StructuredFields) {

@@ -4,8 +4,10 @@
 // each gives alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -477,13 +479,64 @@ TEST(ServerPreemptionTest, EveryRequestCompletesUnderASmallPool) {
       together[i] = Post(own, "/v1/completions", body(i));
     });
   }
+  // The running gauge leaves preempted sequences out: they have a gauge of their own, and the
+  // two together never pass --parallel.
+  std::atomic<bool> finished{false};
+  double most_preempted = 0, most_together = 0;
+  std::thread watcher([&] {
+    httplib::Client own = server.Client();
+    // Both gauges from one /metrics answer: two reads would straddle a preemption.
+    auto gauge = [](const std::string& text, const std::string& name) {
+      std::smatch match;
+      const std::regex line("(^|\n)" + name + " ([0-9.e+-]+)");
+      return std::regex_search(text, match, line) ? std::stod(match[2]) : -1.0;
+    };
+    while (!finished) {
+      auto res = own.Get("/metrics", Auth());
+      if (!res) break;
+      const double running = gauge(res->body, "petrel_running_sequences");
+      const double preempted = gauge(res->body, "petrel_preempted_sequences");
+      most_preempted = std::max(most_preempted, preempted);
+      most_together = std::max(most_together, running + preempted);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
   for (std::thread& thread : threads) thread.join();
+  finished = true;
+  watcher.join();
+  EXPECT_GT(most_preempted, 0);
+  EXPECT_LE(most_together, 4);
   for (size_t i = 0; i < openings.size(); ++i) {
     ASSERT_EQ(together[i].status, 200) << together[i].body.dump();
     EXPECT_EQ(together[i].body["choices"][0]["text"], alone[i]) << i;
     EXPECT_EQ(together[i].body["usage"]["completion_tokens"], 110) << i;
   }
   EXPECT_GT(Metric(client, "petrel_preempted_sequences_total"), 0);
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+}
+
+// The server listens before it loads: /health and the model routes answer 503 until it is
+// ready. The load is stretched by a variable that only tests set.
+TEST(ServerHealthTest, Answers503WhileLoading) {
+  setenv("PETREL_SERVE_TEST_LOAD_DELAY_MS", "2000", 1);
+  ServerProcess server({"-m", StoryHf(), "-c", "256", "-t", "1", "--api-key", kKey},
+                       /*wait_ready=*/false);
+  unsetenv("PETREL_SERVE_TEST_LOAD_DELAY_MS");
+  ASSERT_NE(server.port(), 0) << server.log();
+  httplib::Client client = server.Client();
+  auto loading = client.Get("/health");
+  ASSERT_TRUE(loading);
+  EXPECT_EQ(loading->status, 503);
+  EXPECT_NE(loading->body.find("loading"), std::string::npos) << loading->body;
+  ExpectError(Post(client, "/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}), 503);
+  int status = 0;
+  for (int i = 0; i < 3000 && status != 200; ++i) {
+    auto health = client.Get("/health");
+    status = health ? health->status : -1;
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(status, 200) << server.log();
+  EXPECT_EQ(Post(client, "/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
   EXPECT_EQ(server.Stop(), 0) << server.log();
 }
 
@@ -552,6 +605,78 @@ TEST(ServerShutdownTest, SigtermFinishesOrEndsRunningStreams) {
     }
     EXPECT_EQ(server.WaitExit(), 0) << server.log();
     EXPECT_NE(server.log().find("petrel serve: stopped"), std::string::npos) << server.log();
+  }
+}
+
+// `petrel bench-serve` on the story model: 4 clients, 12 requests over 3 prompts, every stream
+// checked and the greedy repeats compared; and its option errors, one line each.
+TEST(BenchServeTest, ChecksEveryStreamAndReports) {
+  const Output run = Petrel({"bench-serve", "-m", StoryHf(), "--clients", "4", "--requests", "12",
+                             "--prompt-set", "3", "--prompt-tokens", "20", "--max-tokens", "16",
+                             "-t", "2", "--serve-arg=-c", "--serve-arg=256", "--json"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const json report = json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << run.out << run.err;
+  EXPECT_EQ(report["requests_ok"], 12) << report.dump();
+  EXPECT_EQ(report["requests_failed"], 0);
+  EXPECT_EQ(report["check_failures"], 0) << report["problems"].dump();
+  EXPECT_EQ(report["repeated_prompts_compared"], 9);
+  // /tokenize sized each prompt to about 20 tokens (whole words), and usage agreed (a check).
+  EXPECT_GE(report["prompt_tokens"].get<int>(), 12 * 20);
+  EXPECT_LE(report["prompt_tokens"].get<int>(), 12 * 24);
+  EXPECT_GT(report["generation_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(report["ttft_ms"]["p50"].get<double>(), 0);
+  EXPECT_GT(report["server_rss_peak_mib"].get<double>(), 0);
+
+  const Output text = Petrel({"bench-serve", "-m", StoryHf(), "--clients", "2", "--requests", "2",
+                              "--prompt-tokens", "10", "--max-tokens", "4", "-t", "1"});
+  EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("requests: 2 ok, 0 failed"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("PASS"), std::string::npos) << text.out;
+}
+
+TEST(BenchServeTest, OptionErrors) {
+  ExpectOneLineError(Petrel({"bench-serve"}), "needs --url");
+  ExpectOneLineError(Petrel({"bench-serve", "--url", "http://127.0.0.1:1", "-t", "2"}),
+                     "-t applies to a server started with -m");
+  ExpectOneLineError(Petrel({"bench-serve", "-m", "/nonexistent/model.gguf"}),
+                     "/nonexistent/model.gguf");
+  ExpectOneLineError(
+      Petrel({"bench-serve", "-m", StoryHf(), "--prompt-tokens", "10", "--shared-prefix", "10"}),
+      "--shared-prefix");
+  ExpectOneLineError(Petrel({"bench-serve", "--url", "http://127.0.0.1:1", "--clients", "0"}),
+                     "--clients");
+  // Nothing listens on port 1: the prompt set cannot be sized.
+  ExpectOneLineError(Petrel({"bench-serve", "--url", "http://127.0.0.1:1", "--requests", "1"}),
+                     "/tokenize");
+}
+
+// Server-wide speculation (--draft, --lookup-ngram): a request running alone verifies drafts;
+// its greedy text is plain decoding's, and /metrics counts the drafted and accepted tokens.
+TEST(ServerSpeculative, GreedyTextIsPlainDecodingsAndMetricsCountDrafts) {
+  const std::string expected = RunText({"-p", "Once upon a time", "-n", "32"});
+  for (const std::vector<std::string>& draft : std::vector<std::vector<std::string>>{
+           {"--draft", StoryQ8Gguf(), "--draft-max", "4"}, {"--lookup-ngram", "2"}}) {
+    std::vector<std::string> args = {"-m", StoryHf(), "-c", "256", "--api-key", kKey, "-t", "2"};
+    args.insert(args.end(), draft.begin(), draft.end());
+    ServerProcess server(args);
+    ASSERT_TRUE(server.ok()) << server.log();
+    httplib::Client client = server.Client();
+    const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 32}, {"temperature", 0}};
+    const Reply reply = Post(client, "/v1/completions", body);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    EXPECT_EQ(reply.body["choices"][0]["text"], expected) << draft[0];
+    EXPECT_GT(Metric(client, "petrel_speculative_passes_total"), 0.0) << draft[0];
+    EXPECT_GE(Metric(client, "petrel_draft_tokens_total"),
+              Metric(client, "petrel_draft_accepted_tokens_total"));
+    // Sampled requests speculate too (point-mass drafts), and still finish.
+    const json sampled = {
+        {"prompt", "The dog"}, {"max_tokens", 16}, {"temperature", 0.9}, {"seed", 5}};
+    const Reply again = Post(client, "/v1/completions", sampled);
+    ASSERT_EQ(again.status, 200) << again.body.dump();
+    EXPECT_GT(again.body["usage"]["completion_tokens"].get<int>(), 0);
+    EXPECT_LE(again.body["usage"]["completion_tokens"].get<int>(), 16);
+    EXPECT_EQ(server.Stop(), 0) << server.log();
   }
 }
 

@@ -153,6 +153,40 @@ TEST(GgufStoryTokenizer, MatchesGoldenIdsAndDecodes) {
   EXPECT_TRUE(tokenizer->IsEndOfGeneration(2));
 }
 
+// Plain spans: special-token text inside one stays text even with parse_special (a user's words
+// inside a rendered chat prompt); outside them special tokens are matched as before.
+TEST(PlainSpans, SpecialTextInsideAPlainSpanStaysText) {
+  const auto gguf = LoadGgufTokenizer(testing::SharedDir() + "/models/story-gguf/story-f32.gguf");
+  ASSERT_NE(gguf, nullptr);
+  const std::string text = "<|end_story|>a<|end_story|>";
+  EncodeOptions options;
+  options.parse_special = true;
+  const std::vector<int32_t> both = gguf->Encode(text, options);
+  EXPECT_EQ(std::count(both.begin(), both.end(), 2), 2);
+  options.plain_spans = {{13, 27}};  // the second one and the "a" before it
+  const std::vector<int32_t> ids = gguf->Encode(text, options);
+  EncodeOptions plain;
+  plain.add_special = false;
+  std::vector<int32_t> expected = {1, 2};
+  for (int32_t id : gguf->Encode("a<|end_story|>", plain)) expected.push_back(id);
+  EXPECT_EQ(ids, expected);
+  // A span that only overlaps the special text also keeps it text.
+  options.plain_spans = {{20, 21}};
+  const std::vector<int32_t> overlapped = gguf->Encode(text, options);
+  EXPECT_EQ(std::count(overlapped.begin(), overlapped.end(), 2), 1);
+
+  auto hf = Tokenizer::FromHfFolder(testing::SharedDir() + "/models/story");
+  ASSERT_TRUE(hf.ok()) << hf.status().message();
+  // tokenizer.json: the added tokens are matched where Hugging Face matches them (see above),
+  // and not at all inside plain spans.
+  options.plain_spans = {};
+  const std::vector<int32_t> hf_all = (*hf)->Encode(text, options);
+  EXPECT_GE(std::count(hf_all.begin(), hf_all.end(), 2), 1);
+  options.plain_spans = {{0, text.size()}};
+  const std::vector<int32_t> hf_none = (*hf)->Encode(text, options);
+  EXPECT_EQ(std::count(hf_none.begin(), hf_none.end(), 2), 0);
+}
+
 struct VocabCase {
   std::string text;
   std::vector<int32_t> ids;
@@ -450,7 +484,7 @@ TEST(BpeMerging, LongInputIsFast) {
   const Tokenizer* tokenizer = Tokenizers().Get("gpt-2");
   ASSERT_NE(tokenizer, nullptr);
   const std::string text(200000, 'a');
-  const auto ids = tokenizer->Encode(text, {false, false});
+  const auto ids = tokenizer->Encode(text, {false, false, {}});
   EXPECT_EQ(tokenizer->Decode(ids), text);
   const Tokenizer* story = Tokenizers().Get("story-hf");
   const std::string story_text(100000, 'z');
@@ -478,8 +512,8 @@ TEST(HfJsonTokenizer, ByteLevelBpe) {
   auto tokenizer = Tokenizer::FromHfJson(kJson);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
   EXPECT_EQ(Join((*tokenizer)->Encode("hi hi")), Join({0, 6, 7, 1}));
-  EXPECT_EQ(Join((*tokenizer)->Encode("hi<tool>   hi", {false, false})), Join({6, 2, 6}));
-  EXPECT_EQ(Join((*tokenizer)->Encode("\xC3\xA9", {false, false})), Join({10}));
+  EXPECT_EQ(Join((*tokenizer)->Encode("hi<tool>   hi", {false, false, {}})), Join({6, 2, 6}));
+  EXPECT_EQ(Join((*tokenizer)->Encode("\xC3\xA9", {false, false, {}})), Join({10}));
   EXPECT_EQ((*tokenizer)->Decode({0, 6, 7, 10, 1}), "hi hié");
   EXPECT_EQ((*tokenizer)->Decode({0, 6, 1}, false), "<s>hi</s>");
   EXPECT_EQ((*tokenizer)->bos_id(), 0);

@@ -8,14 +8,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cpu/compute_roof.h"  // Median
-#include "cpu/kernels.h"        // SimdTargetName
+#include "cpu/kernels.h"       // SimdTargetName
+#include "tools/bench_speculative.h"
 #include "tools/common.h"
 #include "tools/prompt_roof.h"
 #include "tools/read_roof.h"
@@ -75,6 +75,10 @@ Runner AddBenchCommand(CLI::App& app) {
     size_t repetitions = 5;
     bool json = false;
     bool profile = false;
+    DraftOptions draft;
+    std::string prompt =
+        "Once upon a time, there was a little girl named Lily. She loved to play in the park "
+        "with her friends. One day, she found a big red ball under a tree.";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation speed");
@@ -97,8 +101,38 @@ Runner AddBenchCommand(CLI::App& app) {
   cmd->add_flag("--profile", args->profile,
                 "time each op on the devices that can: per test, op, calls, total ms and share "
                 "(a second table, or \"profile\" in each JSON line)");
-  return [args]() -> int {
+  args->draft.AddTo(*cmd);
+  CLI::Option* prompt = cmd->add_option(
+      "--prompt", args->prompt,
+      "with --draft or --lookup-ngram: the prompt of the greedy generations compared (default: "
+      "the start of a short story)");
+  return [args, prompt]() -> int {
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
+    if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
+    if (prompt->count() > 0 && !args->draft.enabled()) {
+      return Fail(Error("--prompt needs --draft or --lookup-ngram"));
+    }
+    if (args->draft.enabled()) {
+      // Speculation needs text that continues: one greedy generation, with and without it.
+      if (args->profile)
+        return Fail(Error("--profile does not combine with --draft or --lookup-ngram"));
+      SpeculativeBench bench;
+      bench.model = args->model;
+      if (!args->threads.empty()) bench.model.n_threads = CapThreads(args->threads.front(), "-t");
+      bench.draft = args->draft;
+      bench.prompt = args->prompt;
+      bench.n_gen = 128;
+      for (size_t n : args->gens) {
+        if (n > 0) {
+          bench.n_gen = n;
+          break;
+        }
+      }
+      bench.repetitions = args->repetitions;
+      bench.json = args->json;
+      if (bench.model.context == 0) bench.model.context = 1024;
+      return RunSpeculativeBench(bench);
+    }
     const std::vector<size_t>* prompts = &args->prompts;
     const std::vector<size_t>* gens = &args->gens;
     std::vector<size_t> thread_counts;

@@ -17,6 +17,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "tools/cli_ux.h"
 #include "tools/common.h"
+#include "tools/draft_options.h"
 #include "tools/sampling_options.h"
 
 namespace petrel::tools {
@@ -38,8 +39,10 @@ const char* kHelp =
 
 class ChatSession {
  public:
-  ChatSession(Engine& engine, const ChatPrompt& prompt, GenerateOptions options)
+  ChatSession(Engine& engine, const ChatPrompt& prompt, GenerateOptions options,
+              Speculator* speculator)
       : engine_(engine),
+        speculator_(speculator),
         prompt_(prompt),
         options_(std::move(options)),
         seq_(engine.NewSequence()),
@@ -100,8 +103,7 @@ class ChatSession {
                            return g_interrupted == 0;
                          },
                          cached_));
-    Sequence* const sequences[] = {sequence.get()};
-    RunSequences(engine_, sequences);
+    RunSpeculative(engine_, *sequence, speculator_);
     emit(end_text_.Flush());
     // The cache holds the prompt and every generated token but the last (never fed back), less
     // what context shifts dropped; after a failure, what it held before the failed step.
@@ -112,9 +114,12 @@ class ChatSession {
     std::fflush(stdout);
     messages_ = std::move(messages);
     messages_.push_back({{"role", "assistant"}, {"content", reply}});
-    std::fprintf(stderr, "[prompt: %zu new tokens, %zu reused from the cache; reply: %zu tokens, %.1f tokens/s; stop: %s]\n",
+    std::fprintf(stderr,
+                 "[prompt: %zu new tokens, %zu reused from the cache; reply: %zu tokens, %.1f "
+                 "tokens/s%s; stop: %s]\n",
                  fresh.size(), common, result.new_ids.size(),
-                 result.new_ids.size() / std::max(result.generate_seconds, 1e-9), result.stop_reason.c_str());
+                 result.new_ids.size() / std::max(result.generate_seconds, 1e-9),
+                 SpeculationSummary(result).c_str(), result.stop_reason.c_str());
     return Status::Ok();
   }
 
@@ -166,6 +171,7 @@ class ChatSession {
   }
 
   Engine& engine_;
+  Speculator* speculator_;  // null: plain decoding
   const ChatPrompt& prompt_;
   GenerateOptions options_;
   SeqId seq_;
@@ -181,6 +187,7 @@ Runner AddChatCommand(CLI::App& app) {
   struct Args {
     ModelOptions model;
     SamplingOptions sampling;
+    DraftOptions draft;
     std::string system;
     std::string template_file;
     bool escape = false;
@@ -190,6 +197,7 @@ Runner AddChatCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("chat", "chat with a model in the terminal");
   args->model.AddTo(*cmd);
   args->sampling.AddTo(*cmd);
+  args->draft.AddTo(*cmd);
   cmd->add_option("--system", args->system, "system prompt");
   cmd->add_flag("-e,--escape", args->escape, "process escapes (\\n \\t \\\\ \\xHH ...) in --system and --stop (default off)");
   cmd->add_flag("--special", args->special,
@@ -201,6 +209,7 @@ Runner AddChatCommand(CLI::App& app) {
       return Fail(Error("--n-probs has no effect in chat (use run --json)"));
     }
     if (Status status = args->sampling.Check(); !status.ok()) return Fail(status);
+    if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
@@ -218,8 +227,11 @@ Runner AddChatCommand(CLI::App& app) {
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
     if (args->sampling.n_predict < 0) options->max_new_tokens = (*engine)->context();
+    auto speculator =
+        args->draft.MakeSpeculator(**engine, model, options->sampling, options->ignore_eos);
+    if (!speculator.ok()) return Fail(speculator.status());
     InstallInterruptHandler();
-    ChatSession session(**engine, *prompt, *options);
+    ChatSession session(**engine, *prompt, *options, speculator->get());
     session.SetSystem(system);
     std::fputs(kHelp, stderr);
     std::string line;

@@ -16,6 +16,7 @@ namespace petrel::tools {
 Runner AddQuantizeCommand(CLI::App& app) {
   struct Args {
     std::string input, output, type, imatrix;
+    std::vector<std::string> lora;
     bool pure = false;
     bool list = false;
     bool no_progress = false;
@@ -34,6 +35,11 @@ Runner AddQuantizeCommand(CLI::App& app) {
   cmd->add_option("--imatrix", args->imatrix,
                   "importance matrix (petrel imatrix or llama-imatrix, GGUF or .dat): the "
                   "low-bit types weight their rounding error by each column's importance");
+  cmd->add_option("--lora", args->lora,
+                  "LoRA adapter merged into the weights, FILE[:SCALE]: a GGUF adapter or a PEFT "
+                  "folder; repeatable")
+      ->take_all()
+      ->allow_extra_args(false);
   cmd->add_flag("--no-progress", args->no_progress,
                 "no progress line on stderr (default: shown when stderr is a terminal)");
   return [args]() -> int {
@@ -54,6 +60,18 @@ Runner AddQuantizeCommand(CLI::App& app) {
       if (!read.ok()) return Fail(read.status());
       imatrix.emplace(std::move(*read));
     }
+    std::vector<LoraFile> lora;
+    for (const std::string& text : args->lora) {
+      auto file = ParseLoraArgument(text);
+      if (!file.ok()) return Fail(file.status());
+      lora.push_back(std::move(*file));
+    }
+    if (!lora.empty() && folder) {
+      return Fail(
+          Error("quantize: --lora needs a GGUF input (convert %s first with petrel "
+                "quantize %s OUT F32)",
+                args->input.c_str(), args->input.c_str()));
+    }
     // One stderr line rewritten in place after each tensor; only for a person watching, so
     // never when stderr goes to a file or a pipe.
     GgufWriter::ProgressFn progress;
@@ -73,7 +91,7 @@ Runner AddQuantizeCommand(CLI::App& app) {
     const Status status =
         folder ? QuantizeHfFolder(args->input, args->output, *mix, args->list, progress)
                : QuantizeGgufModel(args->input, args->output, *mix, args->list, progress,
-                                   imatrix ? &*imatrix : nullptr, args->imatrix);
+                                   imatrix ? &*imatrix : nullptr, args->imatrix, lora);
     if (line_open) std::fputc('\n', stderr);  // an error ends the progress line first
     if (!status.ok()) return Fail(status);
     std::fprintf(stderr, "wrote %s\n", args->output.c_str());

@@ -4,23 +4,25 @@
 // 130, as shells expect after SIGINT; a second Ctrl-C kills at once.
 #include <unistd.h>
 
-#include <csignal>
 #include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "core/generation/beam_search.h"
-#include "core/chat/chat_prompt.h"
 #include "core/base/log.h"
+#include "core/chat/chat_prompt.h"
+#include "core/generation/beam_search.h"
 #include "core/generation/generate.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tools/cli_ux.h"
 #include "tools/common.h"
+#include "tools/draft_options.h"
 #include "tools/sampling_options.h"
 
 namespace petrel::tools {
@@ -64,14 +66,39 @@ nlohmann::json LogprobsJson(const Tokenizer& tokenizer, const std::vector<Genera
   return out;
 }
 
+// --prompt-ids "1,2,3": token ids separated by commas (spaces around them allowed).
+Result<std::vector<int32_t>> ParsePromptIds(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t first = item.find_first_not_of(" \t");
+    const size_t last = item.find_last_not_of(" \t");
+    const std::string id_text =
+        first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    int64_t id = -1;
+    const auto [end, error] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+    if (id_text.empty() || error != std::errc() || end != id_text.data() + id_text.size() ||
+        id < 0 || id > INT32_MAX) {
+      return Error("--prompt-ids: '%s' is not a token id (expected ids like 1,2,3)",
+                   id_text.c_str());
+    }
+    ids.push_back(int32_t(id));
+  }
+  if (ids.empty()) return Error("--prompt-ids: no token ids given (expected ids like 1,2,3)");
+  return ids;
+}
+
 }  // namespace
 
 Runner AddRunCommand(CLI::App& app) {
   struct Args {
     ModelOptions model;
     SamplingOptions sampling;
+    DraftOptions draft;
     std::string prompt;
     std::string prompt_file;
+    std::string prompt_ids;
     std::string system;
     std::string template_file;
     bool chat = false;
@@ -90,8 +117,16 @@ Runner AddRunCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
   args->model.AddTo(*cmd);
   args->sampling.AddTo(*cmd);
+  args->draft.AddTo(*cmd);
   CLI::Option* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text");
-  cmd->add_option("-f,--file", args->prompt_file, "read the prompt from this file")->excludes(prompt);
+  CLI::Option* prompt_file =
+      cmd->add_option("-f,--file", args->prompt_file, "read the prompt from this file")
+          ->excludes(prompt);
+  cmd->add_option("--prompt-ids", args->prompt_ids,
+                  "the prompt as token ids, e.g. 1,15043,3186: used as given (no BOS added), to "
+                  "continue exactly what another engine was fed")
+      ->excludes(prompt)
+      ->excludes(prompt_file);
   cmd->add_flag("-e,--escape", args->escape,
                 "process escapes (\\n \\t \\\\ \\\" \\xHH ...) in the prompt (-p or -f), --stop, --system (default off)");
   cmd->add_flag("--special", args->special,
@@ -124,6 +159,14 @@ Runner AddRunCommand(CLI::App& app) {
                 "stderr after the run");
   return [args, beams, length_penalty]() -> int {
     if (!args->chat && !args->system.empty()) return Fail(Error("--system needs --chat"));
+    std::vector<int32_t> given_ids;
+    if (!args->prompt_ids.empty()) {
+      if (args->chat) return Fail(Error("--prompt-ids cannot be used with --chat"));
+      if (args->escape) return Fail(Error("--escape has no effect with --prompt-ids"));
+      auto ids = ParsePromptIds(args->prompt_ids);
+      if (!ids.ok()) return Fail(ids.status());
+      given_ids = std::move(ids).value();
+    }
     if (!args->chat && !args->template_file.empty()) {
       return Fail(Error("--chat-template-file needs --chat"));
     }
@@ -138,7 +181,11 @@ Runner AddRunCommand(CLI::App& app) {
     if (args->sampling.generate.sampling.n_probs > 0 && !args->json) {
       return Fail(Error("--n-probs needs --json (the probabilities are reported there)"));
     }
+    if (beams->count() > 0 && args->draft.enabled()) {
+      return Fail(Error("--beams does not combine with --draft or --lookup-ngram"));
+    }
     if (Status status = args->sampling.Check(); !status.ok()) return Fail(status);
+    if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     auto options = args->sampling.ToGenerateOptions();
     if (!options.ok()) return Fail(options.status());
@@ -158,6 +205,9 @@ Runner AddRunCommand(CLI::App& app) {
     auto engine = args->model.LoadEngine(args->beams > 0 ? args->beams + 1 : 1);
     if (!engine.ok()) return Fail(engine.status());
     if (args->sampling.n_predict < 0) options->max_new_tokens = (*engine)->context();
+    auto speculator =
+        args->draft.MakeSpeculator(**engine, args->model, options->sampling, options->ignore_eos);
+    if (!speculator.ok()) return Fail(speculator.status());
     if (args->profile) (*engine)->EnableProfiling(true);
     // After a generation: what each backend measured.
     auto print_profile = [&] {
@@ -179,6 +229,15 @@ Runner AddRunCommand(CLI::App& app) {
       auto ids = chat->Tokenize(*tokenizer, messages, /*add_generation_prompt=*/true);
       if (!ids.ok()) return Fail(ids.status());
       prompt_ids = std::move(ids).value();
+    } else if (!given_ids.empty()) {
+      const int64_t n_vocab = (*engine)->config().n_vocab;
+      for (const int32_t id : given_ids) {
+        if (id >= n_vocab) {
+          return Fail(Error("--prompt-ids: token id %d is outside the vocabulary (0..%lld)", id,
+                            (long long)(n_vocab - 1)));
+        }
+      }
+      prompt_ids = std::move(given_ids);
     } else {
       EncodeOptions encode;
       encode.add_special = !args->no_bos;
@@ -236,10 +295,13 @@ Runner AddRunCommand(CLI::App& app) {
     };
     g_interrupted = 0;
     InstallInterruptHandler();
-    auto result = Generate(**engine, seq, prompt_ids, *options, [&](const GeneratedToken&, std::string_view piece) {
-      emit(end_text.Push(piece));
-      return g_interrupted == 0;
-    });
+    auto result = Generate(
+        **engine, seq, prompt_ids, *options,
+        [&](const GeneratedToken&, std::string_view piece) {
+          emit(end_text.Push(piece));
+          return g_interrupted == 0;
+        },
+        speculator->get());
     signal(SIGINT, SIG_DFL);
     if (!result.ok()) {
       if (color) std::fputs("\033[0m\n", stdout);
@@ -265,22 +327,35 @@ Runner AddRunCommand(CLI::App& app) {
       out["stop_reason"] = result->stop_reason;
       if (!result->stop_string.empty()) out["stop_string"] = result->stop_string;
       if (options->sampling.n_probs > 0) out["logprobs"] = LogprobsJson(*tokenizer, result->tokens);
-      out["timings"] = {{"prompt_tokens", result->prompt_tokens},
-                        {"prompt_seconds", result->prompt_seconds},
-                        {"prompt_tokens_per_second", prompt_tps},
-                        {"generated_tokens", result->new_ids.size()},
-                        {"generate_seconds", result->generate_seconds},
-                        {"generate_tokens_per_second", gen_tps},
-                        {"context_shifts", result->context_shifts},
-                        {"shift_seconds", result->shift_seconds},
-                        {"peak_rss_bytes", PeakRssBytes()}};
+      out["timings"] = {
+          {"prompt_tokens", result->prompt_tokens},
+          {"prompt_seconds", result->prompt_seconds},
+          {"prompt_tokens_per_second", prompt_tps},
+          {"generated_tokens", result->new_ids.size()},
+          {"generate_seconds", result->generate_seconds},
+          {"generate_tokens_per_second", gen_tps},
+          {"context_shifts", result->context_shifts},
+          {"shift_seconds", result->shift_seconds},
+          {"target_passes", result->target_passes},
+          {"tokens_per_target_pass",
+           double(result->new_ids.size()) / double(std::max<size_t>(result->target_passes, 1))},
+          {"peak_rss_bytes", PeakRssBytes()}};
+      if (*speculator) {
+        out["timings"]["draft_tokens"] = result->draft_tokens;
+        out["timings"]["draft_accepted"] = result->draft_accepted;
+        out["timings"]["acceptance_rate"] =
+            result->draft_tokens > 0 ? double(result->draft_accepted) / double(result->draft_tokens)
+                                     : 0.0;
+      }
       std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::fputs(color ? "\033[0m\n" : "\n", stdout);
       std::fflush(stdout);
-      std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s; stop: %s\n",
-                   result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
-                   result->stop_reason.c_str());
+      std::fprintf(
+          stderr,
+          "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s%s; stop: %s\n",
+          result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
+          SpeculationSummary(*result).c_str(), result->stop_reason.c_str());
     }
     print_profile();  // after the text and its newline, so that a terminal shows them apart
     return exit_code;

@@ -3,11 +3,13 @@
 // streams finish (cancelled after --shutdown-timeout), and exits 0. A second signal exits at once.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -17,6 +19,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "tools/draft_options.h"
 #include "tools/common.h"
 
 namespace petrel::tools {
@@ -63,11 +66,24 @@ class StopSignal {
   int signal_ = 0;
 };
 
+// Every connection is a descriptor, and idle ones are held until their keep-alive timeout: the
+// soft limit (often 1024) is raised to the hard one, so that many idle clients cannot make
+// accept() fail for everyone else.
+void RaiseDescriptorLimit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  const rlim_t wanted = files.rlim_max == RLIM_INFINITY ? rlim_t(1) << 20 : files.rlim_max;
+  if (files.rlim_cur >= wanted) return;
+  files.rlim_cur = wanted;
+  setrlimit(RLIMIT_NOFILE, &files);
+}
+
 }  // namespace
 
 Runner AddServeCommand(CLI::App& app) {
   struct Args {
     ModelOptions model;
+    DraftOptions draft;
     std::string host = "127.0.0.1";
     int64_t port = 8080;
     int64_t parallel = 4;
@@ -85,6 +101,7 @@ Runner AddServeCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "serve the model over an OpenAI-compatible HTTP API (continuous batching)");
   args->model.AddTo(*cmd);
+  args->draft.AddTo(*cmd);
   cmd->add_option("--host", args->host,
                   "address to listen on (default 127.0.0.1, this machine only; 0.0.0.0: every "
                   "interface)");
@@ -129,6 +146,7 @@ Runner AddServeCommand(CLI::App& app) {
       args->model.batch = size_t(args->batch_tokens);
     }
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
+    if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
     // The common mistake is one error line, before anything listens.
     std::error_code missing;
     if (!std::filesystem::exists(args->model.model_path, missing)) {
@@ -138,6 +156,7 @@ Runner AddServeCommand(CLI::App& app) {
     // A write to a connection its client closed must fail with EPIPE (the stream is then
     // cancelled), not end the process.
     signal(SIGPIPE, SIG_IGN);
+    RaiseDescriptorLimit();
 
     server::Metrics metrics;
     server::HttpServerOptions http;
@@ -159,6 +178,10 @@ Runner AddServeCommand(CLI::App& app) {
     std::fprintf(stderr, "petrel serve: listening on http://%s:%d (loading %s)\n",
                  args->host.c_str(), server.port(), args->model.model_path.c_str());
 
+    // Tests of the loading state (GET /health answers 503) need a load that lasts.
+    if (const char* delay = std::getenv("PETREL_SERVE_TEST_LOAD_DELAY_MS")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+    }
     auto engine = args->model.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
@@ -174,7 +197,14 @@ Runner AddServeCommand(CLI::App& app) {
       Warn("%s; /v1/chat/completions will answer 400 (see --chat-template-file)",
            loaded.status().message().c_str());
     }
+    // Requests sample with their own parameters, so the draft proposes its argmax: a point
+    // mass, which the acceptance rule verifies exactly under any of them.
+    SamplingParams draft_sampling;
+    draft_sampling.temperature = 0.0f;
+    auto speculator = args->draft.MakeSpeculator(**engine, args->model, draft_sampling);
+    if (!speculator.ok()) return Fail(speculator.status());
     server::SchedulerOptions scheduling;
+    scheduling.speculator = speculator->get();
     scheduling.parallel = size_t(args->parallel);
     scheduling.max_waiting = size_t(args->max_queue);
     scheduling.batch_tokens = (*engine)->options().max_batch_tokens;

@@ -210,6 +210,12 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
   app.add_flag("--no-progress", no_progress,
                "no progress line while weights over 100 MiB are read in (shown only when stderr "
                "is a terminal, with --no-mmap or --mlock)");
+  app.add_option("--lora", lora,
+                 "LoRA adapter applied at run time, FILE[:SCALE] (default scale 1): a GGUF "
+                 "adapter or a PEFT folder (adapter_config.json + adapter_model.safetensors); "
+                 "repeatable")
+      ->take_all()
+      ->allow_extra_args(false);
 }
 
 Status ModelOptions::Check() {
@@ -236,6 +242,10 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   options.ubatch_tokens = ubatch;
   options.map.read_into_memory = no_mmap;
   options.map.lock = mlock;
+  for (const std::string& text : lora) {
+    PETREL_ASSIGN_OR_RETURN(LoraFile file, ParseLoraArgument(text));
+    options.lora.push_back(std::move(file));
+  }
   if (!no_progress && ::isatty(STDERR_FILENO)) {
     // One line rewritten in place; ended when the file is done.
     options.map.progress = [](const std::string& path, size_t done, size_t total) {

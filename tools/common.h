@@ -59,6 +59,7 @@ struct ModelOptions {
   bool no_mmap = false;      // --no-mmap: read the weights into memory
   bool mlock = false;        // --mlock: lock the weights in RAM (a warning when refused)
   bool no_progress = false;  // --no-progress: no load progress line on a terminal
+  std::vector<std::string> lora;  // --lora FILE[:SCALE], repeatable
   // Set by AddTo, to tell a value given from a default.
   CLI::Option* gpu_layers_option = nullptr;
   CLI::Option* context_option = nullptr;
@@ -91,6 +92,7 @@ Runner AddTemplateCommand(CLI::App& app);
 Runner AddPerplexityCommand(CLI::App& app);
 Runner AddImatrixCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
+Runner AddBenchServeCommand(CLI::App& app);
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t PeakRssBytes();

@@ -24,8 +24,8 @@ int32_t TokenizeText(const Tokenizer& tokenizer, const std::string& text,
   const int32_t bos = tokenizer.bos_id();
   const bool adds_bos =
       bos >= 0 && !tokens->empty() && (*tokens)[0] == bos &&
-      tokenizer.Encode(text, {.add_special = false, .parse_special = false}).size() <
-          tokens->size();
+      tokenizer.Encode(text, {.add_special = false, .parse_special = false, .plain_spans = {}})
+              .size() < tokens->size();
   return adds_bos ? bos : -1;
 }
 

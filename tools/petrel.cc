@@ -44,10 +44,10 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, kVerboseHelp);
   app.add_flag("--version", version, "print the version, git revision, SIMD target and backends");
   std::map<CLI::App*, Runner> runners;
-  for (auto add : {&AddRunCommand, &AddChatCommand, &AddLogitsCommand, &AddTokenizeCommand, &AddInfoCommand,
-                   &AddBenchCommand, &AddSynthCommand, &AddTemplateCommand,
+  for (auto add : {&AddRunCommand, &AddChatCommand, &AddLogitsCommand, &AddTokenizeCommand,
+                   &AddInfoCommand, &AddBenchCommand, &AddSynthCommand, &AddTemplateCommand,
                    &AddQuantizeCommand, &AddDetokenizeCommand, &AddPerplexityCommand,
-                   &AddImatrixCommand, &AddServeCommand}) {
+                   &AddImatrixCommand, &AddServeCommand, &AddBenchServeCommand}) {
     const size_t before = app.get_subcommands({}).size();
     Runner runner = add(app);
     CLI::App* command = app.get_subcommands({})[before];

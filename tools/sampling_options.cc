@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
+#include "core/grammar/grammar.h"
+#include "core/grammar/json_schema.h"
 #include "tools/common.h"
 
 namespace petrel::tools {
@@ -54,6 +58,12 @@ void SamplingOptions::AddTo(CLI::App& app) {
       RealRange(0, 1, /*lo_open=*/true));
   flags.push_back(app.add_option("--samplers", samplers, "stage order, e.g. penalties;top_k;top_p;temperature"));
   flags.push_back(app.add_option("-l,--logit-bias", logit_bias, "TOKEN+BIAS or TOKEN-BIAS (repeatable; -inf bans)"));
+  flags.push_back(app.add_option("--grammar", grammar, "GBNF grammar the output must match"));
+  flags.push_back(app.add_option("--grammar-file", grammar_file, "file with a GBNF grammar"));
+  flags.push_back(
+      app.add_option("--json-schema", json_schema, "JSON Schema the output must validate against"));
+  flags.push_back(
+      app.add_option("--json-schema-file", json_schema_file, "file with a JSON Schema"));
   add("--seed", s.seed, "random seed (default 0)", IntRange(0, INT64_MAX));
   add("--n-probs", s.n_probs, "report the N most likely tokens at each step (default 0; needs --json)",
       IntRange(0, 100));
@@ -124,7 +134,44 @@ Result<GenerateOptions> SamplingOptions::ToGenerateOptions() const {
     }
     options.sampling.logit_bias[int32_t(token)] = bias;
   }
+  PETREL_ASSIGN_OR_RETURN(options.sampling.grammar, GrammarText());
   return options;
+}
+
+Result<std::string> SamplingOptions::GrammarText() const {
+  const std::pair<const char*, const std::string*> sources[] = {
+      {"--grammar", &grammar},
+      {"--grammar-file", &grammar_file},
+      {"--json-schema", &json_schema},
+      {"--json-schema-file", &json_schema_file}};
+  const char* flag = nullptr;
+  std::string text;
+  for (const auto& [name, value] : sources) {
+    if (value->empty()) continue;
+    if (flag) return Error("%s and %s both constrain the output; give one", flag, name);
+    flag = name;
+  }
+  if (!flag) return std::string();
+  const std::string_view name = flag;
+  if (name == "--grammar-file" || name == "--json-schema-file") {
+    const std::string& path = name == "--grammar-file" ? grammar_file : json_schema_file;
+    std::ifstream file(path, std::ios::binary);
+    if (!file) return Error("%s %s: cannot open the file", flag, path.c_str());
+    std::ostringstream content;
+    content << file.rdbuf();
+    if (file.bad()) return Error("%s %s: cannot read the file", flag, path.c_str());
+    text = content.str();
+  } else {
+    text = name == "--grammar" ? grammar : json_schema;
+  }
+  if (name == "--json-schema" || name == "--json-schema-file") {
+    auto converted = JsonSchemaToGbnf(text);
+    if (!converted.ok()) return converted.status().Wrap(flag);
+    text = std::move(converted).value();
+  }
+  auto compiled = CompileGrammar(text);
+  if (!compiled.ok()) return compiled.status().Wrap(std::string(flag) + ": grammar");
+  return text;
 }
 
 }  // namespace petrel::tools

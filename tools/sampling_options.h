@@ -17,6 +17,8 @@ struct SamplingOptions {
   int64_t n_predict = 64;  // -1: until the context is full
   std::vector<std::string> logit_bias;  // "TOKEN+BIAS", "TOKEN-BIAS", "TOKEN-inf"
   std::string samplers;
+  // At most one of these: GBNF text or file, JSON Schema text or file (docs/GRAMMARS.md).
+  std::string grammar, grammar_file, json_schema, json_schema_file;
   std::vector<CLI::Option*> flags;  // every flag added by AddTo, to tell which were given
 
   void AddTo(CLI::App& app);
@@ -26,9 +28,13 @@ struct SamplingOptions {
   Status Check() const;
   // The first flag given among ours that is not in `allowed` (its name, or "" when none).
   std::string GivenExcept(std::initializer_list<const char*> allowed) const;
-  // Completes `generate.sampling` from the flags; errors name the flag. -n -1 becomes SIZE_MAX,
+  // Completes `generate.sampling` from the flags (a schema becomes its grammar, and the
+  // grammar is compiled once here so that its errors come before the model loads); errors name
+  // the flag. -n -1 becomes SIZE_MAX,
   // which the caller replaces with the context once the engine is loaded.
   Result<GenerateOptions> ToGenerateOptions() const;
+  // The GBNF text the grammar flags ask for ("" when none); errors name the flag.
+  Result<std::string> GrammarText() const;
 };
 
 }  // namespace petrel::tools

@@ -6,6 +6,9 @@
 #include <random>
 #include <string_view>
 
+#include "core/grammar/grammar.h"
+#include "core/grammar/json_schema.h"
+
 namespace petrel::server {
 namespace {
 
@@ -27,7 +30,10 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "stream",
                                               "stream_options",
                                               "user",
-                                              "logprobs"};
+                                              "logprobs",
+                                              "response_format",
+                                              "json_schema",
+                                              "grammar"};
 constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs",
                                             "tools", "tool_choice"};
 constexpr std::string_view kCompletionFields[] = {"prompt"};
@@ -236,6 +242,22 @@ ApiResult ReadSampling(const FieldReader& fields, CompletionRequest* out) {
   return std::nullopt;
 }
 
+// `response_format`, `json_schema` or `grammar` as the grammar of the output, compiled here so
+// that a bad one is this request's 400 rather than a failed generation.
+ApiResult ReadGrammar(const json& request, CompletionRequest* out) {
+  const char* field = request.contains("response_format") ? "response_format"
+                      : request.contains("json_schema")   ? "json_schema"
+                                                          : "grammar";
+  auto grammar = GrammarFromRequest(request);
+  if (!grammar.ok()) return InvalidField(field, grammar.status().message());
+  if (!grammar->empty()) {
+    auto compiled = CompileGrammar(*grammar);
+    if (!compiled.ok()) return InvalidField(field, compiled.status().Wrap("grammar").message());
+  }
+  out->sampling.grammar = std::move(grammar).value();
+  return std::nullopt;
+}
+
 }  // namespace
 
 ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
@@ -284,6 +306,7 @@ ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
   out->max_tokens = size_t(max_tokens);
   PETREL_RETURN_IF_API_ERROR(ReadSampling(fields, out));
   PETREL_RETURN_IF_API_ERROR(ReadLogitBias(request, limits, out));
+  PETREL_RETURN_IF_API_ERROR(ReadGrammar(request, out));
   PETREL_RETURN_IF_API_ERROR(ReadStop(request, out));
   if (endpoint == Endpoint::kChat) {
     PETREL_RETURN_IF_API_ERROR(fields.Boolean("logprobs", &out->logprobs));

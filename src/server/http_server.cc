@@ -2,11 +2,14 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 
+#include "server/connection_pool.h"
 #include "server/handlers.h"
 
 namespace petrel::server {
@@ -28,6 +31,30 @@ bool SameSecret(const std::string& given, const std::string& secret) {
   return diff == 0 && !secret.empty();
 }
 
+// cpp-httplib 0.11 listens with a backlog of 5 (a compile-time constant of the packaged
+// library): a burst of connections, or a busy machine slow to run the accept thread, overflows
+// it and the kernel drops the SYNs, which clients retry only after 1 s, 3 s, 7 s... Calling
+// listen() again on a listening socket only sets its backlog, so the server finds its socket
+// among its descriptors (listening, bound to `port`) and widens it.
+void WidenListenBacklog(int port) {
+  constexpr int kBacklog = 4096;  // the kernel caps it at net.core.somaxconn
+  for (int fd = 0; fd < 1024; ++fd) {
+    int listening = 0;
+    socklen_t size = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 || !listening) continue;
+    sockaddr_storage address{};
+    socklen_t address_size = sizeof(address);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_size) != 0) continue;
+    int bound = -1;
+    if (address.ss_family == AF_INET) {
+      bound = ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+    } else if (address.ss_family == AF_INET6) {
+      bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
+    }
+    if (bound == port) listen(fd, kBacklog);
+  }
+}
+
 }  // namespace
 
 HttpServer::HttpServer(HttpServerOptions options, Metrics& metrics)
@@ -44,8 +71,14 @@ void HttpServer::SetModel(const ServingModel& model) {
 
 void HttpServer::Route() {
   httplib::Server& server = *server_;
-  const size_t threads = options_.threads;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const size_t threads = options_.threads, max_threads = options_.max_threads;
+  server.new_task_queue = [threads, max_threads] {
+    return new ConnectionPool(threads, max_threads);
+  };
+  // An idle connection holds a thread until this timeout; a client that reuses its connection
+  // (a benchmark, a proxy) should not have to reconnect every few requests.
+  server.set_keep_alive_timeout(5);
+  server.set_keep_alive_max_count(1000);
   server.set_payload_max_length(options_.max_body_bytes);
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_request_start = Clock::now();
@@ -127,20 +160,53 @@ void HttpServer::Route() {
                                          {"owned_by", "petrel"}}}}};
                res.set_content(body.dump(), "application/json");
              }));
+  // POST bodies are read here, bounded as they arrive: cpp-httplib 0.11 checks its payload
+  // limit against a Content-Length only (it then skips the body and sets 413), and would
+  // collect a chunked body of any size. Past the limit the rest is read and dropped, so that the
+  // client, still sending, gets the 413 instead of a reset connection.
+  auto bounded = [this](auto handler) {
+    return httplib::Server::HandlerWithContentReader(
+        [this, handler](const httplib::Request& req, httplib::Response& res,
+                        const httplib::ContentReader& reader) {
+          const size_t limit = options_.max_body_bytes;
+          httplib::Request with_body = req;
+          bool over = false;
+          const bool read = reader([&](const char* data, size_t size) {
+            over = over || with_body.body.size() + size > limit;
+            if (over) {
+              with_body.body.clear();
+            } else {
+              with_body.body.append(data, size);
+            }
+            return true;
+          });
+          if (over || res.status == 413) {
+            SendError(res, StatusError(413, "the request body is larger than " +
+                                                std::to_string(limit) + " bytes"));
+            return;
+          }
+          if (!read) {
+            SendError(res, StatusError(400, "the request body could not be read"));
+            return;
+          }
+          handler(with_body, res);
+        });
+  };
   const std::string model_name = options_.model_name;
-  server.Post("/v1/chat/completions",
-              with_model([this, model_name](const ServingModel& serving,
+  server.Post(
+      "/v1/chat/completions",
+      bounded(with_model([this, model_name](const ServingModel& serving,
                                             const httplib::Request& req, httplib::Response& res) {
-                HandleCompletion(serving, model_name, Endpoint::kChat, open_streams_, req, res);
-              }));
-  server.Post("/v1/completions",
-              with_model([this, model_name](const ServingModel& serving,
-                                            const httplib::Request& req, httplib::Response& res) {
+        HandleCompletion(serving, model_name, Endpoint::kChat, open_streams_, req, res);
+      })));
+  server.Post("/v1/completions", bounded(with_model([this, model_name](const ServingModel& serving,
+                                                                       const httplib::Request& req,
+                                                                       httplib::Response& res) {
                 HandleCompletion(serving, model_name, Endpoint::kCompletion, open_streams_, req,
                                  res);
-              }));
-  server.Post("/tokenize", with_model(&HandleTokenize));
-  server.Post("/detokenize", with_model(&HandleDetokenize));
+              })));
+  server.Post("/tokenize", bounded(with_model(&HandleTokenize)));
+  server.Post("/detokenize", bounded(with_model(&HandleDetokenize)));
 }
 
 Status HttpServer::Start() {
@@ -155,6 +221,7 @@ Status HttpServer::Start() {
     }
     port_ = options_.port;
   }
+  WidenListenBacklog(port_);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return Status::Ok();
 }

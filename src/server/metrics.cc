@@ -70,6 +70,13 @@ void Metrics::AddGenerationTokens(size_t tokens) {
   generation_tokens_ += tokens;
 }
 
+void Metrics::AddDraft(size_t drafted, size_t accepted) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++speculative_passes_;
+  draft_tokens_ += drafted;
+  draft_accepted_ += accepted;
+}
+
 void Metrics::ObserveTimeToFirstToken(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   ttft_.Observe(seconds);
@@ -99,8 +106,12 @@ std::string Metrics::Render() const {
   }
   Header("petrel_queue_depth", "gauge", "Requests waiting to be admitted.", &out);
   Line("petrel_queue_depth", double(gauges_.waiting), &out);
-  Header("petrel_running_sequences", "gauge", "Sequences being prefilled or decoded.", &out);
+  Header("petrel_running_sequences", "gauge",
+         "Sequences being prefilled or decoded (preempted ones not included).", &out);
   Line("petrel_running_sequences", double(gauges_.running), &out);
+  Header("petrel_preempted_sequences", "gauge", "Sequences preempted and waiting to be resumed.",
+         &out);
+  Line("petrel_preempted_sequences", double(gauges_.preempted_waiting), &out);
   Header("petrel_kv_blocks_used", "gauge", "KV cache blocks holding tokens.", &out);
   Line("petrel_kv_blocks_used", double(gauges_.kv_blocks_used), &out);
   Header("petrel_kv_blocks_free", "gauge", "KV cache blocks free.", &out);
@@ -122,6 +133,15 @@ std::string Metrics::Render() const {
   Line("petrel_prompt_tokens_total", double(prompt_tokens_), &out);
   Header("petrel_generation_tokens_total", "counter", "Tokens generated.", &out);
   Line("petrel_generation_tokens_total", double(generation_tokens_), &out);
+  Header("petrel_speculative_passes_total", "counter",
+         "Forward passes that verified a draft (--draft, --lookup-ngram).", &out);
+  Line("petrel_speculative_passes_total", double(speculative_passes_), &out);
+  Header("petrel_draft_tokens_total", "counter", "Drafted tokens verified.", &out);
+  Line("petrel_draft_tokens_total", double(draft_tokens_), &out);
+  Header("petrel_draft_accepted_tokens_total", "counter",
+         "Drafted tokens the model accepted (acceptance rate: over petrel_draft_tokens_total).",
+         &out);
+  Line("petrel_draft_accepted_tokens_total", double(draft_accepted_), &out);
   Header("petrel_time_to_first_token_seconds", "histogram",
          "From arrival to the first generated token of a request.", &out);
   ttft_.Render("petrel_time_to_first_token_seconds", &out);

@@ -27,7 +27,8 @@ class Histogram {
 // The scheduler's state after its last step.
 struct SchedulerGauges {
   size_t waiting = 0;  // requests queued, not yet admitted
-  size_t running = 0;  // sequences being prefilled or decoded
+  size_t running = 0;  // sequences being prefilled or decoded, preempted ones not
+  size_t preempted_waiting = 0;  // sequences preempted, waiting to be resumed
   size_t kv_blocks_used = 0;
   size_t kv_blocks_free = 0;    // cached blocks included: they are evicted on demand
   size_t kv_blocks_cached = 0;  // free blocks that still hold a cached prefix
@@ -40,6 +41,8 @@ class Metrics {
   void CountRequest(int status);  // one finished HTTP request with this status
   void AddPromptTokens(size_t tokens);
   void AddGenerationTokens(size_t tokens);
+  // One speculative verification pass: `drafted` tokens verified, `accepted` of them kept.
+  void AddDraft(size_t drafted, size_t accepted);
   // A sequence started over `blocks` cached blocks holding `tokens` prompt tokens.
   void AddPrefixCacheHit(size_t blocks, size_t tokens);
   void ObserveTimeToFirstToken(double seconds);
@@ -53,6 +56,7 @@ class Metrics {
   std::map<int, uint64_t> requests_by_status_;
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
+  uint64_t speculative_passes_ = 0, draft_tokens_ = 0, draft_accepted_ = 0;
   uint64_t prefix_hit_blocks_ = 0, prefix_hit_tokens_ = 0;
   Histogram ttft_, itl_;
   SchedulerGauges gauges_;

@@ -214,7 +214,36 @@ bool Scheduler::PreemptNewest() {
   return false;
 }
 
+bool Scheduler::SpeculateAlone() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!waiting_.empty()) return false;
+  }
+  // A verification pass is one sequence's; with others running, their batch is worth more.
+  ActiveRequest* owner = nullptr;
+  Sequence* alone = nullptr;
+  for (auto& request : active_) {
+    if (request->finished() || request->preempted()) continue;
+    if (request->sharing_prefill()) return false;
+    live_.clear();
+    request->LiveSequences(&live_);
+    if (live_.empty()) continue;
+    if (owner || live_.size() != 1) return false;
+    owner = request.get();
+    alone = live_[0];
+  }
+  if (!alone || !alone->sampling()) return false;
+  const size_t drafted = alone->result().draft_tokens;
+  const size_t accepted = alone->result().draft_accepted;
+  if (!options_.speculator->Step(engine_, *alone)) return false;
+  metrics_.AddDraft(alone->result().draft_tokens - drafted,
+                    alone->result().draft_accepted - accepted);
+  owner->CacheBlocks(*alone);
+  return true;
+}
+
 bool Scheduler::StepOnce() {
+  if (options_.speculator && SpeculateAlone()) return true;
   // When the free blocks cannot take the decodes, or nothing can be fed at all (every prompt
   // waits for blocks), the newest request gives its blocks back; it is recomputed later.
   for (;;) {
@@ -246,7 +275,13 @@ void Scheduler::PublishGauges() {
     std::lock_guard<std::mutex> lock(mutex_);
     gauges.waiting = waiting_.size();
   }
-  gauges.running = running_sequences_;
+  // running_sequences_ counts preempted requests too (they keep their --parallel slots); the
+  // gauges tell the two apart.
+  for (const auto& request : active_) {
+    if (request->finished()) continue;
+    (request->preempted() ? gauges.preempted_waiting : gauges.running) +=
+        request->running_sequences();
+  }
   gauges.kv_blocks_free = engine_.kv_free_blocks();
   gauges.kv_blocks_cached = engine_.kv_cached_blocks();
   gauges.preempted = preempted_;

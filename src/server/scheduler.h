@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/generation/speculative.h"
 #include "core/runtime/engine.h"
 #include "server/active_request.h"
 #include "server/job.h"
@@ -24,6 +25,9 @@ struct SchedulerOptions {
   size_t parallel = 4;        // sequences running at once at most (--parallel)
   size_t max_waiting = 64;    // queued requests at most; more are refused with 429
   size_t batch_tokens = 512;  // tokens per step at most (--batch-tokens, at most the engine's)
+  // --draft / --lookup-ngram: a sequence that runs alone (nothing else decoding, prefilling or
+  // waiting) verifies drafts in its steps. Not owned; null: plain decoding only.
+  Speculator* speculator = nullptr;
 };
 
 class Scheduler {
@@ -64,6 +68,9 @@ class Scheduler {
   void DropCancelled();
   // One Engine::Step over every running request; false when there was nothing to feed.
   bool StepOnce();
+  // With a speculator, when one sequence runs alone: one speculative step for it (true), or
+  // false when it is not alone or has no draft this step.
+  bool SpeculateAlone();
   void PublishGauges();
 
   Engine& engine_;

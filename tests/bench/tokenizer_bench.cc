@@ -111,7 +111,7 @@ void BM_Encode(benchmark::State& state, const char* name) {
   const std::string& text = Text();
   size_t n_tokens = 0;
   for (auto _ : state) {
-    const std::vector<int32_t> ids = tokenizer->Encode(text, {false, false});
+    const std::vector<int32_t> ids = tokenizer->Encode(text, {false, false, {}});
     n_tokens = ids.size();
     benchmark::DoNotOptimize(ids.data());
   }
@@ -127,7 +127,7 @@ void BM_Decode(benchmark::State& state, const char* name) {
     state.SkipWithError("tokenizer not found (PETREL_SHARED_DIR?)");
     return;
   }
-  const std::vector<int32_t> ids = tokenizer->Encode(Text(), {false, false});
+  const std::vector<int32_t> ids = tokenizer->Encode(Text(), {false, false, {}});
   size_t n_bytes = 0;
   for (auto _ : state) {
     const std::string text = tokenizer->Decode(ids);

@@ -23,8 +23,9 @@ namespace petrel::testing {
 
 class ServerProcess {
  public:
-  // Starts `petrel serve --port 0 ARGS...`; ok() says whether it became ready in time.
-  explicit ServerProcess(const std::vector<std::string>& args) {
+  // Starts `petrel serve --port 0 ARGS...`; ok() says whether it became ready in time. With
+  // `wait_ready` false it returns as soon as the port is known (port() 0 if it never was).
+  explicit ServerProcess(const std::vector<std::string>& args, bool wait_ready = true) {
     log_path_ = ScratchDir() + "/petrel_serve_" + std::to_string(getpid()) + "_" +
                 std::to_string(counter_++) + ".log";
     const char* bin = std::getenv("PETREL_BIN");
@@ -50,6 +51,7 @@ class ServerProcess {
       std::smatch match;
       const std::string text = log();
       if (port_ == 0 && std::regex_search(text, match, listening)) port_ = std::stoi(match[1]);
+      if (port_ != 0 && !wait_ready) return;
       if (port_ != 0) {
         httplib::Client client("127.0.0.1", port_);
         auto res = client.Get("/health");

@@ -18,10 +18,7 @@
 namespace petrel::testing {
 namespace {
 
-struct Tensor {
-  std::vector<int64_t> shape;  // row-major, HF order: [out, in]
-  std::vector<float> data;
-};
+using Tensor = F32Tensor;
 
 // HF [n_heads * head_dim, in] rows, per head [2][head_dim/2] -> llama.cpp's [head_dim/2][2].
 std::vector<float> PermuteRows(const std::vector<float>& w, int n_heads, int head_dim, int n_in) {
@@ -43,7 +40,10 @@ std::vector<float> PermuteVector(const std::vector<float>& b, int n_heads, int h
   return PermuteRows(b, n_heads, head_dim, 1);
 }
 
-std::string WriteSafetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
+}  // namespace
+
+std::string WriteF32Safetensors(const std::string& path,
+                                const std::map<std::string, Tensor>& tensors) {
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -62,8 +62,6 @@ std::string WriteSafetensors(const std::string& path, const std::map<std::string
   }
   return out ? "" : "cannot write " + path;
 }
-
-}  // namespace
 
 std::string WriteTinyModel(const TinyModelSpec& s, const std::string& folder, const std::string& gguf_path) {
   std::mt19937 rng(s.seed);
@@ -135,7 +133,7 @@ std::string WriteTinyModel(const TinyModelSpec& s, const std::string& folder, co
     config["num_experts_per_tok"] = s.n_experts_used;
   }
   std::ofstream(folder + "/config.json") << config.dump(2);
-  std::string error = WriteSafetensors(folder + "/model.safetensors", hf);
+  std::string error = WriteF32Safetensors(folder + "/model.safetensors", hf);
   if (!error.empty()) return error;
 
   // GGUF, in llama.cpp's layout.

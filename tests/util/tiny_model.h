@@ -4,7 +4,10 @@
 // check that both sources give the same logits for every architecture variant.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace petrel::testing {
 
@@ -18,6 +21,16 @@ struct TinyModelSpec {
   unsigned seed = 7;
   int n_experts = 4, n_experts_used = 2;  // mixtral only
 };
+
+// A tensor as a safetensors file holds it: row-major, shape in PyTorch order ([out, in]).
+struct F32Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+// Writes `tensors` as one F32 safetensors file. Returns "" or an error.
+std::string WriteF32Safetensors(const std::string& path,
+                                const std::map<std::string, F32Tensor>& tensors);
 
 // Writes `folder`/config.json + model.safetensors and `gguf_path`. Returns "" or an error.
 std::string WriteTinyModel(const TinyModelSpec& spec, const std::string& folder,

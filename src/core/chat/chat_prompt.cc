@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/chat/model_template.h"
+#include "core/chat/user_text.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace petrel {
@@ -48,9 +49,19 @@ Result<std::vector<int32_t>> ChatPrompt::Tokenize(const Tokenizer& tokenizer,
                                                   const nlohmann::ordered_json& messages,
                                                   bool add_generation_prompt,
                                                   const nlohmann::ordered_json& extra) const {
-  PETREL_ASSIGN_OR_RETURN(std::string text, Render(messages, add_generation_prompt, extra));
+  // Special-token spellings in what users wrote stay text (core/chat/user_text.h).
+  const std::vector<std::string> specials = SpecialTexts(tokenizer);
+  nlohmann::ordered_json marked_messages = messages;
+  nlohmann::ordered_json marked_extra = extra;
+  const UserTextMarkers markers = ChooseMarkers({&messages, &extra});
+  bool marked = MarkSpecialTexts(&marked_messages, specials, markers);
+  marked = MarkSpecialTexts(&marked_extra, specials, markers) || marked;
+  PETREL_ASSIGN_OR_RETURN(std::string text,
+                          Render(marked ? marked_messages : messages, add_generation_prompt,
+                                 marked ? marked_extra : extra));
   EncodeOptions options;
   options.parse_special = true;  // the template writes the control tokens as text
+  if (marked) options.plain_spans = TakeMarkedSpans(&text, markers);
   options.add_special = bos_.empty() || text.rfind(bos_, 0) != 0;
   return tokenizer.Encode(text, options);
 }

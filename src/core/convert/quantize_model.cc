@@ -9,6 +9,7 @@
 #include "core/format/atomic_file.h"
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
+#include "core/model/loader.h"
 #include "quant/quantize.h"
 #include "quant/quantize_weighted.h"
 
@@ -44,10 +45,18 @@ Status CheckImatrixMatchesModel(const Imatrix& imatrix, const std::string& imatr
 Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
                          const QuantMix& mix, bool verbose,
                          const GgufWriter::ProgressFn& progress, const Imatrix* imatrix,
-                         const std::string& imatrix_path) {
+                         const std::string& imatrix_path, std::span<const LoraFile> lora) {
   PETREL_RETURN_IF_ERROR(CheckOutputIsNotInput(out_path, {in_path}));
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> in, GgufFile::Open(in_path));
   if (imatrix) PETREL_RETURN_IF_ERROR(CheckImatrixMatchesModel(*imatrix, imatrix_path, *in, in_path));
+  // The adapters, resolved against the model as a run would load it; they own their f32 copies.
+  std::unique_ptr<LoadedModel> base;
+  if (!lora.empty()) {
+    LoadOptions options;
+    options.load_tokenizer = false;
+    options.lora.assign(lora.begin(), lora.end());
+    PETREL_ASSIGN_OR_RETURN(base, LoadModel(in_path, options));
+  }
   PETREL_ASSIGN_OR_RETURN(std::string_view arch, in->GetString("general.architecture"));
   PETREL_ASSIGN_OR_RETURN(uint64_t n_layers, in->GetUint(std::string(arch) + ".block_count"));
   GgufWriter writer;
@@ -85,14 +94,17 @@ Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path
         }
       }
     }
-    writer.AddTensor(info.name, desc,
-                     [src_desc, src_data, desc, importance = std::move(importance)](void* dst) {
+    std::vector<const LoraMerge*> merges;
+    if (base && base->lora) merges = base->lora->MergesFor(info.name);
+    writer.AddTensor(info.name, desc, [src_desc, src_data, desc, importance = std::move(importance),
+                                       merges = std::move(merges)](void* dst) {
       const size_t n = size_t(src_desc.ne[0]);
       const int64_t rows_per_mat = src_desc.ne[1];
       std::vector<float> row(n);
       for (int64_t r = 0; r < src_desc.n_rows(); ++r) {
         DequantizeRow(src_desc.dtype, static_cast<const char*>(src_data) + r * src_desc.row_bytes(),
                       row.data(), n);
+        if (!merges.empty()) ApplyLoraMerges(merges, r, row.data(), n);
         char* out = static_cast<char*>(dst) + r * desc.row_bytes();
         if (importance.empty()) {
           QuantizeRow(desc.dtype, row.data(), out, n);

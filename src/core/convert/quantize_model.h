@@ -1,11 +1,13 @@
 // Re-encodes a GGUF model's weights into another type or mix (`petrel quantize`).
 #pragma once
 
+#include <span>
 #include <string>
 
-#include "core/convert/quant_mix.h"
 #include "core/base/status.h"
+#include "core/convert/quant_mix.h"
 #include "core/format/gguf_writer.h"  // GgufWriter::ProgressFn
+#include "core/model/lora_adapter.h"  // LoraFile
 
 namespace petrel {
 
@@ -23,9 +25,13 @@ struct Imatrix;
 // collected) quantize as without. Every entry must name a matrix of the model with as many
 // columns, else the imatrix was made for another model: an error before anything is written.
 // Without one, the output is byte for byte what it was before importance matrices existed.
+//
+// With `lora` adapters, each adapted matrix is written as W + s·B·A (merged in f32 before it is
+// re-encoded); the adapters are checked against the model as at run time first.
 Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
                          const QuantMix& mix, bool verbose,
                          const GgufWriter::ProgressFn& progress = {},
-                         const Imatrix* imatrix = nullptr, const std::string& imatrix_path = "");
+                         const Imatrix* imatrix = nullptr, const std::string& imatrix_path = "",
+                         std::span<const LoraFile> lora = {});
 
 }  // namespace petrel

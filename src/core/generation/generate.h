@@ -11,9 +11,13 @@
 
 namespace petrel {
 
+class Speculator;
+
 // Continues `seq` with `prompt` (which may be only the part not already in its KV cache) and
-// generates. Needs the engine's tokenizer for text; without one, text stays empty.
+// generates, with speculative decoding when `speculator` is given (speculative.h). Needs the
+// engine's tokenizer for text; without one, text stays empty.
 Result<GenerateResult> Generate(Engine& engine, SeqId seq, const std::vector<int32_t>& prompt,
-                                const GenerateOptions& options, const TokenCallback& on_token);
+                                const GenerateOptions& options, const TokenCallback& on_token,
+                                Speculator* speculator = nullptr);
 
 }  // namespace petrel

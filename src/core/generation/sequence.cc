@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/generation/grammar_constraint.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace petrel {
@@ -68,6 +69,12 @@ Result<std::unique_ptr<Sequence>> Sequence::Create(Engine& engine, SeqId seq,
     }
     s.decoder_ = std::make_unique<StreamDecoder>(*tokenizer, options.skip_special);
   }
+  if (!options.sampling.grammar.empty()) {
+    if (!s.tokenizer_) return Error("a grammar needs the model's tokenizer");
+    PETREL_ASSIGN_OR_RETURN(
+        s.grammar_, CompileGrammarConstraint(options.sampling.grammar, *s.tokenizer_, s.n_vocab_));
+    s.sampler_->SetConstraint(MakeGrammarStage(s.grammar_));
+  }
   if (!s.end_tokens_.empty() && (options.ignore_eos || options.min_new_tokens > 0)) {
     s.masked_.resize(s.n_vocab_);
   }
@@ -117,6 +124,7 @@ void Sequence::Consume(const StepOutput& output) {
     held_.push_back(last_token_);
   }
   pending_ = 0;
+  ++result_.target_passes;
   if (output.logits.size() != n_vocab_) {
     Fail(Error("sequence %d: the step returned %zu logits instead of %zu", seq_,
                output.logits.size(), n_vocab_));
@@ -125,19 +133,34 @@ void Sequence::Consume(const StepOutput& output) {
   Sample(output.logits);
 }
 
+const float* Sequence::MaskedRow(const float* logits, size_t step) {
+  if (masked_.empty() || !(options_.ignore_eos || step < options_.min_new_tokens)) return logits;
+  std::copy(logits, logits + n_vocab_, masked_.begin());
+  for (int32_t id : end_tokens_) masked_[size_t(id)] = -INFINITY;
+  return masked_.data();
+}
+
 void Sequence::Sample(std::span<const float> logits) {
   const size_t step = result_.new_ids.size();
   if (step >= options_.max_new_tokens) {
     Finish("length");
     return;
   }
-  const float* row = logits.data();
-  if (!masked_.empty() && (options_.ignore_eos || step < options_.min_new_tokens)) {
-    std::copy(logits.begin(), logits.end(), masked_.begin());
-    for (int32_t id : end_tokens_) masked_[size_t(id)] = -INFINITY;
-    row = masked_.data();
+  // A grammar that is complete and admits nothing more ends the text as its end token would.
+  if (grammar_ && !grammar_->CanContinue()) {
+    Finish("eos");
+    return;
   }
-  const SampleResult sample = sampler_->Sample(row, n_vocab_);
+  const SampleResult sample = sampler_->Sample(MaskedRow(logits.data(), step), n_vocab_);
+  if (grammar_ && !grammar_->error().ok()) {
+    Fail(grammar_->error());
+    return;
+  }
+  Emit(sample, /*last=*/true);
+}
+
+void Sequence::Emit(const SampleResult& sample, bool last) {
+  const size_t step = result_.new_ids.size();
   result_.new_ids.push_back(sample.id);
   result_.tokens.push_back(GeneratedToken{sample.id, sample.logprob, sample.top});
   const GeneratedToken& token = result_.tokens.back();
@@ -162,10 +185,74 @@ void Sequence::Sample(std::span<const float> logits) {
     return;
   }
   last_token_ = token.id;
+  if (!last) return;  // a drafted token that stood: the cache holds it already
   // The cache holds every token but this one; feeding it must leave room for it.
   if (engine_.SequenceLength(seq_) >= context_ && !(options_.context_shift && ShiftContext())) {
     Finish("context");
   }
+}
+
+size_t Sequence::DraftRoom() const {
+  // A grammar's matcher advances with each sampled token and cannot step back over rejected
+  // drafts, so a constrained sequence decodes one token per pass.
+  if (!sampling() || grammar_) return 0;
+  const size_t length = engine_.SequenceLength(seq_);
+  const size_t context_room = length + 1 < context_ ? context_ - length - 1 : 0;
+  const size_t step = result_.new_ids.size();
+  const size_t to_sample = step < options_.max_new_tokens ? options_.max_new_tokens - step : 0;
+  return std::min(context_room, to_sample > 0 ? to_sample - 1 : 0);
+}
+
+size_t Sequence::ConsumeDraft(std::span<const float> logits, std::span<const int32_t> draft,
+                              std::span<const float> draft_probs) {
+  if (!sampling()) return 0;
+  const size_t n = draft.size();
+  const size_t length = engine_.SequenceLength(seq_);  // held_, the last token and the draft
+  if (logits.size() != (n + 1) * n_vocab_ || length != held_.size() + n + 1 ||
+      (!draft_probs.empty() && draft_probs.size() != n * n_vocab_)) {
+    Fail(Error("sequence %d: a verification pass of %zu drafted tokens returned %zu logits", seq_,
+               n, logits.size()));
+    return 0;
+  }
+  ++result_.target_passes;
+  // Choose first: the positions after a rejection are not sampled, so the sampler's history
+  // and generator advance exactly as for the tokens that stand.
+  drafted_.clear();
+  size_t accepted = 0;
+  const size_t first_step = result_.new_ids.size();
+  for (size_t i = 0; i <= n; ++i) {
+    const size_t step = first_step + i;
+    if (step >= options_.max_new_tokens) break;
+    const float* row = MaskedRow(logits.data() + i * n_vocab_, step);
+    if (i == n) {
+      drafted_.push_back(sampler_->Sample(row, n_vocab_));
+      break;
+    }
+    bool stood = false;
+    const std::span<const float> probs =
+        draft_probs.empty() ? draft_probs : draft_probs.subspan(i * n_vocab_, n_vocab_);
+    drafted_.push_back(sampler_->SampleDraft(row, n_vocab_, draft[i], probs, &stood));
+    if (!stood) break;
+    ++accepted;
+  }
+  result_.draft_tokens += n;
+  result_.draft_accepted += accepted;
+  // The cache keeps the last token and the drafted tokens that stood; the rest of the pass's
+  // K/V goes with the truncation (whole blocks back to the free list, no copy).
+  held_.push_back(last_token_);
+  held_.insert(held_.end(), draft.begin(), draft.begin() + long(accepted));
+  if (Status status = engine_.TruncateSequence(seq_, held_.size()); !status.ok()) {
+    Fail(std::move(status));
+    return accepted;
+  }
+  if (drafted_.empty()) {
+    Finish("length");
+    return accepted;
+  }
+  for (size_t i = 0; i < drafted_.size() && !finished_; ++i) {
+    Emit(drafted_[i], /*last=*/i + 1 == drafted_.size());
+  }
+  return accepted;
 }
 
 // Recomputes rather than moves the surviving tokens' K/V: re-rotating cached keys to their new
@@ -219,6 +306,10 @@ Status Sequence::Resume(SeqId seq) {
 
 void Sequence::Cancel() {
   if (!finished_) Finish("cancelled");
+}
+
+void Sequence::Abort(Status status) {
+  if (!finished_) Fail(std::move(status));
 }
 
 void Sequence::Finish(const char* reason) {

@@ -19,6 +19,7 @@
 
 namespace petrel {
 
+class GrammarMatcher;
 class StreamDecoder;
 class Tokenizer;
 
@@ -57,6 +58,11 @@ struct GenerateResult {
   double generate_seconds = 0.0;
   size_t context_shifts = 0;   // times the context was shifted (GenerateOptions::context_shift)
   double shift_seconds = 0.0;  // spent recomputing after shifts (part of generate_seconds)
+  // Forward passes that sampled tokens: one per token in plain decoding, fewer when
+  // speculative decoding (speculative.h) keeps several tokens of one pass.
+  size_t target_passes = 0;
+  size_t draft_tokens = 0;    // speculative decoding: drafted tokens verified
+  size_t draft_accepted = 0;  // of them, those that stood
 };
 
 // Called with each token and the text it releases (possibly empty); return false to stop.
@@ -98,6 +104,27 @@ class Sequence {
   void Consume(const StepOutput& output);
   // Finishes now with reason "cancelled", releasing text held back for stop strings.
   void Cancel();
+  // Finishes now with reason "error" and `status` (a failure outside a step, for example of a
+  // draft source).
+  void Abort(Status status);
+
+  // Speculative decoding (speculative.h). True while tokens are sampled one per step: the next
+  // input is last_token(), which a drafted continuation may follow.
+  bool sampling() const { return generating_ && !finished_ && !prefilling(); }
+  int32_t last_token() const { return last_token_; }
+  // How many drafted tokens a step may feed after last_token(): what the context and the token
+  // limit leave (a draft longer than the tokens still to sample is wasted work).
+  size_t DraftRoom() const;
+  // Takes the outcome of a pass that fed last_token() and then `draft` (with `draft_probs` as
+  // in Draft::probs) to the engine sequence, with `logits` holding the n_vocab logits of each of
+  // those 1 + draft.size() positions. Samples the positions in order, each with its drafted
+  // token as the proposal (SamplerChain::SampleDraft), up to the first rejection, whose
+  // position yields the resampled token (after a fully accepted draft, the last position
+  // yields one more token); truncates the engine sequence to the tokens that stand; and emits
+  // the sampled tokens as Consume() does, finishing where it would. Returns how many drafted
+  // tokens stood.
+  size_t ConsumeDraft(std::span<const float> logits, std::span<const int32_t> draft,
+                      std::span<const float> draft_probs);
   // Preemption: the engine sequence this ran on was freed between steps; go on in `seq`, which
   // holds a prefix of held() (for example whole blocks from the prefix cache). The rest of
   // held(), then what remained to be fed, is fed again as a prompt chunk (recompute), after
@@ -120,6 +147,13 @@ class Sequence {
   Sequence(Engine& engine, SeqId seq, std::vector<int32_t> prompt, const GenerateOptions& options,
            TokenCallback on_token);
   void Sample(std::span<const float> logits);
+  // The logits of the step that samples new token number `step`, end tokens banned while
+  // min_new_tokens or ignore_eos say so (in masked_).
+  const float* MaskedRow(const float* logits, size_t step);
+  // Records a sampled token and emits its text; finishes on an end token, a stop string, the
+  // callback or the token limit. `last`: the token is to be fed next (not yet in the cache),
+  // so it needs room in the context.
+  void Emit(const SampleResult& sample, bool last);
   // Makes room for the sampled token `last_token_`: drops tokens after `keep` and sets up the
   // rest, then that token, to be fed again. False when it cannot (see Create).
   bool ShiftContext();
@@ -134,6 +168,9 @@ class Sequence {
   const size_t n_vocab_;
   size_t context_ = 0;  // tokens the engine sequence may hold
   std::unique_ptr<SamplerChain> sampler_;
+  // With a grammar (options.sampling.grammar): its parse state, shared with the sampler stage
+  // that masks and advances it; the sequence asks it whether the text is complete.
+  std::shared_ptr<GrammarMatcher> grammar_;
   std::unique_ptr<StreamDecoder> decoder_;  // with a tokenizer only
   StopMatcher stops_;
   std::vector<int32_t> end_tokens_;  // end-of-generation ids, banned while min/ignore apply
@@ -152,6 +189,7 @@ class Sequence {
   Clock::time_point prompt_start_, generate_start_, shift_start_;
   GenerateResult result_;
   Status status_;
+  std::vector<SampleResult> drafted_;  // ConsumeDraft's sampled tokens (scratch)
 };
 
 // Steps every unfinished sequence together through Engine::Step until all have finished. Each

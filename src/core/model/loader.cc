@@ -410,6 +410,10 @@ Result<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
     model->weights.rope_inv_freq_local = model->config.LocalRope().InverseFrequencies();
   }
   Account(*model);
+  if (!options.lora.empty()) {
+    PETREL_ASSIGN_OR_RETURN(
+        model->lora, LoadLoraAdapters(*model->arch, model->config, model->weights, options.lora));
+  }
   return model;
 }
 

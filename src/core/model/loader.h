@@ -7,10 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "core/format/mapped_file.h"
-#include "core/model/model_config.h"
-#include "core/model/architecture.h"
 #include "core/base/status.h"
+#include "core/format/mapped_file.h"
+#include "core/model/architecture.h"
+#include "core/model/lora_adapter.h"
+#include "core/model/model_config.h"
 
 namespace petrel {
 
@@ -21,6 +22,7 @@ class Tokenizer;
 struct LoadOptions {
   bool load_tokenizer = true;
   MapOptions map;  // how the weight files are brought in (mapped or read, locked, progress)
+  std::vector<LoraFile> lora;  // adapters applied at run time (`LoadedModel::lora`)
 };
 
 struct LoadedModel {
@@ -34,6 +36,9 @@ struct LoadedModel {
   size_t weight_bytes = 0;        // bytes of the tensors the model uses
   size_t n_tensors = 0;
   std::vector<std::pair<std::string, size_t>> bytes_by_type;  // dtype name -> bytes
+  // The LoRA adapters of LoadOptions::lora, checked against the weights; null when none. The
+  // graph gets their nodes through `LoraSet::AddToGraph`; the weights stay as mapped.
+  std::unique_ptr<LoraSet> lora;
 
   ~LoadedModel();
   // Keep-alive for the mappings and converted tensors the views point into.

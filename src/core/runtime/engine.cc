@@ -112,6 +112,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   LoadOptions load_options;
   load_options.load_tokenizer = opts.load_tokenizer;
   load_options.map = opts.map;
+  load_options.lora = opts.lora;
   PETREL_ASSIGN_OR_RETURN(engine->model_, LoadModel(path, load_options));
   const ModelConfig& config = engine->model_->config;
   const size_t n_layers = size_t(config.n_layers);
@@ -170,6 +171,11 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   {
     Graph probe;
     engine->model_->arch->build_graph(config, engine->model_->weights, 1, 1, &probe);
+    if (const LoraSet* lora = engine->model_->lora.get()) {
+      Graph adapted;
+      lora->AddToGraph(engine->model_->weights, probe, &adapted);
+      probe = std::move(adapted);
+    }
     PETREL_RETURN_IF_ERROR(PlaceSupportedLayers(probe, engine->backends_, &engine->placement_));
     for (const Node& node : probe.nodes) read_by_nodes.insert({node.weight, node.weight_up, node.bias});
   }
@@ -207,6 +213,16 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
       }
       PETREL_ASSIGN_OR_RETURN(p[i], place(placement.layers[l], h[i], "layer " + std::to_string(l)));
     }
+  }
+  if (const LoraSet* lora = engine->model_->lora.get()) {
+    // The adapters' matrices go where the layer they update runs.
+    PETREL_ASSIGN_OR_RETURN(
+        engine->placed_lora_,
+        lora->Placed([&](int layer, const TensorView& view) -> Result<TensorView> {
+          const bool output = size_t(layer) >= placement.layers.size();
+          return place(output ? placement.output : placement.layers[size_t(layer)], view,
+                       output ? "output head" : "layer " + std::to_string(layer));
+        }));
   }
 
   auto kv = KvCache::Create(layer_backends, size_t(config.kv_dim()), kv_options);
@@ -439,6 +455,11 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
 
   graph_.Clear();
   model_->arch->build_graph(config, placed_, n, selected_.size(), &graph_);
+  const Graph* pass = &graph_;
+  if (placed_lora_) {
+    placed_lora_->AddToGraph(placed_, graph_, &lora_graph_);
+    pass = &lora_graph_;
+  }
   BatchContext context;
   context.n_tokens = n;
   context.tokens = batch.tokens.data();
@@ -454,7 +475,7 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   context.n_selected = selected_.size();
   std::vector<float>* out = any_wanted && logits ? logits : &unwanted_logits_;
   out->resize(selected_.size() * size_t(config.n_vocab));
-  Status status = executor_->Run(graph_, context, *kv_, out->data());
+  Status status = executor_->Run(*pass, context, *kv_, out->data());
   if (!status.ok()) {
     rollback(n_seqs);
     return status;

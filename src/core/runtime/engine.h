@@ -47,6 +47,7 @@ struct EngineOptions {
   DType kv_type = DType::kF32;
   bool load_tokenizer = true;
   MapOptions map;  // weight files: mapped (default) or read into memory, locked, load progress
+  std::vector<LoraFile> lora;  // LoRA adapters added to every pass (LoraSet::AddToGraph)
 };
 
 // The longest pass, a power of two from 64 (or max_batch_tokens if shorter) up to
@@ -192,10 +193,12 @@ class Engine {
   Placement placement_;
   std::optional<DeviceMemoryPlan> device_plan_;
   ModelWeights placed_;  // weight views on their layer's backend
+  std::unique_ptr<LoraSet> placed_lora_;  // the model's adapters on their layer's backend
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<Executor> executor_;
   // Per-batch scratch, kept so that decode steps of a steady shape allocate nothing.
   Graph graph_;
+  Graph lora_graph_;  // graph_ with the adapters' nodes, when there are adapters
   std::vector<SeqId> batch_seqs_;          // the batch's sequences, in order of first token
   std::vector<size_t> seq_start_;          // per batch sequence: its length before the batch
   std::vector<size_t> seq_tokens_;         // per batch sequence: its tokens in the batch

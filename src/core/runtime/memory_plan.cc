@@ -48,6 +48,11 @@ Result<std::vector<size_t>> ArenaBytesPerBackend(const LoadedModel& model,
                                                  size_t tokens) {
   Graph graph;
   model.arch->build_graph(model.config, model.weights, tokens, 1, &graph);
+  if (model.lora) {  // the adapters' values live in the same arenas
+    Graph adapted;
+    model.lora->AddToGraph(model.weights, graph, &adapted);
+    graph = std::move(adapted);
+  }
   PETREL_ASSIGN_OR_RETURN(ArenaLayout layout, LayOutArenas(graph, placement, n_backends));
   return layout.bytes;
 }

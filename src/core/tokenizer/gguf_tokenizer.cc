@@ -10,9 +10,10 @@ namespace petrel::tok {
 
 // llama.cpp's tokenizer_st_partition: each special token, longest first, splits every raw
 // fragment at all of its occurrences. CONTROL and UNKNOWN tokens only take part when
-// `parse_special`; USER_DEFINED ones always do (as Hugging Face matches added tokens).
-std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(std::string_view text,
-                                                              bool parse_special) const {
+// `parse_special`, and not inside `plain_spans`; USER_DEFINED ones always do (as Hugging Face
+// matches added tokens).
+std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(
+    std::string_view text, bool parse_special, const std::vector<TextSpan>& plain_spans) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({0, text.size(), -1});
@@ -24,7 +25,8 @@ std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(std::string_view t
   for (size_t index = 0; index < specials_by_length_.size(); ++index) {
     const int32_t id = specials_by_length_[index];
     if (!occurs[special_text_[index]]) continue;
-    if (!parse_special && vocab_.kinds[id] != TokenKind::kUserDefined) continue;
+    const bool user_defined = vocab_.kinds[id] == TokenKind::kUserDefined;
+    if (!parse_special && !user_defined) continue;
     const std::string& piece = vocab_.pieces[id];
     std::vector<Fragment> next;
     next.reserve(fragments.size());
@@ -35,7 +37,12 @@ std::vector<GgufTokenizer::Fragment> GgufTokenizer::Partition(std::string_view t
       }
       size_t start = fragment.begin;
       const std::string_view window = text.substr(0, fragment.end);
-      for (size_t hit; (hit = window.find(piece, start)) != std::string_view::npos;) {
+      for (size_t hit, from = start; (hit = window.find(piece, from)) != std::string_view::npos;) {
+        if (!user_defined && OverlapsSpan(plain_spans, hit, hit + piece.size())) {
+          from = hit + 1;
+          continue;
+        }
+        from = hit + piece.size();
         if (hit > start) next.push_back({start, hit, -1});
         next.push_back({hit, hit + piece.size(), id});
         start = hit + piece.size();
@@ -89,7 +96,7 @@ std::vector<int32_t> GgufTokenizer::Encode(std::string_view text,
   const bool add_bos = options.add_special && add_bos_ && bos_id_ >= 0;
   if (add_bos) ids.push_back(bos_id_);
   bool previous_special = true;  // SPM: a raw fragment after a special token gets the ▁ prefix
-  for (const Fragment& fragment : Partition(view, options.parse_special)) {
+  for (const Fragment& fragment : Partition(view, options.parse_special, options.plain_spans)) {
     if (fragment.token >= 0) {
       ids.push_back(fragment.token);
       previous_special = true;
@@ -127,47 +134,56 @@ std::vector<int32_t> GgufTokenizer::Encode(std::string_view text,
 
 std::string GgufTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special) const {
   std::string text;
-  for (const int32_t id : ids) {
-    if (!vocab_.Valid(id)) continue;
-    const std::string& piece = vocab_.pieces[id];
-    switch (vocab_.kinds[id]) {
-      case TokenKind::kControl:
-      case TokenKind::kUnknown:
-        if (!skip_special) text.append(piece);
-        break;
-      case TokenKind::kUserDefined:
-        text.append(piece);
-        break;
-      case TokenKind::kByte:
-        if (piece.size() == 6 && piece.compare(0, 3, "<0x") == 0) {
-          text.push_back(static_cast<char>(std::strtoul(piece.c_str() + 3, nullptr, 16)));
-        } else {
-          text.append(piece);
-        }
-        break;
-      case TokenKind::kNormal:
-      case TokenKind::kUnused:
-      case TokenKind::kUndefined:
-        if (model_ == GgufModel::kBpe) {
-          text.append(ByteLevelDecode(piece));
-        } else {
-          for (size_t pos = 0; pos < piece.size();) {
-            if (piece.compare(pos, 3, "\xE2\x96\x81") == 0) {
-              text.push_back(' ');
-              pos += 3;
-            } else {
-              text.push_back(piece[pos++]);
-            }
-          }
-        }
-        break;
-    }
-  }
+  for (const int32_t id : ids) AppendTokenBytes(id, skip_special, &text);
   // SentencePiece's (and WordPiece's) word-start marker leaves one leading space to drop.
   if ((add_space_prefix_ || model_ == GgufModel::kWordPiece) && !text.empty() && text[0] == ' ') {
     text.erase(0, 1);
   }
   return SanitizeUtf8(text);
+}
+
+std::string GgufTokenizer::TokenBytes(int32_t id) const {
+  std::string bytes;
+  AppendTokenBytes(id, /*skip_special=*/true, &bytes);
+  return bytes;
+}
+
+void GgufTokenizer::AppendTokenBytes(int32_t id, bool skip_special, std::string* out) const {
+  if (!vocab_.Valid(id)) return;
+  std::string& text = *out;
+  const std::string& piece = vocab_.pieces[id];
+  switch (vocab_.kinds[id]) {
+    case TokenKind::kControl:
+    case TokenKind::kUnknown:
+      if (!skip_special) text.append(piece);
+      break;
+    case TokenKind::kUserDefined:
+      text.append(piece);
+      break;
+    case TokenKind::kByte:
+      if (piece.size() == 6 && piece.compare(0, 3, "<0x") == 0) {
+        text.push_back(static_cast<char>(std::strtoul(piece.c_str() + 3, nullptr, 16)));
+      } else {
+        text.append(piece);
+      }
+      break;
+    case TokenKind::kNormal:
+    case TokenKind::kUnused:
+    case TokenKind::kUndefined:
+      if (model_ == GgufModel::kBpe) {
+        text.append(ByteLevelDecode(piece));
+      } else {
+        for (size_t pos = 0; pos < piece.size();) {
+          if (piece.compare(pos, 3, "\xE2\x96\x81") == 0) {
+            text.push_back(' ');
+            pos += 3;
+          } else {
+            text.push_back(piece[pos++]);
+          }
+        }
+      }
+      break;
+  }
 }
 
 std::string_view GgufTokenizer::TokenText(int32_t id) const {

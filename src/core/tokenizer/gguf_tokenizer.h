@@ -21,6 +21,7 @@ class GgufTokenizer final : public Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, const EncodeOptions& options) const override;
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override;
   std::string_view TokenText(int32_t id) const override;
+  std::string TokenBytes(int32_t id) const override;
   size_t n_vocab() const override { return vocab_.size(); }
   int32_t bos_id() const override { return bos_id_; }
   int32_t eos_id() const override { return eos_id_; }
@@ -34,7 +35,10 @@ class GgufTokenizer final : public Tokenizer {
     size_t end;
     int32_t token;  // -1 for raw text
   };
-  std::vector<Fragment> Partition(std::string_view text, bool parse_special) const;
+  // One token's bytes, as Decode() joins them.
+  void AppendTokenBytes(int32_t id, bool skip_special, std::string* out) const;
+  std::vector<Fragment> Partition(std::string_view text, bool parse_special,
+                                  const std::vector<TextSpan>& plain_spans) const;
   void EncodeBpe(std::string_view text, std::vector<int32_t>* out) const;
   void EncodeWordPiece(std::string_view text, std::vector<int32_t>* out) const;
 

@@ -2,6 +2,8 @@
 // model, post-process) and decode (the decoder chain), as the `tokenizers` library does.
 #include "core/tokenizer/hf_tokenizer.h"
 
+#include <algorithm>
+
 #include "core/tokenizer/unicode.h"
 
 namespace petrel::tok {
@@ -57,8 +59,8 @@ uint32_t LastChar(std::string_view text) {
 
 }  // namespace
 
-std::vector<HfTokenizer::Segment> HfTokenizer::SplitAdded(std::string_view text,
-                                                          const TokenTrie& trie) const {
+std::vector<HfTokenizer::Segment> HfTokenizer::SplitAdded(
+    std::string_view text, const TokenTrie& trie, const std::vector<TextSpan>& plain_spans) const {
   std::vector<Segment> segments;
   size_t text_start = 0;  // start of the pending plain text
   size_t pos = 0;
@@ -70,6 +72,10 @@ std::vector<HfTokenizer::Segment> HfTokenizer::SplitAdded(std::string_view text,
       continue;
     }
     const HfAddedToken& token = added_[index];
+    if (special_[token.id] && OverlapsSpan(plain_spans, pos, pos + length)) {
+      pos += Utf8CharLen(text, pos);
+      continue;
+    }
     size_t begin = pos;
     size_t end = pos + length;
     if (token.single_word) {
@@ -309,14 +315,25 @@ std::vector<int32_t> HfTokenizer::Encode(std::string_view text,
   const std::string clean = SanitizeUtf8(text);
   std::vector<int32_t> ids;
   if (options.add_special) ids = post_prefix_;
-  for (const Segment& raw : SplitAdded(clean, raw_trie_)) {
+  for (const Segment& raw : SplitAdded(clean, raw_trie_, options.plain_spans)) {
     if (raw.token >= 0) {
       ids.push_back(raw.token);
       continue;
     }
-    const std::string normalized =
-        Normalize(std::string_view(clean).substr(raw.begin, raw.end - raw.begin));
-    for (const Segment& part : SplitAdded(normalized, normalized_trie_)) {
+    const std::string_view raw_text =
+        std::string_view(clean).substr(raw.begin, raw.end - raw.begin);
+    const std::string normalized = Normalize(raw_text);
+    // Plain spans in normalized offsets: where the normalized text of the segment's part before
+    // each end of the span ends (normalizers map text in order).
+    std::vector<TextSpan> normalized_spans;
+    for (const TextSpan& span : options.plain_spans) {
+      if (span.end <= raw.begin || span.begin >= raw.end) continue;
+      const size_t begin = std::max(span.begin, raw.begin) - raw.begin;
+      const size_t end = std::min(span.end, raw.end) - raw.begin;
+      normalized_spans.push_back({begin == 0 ? 0 : Normalize(raw_text.substr(0, begin)).size(),
+                                  Normalize(raw_text.substr(0, end)).size()});
+    }
+    for (const Segment& part : SplitAdded(normalized, normalized_trie_, normalized_spans)) {
       if (part.token >= 0) {
         ids.push_back(part.token);
         continue;
@@ -445,6 +462,54 @@ std::string HfTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_speci
   for (const std::string& token : tokens) text += token;
   if (clean_up_spaces_) CleanUpSpaces(&text);
   return SanitizeUtf8(text);
+}
+
+// The decoder pipeline applied to one token as if it stood in the middle of the text: the
+// steps that treat the first or last token specially (Strip, Metaspace's dropped prefix,
+// WordPiece's missing space, BPE suffixes) take their middle-of-text form.
+std::string HfTokenizer::TokenBytes(int32_t id) const {
+  if (!vocab_.Valid(id) || special_[id]) return {};
+  std::string token = vocab_.pieces[id];
+  if (!has_decoder_) return token;
+  for (const HfDecoder& step : decoders_) {
+    switch (step.kind) {
+      case HfDecoderKind::kReplace:
+        if (step.regex) {
+          token = step.regex->ReplaceAll(token, step.content);
+        } else {
+          ReplaceAll(&token, step.pattern, step.content);
+        }
+        break;
+      case HfDecoderKind::kByteFallback: {
+        unsigned value = 0;
+        if (token.size() == 6 && token.compare(0, 3, "<0x") == 0 && token[5] == '>' &&
+            std::sscanf(token.c_str() + 3, "%2X", &value) == 1) {
+          token = std::string(1, static_cast<char>(value));
+        }
+        break;
+      }
+      case HfDecoderKind::kFuse:
+      case HfDecoderKind::kStrip:
+        break;
+      case HfDecoderKind::kByteLevel:
+        token = ByteLevelDecode(token);
+        break;
+      case HfDecoderKind::kMetaspace:
+        ReplaceAll(&token, step.pattern, " ");
+        break;
+      case HfDecoderKind::kWordPiece:
+        if (token.compare(0, step.pattern.size(), step.pattern) == 0) {
+          token.erase(0, step.pattern.size());
+        } else {
+          token.insert(token.begin(), ' ');
+        }
+        break;
+      case HfDecoderKind::kBpeSuffix:
+        ReplaceAll(&token, step.pattern, " ");
+        break;
+    }
+  }
+  return token;
 }
 
 std::string_view HfTokenizer::TokenText(int32_t id) const {

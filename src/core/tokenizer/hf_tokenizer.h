@@ -101,6 +101,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, const EncodeOptions& options) const override;
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override;
   std::string_view TokenText(int32_t id) const override;
+  std::string TokenBytes(int32_t id) const override;
   size_t n_vocab() const override { return vocab_.size(); }
   int32_t bos_id() const override { return bos_id_; }
   int32_t eos_id() const override { return eos_id_; }
@@ -114,7 +115,9 @@ class HfTokenizer final : public Tokenizer {
     size_t end;
     int32_t token;  // added token id, or -1 for text
   };
-  std::vector<Segment> SplitAdded(std::string_view text, const TokenTrie& trie) const;
+  // Added tokens marked special are not matched inside `plain_spans`.
+  std::vector<Segment> SplitAdded(std::string_view text, const TokenTrie& trie,
+                                  const std::vector<TextSpan>& plain_spans = {}) const;
   std::string Normalize(std::string_view text) const;
   std::vector<std::string> PreTokenize(std::string_view text, bool at_start) const;
   void ModelTokenize(std::string_view piece, std::vector<int32_t>* out) const;

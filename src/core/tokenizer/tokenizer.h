@@ -26,10 +26,22 @@ namespace petrel {
 
 class GgufFile;
 
+// A byte range [begin, end) of a text.
+struct TextSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 struct EncodeOptions {
   bool add_special = true;     // BOS/EOS per the model's post-processor / add_bos flags
   bool parse_special = false;  // match special/control tokens spelled in the text (GGUF only)
+  // Ranges of the text (ascending, disjoint) in which special tokens are not matched, whatever
+  // parse_special says: what a user wrote, inside a rendered chat template, stays text.
+  std::vector<TextSpan> plain_spans;
 };
+
+// Whether [begin, end) overlaps one of `spans` (ascending, disjoint).
+bool OverlapsSpan(const std::vector<TextSpan>& spans, size_t begin, size_t end);
 
 class Tokenizer {
  public:
@@ -48,6 +60,10 @@ class Tokenizer {
                                       const EncodeOptions& options = {}) const = 0;
   virtual std::string Decode(const std::vector<int32_t>& ids, bool skip_special = true) const = 0;
   virtual std::string_view TokenText(int32_t id) const = 0;  // the raw vocab piece ("" if none)
+  // The bytes the token adds to generated text in the middle of it: byte tokens as their one
+  // byte (possibly part of a character), word-start markers as spaces, no leading-space
+  // stripping, special tokens as "". What constrained decoding matches against.
+  virtual std::string TokenBytes(int32_t id) const = 0;
   virtual size_t n_vocab() const = 0;
   virtual int32_t bos_id() const = 0;                    // -1 if none
   virtual int32_t eos_id() const = 0;                    // -1 if none

@@ -116,6 +116,11 @@ void SamplerChain::SetTokenText(std::function<std::string_view(int32_t)> token_t
   context_.token_text = std::move(token_text);
 }
 
+void SamplerChain::SetConstraint(std::unique_ptr<SamplerStage> stage) {
+  // stages_[0] is always the logit bias (Create).
+  stages_.insert(stages_.begin() + 1, std::move(stage));
+}
+
 void SamplerChain::AddHistory(const std::vector<int32_t>& tokens) {
   context_.history.insert(context_.history.end(), tokens.begin(), tokens.end());
 }
@@ -139,6 +144,62 @@ SampleResult SamplerChain::Sample(const float* logits, size_t n_vocab) {
     chosen = stage->Select(candidates_, context_);
     if (chosen >= 0) break;
   }
+  return Chosen(logits, n_vocab, chosen);
+}
+
+SampleResult SamplerChain::SampleDraft(const float* logits, size_t n_vocab, int32_t draft,
+                                       std::span<const float> draft_probs, bool* accepted) {
+  // Only the seeded draw has a distribution to compare the draft's with; greedy and mirostat
+  // choose as always, and a draft equal to their choice stands (for mirostat, a draw from p
+  // that keeps the draft when they agree is still a draw from p).
+  if (std::string_view(stages_.back()->Name()) != "dist") {
+    SampleResult result = Sample(logits, n_vocab);
+    *accepted = result.id == draft;
+    return result;
+  }
+  candidates_.Reset(logits, n_vocab);
+  for (auto& stage : stages_) stage->Apply(candidates_, context_);
+  candidates_.Softmax();
+  double total = 0.0;
+  double p_draft = 0.0;
+  for (const Candidate& item : candidates_.items) {
+    total += item.prob;
+    if (item.id == draft) p_draft = item.prob;
+  }
+  p_draft /= total;
+  auto q = [&](int32_t id) -> double {
+    if (draft_probs.empty()) return id == draft ? 1.0 : 0.0;
+    return size_t(id) < draft_probs.size() ? double(draft_probs[size_t(id)]) : 0.0;
+  };
+  const double q_draft = draft >= 0 ? q(draft) : 0.0;
+  const double u = context_.Uniform();
+  if (q_draft > 0.0 && u * q_draft < p_draft) {
+    *accepted = true;
+    return Chosen(logits, n_vocab, draft);
+  }
+  *accepted = false;
+  // Rejected: draw from max(0, p - q). Where rounding leaves no residual mass (p and q equal
+  // to the last bit), p itself is what remains.
+  double residual = 0.0;
+  for (const Candidate& item : candidates_.items) {
+    residual += std::max(0.0, double(item.prob) / total - q(item.id));
+  }
+  const bool plain = !(residual > 1e-12);
+  const double target = context_.Uniform() * (plain ? 1.0 : residual);
+  double acc = 0.0;
+  int32_t chosen = candidates_.items.back().id;
+  for (const Candidate& item : candidates_.items) {
+    const double p = double(item.prob) / total;
+    acc += plain ? p : std::max(0.0, p - q(item.id));
+    if (target < acc) {
+      chosen = item.id;
+      break;
+    }
+  }
+  return Chosen(logits, n_vocab, chosen);
+}
+
+SampleResult SamplerChain::Chosen(const float* logits, size_t n_vocab, int32_t chosen) {
   SampleResult result;
   result.id = chosen;
   // Log-probabilities under the full softmax of the raw logits (OpenAI's `logprobs`).

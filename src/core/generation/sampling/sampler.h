@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,10 @@ struct SamplingParams {
   // Stage order; empty: the default order (see DefaultSamplerOrder()).
   std::vector<std::string> order;
   int32_t n_probs = 0;             // top alternatives to report with each token
+  // GBNF grammar the generated text must match (docs/GRAMMARS.md); empty: unconstrained. JSON
+  // schemas are converted to one before they get here. The Sequence compiles it against the
+  // tokenizer's vocabulary and puts its mask first in the chain (SamplerChain::SetConstraint).
+  std::string grammar;
 };
 
 struct TokenLogprob {
@@ -84,9 +89,22 @@ class SamplerChain {
   static Result<std::unique_ptr<SamplerChain>> Create(const SamplingParams& params);
 
   void SetTokenText(std::function<std::string_view(int32_t)> token_text);
+  // Puts `stage` (a mask that removes the tokens a constraint forbids) right after the logit
+  // bias, before every stage that reshapes or truncates, and lets it see each accepted token.
+  void SetConstraint(std::unique_ptr<SamplerStage> stage);
   // Prompt tokens count for the penalties as llama.cpp does.
   void AddHistory(const std::vector<int32_t>& tokens);
   SampleResult Sample(const float* logits, size_t n_vocab);
+  // Speculative decoding: the same step as Sample(), given a drafted token `draft` that was
+  // drawn from `draft_probs` (n_vocab probabilities; empty: chosen deterministically, a point
+  // mass). With the chain's distribution p and the draft's q, the draft is accepted with
+  // probability min(1, p(draft) / q(draft)); otherwise the token is drawn from the residual
+  // max(0, p - q), normalised. Either way the returned token is distributed exactly as
+  // Sample()'s. A greedy chain returns its argmax, and a mirostat chain (whose state follows
+  // each draw) its own draw; both accept the draft when it is that token. `*accepted` says
+  // whether the returned token is the draft.
+  SampleResult SampleDraft(const float* logits, size_t n_vocab, int32_t draft,
+                           std::span<const float> draft_probs, bool* accepted);
   // Records the chosen token in the history (Sample() calls it itself).
   void Accept(int32_t token);
   const SamplingParams& params() const { return params_; }
@@ -94,6 +112,9 @@ class SamplerChain {
 
  private:
   SamplerChain() = default;
+  // The result for `chosen` (log-probabilities under the raw logits, the top alternatives),
+  // recorded in the history.
+  SampleResult Chosen(const float* logits, size_t n_vocab, int32_t chosen);
   SamplingParams params_;
   std::vector<std::unique_ptr<SamplerStage>> stages_;
   SamplerContext context_;

@@ -155,6 +155,19 @@ Result<double> NumberOr(const nlohmann::json& json, const char* field, double fa
   return it->get<double>();
 }
 
+// A soft-cap field: absent or null is no cap (0); a given cap must be positive, since
+// transformers divides by it (0 would turn every score into NaN).
+Result<double> SoftcapOr(const nlohmann::json& json, const char* field, const char* what) {
+  PETREL_ASSIGN_OR_RETURN(double cap, NumberOr(json, field, 0.0));
+  if (json.contains(field) && !json[field].is_null() && !(cap > 0.0 && std::isfinite(cap))) {
+    return Error(
+        "config.json: field '%s': %s soft-cap %g is invalid (must be positive, or null "
+        "for none)",
+        field, what, cap);
+  }
+  return cap;
+}
+
 Result<ModelConfig> GemmaConfigFromHf(const nlohmann::json& json, const Architecture& arch,
                                       bool gemma3) {
   PETREL_ASSIGN_OR_RETURN(ModelConfig c, LlamaConfigFromHf(json, arch));
@@ -172,8 +185,10 @@ Result<ModelConfig> GemmaConfigFromHf(const nlohmann::json& json, const Architec
                  query_scalar);
   }
   c.attention_scale = float(1.0 / std::sqrt(query_scalar));
-  PETREL_ASSIGN_OR_RETURN(double attn_cap, NumberOr(json, "attn_logit_softcapping", 0.0));
-  PETREL_ASSIGN_OR_RETURN(double final_cap, NumberOr(json, "final_logit_softcapping", 0.0));
+  PETREL_ASSIGN_OR_RETURN(double attn_cap,
+                          SoftcapOr(json, "attn_logit_softcapping", "attention-logit"));
+  PETREL_ASSIGN_OR_RETURN(double final_cap,
+                          SoftcapOr(json, "final_logit_softcapping", "final-logit"));
   c.attn_softcap = float(attn_cap);
   c.final_softcap = float(final_cap);
   if (gemma3) {

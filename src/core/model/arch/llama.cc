@@ -186,6 +186,16 @@ Status ReadGgufExperts(const GgufFile& file, const Architecture& arch, int64_t d
   // the families where it varies.
   PETREL_ASSIGN_OR_RETURN(bool norm, file.GetBoolOr(Key(arch, "expert_weights_norm"), true));
   auto clamp = [](uint64_t v) { return int64_t(v > (uint64_t(1) << 40) ? (uint64_t(1) << 40) : v); };
+  // A file with stacked expert tensors but no expert count would be read as a dense model and
+  // fail later on a missing tensor; name the key instead.
+  if (n_experts == 0) {
+    for (const WeightSpec& spec : arch.layer_weights) {
+      if (spec.kind == WeightKind::kExperts && file.FindTensor(GgufWeightName(spec, 0))) {
+        return Error("key %s is missing or 0 but the file has expert tensors (%s)",
+                     Key(arch, "expert_count").c_str(), GgufWeightName(spec, 0).c_str());
+      }
+    }
+  }
   c->n_experts = clamp(n_experts);
   c->n_experts_used = clamp(n_used);
   c->expert_ffn_dim = clamp(expert_ffn);
@@ -198,6 +208,12 @@ Status ReadHfExperts(const nlohmann::json& json, const char* count_field, const 
   c->n_experts = 0;
   if (json.contains(count_field) && !json[count_field].is_null()) {
     PETREL_ASSIGN_OR_RETURN(c->n_experts, JsonInt(json, count_field));
+    // A count given is a mixture of experts; 0 would silently read it as a dense model.
+    if (c->n_experts <= 0) {
+      return Error("config.json: %s is %s: a mixture of experts needs at least one expert",
+                   count_field,
+                   c->n_experts == 0 ? "missing or 0" : std::to_string(c->n_experts).c_str());
+    }
   }
   if (json.contains("num_experts_per_tok") && !json["num_experts_per_tok"].is_null()) {
     PETREL_ASSIGN_OR_RETURN(c->n_experts_used, JsonInt(json, "num_experts_per_tok"));

@@ -1,0 +1,40 @@
+// Where speculative decoding's drafts come from: a source proposes the tokens likely to follow
+// a sequence's tokens, cheaply; the model then checks them all in one forward pass
+// (speculative.h). Two sources: a smaller draft model (draft_model.h) and n-gram lookup in the
+// sequence itself (ngram_lookup.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace petrel {
+
+struct Draft {
+  std::vector<int32_t> tokens;
+  // The distribution each token was drawn from, n_vocab probabilities per token in order;
+  // empty when every token was chosen deterministically (a point mass: a greedy draft model,
+  // n-gram lookup). The acceptance rule needs it to keep the model's distribution exact.
+  std::vector<float> probs;
+
+  void Clear() {
+    tokens.clear();
+    probs.clear();
+  }
+};
+
+class DraftSource {
+ public:
+  virtual ~DraftSource() = default;
+  // Proposes at most `max_tokens` tokens to follow `context`, every token the sequence will
+  // hold once its last sampled token is fed (negative ids: tokens whose values are not known).
+  // Fewer, or none, is a valid answer: then the model decodes one token as usual.
+  virtual Status Propose(std::span<const int32_t> context, size_t max_tokens, Draft* draft) = 0;
+  // Forgets what earlier calls left behind (a draft model's cached tokens), as if new.
+  virtual void Reset() {}
+};
+
+}  // namespace petrel

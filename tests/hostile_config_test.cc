@@ -1,0 +1,239 @@
+// Malformed hyperparameters of every family, from GGUF metadata (a synth-arch file rewritten
+// with one key changed) and from config.json (the HF folder with one field changed): each is
+// one error line naming what is wrong, before anything is sized from it.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/format/gguf.h"
+#include "core/format/gguf_writer.h"
+#include "core/model/loader.h"
+#include "util/test_data.h"
+
+namespace petrel {
+namespace {
+
+std::string SynthArch(const std::string& name) {
+  return testing::SharedDir() + "/models/synth-arch/" + name;
+}
+
+// One metadata key of a GGUF, rewritten; the suffix after "<arch>." names it.
+struct KeyEdit {
+  std::string key;  // "attention.sliding_window"
+  enum Kind { kU32, kI32, kF32 } kind = kU32;
+  double value = 0.0;
+};
+
+// A copy of `arch`.gguf with `edits` applied to its metadata; tensors unchanged.
+std::string RewriteGguf(const std::string& arch, const std::vector<KeyEdit>& edits,
+                        const std::string& name) {
+  auto in = GgufFile::Open(SynthArch(arch + ".gguf"));
+  EXPECT_TRUE(in.ok()) << in.status().message();
+  GgufWriter writer;
+  for (const auto& [key, value] : (*in)->metadata()) {
+    if (key != "general.alignment") writer.CopyValue(key, value);
+  }
+  for (const KeyEdit& edit : edits) {
+    const std::string key = arch + "." + edit.key;
+    switch (edit.kind) {
+      case KeyEdit::kU32:
+        writer.SetU32(key, uint32_t(edit.value));
+        break;
+      case KeyEdit::kI32:
+        writer.SetI32(key, int32_t(edit.value));
+        break;
+      case KeyEdit::kF32:
+        writer.SetF32(key, float(edit.value));
+        break;
+    }
+  }
+  for (const GgufTensorInfo& info : (*in)->tensors()) {
+    const void* data = info.data;
+    const size_t bytes = info.desc.bytes();
+    writer.AddTensor(info.name, info.desc,
+                     [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+  }
+  const std::string path = testing::ScratchDir() + "/hostile_" + name + ".gguf";
+  const Status status = writer.Write(path);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return path;
+}
+
+// A copy of the `arch`-hf folder whose config.json has `patch` merged in (the weights and
+// tokenizer files are links to the originals).
+std::string RewriteHf(const std::string& arch, const nlohmann::json& patch,
+                      const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path source = SynthArch(arch + "-hf");
+  const fs::path folder = testing::ScratchDir() + "/hostile_" + name;
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  for (const fs::directory_entry& entry : fs::directory_iterator(source)) {
+    if (entry.path().filename() != "config.json") {
+      fs::create_symlink(fs::absolute(entry.path()), folder / entry.path().filename());
+    }
+  }
+  std::ifstream in(source / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config.update(patch);
+  std::ofstream(folder / "config.json") << config.dump(2);
+  return folder.string();
+}
+
+void ExpectLoadError(const std::string& path, const std::string& needle) {
+  LoadOptions options;
+  options.load_tokenizer = false;
+  auto loaded = LoadModel(path, options);
+  ASSERT_FALSE(loaded.ok()) << path << " loaded; expected an error with: " << needle;
+  const std::string message = loaded.status().message();
+  EXPECT_NE(message.find(needle), std::string::npos) << path << ": " << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_NE(message.find(path), std::string::npos) << "the error names the file: " << message;
+}
+
+const char* const kFamilies[] = {"qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"};
+
+TEST(HostileConfig, EveryFamilyRefusesBadHeadsAndRopeFromGguf) {
+  for (const std::string arch : kFamilies) {
+    SCOPED_TRACE(arch);
+    ExpectLoadError(
+        RewriteGguf(arch, {{"attention.head_count_kv", KeyEdit::kU32, 3}}, arch + "_kv3"),
+        "kv head count 3 does not divide head count 4");
+    ExpectLoadError(
+        RewriteGguf(arch, {{"attention.head_count_kv", KeyEdit::kU32, 0}}, arch + "_kv0"),
+        "kv head count 0 does not divide");
+    ExpectLoadError(RewriteGguf(arch, {{"rope.freq_base", KeyEdit::kF32, 0}}, arch + "_base0"),
+                    "rope base must be positive");
+    ExpectLoadError(
+        RewriteGguf(arch, {{"rope.freq_base", KeyEdit::kF32, -10000}}, arch + "_baseneg"),
+        "rope base must be positive");
+    // head_dim x heads no longer matches the Q (or fused QKV) tensor's rows.
+    ExpectLoadError(RewriteGguf(arch,
+                                {{"attention.key_length", KeyEdit::kU32, 64},
+                                 {"attention.value_length", KeyEdit::kU32, 64}},
+                                arch + "_headdim"),
+                    "has shape");
+    ExpectLoadError(RewriteGguf(arch,
+                                {{"attention.key_length", KeyEdit::kU32, 0},
+                                 {"attention.value_length", KeyEdit::kU32, 0}},
+                                arch + "_headdim0"),
+                    "head dimension 0 is invalid");
+  }
+}
+
+TEST(HostileConfig, EveryFamilyRefusesBadHeadsAndRopeFromConfigJson) {
+  for (const std::string arch : kFamilies) {
+    SCOPED_TRACE(arch);
+    ExpectLoadError(RewriteHf(arch, {{"num_key_value_heads", 3}}, arch + "_hf_kv3"),
+                    "kv head count 3 does not divide head count 4");
+    ExpectLoadError(RewriteHf(arch, {{"num_key_value_heads", 0}}, arch + "_hf_kv0"),
+                    "kv head count 0 does not divide");
+    ExpectLoadError(RewriteHf(arch, {{"rope_theta", 0}}, arch + "_hf_base0"),
+                    "rope base must be positive");
+    ExpectLoadError(RewriteHf(arch, {{"rope_theta", -1e4}}, arch + "_hf_baseneg"),
+                    "rope base must be positive");
+    ExpectLoadError(RewriteHf(arch, {{"head_dim", 64}}, arch + "_hf_headdim"), "has shape");
+    ExpectLoadError(RewriteHf(arch, {{"head_dim", -32}}, arch + "_hf_headdimneg"),
+                    "head dimension -32 is invalid");
+  }
+}
+
+TEST(HostileConfig, ExpertCounts) {
+  ExpectLoadError(RewriteGguf("qwen3moe", {{"expert_count", KeyEdit::kU32, 0}}, "moe_e0"),
+                  "qwen3moe.expert_count is missing or 0");
+  ExpectLoadError(RewriteGguf("qwen3moe", {{"expert_used_count", KeyEdit::kU32, 0}}, "moe_k0"),
+                  "experts used per token 0 is invalid for 4 experts");
+  ExpectLoadError(RewriteGguf("qwen3moe", {{"expert_used_count", KeyEdit::kU32, 5}}, "moe_k5"),
+                  "experts used per token 5 is invalid for 4 experts");
+  ExpectLoadError(RewriteGguf("qwen3moe", {{"expert_count", KeyEdit::kU32, 100000}}, "moe_huge"),
+                  "expert count 100000 is invalid");
+  ExpectLoadError(
+      RewriteGguf("qwen3moe", {{"expert_feed_forward_length", KeyEdit::kU32, 0}}, "moe_ffn0"),
+      "expert feed-forward length 0 is invalid");
+  ExpectLoadError(RewriteHf("qwen3moe", {{"num_experts", 0}}, "moe_hf_e0"),
+                  "config.json: num_experts is missing or 0");
+  ExpectLoadError(RewriteHf("qwen3moe", {{"num_experts", -4}}, "moe_hf_eneg"),
+                  "config.json: num_experts is -4");
+  ExpectLoadError(RewriteHf("qwen3moe", {{"num_experts_per_tok", 0}}, "moe_hf_k0"),
+                  "experts used per token 0 is invalid for 4 experts");
+  ExpectLoadError(RewriteHf("qwen3moe", {{"num_experts_per_tok", 9}}, "moe_hf_k9"),
+                  "experts used per token 9 is invalid for 4 experts");
+}
+
+TEST(HostileConfig, ExpertTensorsWithoutAnExpertCount) {
+  // A Llama-family GGUF with stacked expert tensors but no count would be read as dense.
+  auto in = GgufFile::Open(SynthArch("qwen3moe.gguf"));
+  ASSERT_TRUE(in.ok());
+  GgufWriter writer;
+  for (const auto& [key, value] : (*in)->metadata()) {
+    if (key.rfind("qwen3moe.", 0) == 0) {
+      const std::string renamed = "llama." + key.substr(9);
+      if (renamed != "llama.expert_count") writer.CopyValue(renamed, value);
+    } else if (key != "general.alignment") {
+      writer.CopyValue(key, value);
+    }
+  }
+  writer.SetString("general.architecture", "llama");
+  for (const GgufTensorInfo& info : (*in)->tensors()) {
+    const void* data = info.data;
+    const size_t bytes = info.desc.bytes();
+    writer.AddTensor(info.name, info.desc,
+                     [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+  }
+  const std::string path = testing::ScratchDir() + "/hostile_llama_experts.gguf";
+  ASSERT_TRUE(writer.Write(path).ok());
+  ExpectLoadError(path, "llama.expert_count is missing or 0 but the file has expert tensors");
+}
+
+TEST(HostileConfig, WindowsAndSoftCaps) {
+  for (const std::string arch : {"gemma2", "gemma3"}) {
+    SCOPED_TRACE(arch);
+    ExpectLoadError(
+        RewriteGguf(arch, {{"attention.sliding_window", KeyEdit::kU32, 0}}, arch + "_w0"),
+        "sliding window 0 is invalid for windowed layers");
+    ExpectLoadError(
+        RewriteGguf(arch, {{"attention.sliding_window", KeyEdit::kI32, -16}}, arch + "_wneg"),
+        "-16 is negative");
+    ExpectLoadError(RewriteHf(arch, {{"sliding_window", 0}}, arch + "_hf_w0"),
+                    "sliding window 0 is invalid for windowed layers");
+    ExpectLoadError(RewriteHf(arch, {{"sliding_window", -16}}, arch + "_hf_wneg"),
+                    "sliding window -16 is negative");
+    ExpectLoadError(RewriteHf(arch, {{"sliding_window", 1.5}}, arch + "_hf_wfrac"),
+                    "'sliding_window' must be an integer");
+    for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+      ExpectLoadError(RewriteGguf(arch, {{cap, KeyEdit::kF32, -30}}, arch + "_capneg"),
+                      "soft-cap -30 is invalid");
+      ExpectLoadError(RewriteHf(arch, {{cap, -30.0}}, arch + "_hf_capneg"),
+                      "soft-cap -30 is invalid (must be positive, or null for none)");
+      ExpectLoadError(RewriteHf(arch, {{cap, 0.0}}, arch + "_hf_cap0"),
+                      "soft-cap 0 is invalid (must be positive, or null for none)");
+    }
+  }
+  ExpectLoadError(RewriteGguf("gemma3", {{"rope.freq_base_swa", KeyEdit::kF32, 0}}, "g3_local0"),
+                  "local rope base 0 must be positive");
+  ExpectLoadError(RewriteHf("gemma3", {{"rope_local_base_freq", -1.0}}, "g3_hf_local"),
+                  "'rope_local_base_freq' must be positive");
+  ExpectLoadError(RewriteHf("gemma2", {{"query_pre_attn_scalar", 0}}, "g2_hf_scalar"),
+                  "'query_pre_attn_scalar' must be positive");
+}
+
+// The files rewritten with nothing changed still load: the edits above are what fails.
+TEST(HostileConfig, UneditedCopiesLoad) {
+  for (const std::string arch : kFamilies) {
+    LoadOptions options;
+    options.load_tokenizer = false;
+    auto gguf = LoadModel(RewriteGguf(arch, {}, arch + "_same"), options);
+    EXPECT_TRUE(gguf.ok()) << gguf.status().message();
+    auto hf = LoadModel(RewriteHf(arch, nlohmann::json::object(), arch + "_hf_same"), options);
+    EXPECT_TRUE(hf.ok()) << hf.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace petrel

@@ -1,0 +1,431 @@
+// Speculative decoding: greedy output identical token for token to plain decoding (n-gram
+// lookup, draft models that are always right, sometimes right and always wrong, several draft
+// lengths, small token limits and context shifts), the acceptance rule's distribution (a
+// chi-square test over many seeds), the adaptive draft length, n-gram lookup and the
+// vocabulary check.
+#include "core/generation/speculative.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/generation/draft_model.h"
+#include "core/generation/generate.h"
+#include "core/generation/ngram_lookup.h"
+#include "core/runtime/engine.h"
+#include "core/tokenizer/tokenizer.h"
+#include "util/test_data.h"
+#include "util/tiny_model.h"
+
+namespace petrel {
+namespace {
+
+using testing::SharedDir;
+
+std::string Story(const char* type) {
+  return SharedDir() + "/models/story-gguf/story-" + type + ".gguf";
+}
+std::string SynthTiny(const char* type) {
+  return SharedDir() + "/models/synth-tiny/tiny-v2048-" + type + ".gguf";
+}
+
+std::unique_ptr<Engine> Load(const std::string& path, size_t context = 256) {
+  EngineOptions options;
+  options.n_threads = 2;
+  options.context = context;
+  auto engine = Engine::Load(path, options);
+  EXPECT_TRUE(engine.ok()) << path << ": " << engine.status().message();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+// A story opening, a repetitive prompt, and token ids that are no text at all.
+std::vector<std::vector<int32_t>> Prompts(const Engine& engine) {
+  std::vector<std::vector<int32_t>> prompts;
+  if (const Tokenizer* tokenizer = engine.tokenizer()) {
+    EncodeOptions encode;
+    encode.add_special = true;
+    prompts.push_back(
+        tokenizer->Encode("Once upon a time, there was a little dog named Max.", encode));
+    prompts.push_back(
+        tokenizer->Encode("Tom had a ball. Tom had a ball. Tom had a ball. Tom had", encode));
+  }
+  std::vector<int32_t> ids = {1};
+  for (int32_t i = 0; i < 20; ++i) ids.push_back(3 + (i * 37) % 500);
+  prompts.push_back(ids);
+  return prompts;
+}
+
+GenerateOptions Greedy(size_t max_new_tokens) {
+  GenerateOptions options;
+  options.max_new_tokens = max_new_tokens;
+  options.ignore_eos = true;
+  options.sampling.temperature = 0.0f;
+  return options;
+}
+
+GenerateResult GenerateWith(Engine& engine, const std::vector<int32_t>& prompt,
+                            const GenerateOptions& options, Speculator* speculator) {
+  if (speculator) speculator->Reset();
+  const SeqId seq = engine.NewSequence();
+  auto result = Generate(engine, seq, prompt, options, nullptr, speculator);
+  EXPECT_TRUE(result.ok()) << result.status().message();
+  engine.FreeSequence(seq);
+  return result.ok() ? std::move(result).value() : GenerateResult{};
+}
+
+// The draft options of a greedy run with ignore_eos: end tokens are never drafted.
+DraftModelOptions NoEnd(const Engine& engine) {
+  DraftModelOptions options;
+  if (const Tokenizer* tokenizer = engine.tokenizer()) {
+    for (size_t id = 0; id < tokenizer->n_vocab(); ++id) {
+      if (tokenizer->IsEndOfGeneration(int32_t(id))) options.banned.push_back(int32_t(id));
+    }
+  }
+  return options;
+}
+
+std::unique_ptr<Speculator> MakeSpeculator(std::unique_ptr<DraftSource> source, size_t max) {
+  SpeculationOptions options;
+  options.draft_min = std::min<size_t>(2, max);
+  options.draft_max = max;
+  auto speculator = Speculator::Create(std::move(source), options);
+  EXPECT_TRUE(speculator.ok());
+  return std::move(speculator).value();
+}
+
+// Proposes `length` copies of one token: with a token the model never picks, every draft is
+// rejected at its first position.
+class ConstantDraft final : public DraftSource {
+ public:
+  explicit ConstantDraft(int32_t token) : token_(token) {}
+  Status Propose(std::span<const int32_t>, size_t max_tokens, Draft* draft) override {
+    draft->Clear();
+    draft->tokens.assign(max_tokens, token_);
+    return Status::Ok();
+  }
+
+ private:
+  int32_t token_;
+};
+
+// Checks `speculator` against plain greedy decoding over the prompts and draft lengths.
+void ExpectSameAsPlain(Engine& engine, const std::function<std::unique_ptr<DraftSource>()>& source,
+                       double min_acceptance, double max_acceptance, size_t n_new = 40) {
+  for (const std::vector<int32_t>& prompt : Prompts(engine)) {
+    const GenerateResult plain = GenerateWith(engine, prompt, Greedy(n_new), nullptr);
+    ASSERT_EQ(plain.new_ids.size(), n_new);
+    for (size_t max : {1, 3, 8}) {
+      auto speculator = MakeSpeculator(source(), max);
+      const GenerateResult spec = GenerateWith(engine, prompt, Greedy(n_new), speculator.get());
+      EXPECT_EQ(spec.new_ids, plain.new_ids) << "draft length " << max;
+      EXPECT_EQ(spec.text, plain.text);
+      EXPECT_EQ(spec.stop_reason, plain.stop_reason);
+      ASSERT_GT(spec.draft_tokens, 0u);
+      const double rate = double(spec.draft_accepted) / double(spec.draft_tokens);
+      EXPECT_GE(rate, min_acceptance) << "draft length " << max;
+      EXPECT_LE(rate, max_acceptance) << "draft length " << max;
+      EXPECT_LE(spec.target_passes, plain.target_passes);
+      EXPECT_EQ(plain.target_passes, n_new);
+    }
+  }
+}
+
+TEST(SpeculativeGreedy, NgramLookupIsPlainDecoding) {
+  auto engine = Load(Story("f32"));
+  ASSERT_TRUE(engine);
+  ExpectSameAsPlain(
+      *engine, [] { return std::make_unique<NgramLookup>(3); }, 0.0, 1.0);
+}
+
+TEST(SpeculativeGreedy, AlwaysWrongDraftIsPlainDecoding) {
+  auto engine = Load(Story("f32"));
+  ASSERT_TRUE(engine);
+  // Token 0 (<unk>) is never the story model's greedy choice.
+  ExpectSameAsPlain(
+      *engine, [] { return std::make_unique<ConstantDraft>(0); }, 0.0, 0.0);
+}
+
+TEST(SpeculativeGreedy, DraftModelThatIsTheModelIsAlwaysRight) {
+  auto engine = Load(Story("f32"));
+  ASSERT_TRUE(engine);
+  ExpectSameAsPlain(
+      *engine,
+      [&] {
+        auto draft = DraftModel::Create(*engine, Load(Story("f32")), NoEnd(*engine));
+        EXPECT_TRUE(draft.ok()) << draft.status().message();
+        return std::unique_ptr<DraftSource>(std::move(draft).value());
+      },
+      1.0, 1.0);
+}
+
+TEST(SpeculativeGreedy, QuantizedDraftModelIsPlainDecoding) {
+  auto engine = Load(Story("f32"));
+  ASSERT_TRUE(engine);
+  ExpectSameAsPlain(
+      *engine,
+      [&] {
+        auto draft = DraftModel::Create(*engine, Load(Story("q8_0")), DraftModelOptions{});
+        EXPECT_TRUE(draft.ok()) << draft.status().message();
+        return std::unique_ptr<DraftSource>(std::move(draft).value());
+      },
+      0.3, 1.0);
+}
+
+TEST(SpeculativeGreedy, SynthModelWithQuantizedDraftIsPlainDecoding) {
+  auto engine = Load(SynthTiny("f32"));
+  ASSERT_TRUE(engine);
+  ExpectSameAsPlain(
+      *engine,
+      [&] {
+        auto draft = DraftModel::Create(*engine, Load(SynthTiny("q4_0")), DraftModelOptions{});
+        EXPECT_TRUE(draft.ok()) << draft.status().message();
+        return std::unique_ptr<DraftSource>(std::move(draft).value());
+      },
+      0.0, 1.0);
+  ExpectSameAsPlain(
+      *engine, [] { return std::make_unique<NgramLookup>(2); }, 0.0, 1.0);
+}
+
+TEST(SpeculativeGreedy, TokenLimitsStopStringsAndContextShiftsAreKept) {
+  auto engine = Load(Story("f32"), /*context=*/48);
+  ASSERT_TRUE(engine);
+  const std::vector<int32_t> prompt = Prompts(*engine)[1];
+  auto speculator = MakeSpeculator(
+      [&] {
+        auto draft = DraftModel::Create(*engine, Load(Story("f32"), 48), NoEnd(*engine));
+        EXPECT_TRUE(draft.ok());
+        return std::unique_ptr<DraftSource>(std::move(draft).value());
+      }(),
+      8);
+  for (size_t n : {1, 2, 5}) {
+    const GenerateResult plain = GenerateWith(*engine, prompt, Greedy(n), nullptr);
+    const GenerateResult spec = GenerateWith(*engine, prompt, Greedy(n), speculator.get());
+    EXPECT_EQ(spec.new_ids, plain.new_ids) << n;
+  }
+  // Past the context of 48: shifts recompute, the output stays the same.
+  GenerateOptions shifting = Greedy(80);
+  shifting.context_shift = true;
+  shifting.keep = 1;
+  const GenerateResult plain = GenerateWith(*engine, prompt, shifting, nullptr);
+  const GenerateResult spec = GenerateWith(*engine, prompt, shifting, speculator.get());
+  EXPECT_GT(plain.context_shifts, 0u);
+  EXPECT_EQ(spec.new_ids, plain.new_ids);
+  EXPECT_EQ(spec.context_shifts, plain.context_shifts);
+  // Without shifting, both stop at the context.
+  const GenerateResult plain_stop = GenerateWith(*engine, prompt, Greedy(80), nullptr);
+  const GenerateResult spec_stop = GenerateWith(*engine, prompt, Greedy(80), speculator.get());
+  EXPECT_EQ(plain_stop.stop_reason, "context");
+  EXPECT_EQ(spec_stop.stop_reason, "context");
+  EXPECT_EQ(spec_stop.new_ids, plain_stop.new_ids);
+  // A stop string ends both at the same text.
+  GenerateOptions stop = Greedy(40);
+  stop.ignore_eos = false;
+  stop.stop = {"ball"};
+  const GenerateResult plain_text = GenerateWith(*engine, Prompts(*engine)[0], stop, nullptr);
+  const GenerateResult spec_text =
+      GenerateWith(*engine, Prompts(*engine)[0], stop, speculator.get());
+  EXPECT_EQ(spec_text.text, plain_text.text);
+  EXPECT_EQ(spec_text.stop_reason, plain_text.stop_reason);
+  // The draft's blocks all come back: the rolled-back positions hold no KV.
+  EXPECT_EQ(engine->kv_free_blocks(), engine->kv_total_blocks());
+}
+
+TEST(SpeculativeSampling, RunsWithBothSourcesAndIsReproducible) {
+  auto engine = Load(Story("f32"));
+  ASSERT_TRUE(engine);
+  GenerateOptions options = Greedy(48);
+  options.sampling.temperature = 0.8f;
+  options.sampling.seed = 7;
+  const std::vector<int32_t> prompt = Prompts(*engine)[0];
+  DraftModelOptions draft_options;
+  draft_options.temperature = 0.8f;
+  draft_options.seed = 11;
+  auto draft = DraftModel::Create(*engine, Load(Story("q8_0")), draft_options);
+  ASSERT_TRUE(draft.ok());
+  auto speculator = MakeSpeculator(std::move(draft).value(), 6);
+  const GenerateResult first = GenerateWith(*engine, prompt, options, speculator.get());
+  const GenerateResult again = GenerateWith(*engine, prompt, options, speculator.get());
+  EXPECT_EQ(first.new_ids, again.new_ids);
+  EXPECT_EQ(first.new_ids.size(), 48u);
+  EXPECT_GT(first.draft_accepted, 0u);
+  auto lookup = MakeSpeculator(std::make_unique<NgramLookup>(2), 4);
+  EXPECT_EQ(GenerateWith(*engine, Prompts(*engine)[1], options, lookup.get()).new_ids.size(), 48u);
+}
+
+// Pearson's chi-square statistic of `counts` against probabilities `p` (cells with p = 0 must
+// be empty).
+double ChiSquare(const std::vector<size_t>& counts, const std::vector<double>& p, size_t n) {
+  double chi = 0.0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == 0.0) {
+      EXPECT_EQ(counts[i], 0u) << "token " << i << " has probability 0";
+      continue;
+    }
+    const double expected = p[i] * double(n);
+    chi += (double(counts[i]) - expected) * (double(counts[i]) - expected) / expected;
+  }
+  return chi;
+}
+
+std::vector<double> Softmax(const std::vector<float>& logits, float temperature, size_t top_k) {
+  std::vector<size_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return logits[a] > logits[b]; });
+  std::vector<double> p(logits.size(), 0.0);
+  double sum = 0.0;
+  const size_t kept = top_k == 0 ? order.size() : std::min(top_k, order.size());
+  for (size_t r = 0; r < kept; ++r) {
+    p[order[r]] = std::exp(double(logits[order[r]]) / temperature);
+    sum += p[order[r]];
+  }
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+// Each draw: a fresh chain seeded from the master generator, a draft token drawn from q, the
+// acceptance rule. The accepted-or-resampled tokens must follow the chain's p.
+void ExpectTargetDistribution(const std::vector<float>& logits, const std::vector<float>& q,
+                              float temperature, size_t top_k) {
+  constexpr size_t kDraws = 40000;
+  SamplingParams params;
+  params.temperature = temperature;
+  params.top_k = int32_t(top_k);
+  params.top_p = 1.0f;
+  params.min_p = 0.0f;
+  std::mt19937_64 master(20261202);
+  std::vector<size_t> counts(logits.size(), 0);
+  size_t accepted_count = 0;
+  for (size_t draw = 0; draw < kDraws; ++draw) {
+    params.seed = master();
+    auto chain = SamplerChain::Create(params);
+    ASSERT_TRUE(chain.ok());
+    int32_t draft = 0;
+    if (q.empty()) {
+      draft = 1;  // a point mass
+    } else {
+      const double u = double(master() >> 11) * (1.0 / 9007199254740992.0);
+      double acc = 0.0;
+      draft = int32_t(q.size() - 1);
+      for (size_t i = 0; i < q.size(); ++i) {
+        acc += q[i];
+        if (u < acc) {
+          draft = int32_t(i);
+          break;
+        }
+      }
+    }
+    bool accepted = false;
+    const SampleResult result =
+        (*chain)->SampleDraft(logits.data(), logits.size(), draft, q, &accepted);
+    ASSERT_GE(result.id, 0);
+    // A rejection happens only where q(draft) > p(draft), where the residual is 0.
+    EXPECT_EQ(accepted, result.id == draft);
+    ++counts[size_t(result.id)];
+    accepted_count += accepted;
+  }
+  const std::vector<double> p = Softmax(logits, temperature, top_k);
+  size_t cells = 0;
+  for (double v : p) cells += v > 0.0;
+  // The 0.999 quantiles of chi-square with 3..7 degrees of freedom.
+  const double limits[] = {0, 0, 0, 16.27, 18.47, 20.52, 22.46, 24.32};
+  const double chi = ChiSquare(counts, p, kDraws);
+  EXPECT_LT(chi, limits[cells - 1]) << "cells " << cells;
+  // Sanity of the acceptance rate: sum over x of min(p, q).
+  double expected_rate = 0.0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double qi = q.empty() ? (i == 1 ? 1.0 : 0.0) : double(q[i]);
+    expected_rate += std::min(p[i], qi);
+  }
+  EXPECT_NEAR(double(accepted_count) / kDraws, expected_rate, 0.02);
+}
+
+TEST(SpeculativeSampling, AcceptanceRuleKeepsTheModelDistribution) {
+  const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 1.5f, 0.0f, -0.5f, 0.8f};
+  // A draft that puts its mass elsewhere, one close to the model, and a point mass.
+  const std::vector<float> skewed = {0.02f, 0.05f, 0.40f, 0.30f, 0.03f, 0.10f, 0.05f, 0.05f};
+  const std::vector<float> close = {0.14f, 0.30f, 0.09f, 0.02f, 0.20f, 0.07f, 0.04f, 0.14f};
+  ExpectTargetDistribution(logits, skewed, 1.0f, 0);
+  ExpectTargetDistribution(logits, close, 0.7f, 0);
+  ExpectTargetDistribution(logits, {}, 1.0f, 0);
+  // Truncation: p is zero outside the top 5, where the draft still puts mass.
+  ExpectTargetDistribution(logits, skewed, 1.3f, 5);
+}
+
+TEST(SpeculativeSampling, GreedyAcceptsOnlyTheArgmax) {
+  SamplingParams params;
+  params.temperature = 0.0f;
+  auto chain = SamplerChain::Create(params);
+  ASSERT_TRUE(chain.ok());
+  const std::vector<float> logits = {0.1f, 3.0f, 2.0f};
+  bool accepted = false;
+  EXPECT_EQ((*chain)->SampleDraft(logits.data(), 3, 2, {}, &accepted).id, 1);
+  EXPECT_FALSE(accepted);
+  EXPECT_EQ((*chain)->SampleDraft(logits.data(), 3, 1, {}, &accepted).id, 1);
+  EXPECT_TRUE(accepted);
+}
+
+TEST(Speculator, DraftLengthFollowsTheAcceptanceRate) {
+  SpeculationOptions options;
+  options.draft_min = 2;
+  options.draft_max = 10;
+  auto speculator = Speculator::Create(std::make_unique<NgramLookup>(2), options);
+  ASSERT_TRUE(speculator.ok());
+  EXPECT_EQ((*speculator)->NextLength(), 10u);
+  for (int i = 0; i < 30; ++i) (*speculator)->Record(5, 0);
+  EXPECT_EQ((*speculator)->NextLength(), 2u);
+  for (int i = 0; i < 30; ++i) (*speculator)->Record(4, 4);
+  EXPECT_EQ((*speculator)->NextLength(), 10u);
+  for (int i = 0; i < 30; ++i) (*speculator)->Record(4, 2);  // a = 2/3
+  EXPECT_GE((*speculator)->NextLength(), 3u);
+  EXPECT_LE((*speculator)->NextLength(), 4u);
+  options.draft_min = 0;
+  EXPECT_FALSE(Speculator::Create(std::make_unique<NgramLookup>(2), options).ok());
+  options.draft_min = 11;
+  EXPECT_FALSE(Speculator::Create(std::make_unique<NgramLookup>(2), options).ok());
+}
+
+TEST(NgramLookup, ProposesWhatFollowedTheLatestMatch) {
+  NgramLookup lookup(3);
+  Draft draft;
+  const std::vector<int32_t> context = {5, 1, 2, 3, 9, 8, 1, 2, 3, 4, 6, 7, 1, 2, 3};
+  ASSERT_TRUE(lookup.Propose(context, 3, &draft).ok());
+  EXPECT_EQ(draft.tokens, (std::vector<int32_t>{4, 6, 7}));  // the latest of two matches
+  EXPECT_TRUE(draft.probs.empty());
+  // Only the last token matches: a 1-gram.
+  ASSERT_TRUE(lookup.Propose(std::vector<int32_t>{7, 8, 9, 1, 2, 7}, 8, &draft).ok());
+  EXPECT_EQ(draft.tokens, (std::vector<int32_t>{8, 9, 1, 2, 7}));
+  ASSERT_TRUE(lookup.Propose(std::vector<int32_t>{1, 2, 3, 4}, 8, &draft).ok());
+  EXPECT_TRUE(draft.tokens.empty());
+  // Unknown tokens (-1) are never matched or proposed.
+  ASSERT_TRUE(lookup.Propose(std::vector<int32_t>{-1, -1, 4, -1, -1}, 8, &draft).ok());
+  EXPECT_TRUE(draft.tokens.empty());
+  ASSERT_TRUE(lookup.Propose(std::vector<int32_t>{4, 5, -1, 4}, 8, &draft).ok());
+  EXPECT_EQ(draft.tokens, (std::vector<int32_t>{5}));
+}
+
+TEST(DraftModel, VocabularyMustMatch) {
+  auto story = Load(Story("f32"));
+  ASSERT_TRUE(story);
+  // A model of 300 tokens against the story model's 2048.
+  testing::TinyModelSpec spec;
+  const std::string gguf = testing::ScratchDir() + "/speculative_vocab300.gguf";
+  ASSERT_EQ(testing::WriteTinyModel(spec, testing::ScratchDir() + "/speculative_vocab300", gguf),
+            "");
+  auto other = Load(gguf);
+  ASSERT_TRUE(other);
+  const Status status = CheckSameVocabulary(*story, *other);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("vocabulary has 300 tokens, the model's 2048"), std::string::npos)
+      << status.message();
+  EXPECT_FALSE(DraftModel::Create(*story, std::move(other), DraftModelOptions{}).ok());
+  EXPECT_TRUE(CheckSameVocabulary(*story, *Load(Story("q8_0"))).ok());
+}
+
+}  // namespace
+}  // namespace petrel
