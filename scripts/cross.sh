@@ -40,7 +40,7 @@ esac
 # the target's multiarch packages. Google Benchmark and Vulkan are not built for boards.
 host_packages=(meson ninja-build pkg-config qemu-user "crossbuild-essential-$debarch"
   libcli11-dev nlohmann-json3-dev)
-target_packages=(libhwy-dev libgtest-dev libgmock-dev libpcre2-dev libutf8proc-dev
+target_packages=(libc6 libhwy-dev libgtest-dev libgmock-dev libpcre2-dev libutf8proc-dev
   libcpp-httplib-dev)
 missing=()
 for package in "${host_packages[@]}"; do
@@ -95,7 +95,8 @@ echo "cross: built $build_dir/tools/petrel for $triplet" >&2
 # --- tests under qemu-user --------------------------------------------------------------------
 suites=()
 for suite in $suite_names; do suites+=(--suite "$suite"); done
-export QEMU_LD_PREFIX="/usr/$triplet"
+# No QEMU_LD_PREFIX: see the exe_wrapper note in cross/$triplet.ini.
+unset QEMU_LD_PREFIX
 status=0
 if [ "$arch" = "aarch64" ]; then
   for cpu in ${PETREL_CROSS_CPUS:-cortex-a72 max}; do
