@@ -11,8 +11,10 @@
 #   PETREL_CROSS_STATIC     1 (default): link everything but the C library statically
 #                           (-Dstatic=true), the binary a board gets; 0: shared libraries
 #   PETREL_CROSS_SUITES     suites to run with `test` (default "unit parity")
-#   PETREL_CROSS_CPUS       emulated cores for aarch64 (default "cortex-a72 max")
+#   PETREL_CROSS_CPUS       emulated cores (QEMU_CPU; default "cortex-a72 max", armhf "max")
+#   PETREL_CROSS_TARGET     SIMD target `petrel info` must report under qemu (default neon)
 #   PETREL_BUILD_JOBS       parallel compile jobs (default: every core)
+#   PETREL_TEST_JOBS        parallel test processes (default: every core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -98,15 +100,40 @@ for suite in $suite_names; do suites+=(--suite "$suite"); done
 # No QEMU_LD_PREFIX: see the exe_wrapper note in cross/$triplet.ini.
 unset QEMU_LD_PREFIX
 status=0
+# The SIMD target dispatch picks on the emulated core, as `petrel info` reports it before the
+# suites run, and checked against the one expected: NEON on both aarch64 cores, since the SVE
+# family is not built (docs/EMBEDDED.md), and on armhf, whose qemu core has NEON.
+shared_dir=$(meson introspect "$build_dir" --buildoptions | python3 -c '
+import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "shared_dir"))')
+if [ -z "$shared_dir" ]; then shared_dir="$(pwd)/../shared"; fi
+story="$shared_dir/models/story-gguf/story-f32.gguf"
+check_target() {
+  local cpu="$1" expected="$2" info target
+  if ! info=$(QEMU_CPU="$cpu" "$qemu" "$build_dir/tools/petrel" info -m "$story" 2>&1); then
+    echo "cross: petrel info on an emulated $cpu failed: $info" >&2
+    return 1
+  fi
+  target=$(tr -s ' \n' ' ' <<<"$info" | grep -o 'SIMD target [a-z0-9_]*' | awk '{print $3}')
+  echo "cross: petrel info on an emulated $cpu: SIMD target ${target:-(none printed)}" >&2
+  if [ "$target" != "$expected" ]; then
+    echo "cross: expected SIMD target $expected on $cpu" >&2
+    return 1
+  fi
+}
+run_suites() {
+  local cpu="$1" start=$SECONDS
+  echo "cross: $arch ${suite_names// /+} tests on an emulated $cpu" >&2
+  check_target "$cpu" "${PETREL_CROSS_TARGET:-neon}" || status=1
+  QEMU_CPU="$cpu" meson test -C "$build_dir" --no-rebuild --print-errorlogs \
+    --num-processes "${PETREL_TEST_JOBS:-$(nproc)}" --timeout-multiplier 8 \
+    --logbase "testlog-$cpu" "${suites[@]}" || status=1
+  echo "cross: $arch tests on $cpu took $((SECONDS - start)) s" >&2
+}
 if [ "$arch" = "aarch64" ]; then
-  for cpu in ${PETREL_CROSS_CPUS:-cortex-a72 max}; do
-    echo "cross: $arch tests on an emulated $cpu" >&2
-    QEMU_CPU="$cpu" meson test -C "$build_dir" --no-rebuild --print-errorlogs \
-      --num-processes "${PETREL_TEST_JOBS:-$(nproc)}" --timeout-multiplier 8 \
-      --logbase "testlog-$cpu" "${suites[@]}" || status=1
-  done
+  for cpu in ${PETREL_CROSS_CPUS:-cortex-a72 max}; do run_suites "$cpu"; done
 else
-  meson test -C "$build_dir" --no-rebuild --print-errorlogs \
-    --num-processes "${PETREL_TEST_JOBS:-$(nproc)}" --timeout-multiplier 8 "${suites[@]}" || status=1
+  # qemu-arm's default core (max) has NEON; cortex-a8 or cortex-a9 would run the scalar code.
+  for cpu in ${PETREL_CROSS_CPUS:-max}; do run_suites "$cpu"; done
 fi
 exit $status
