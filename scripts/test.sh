@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Second command of the README: set up, build, and run every test suite: the unit, parity, cli
 # and gpu (Vulkan, CUDA; skipped, saying why, without a device) tests, the load suite (`petrel serve`
-# under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan.
+# under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan,
+# then (with PETREL_CROSS=1) the aarch64 cross build's unit and parity suites under qemu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -26,12 +27,30 @@ ninja -C build-asan "${targets[@]}" >&2
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
 
-# One closing line over both runs, counting test executables.
-python3 - build/meson-logs/testlog.json build/meson-logs/loadlog.json \
-  build-asan/meson-logs/testlog.json <<'PY'
-import json, sys
+# The aarch64 board build (docs/EMBEDDED.md): cross-compiled, then the unit and parity suites
+# under qemu-user on a NEON-only core (cortex-a72) and on one with SVE2 (max), each with its own
+# log. Off by default (PETREL_CROSS=1 turns it on; `scripts/cross.sh aarch64 test` alone does the
+# same): on 2 cores the cross build of petrel and the test programs and the two emulated runs
+# take well over the 20 minutes CI can spare (docs/EMBEDDED.md, Testing under emulation).
+logs=(build/meson-logs/testlog.json build/meson-logs/loadlog.json build-asan/meson-logs/testlog.json)
+if [ "${PETREL_CROSS:-0}" = "1" ]; then
+  rm -f build-aarch64/meson-logs/testlog-*.json
+  cross_start=$SECONDS
+  PETREL_TEST_JOBS="$jobs" scripts/cross.sh aarch64 test || status=1
+  echo "cross: aarch64 build and emulated tests took $((SECONDS - cross_start)) s" >&2
+  for cpu in ${PETREL_CROSS_CPUS:-cortex-a72 max}; do logs+=("build-aarch64/meson-logs/testlog-$cpu.json"); done
+fi
+
+# One closing line over every run, counting test executables (a run that left no log, such as
+# a cross build that failed to compile, counts as one failure).
+python3 - "${logs[@]}" <<'PY'
+import json, os, sys
 passed = failed = skipped = 0
 for path in sys.argv[1:]:
+    if not os.path.exists(path):
+        print(f"no test log {path}", file=sys.stderr)
+        failed += 1
+        continue
     for line in open(path):
         result = json.loads(line).get("result")
         if result in ("OK", "EXPECTEDFAIL"): passed += 1

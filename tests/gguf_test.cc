@@ -2,6 +2,7 @@
 #include "core/format/gguf.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -266,6 +267,25 @@ TEST(GgufFile, MissingFileIsAnError) {
   Result<std::unique_ptr<GgufFile>> file = GgufFile::Open(ScratchPath("does-not-exist.gguf"));
   ASSERT_FALSE(file.ok());
   EXPECT_NE(file.status().message().find("does-not-exist.gguf"), std::string::npos);
+}
+
+// A file larger than a 32-bit address space (sparse: it takes no disk space) is refused with a
+// clear error there, not mapped truncated; on 64-bit hosts it maps and fails as "not GGUF".
+TEST(GgufFile, FileBeyondA32BitAddressSpaceIsAClearError) {
+  const std::string path = ScratchPath("five-gib.gguf");
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, off_t(5) << 30), 0);
+  ::close(fd);
+  Result<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("five-gib.gguf"), std::string::npos);
+  if (sizeof(size_t) < 8) {
+    EXPECT_NE(file.status().message().find("more than a 32-bit process can address"),
+              std::string::npos)
+        << file.status().message();
+  }
 }
 
 TEST(GgufFile, StoryF32KnownFacts) {

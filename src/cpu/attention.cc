@@ -42,7 +42,14 @@ using VBlock = hn::Vec<DBlock>;
 // result holds that block's sum of a_j. Six shuffles and three adds replace four SumOfLanes.
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V TransposeSum4(D d, V a0, V a1, V a2, V a3) {
-  const hn::Repartition<double, D> dd;  // f64 interleaves move pairs of f32 lanes
+  // 64-bit interleaves move pairs of f32 lanes. f64 lanes where the target has them: on x86
+  // these are floating-point shuffles (unpcklpd), in the same domain as the adds around them;
+  // u64 (integer shuffles, the same instruction count) only on 32-bit ARM NEON, which has no f64.
+#if HWY_HAVE_FLOAT64
+  const hn::Repartition<double, D> dd;
+#else
+  const hn::Repartition<uint64_t, D> dd;
+#endif
   const V s01 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
   const V s23 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
   const V lo = hn::BitCast(d, hn::InterleaveLower(dd, hn::BitCast(dd, s01), hn::BitCast(dd, s23)));

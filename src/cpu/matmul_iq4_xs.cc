@@ -34,6 +34,10 @@ struct Format {
     float d;
   };
   struct Packed {
+    // Defined here, inside the target region: GCC compiles the implicit constructor of a
+    // struct of vectors without the target's options, and then cannot inline the vectors'
+    // constructors into it on AArch64 NEON ("target specific option mismatch").
+    HWY_INLINE Packed() {}
     QVU8Full q[8][8];           // sub-block ib: IQ4_NL's packed groups
     hn::Vec<QDI32> scales[8];   // sub-block ib: each row's scale (-32..31)
     hn::Vec<QDF> d;

@@ -36,6 +36,10 @@ struct Format {
     uint32_t sum_pairs[4];
   };
   struct Packed {
+    // Defined here, inside the target region: GCC compiles the implicit constructor of a
+    // struct of vectors without the target's options, and then cannot inline the vectors'
+    // constructors into it on AArch64 NEON ("target specific option mismatch").
+    HWY_INLINE Packed() {}
     QVU8Full q[32];
     hn::Vec<QDI16> scales[8];  // sub-block k: each row's scale in both halves of its lane
     hn::Vec<QDI16> mins[4];    // sub-blocks 2k, 2k + 1: each row's two mins

@@ -37,6 +37,10 @@ struct Format {
     uint32_t neg_sum_pairs[8];  // -bsums 2k and 2k + 1 as an int16 pair (|bsum| <= 16 x 128)
   };
   struct Packed {
+    // Defined here, inside the target region: GCC compiles the implicit constructor of a
+    // struct of vectors without the target's options, and then cannot inline the vectors'
+    // constructors into it on AArch64 NEON ("target specific option mismatch").
+    HWY_INLINE Packed() {}
     QVU8Full q[64];             // quad s: elements 4s..4s + 3, levels 0..63
     hn::Vec<QDI16> scales[16];  // sub-block i: each row's scale in both halves of its lane
     hn::Vec<QDI16> offsets[8];  // sub-blocks 2k, 2k + 1: each row's 32 x scale pair

@@ -68,8 +68,8 @@ static_assert(hn::MaxLanes(QDI8()) >= 16, "quantized kernels need at least 16 in
 constexpr size_t kQVecs = quant::kQK / hn::MaxLanes(QDI8());  // vectors per 32 elements
 
 // ---------------------------------------------------------------------------------------------
-// The three integer primitives. x86 (SSSE3 and up) has them as single instructions; elsewhere
-// they are emulated lane by lane (correct, not fast).
+// The three integer primitives. x86 (SSSE3 and up) has them as single instructions, AArch64
+// NEON as a few; elsewhere (SVE, EMU128) they are emulated lane by lane (correct, not fast).
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4
 // Lane i: a[2i] * b[2i] + a[2i+1] * b[2i+1], a unsigned, b signed, saturated to int16 (our
@@ -96,6 +96,28 @@ HWY_INLINE hn::Vec256<int8_t> ApplySign(hn::Vec256<int8_t> x, hn::Vec256<int8_t>
   return hn::Vec256<int8_t>{_mm256_sign_epi8(x.raw, s.raw)};
 }
 #endif
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+// AArch64 NEON has no pairwise u8 x i8 multiply-add (SDOT needs the dotprod extension and sums
+// four products, not two): widen to int16, multiply (|a * b| <= 255 * 128 fits), then add the
+// even and odd products with saturation, exactly what pmaddubsw computes.
+HWY_INLINE hn::Vec128<int16_t> MulPairsU8I8(hn::Vec128<uint8_t> a, hn::Vec128<int8_t> b) {
+  const int16x8_t lo =
+      vmulq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(a.raw))), vmovl_s8(vget_low_s8(b.raw)));
+  const int16x8_t hi = vmulq_s16(vreinterpretq_s16_u16(vmovl_high_u8(a.raw)), vmovl_high_s8(b.raw));
+  return hn::Vec128<int16_t>(vqaddq_s16(vuzp1q_s16(lo, hi), vuzp2q_s16(lo, hi)));
+}
+// Lane i: a[2i] * b[2i] + a[2i+1] * b[2i+1] in int32 (pmaddwd).
+HWY_INLINE hn::Vec128<int32_t> MulPairsI16(hn::Vec128<int16_t> a, hn::Vec128<int16_t> b) {
+  const int32x4_t lo = vmull_s16(vget_low_s16(a.raw), vget_low_s16(b.raw));
+  const int32x4_t hi = vmull_high_s16(a.raw, b.raw);
+  return hn::Vec128<int32_t>(vpaddq_s32(lo, hi));
+}
+// x * sign(s): x where s > 0, -x where s < 0, 0 where s == 0.
+HWY_INLINE hn::Vec128<int8_t> ApplySign(hn::Vec128<int8_t> x, hn::Vec128<int8_t> s) {
+  const hn::Full128<int8_t> d;
+  const auto zero = hn::Zero(d);
+  return hn::IfThenZeroElse(hn::Eq(s, zero), hn::IfThenElse(hn::Lt(s, zero), hn::Neg(x), x));
+}
 #else
 HWY_INLINE QVI16 MulPairsU8I8(QVU8 a, QVI8 b) {
   constexpr size_t kLanes = hn::MaxLanes(QDI8());

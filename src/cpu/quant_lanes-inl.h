@@ -398,6 +398,10 @@ struct Lanes32Format {
   using Terms = XTerms;
   static constexpr size_t kPacked = kPackedVecs;
   struct Packed {
+    // Defined here, inside the target region: GCC compiles the implicit constructor of a
+    // struct of vectors without the target's options, and then cannot inline the vectors'
+    // constructors into it on AArch64 NEON ("target specific option mismatch").
+    HWY_INLINE Packed() {}
     QVU8Full q[kPacked];
     hn::Vec<QDF> d;
   };
@@ -457,6 +461,10 @@ struct LanesMinFormat {
   };
   static constexpr size_t kPacked = kPackedVecs;
   struct Packed {
+    // Defined here, inside the target region: GCC compiles the implicit constructor of a
+    // struct of vectors without the target's options, and then cannot inline the vectors'
+    // constructors into it on AArch64 NEON ("target specific option mismatch").
+    HWY_INLINE Packed() {}
     QVU8Full q[kPacked];
     hn::Vec<QDF> d, m;
   };

@@ -3,7 +3,9 @@
 // behind the choice of the float prompt path recorded in docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>
 
-#include <immintrin.h>
+#if defined(__x86_64__)
+#include <immintrin.h>  // the llama.cpp comparison below is AVX2 code
+#endif
 
 #include <cstdint>
 #include <random>

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/base/log.h"
 
@@ -69,6 +71,16 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     ::close(fd);
     return Error("%s: not a regular file", path.c_str());
   }
+  // st_size is 64 bits everywhere (Meson builds with _FILE_OFFSET_BITS=64), size_t only 32 bits
+  // on 32-bit ARM: a file past 4 GiB would otherwise be mapped truncated to its size modulo 2^32.
+  static_assert(sizeof(info.st_size) == 8, "large-file support (_FILE_OFFSET_BITS=64) is needed");
+  if (uint64_t(info.st_size) > uint64_t(std::numeric_limits<size_t>::max())) {
+    ::close(fd);
+    return Error(
+        "%s: %llu bytes is more than a 32-bit process can address; run a 64-bit "
+        "(aarch64) build for this model",
+        path.c_str(), (unsigned long long)info.st_size);
+  }
   std::unique_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
   file->size_ = size_t(info.st_size);
@@ -83,8 +95,14 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     if (addr == MAP_FAILED) {
       const int saved = errno;
       ::close(fd);
-      return Error("%s: cannot %s %zu bytes: %s", path.c_str(),
-                   options.read_into_memory ? "allocate" : "map", file->size_, std::strerror(saved));
+      // A 32-bit process has about 3 GiB of address space for everything: say so, since
+      // "cannot allocate memory" on a board with free RAM is otherwise a puzzle.
+      const char* hint = sizeof(void*) == 4 && saved == ENOMEM
+                             ? " (a 32-bit process has about 3 GiB of address space)"
+                             : "";
+      return Error("%s: cannot %s %zu bytes: %s%s", path.c_str(),
+                   options.read_into_memory ? "allocate" : "map", file->size_, std::strerror(saved),
+                   hint);
     }
     file->data_ = static_cast<const uint8_t*>(addr);
     if (options.read_into_memory) {
