@@ -1,7 +1,8 @@
 // The CPU backend's quantized mat_mul against the reference, for every weight format and every
 // Highway target this machine supports: exactly the math of the blocks (weights and quantized
 // activations dequantized, dotted in double) to float rounding, the exact-f32 `ref` path within
-// the activation-rounding error, and batch invariance.
+// the activation-rounding error, batch invariance, and the same bits on every x86 target with
+// FMA (the AVX512-VNNI dot step included).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +13,9 @@
 #include <random>
 #include <vector>
 
+#include "cpu/int8_target.h"  // Int8KernelTarget
 #include "cpu/kernels.h"
+#include "cpu/matmul_table.h"  // FindMatMulKernel, MatMulDriver
 #include "hwy/targets.h"  // SupportedAndGeneratedTargets, SetSupportedTargetsForTest, TargetName
 #include "quant/blocks.h"
 #include "quant/f16.h"
@@ -34,8 +37,11 @@ uint32_t TestSeed() {
 
 template <class Body>
 void ForEachTarget(const Body& body) {
+  // Caps dispatch at each target as PETREL_CPU_TARGET does: every kernel runs its best target
+  // at or below it (AVX3_DL is compiled only for the integer mat_muls; the rest run AVX3 then).
+  const int64_t supported = hwy::SupportedTargets();
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
+    hwy::SetSupportedTargetsForTest(supported & ~(target - 1));
     SCOPED_TRACE(::testing::Message() << "target " << hwy::TargetName(target) << ", seed "
                                       << TestSeed() << " (PETREL_TEST_SEED)");
     body();
@@ -210,6 +216,44 @@ TEST(QuantKernelsTest, BatchAndSplitInvariant) {
           for (size_t r = 0; r < p.n_rows; ++r) ASSERT_EQ(alone[r], batched[t * p.n_rows + r]);
         }
       });
+    }
+  }
+}
+
+// The rows-in-lanes kernels compute exact int32 block dots and then the same float operations
+// per row whatever the vector width or dot instruction, so AVX2, AVX3 and AVX3_DL (vpdpbusd)
+// agree bit for bit; and each of those targets is the one the integer kernels dispatch to.
+TEST(QuantKernelsTest, FmaTargetsAgreeBitForBit) {
+  const int64_t kFmaTargets = HWY_AVX3_DL | HWY_AVX3 | HWY_AVX2;
+  std::vector<int64_t> targets;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    if (target & kFmaTargets) targets.push_back(target);
+  }
+  if (targets.size() < 2) GTEST_SKIP() << "fewer than two of AVX2, AVX3, AVX3_DL on this CPU";
+  std::mt19937 rng(TestSeed());
+  const int64_t supported = hwy::SupportedTargets();
+  for (DType type : kWeightTypes) {
+    if (cpu::FindMatMulKernel(type)->driver != cpu::MatMulDriver::kRowsInLanes) continue;
+    for (size_t n_tokens : std::initializer_list<size_t>{1, 5, 16}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(type) << ", " << n_tokens << " tokens, seed "
+                                        << TestSeed() << " (PETREL_TEST_SEED)");
+      Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 3 : 9, 37, n_tokens, rng);
+      std::vector<float> first;
+      for (int64_t target : targets) {
+        SCOPED_TRACE(hwy::TargetName(target));
+        hwy::SetSupportedTargetsForTest(supported & ~(target - 1));
+        EXPECT_EQ(cpu::Int8KernelTarget(), target);
+        std::vector<float> out(n_tokens * p.n_rows, NAN);
+        Cpu().mat_mul_quantized(type, p.w.data(), p.row_bytes, p.n_in, p.xq.data(), p.xq_row_bytes,
+                                n_tokens, p.bias.data(), out.data(), p.n_rows, 0, p.n_rows);
+        if (first.empty()) {
+          first = out;
+          continue;
+        }
+        ASSERT_EQ(std::memcmp(out.data(), first.data(), out.size() * sizeof(float)), 0)
+            << "differs from " << hwy::TargetName(targets[0]);
+      }
+      hwy::SetSupportedTargetsForTest(0);
     }
   }
 }

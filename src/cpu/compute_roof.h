@@ -1,6 +1,8 @@
 // The arithmetic roofs a prompt runs against, as ../shared/BASELINES.md measures them on AVX2:
-// independent chains of f32 FMAs, and of the int8 dot step (vpmaddubsw + vpmaddwd + convert +
-// FMA over 32 bytes, counted as 64 operations). `petrel bench` measures the roof next to each
+// independent chains of f32 FMAs, and of the int8 dot step the integer kernels' dispatched
+// target uses: vpdpbusd over 32 bytes where they run AVX3_DL (AVX512-VNNI), else vpmaddubsw +
+// vpmaddwd + convert + FMA over 32 bytes; either counted as 64 operations (Int8RoofIsVnni says
+// which). `petrel bench` measures the roof next to each
 // prompt run, so that the fraction of it is a same-machine, same-moment figure; the Google
 // benchmarks time the same loops.
 #pragma once
@@ -17,6 +19,10 @@ bool ComputeRoofAvailable();
 // Runs `steps` steps of the loop and returns the operations done (2 per multiply-add).
 uint64_t FmaRoofSteps(int64_t steps);
 uint64_t Int8RoofSteps(int64_t steps);
+uint64_t Int8VnniRoofSteps(int64_t steps);  // needs AVX512-VNNI (Int8RoofIsVnni)
+
+// Whether Roof::kInt8Dot times Int8VnniRoofSteps: the integer kernels dispatch to AVX3_DL.
+bool Int8RoofIsVnni();
 
 enum class Roof { kF32Fma, kInt8Dot };
 

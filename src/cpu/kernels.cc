@@ -6,6 +6,7 @@
 
 #include "core/base/log.h"
 #include "core/base/status.h"         // PETREL_CHECK
+#include "cpu/int8_target.h"          // Int8KernelTarget
 #include "cpu/kernel_entry_points.h"  // RmsNorm, Rope, ...
 #include "cpu/matmul_table.h"         // FindMatMulKernel
 #include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
@@ -57,10 +58,16 @@ std::string SimdTargetName() {
   CpuKernels();  // applies PETREL_CPU_TARGET
   const int64_t supported = hwy::SupportedTargets();
   hwy::GetChosenTarget().Update(supported);  // see ApplyTargetCap
-  // The best target both the CPU supports and the build compiled: dispatch picks that one (an
-  // AVX-512 VNNI CPU runs the AVX3 code, as AVX3_DL is not compiled without HWY_WANT_AVX3_DL).
+  // The best target both the CPU supports and this TU's build compiled: dispatch picks that one
+  // for every kernel but the integer mat_muls, which are also compiled for AVX3_DL
+  // (int8_target.h) and name theirs when it differs ("avx3, int8 avx3_dl" on an AVX-512 VNNI
+  // core).
   const int64_t targets = supported & HWY_TARGETS;
-  return Lowercase(hwy::TargetName(targets & -targets));
+  std::string name = Lowercase(hwy::TargetName(targets & -targets));
+  const int64_t int8_target = Int8KernelTarget();
+  if (int8_target != (targets & -targets))
+    name += ", int8 " + Lowercase(hwy::TargetName(int8_target));
+  return name;
 }
 
 bool SupportsWeightType(DType type) { return FindMatMulKernel(type) != nullptr; }

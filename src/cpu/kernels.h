@@ -20,7 +20,8 @@ const HostKernels& CpuKernels();
 // reads cannot be elided): the memory-read roof `petrel bench` measures generation against.
 uint64_t StreamRead(const void* data, size_t n);
 
-// The Highway target the kernels dispatch to now, lowercase ("avx2", "avx3", ...).
+// The Highway target the kernels dispatch to now, lowercase ("avx2", "avx3", ...), followed by
+// the integer mat_mul kernels' where it differs ("avx3, int8 avx3_dl").
 std::string SimdTargetName();
 
 // Whether `mat_mul` accepts weights of `type`: whether the mat_mul table (kMatMulKernels in

@@ -111,6 +111,29 @@ struct Format {
     const auto mask = hn::Set(du8, 0x0F);
     hn::Vec<QDI32> isum[T];
     for (size_t k = 0; k < 8; ++k) {  // sub-block k: chunk k / 2, low or high nibbles
+      if constexpr (kHasDotQuads) {
+        // vpdpbusd: the sub-block's int32 dot in two chains, times the row's scale (the int16
+        // pair's upper half; 0..63) as one int32 multiply: the same integers as below.
+        const auto scale = hn::ShiftRight<16>(hn::BitCast(QDI32(), packed.scales[k]));
+        hn::Vec<QDI32> dot[T], dot_odd[T];
+        for (size_t t = 0; t < T; ++t) dot[t] = dot_odd[t] = hn::Zero(QDI32());
+        for (size_t s = 0; s < 8; ++s) {
+          const auto q = packed.q[8 * (k / 2) + s];
+          const auto levels =
+              k % 2 == 0 ? hn::And(q, mask)
+                         : hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q))), mask);
+          for (size_t t = 0; t < T; ++t) {
+            const int8_t* xq = x[t][b].qs + 64 * (k / 2) + 32 * (k % 2) + 4 * s;
+            auto& sum = s % 2 == 0 ? dot[t] : dot_odd[t];
+            sum = DotQuadsAdd(sum, levels, BroadcastQuad(xq));
+          }
+        }
+        for (size_t t = 0; t < T; ++t) {
+          const auto scaled = hn::Mul(hn::Add(dot[t], dot_odd[t]), scale);
+          isum[t] = k == 0 ? scaled : hn::Add(isum[t], scaled);
+        }
+        continue;
+      }
       hn::Vec<QDI16> sum16[T];
       for (size_t s = 0; s < 8; ++s) {
         const auto q = packed.q[8 * (k / 2) + s];

@@ -137,6 +137,20 @@ struct Format {
       }
     }
     for (size_t k = 0; k < 16; ++k) {
+      if constexpr (kHasDotQuads) {
+        // vpdpbusd: the 16 elements' int32 dot, times the row's scale (the int16 pair's upper
+        // half, sign-extended) as one int32 multiply: the same integers as below.
+        const auto scale = hn::ShiftRight<16>(hn::BitCast(QDI32(), packed.scales[k]));
+        for (size_t t = 0; t < T; ++t) {
+          const int8_t* xq = x[t][b].qs + 16 * k;
+          auto dot = DotQuadsAdd(hn::Zero(QDI32()), packed.q[4 * k], BroadcastQuad(xq));
+          auto dot_odd = DotQuadsAdd(hn::Zero(QDI32()), packed.q[4 * k + 1], BroadcastQuad(xq + 4));
+          dot = DotQuadsAdd(dot, packed.q[4 * k + 2], BroadcastQuad(xq + 8));
+          dot_odd = DotQuadsAdd(dot_odd, packed.q[4 * k + 3], BroadcastQuad(xq + 12));
+          isum[t] = hn::Add(isum[t], hn::Mul(hn::Add(dot, dot_odd), scale));
+        }
+        continue;
+      }
       for (size_t g = 0; g < 2; ++g) {  // quads 4k + 2g, 4k + 2g + 1
         const auto l0 = packed.q[4 * k + 2 * g], l1 = packed.q[4 * k + 2 * g + 1];
         for (size_t t = 0; t < T; ++t) {

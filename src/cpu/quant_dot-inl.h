@@ -150,6 +150,40 @@ HWY_INLINE QVI8 ApplySign(QVI8 x, QVI8 s) {
 }
 #endif
 
+// The u8 x i8 dot of four bytes per int32 lane, added to `sum`: lane i += a[4i..4i+3] .
+// b[4i..4i+3]. AVX3_DL (AVX512-VNNI) has it as one instruction, vpdpbusd; elsewhere it is
+// pmaddubsw, pmaddwd against ones and an add, which computes the same int32 lanes wherever the
+// int16 pair sums do not saturate, as no caller's operands do (see MulPairsU8I8). Kernels take
+// the one-instruction shape where kHasDotQuads and keep their int16 pair sums elsewhere; both
+// give the same exact integers, so every target's results stay bit-identical.
+#if HWY_TARGET == HWY_AVX3_DL
+constexpr bool kHasDotQuads = true;
+// Inline assembly with the EVEX encoding spelled out: Highway 1.0.3 compiles AVX3_DL with
+// "avxvnni" (not "avx512vnni") in its target options, under which GCC emits the VEX form of
+// _mm256_dpbusd_epi32, which AVX-512 VNNI cores without AVX-VNNI (Ice Lake, Zen 4) lack; the
+// EVEX form is what the run-time AVX3_DL check (CPUID AVX512_VNNI) guarantees.
+HWY_INLINE hn::Vec256<int32_t> DotQuadsAdd(hn::Vec256<int32_t> sum, hn::Vec256<uint8_t> a,
+                                           hn::Vec256<int8_t> b) {
+  __m256i acc = sum.raw;
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a.raw), "v"(b.raw));
+  return hn::Vec256<int32_t>{acc};
+}
+HWY_INLINE hn::Vec512<int32_t> DotQuadsAdd(hn::Vec512<int32_t> sum, hn::Vec512<uint8_t> a,
+                                           hn::Vec512<int8_t> b) {
+  __m512i acc = sum.raw;
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a.raw), "v"(b.raw));
+  return hn::Vec512<int32_t>{acc};
+}
+#else
+constexpr bool kHasDotQuads = false;
+template <class VI32, class VU8, class VI8>
+HWY_INLINE VI32 DotQuadsAdd(VI32 sum, VU8 a, VI8 b) {
+  const hn::DFromV<VI32> d32;
+  const hn::Repartition<int16_t, decltype(d32)> d16;
+  return hn::Add(sum, MulPairsI16(MulPairsU8I8(a, b), hn::Set(d16, 1)));
+}
+#endif
+
 #endif  // PETREL_QUANT_SIMD
 
 // IEEE half to float. F16C where the target has it, else by moving the bits into place and

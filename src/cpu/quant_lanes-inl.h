@@ -147,6 +147,17 @@ HWY_INLINE hn::Vec<QDU32> GatherBlockWords(const WBlock* const* HWY_RESTRICT row
   return hn::Load(du32, words);
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// The low halves of 32-bit lanes: Highway 1.0.3's TruncateTo on AVX3_DL passes vpermb its
+// table as the indices (wrong results); vpmovdw is what AVX3's TruncateTo uses.
+HWY_INLINE hn::Vec128<uint16_t> TruncateTo16(hn::Vec256<uint32_t> v) {
+  return hn::Vec128<uint16_t>{_mm256_cvtepi32_epi16(v.raw)};
+}
+HWY_INLINE hn::Vec256<uint16_t> TruncateTo16(hn::Vec512<uint32_t> v) {
+  return hn::Vec256<uint16_t>{_mm512_cvtepi32_epi16(v.raw)};
+}
+#endif
+
 // The f16 in the low (kUpper false) or high half of each 32-bit lane, as f32.
 template <bool kUpper>
 HWY_INLINE hn::Vec<QDF> HalvesToF32(hn::Vec<QDU32> words) {
@@ -154,7 +165,12 @@ HWY_INLINE hn::Vec<QDF> HalvesToF32(hn::Vec<QDU32> words) {
   const hn::Rebind<uint16_t, QDF> du16;
   const hn::Rebind<hwy::float16_t, QDF> df16;
   const auto halves = kUpper ? hn::ShiftRight<16>(words) : words;
+#if HWY_TARGET == HWY_AVX3_DL
+  (void)du16;
+  return hn::PromoteTo(df, hn::BitCast(df16, TruncateTo16(halves)));
+#else
   return hn::PromoteTo(df, hn::BitCast(df16, hn::TruncateTo(du16, halves)));
+#endif
 }
 
 // The f16 scales `d` (a block's first two bytes) of block b of each row, as f32 lanes.
@@ -223,13 +239,29 @@ HWY_INLINE void PackGridNibbles(const uint8_t* const* HWY_RESTRICT src, QVU8Full
 // isum[t] (lanes = rows) = sum of nibble levels (0..15) packed by PackNibbles times token t's
 // int8 activations. The 16-bit pair sums of the 8 groups are added before widening: a pair is at
 // most 2 x 15 x 127 and a lane adds 8 pairs (30480 < 32767), so one maddubs and one 16-bit add
-// per 4 elements and token.
+// per 4 elements and token. With vpdpbusd (kHasDotQuads): one instruction per 4 elements and
+// token, in two chains (low and high nibbles) so that a single token's sums do not wait on one
+// 8-deep chain of the instruction's latency.
 template <size_t T, class XBlock>
 HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_RESTRICT x, size_t b,
                            hn::Vec<QDI32> (&isum)[T]) {
   const QDU8 du8;
   const hn::Repartition<uint16_t, QDU8> du16;
   const auto mask = hn::Set(du8, 0x0F);
+  if constexpr (kHasDotQuads) {
+    hn::Vec<QDI32> hi_sum[T];
+    for (size_t t = 0; t < T; ++t) isum[t] = hi_sum[t] = hn::Zero(QDI32());
+    for (size_t s = 0; s < 4; ++s) {
+      const auto lo = hn::And(p[s], mask);
+      const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, p[s]))), mask);
+      for (size_t t = 0; t < T; ++t) {
+        isum[t] = DotQuadsAdd(isum[t], lo, BroadcastQuad(x[t][b].qs + 4 * s));
+        hi_sum[t] = DotQuadsAdd(hi_sum[t], hi, BroadcastQuad(x[t][b].qs + 4 * (s + 4)));
+      }
+    }
+    for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], hi_sum[t]);
+    return;
+  }
   hn::Vec<QDI16> sum16[T];
   for (size_t s = 0; s < 4; ++s) {
     const auto lo = hn::And(p[s], mask);
@@ -255,6 +287,21 @@ HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* cons
   const QDI8 d8;
   const QDU8 du8;
   const auto ones = hn::Set(QDI16(), 1);
+  if constexpr (kHasDotQuads) {
+    // Even and odd groups in two chains of vpdpbusd (see DotNibbles).
+    hn::Vec<QDI32> odd_sum[T];
+    for (size_t t = 0; t < T; ++t) isum[t] = odd_sum[t] = hn::Zero(QDI32());
+    for (size_t g = 0; g < kGroups; ++g) {
+      const auto w = hn::BitCast(d8, p[g]);
+      const auto w_abs = hn::BitCast(du8, hn::Abs(w));
+      for (size_t t = 0; t < T; ++t) {
+        auto& sum = g % 2 == 0 ? isum[t] : odd_sum[t];
+        sum = DotQuadsAdd(sum, w_abs, ApplySign(BroadcastQuad(x[t][b].qs + x_offset + 4 * g), w));
+      }
+    }
+    for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], odd_sum[t]);
+    return;
+  }
   for (size_t g = 0; g < kGroups; ++g) {
     const auto w = hn::BitCast(d8, p[g]);
     const auto w_abs = hn::BitCast(du8, hn::Abs(w));
@@ -332,6 +379,19 @@ HWY_INLINE void PackFiveBitLevels(const WBlock* const* HWY_RESTRICT rows,
 template <size_t T, class XBlock>
 HWY_INLINE void DotFiveBitLevels(const QVU8Full (&p)[8], const XBlock* const* HWY_RESTRICT x,
                                  size_t b, hn::Vec<QDI32> (&isum)[T]) {
+  if constexpr (kHasDotQuads) {
+    // The two halves in two chains of vpdpbusd (see DotNibbles).
+    hn::Vec<QDI32> high_sum[T];
+    for (size_t t = 0; t < T; ++t) isum[t] = high_sum[t] = hn::Zero(QDI32());
+    for (size_t s = 0; s < 4; ++s) {
+      for (size_t t = 0; t < T; ++t) {
+        isum[t] = DotQuadsAdd(isum[t], p[s], BroadcastQuad(x[t][b].qs + 4 * s));
+        high_sum[t] = DotQuadsAdd(high_sum[t], p[s + 4], BroadcastQuad(x[t][b].qs + 4 * (s + 4)));
+      }
+    }
+    for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], high_sum[t]);
+    return;
+  }
   const auto ones = hn::Set(QDI16(), 1);
   for (size_t half = 0; half < 2; ++half) {
     hn::Vec<QDI16> sum16[T];
