@@ -69,30 +69,29 @@ __attribute__((target("avx2,fma"))) uint64_t Int8RoofSteps(int64_t steps) {
   return uint64_t(steps) * 8 * 64;
 }
 
-// The int8 dot step of the AVX3_DL kernels: vpdpbusd, which multiplies 32 byte pairs and adds
-// them four by four into int32 lanes in one instruction (convert and FMA once per block, not
-// per step). 256 bits, the kernels' width; twelve chains cover its latency x throughput. The
-// target list names avx512vnni without avxvnni so that GCC emits the EVEX form, which every
-// core with the AVX3_DL target has.
-__attribute__((target("avx2,avx512f,avx512vl,avx512bw,avx512vnni"))) uint64_t Int8VnniRoofSteps(
+// The int8 dot step of the AVX3_DL kernels: 512-bit vpdpbusd, which multiplies 64 byte pairs
+// and adds them four by four into int32 lanes in one instruction (convert and FMA once per
+// block, not per step), counted as 128 operations. Twelve chains cover its latency x
+// throughput; the unsigned operand comes from L1 as above.
+__attribute__((target("avx2,avx512f,avx512bw,avx512vnni"))) uint64_t Int8VnniRoofSteps(
     int64_t steps) {
-  alignas(32) uint8_t a_bytes[64 * 32];
+  alignas(64) uint8_t a_bytes[64 * 64];
   for (size_t i = 0; i < sizeof(a_bytes); ++i) a_bytes[i] = uint8_t(i * 7 % 16);
-  __m256i b[12], acc[12];
+  __m512i b[12], acc[12];
   for (int k = 0; k < 12; ++k) {
-    b[k] = _mm256_set1_epi8(char(k + 1));
-    acc[k] = _mm256_setzero_si256();
+    b[k] = _mm512_set1_epi8(char(k + 1));
+    acc[k] = _mm512_setzero_si512();
   }
   for (int64_t i = 0; i < steps; ++i) {
-    const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(a_bytes + (i & 63) * 32));
-    for (int k = 0; k < 12; ++k) acc[k] = _mm256_dpbusd_epi32(acc[k], a, b[k]);
+    const __m512i a = _mm512_load_si512(a_bytes + (i & 63) * 64);
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b[k]);
   }
-  __m256i sum = acc[0];
-  for (int k = 1; k < 12; ++k) sum = _mm256_add_epi32(sum, acc[k]);
-  alignas(32) int32_t sink[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sink), sum);
+  __m512i sum = acc[0];
+  for (int k = 1; k < 12; ++k) sum = _mm512_add_epi32(sum, acc[k]);
+  alignas(64) int32_t sink[16];
+  _mm512_store_si512(sink, sum);
   asm volatile("" : : "r"(sink) : "memory");
-  return uint64_t(steps) * 12 * 64;
+  return uint64_t(steps) * 12 * 128;
 }
 
 bool Int8RoofIsVnni() { return Int8KernelTarget() == HWY_AVX3_DL; }

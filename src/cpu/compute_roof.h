@@ -1,8 +1,8 @@
 // The arithmetic roofs a prompt runs against, as ../shared/BASELINES.md measures them on AVX2:
 // independent chains of f32 FMAs, and of the int8 dot step the integer kernels' dispatched
-// target uses: vpdpbusd over 32 bytes where they run AVX3_DL (AVX512-VNNI), else vpmaddubsw +
-// vpmaddwd + convert + FMA over 32 bytes; either counted as 64 operations (Int8RoofIsVnni says
-// which). `petrel bench` measures the roof next to each
+// target uses: 512-bit vpdpbusd (64 bytes, 128 operations) where they run AVX3_DL
+// (AVX512-VNNI), else vpmaddubsw + vpmaddwd + convert + FMA over 32 bytes, counted as 64
+// operations (Int8RoofIsVnni says which). `petrel bench` measures the roof next to each
 // prompt run, so that the fraction of it is a same-machine, same-moment figure; the Google
 // benchmarks time the same loops.
 #pragma once

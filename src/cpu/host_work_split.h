@@ -9,9 +9,10 @@
 namespace petrel {
 
 // Row chunks of the matrix products are multiples of this, so kernels keep their row blocks:
-// 8-row groups of the quantized lanes driver, 3- and 4-row float tiles (chunks of 8 rows left
-// one or two rows of each chunk to the slow 1-row float tile).
-constexpr size_t kRowGrain = 24;
+// 16-row groups of the quantized lanes driver on AVX-512 (8 on AVX2, 4 on 128-bit targets),
+// 3- and 4-row float tiles (chunks of 8 rows left one or two rows of each chunk to the slow
+// 1-row float tile).
+constexpr size_t kRowGrain = 48;
 
 // Batches of at most this many tokens are "short" for float weights: a speculative
 // verification pass (2-9 tokens), a server step's decoding sequences. Their product is bound by

@@ -3,9 +3,9 @@
 //
 // A super-block is eight IQ4_NL-like sub-blocks of 32 (16 nibble bytes each, indexing the
 // non-linear grid) with a 6-bit signed scale each and one f16 d. Packed, each sub-block is
-// IQ4_NL's packed block (PackGridNibbles: signed levels); the scales of the 8 rows are decoded
-// as int32 lanes from two gathered words. Per token and sub-block, DotSignedGroups gives the
-// exact int32 dot, which is multiplied by the sub-block scale and summed over the super-block
+// IQ4_NL's packed block (PackGridNibbles: signed levels); the scales of the kLaneRows rows are
+// decoded as int32 lanes from two gathered words. Per token and sub-block, DotSignedGroups gives
+// the exact int32 dot, which is multiplied by the sub-block scale and summed over the super-block
 // (at most 8 x 32 x 127 x 127 x 32, well inside int32), then scaled by d_w d_x once.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_iq4_xs.cc"
@@ -39,8 +39,8 @@ struct Format {
     // constructors into it on AArch64 NEON ("target specific option mismatch").
     HWY_INLINE Packed() {}
     QVU8Full q[8][8];           // sub-block ib: IQ4_NL's packed groups
-    hn::Vec<QDI32> scales[8];   // sub-block ib: each row's scale (-32..31)
-    hn::Vec<QDF> d;
+    hn::Vec<LDI32> scales[8];   // sub-block ib: each row's scale (-32..31)
+    hn::Vec<LDF> d;
   };
 
   static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) { terms.d = x.d; }
@@ -55,19 +55,19 @@ struct Format {
       for (size_t l = 0; l < kLaneRows; ++l) src[l] = rows[l][b].qs + 16 * ib;
       PackGridNibbles(src, packed.q[ib]);
     }
-    // quant::IQ4XSScale for 8 rows at once: low 4 bits from scales_l (nibble ib of the word at
-    // byte 4), high 2 bits from scales_h (bits 2 ib of the upper half of the word at byte 0).
-    const QDU32 du32;
+    // quant::IQ4XSScale for kLaneRows rows at once: low 4 bits from scales_l (nibble ib of the word
+    // at byte 4), high 2 bits from scales_h (bits 2 ib of the upper half of the word at byte 0).
+    const LDU32 du32;
     const auto w0 = GatherBlockWords<0>(rows, offsets, b);
     const auto low_words = GatherBlockWords<offsetof(WBlock, scales_l)>(rows, offsets, b);
     const auto high_words = hn::ShiftRight<16>(w0);
     const auto four = hn::Set(du32, 0xF), three = hn::Set(du32, 3);
-    const auto bias = hn::Set(QDI32(), 32);
+    const auto bias = hn::Set(LDI32(), 32);
     Unroll<8>([&](auto ib_constant) HWY_ATTR {
       constexpr int ib = decltype(ib_constant)::value;
       const auto low = hn::And(hn::ShiftRight<4 * ib>(low_words), four);
       const auto high = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2 * ib>(high_words), three));
-      packed.scales[ib] = hn::Sub(hn::BitCast(QDI32(), hn::Or(low, high)), bias);
+      packed.scales[ib] = hn::Sub(hn::BitCast(LDI32(), hn::Or(low, high)), bias);
     });
     packed.d = HalvesToF32<false>(w0);
   }
@@ -75,11 +75,11 @@ struct Format {
   template <size_t T>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
-                             hn::Vec<QDF> (&acc)[T]) {
-    const QDF df;
-    hn::Vec<QDI32> total[T];
+                             hn::Vec<LDF> (&acc)[T]) {
+    const LDF df;
+    hn::Vec<LDI32> total[T];
     for (size_t ib = 0; ib < 8; ++ib) {
-      hn::Vec<QDI32> isum[T];
+      hn::Vec<LDI32> isum[T];
       DotSignedGroups<8, T>(packed.q[ib], x, b, isum, 32 * ib);
       for (size_t t = 0; t < T; ++t) {
         const auto scaled = hn::Mul(isum[t], packed.scales[ib]);

@@ -41,9 +41,9 @@ struct Format {
     // constructors into it on AArch64 NEON ("target specific option mismatch").
     HWY_INLINE Packed() {}
     QVU8Full q[32];
-    hn::Vec<QDI16> scales[8];  // sub-block k: each row's scale in both halves of its lane
-    hn::Vec<QDI16> mins[4];    // sub-blocks 2k, 2k + 1: each row's two mins
-    hn::Vec<QDF> d, dmin;
+    hn::Vec<LDI16> scales[8];  // sub-block k: each row's scale in both halves of its lane
+    hn::Vec<LDI16> mins[4];    // sub-blocks 2k, 2k + 1: each row's two mins
+    hn::Vec<LDF> d, dmin;
   };
 
   static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
@@ -69,14 +69,14 @@ struct Format {
     // The 6-bit scales and mins as ggml's get_scale_min_k4 lays them out, four per 32-bit lane:
     // sub-blocks 0..3 in the low six bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 from
     // the nibbles of bytes 8..11 with two high bits from the tops of bytes 0..7.
-    const QDU32 du32;
+    const LDU32 du32;
     const auto w0 = GatherBlockWords<offsetof(WBlock, scales)>(rows, offsets, b);
     const auto w1 = GatherBlockWords<offsetof(WBlock, scales) + 4>(rows, offsets, b);
     const auto w2 = GatherBlockWords<offsetof(WBlock, scales) + 8>(rows, offsets, b);
     const auto low6 = hn::Set(du32, 0x3F3F3F3Fu), low4 = hn::Set(du32, 0x0F0F0F0Fu);
     const auto bits45 = hn::Set(du32, 0x30303030u);
-    const QDU8 du8;
-    const QDI16 d16;
+    const LDU8 du8;
+    const LDI16 d16;
     const auto scales_lo = hn::BitCast(du8, hn::And(w0, low6));
     const auto mins_lo = hn::BitCast(du8, hn::And(w1, low6));
     const auto scales_hi =
@@ -103,20 +103,20 @@ struct Format {
   template <size_t T>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
-                             hn::Vec<QDF> (&acc)[T]) {
-    const QDU8 du8;
-    const QDU32 du32;
-    const QDF df;
-    const hn::Repartition<uint16_t, QDU8> du16;
+                             hn::Vec<LDF> (&acc)[T]) {
+    const LDU8 du8;
+    const LDU32 du32;
+    const LDF df;
+    const hn::Repartition<uint16_t, LDU8> du16;
     const auto mask = hn::Set(du8, 0x0F);
-    hn::Vec<QDI32> isum[T];
+    hn::Vec<LDI32> isum[T];
     for (size_t k = 0; k < 8; ++k) {  // sub-block k: chunk k / 2, low or high nibbles
       if constexpr (kHasDotQuads) {
         // vpdpbusd: the sub-block's int32 dot in two chains, times the row's scale (the int16
         // pair's upper half; 0..63) as one int32 multiply: the same integers as below.
-        const auto scale = hn::ShiftRight<16>(hn::BitCast(QDI32(), packed.scales[k]));
-        hn::Vec<QDI32> dot[T], dot_odd[T];
-        for (size_t t = 0; t < T; ++t) dot[t] = dot_odd[t] = hn::Zero(QDI32());
+        const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), packed.scales[k]));
+        hn::Vec<LDI32> dot[T], dot_odd[T];
+        for (size_t t = 0; t < T; ++t) dot[t] = dot_odd[t] = hn::Zero(LDI32());
         for (size_t s = 0; s < 8; ++s) {
           const auto q = packed.q[8 * (k / 2) + s];
           const auto levels =
@@ -134,7 +134,7 @@ struct Format {
         }
         continue;
       }
-      hn::Vec<QDI16> sum16[T];
+      hn::Vec<LDI16> sum16[T];
       for (size_t s = 0; s < 8; ++s) {
         const auto q = packed.q[8 * (k / 2) + s];
         const auto levels =
@@ -153,9 +153,9 @@ struct Format {
     }
     for (size_t t = 0; t < T; ++t) {
       const Terms& xt = terms[t][b];
-      hn::Vec<QDI32> min_sum;
+      hn::Vec<LDI32> min_sum;
       for (size_t k = 0; k < 4; ++k) {
-        const auto sums = hn::BitCast(QDI16(), hn::Set(du32, xt.sum_pairs[k]));
+        const auto sums = hn::BitCast(LDI16(), hn::Set(du32, xt.sum_pairs[k]));
         const auto m = MulPairsI16(packed.mins[k], sums);
         min_sum = k == 0 ? m : hn::Add(min_sum, m);
       }

@@ -2,9 +2,9 @@
 // (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Q4_0's nibbles plus a fifth bit per element from the block's qh word: PackNibbles transposes
-// the nibbles as for Q4_0, one gather fetches the qh words of the 8 rows, and FifthBitLevels
-// makes the unsigned levels 0..31, which DotFiveBitLevels multiplies with the activations; the
-// offset of 16 enters through the activation block's sum.
+// the nibbles as for Q4_0, one gather fetches the qh words of the kLaneRows rows, and
+// FifthBitLevels makes the unsigned levels 0..31, which DotFiveBitLevels multiplies with the
+// activations; the offset of 16 enters through the activation block's sum.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q5_0.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.

@@ -42,9 +42,9 @@ struct Format {
     // constructors into it on AArch64 NEON ("target specific option mismatch").
     HWY_INLINE Packed() {}
     QVU8Full q[64];             // quad s: elements 4s..4s + 3, levels 0..63
-    hn::Vec<QDI16> scales[16];  // sub-block i: each row's scale in both halves of its lane
-    hn::Vec<QDI16> offsets[8];  // sub-blocks 2k, 2k + 1: each row's 32 x scale pair
-    hn::Vec<QDF> d;
+    hn::Vec<LDI16> scales[16];  // sub-block i: each row's scale in both halves of its lane
+    hn::Vec<LDI16> offsets[8];  // sub-blocks 2k, 2k + 1: each row's 32 x scale pair
+    hn::Vec<LDF> d;
   };
 
   static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
@@ -63,8 +63,8 @@ struct Format {
     }
     // Bytes 16k..16k + 15 of the chunks of half h at a time (i = 2h + k), unrolled so that the
     // byte offsets are constants of the loads.
-    const QDU8 du8;
-    const hn::Repartition<uint16_t, QDU8> du16;
+    const LDU8 du8;
+    const hn::Repartition<uint16_t, LDU8> du16;
     const auto mask = hn::Set(du8, 0x0F), high = hn::Set(du8, 0x30);
     Unroll<4>([&](auto i_constant) HWY_ATTR {
       constexpr size_t h = decltype(i_constant)::value / 2, k = decltype(i_constant)::value % 2;
@@ -95,7 +95,7 @@ struct Format {
     });
     // The 16 scales transposed like the quants (measured: faster than four gathers), so that
     // scales 4m..4m + 3 of row l are the bytes of lane l of words[m].
-    const QDI16 d16;
+    const LDI16 d16;
     QVU8Full words[4];
     {
       const uint8_t* src[kLaneRows];
@@ -123,12 +123,12 @@ struct Format {
   template <size_t T>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
-                             hn::Vec<QDF> (&acc)[T]) {
-    const QDU32 du32;
-    const QDI16 d16;
-    const QDF df;
+                             hn::Vec<LDF> (&acc)[T]) {
+    const LDU32 du32;
+    const LDI16 d16;
+    const LDF df;
     // The offset: isum starts at -32 x sum(scale x bsum) (|isum| < 16 x 128 x 16 x 64 x 128).
-    hn::Vec<QDI32> isum[T];
+    hn::Vec<LDI32> isum[T];
     for (size_t t = 0; t < T; ++t) {
       for (size_t k = 0; k < 8; ++k) {
         const auto pair = hn::BitCast(d16, hn::Set(du32, terms[t][b].neg_sum_pairs[k]));
@@ -140,11 +140,11 @@ struct Format {
       if constexpr (kHasDotQuads) {
         // vpdpbusd: the 16 elements' int32 dot, times the row's scale (the int16 pair's upper
         // half, sign-extended) as one int32 multiply: the same integers as below.
-        const auto scale = hn::ShiftRight<16>(hn::BitCast(QDI32(), packed.scales[k]));
+        const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), packed.scales[k]));
         for (size_t t = 0; t < T; ++t) {
           const int8_t* xq = x[t][b].qs + 16 * k;
-          auto dot = DotQuadsAdd(hn::Zero(QDI32()), packed.q[4 * k], BroadcastQuad(xq));
-          auto dot_odd = DotQuadsAdd(hn::Zero(QDI32()), packed.q[4 * k + 1], BroadcastQuad(xq + 4));
+          auto dot = DotQuadsAdd(hn::Zero(LDI32()), packed.q[4 * k], BroadcastQuad(xq));
+          auto dot_odd = DotQuadsAdd(hn::Zero(LDI32()), packed.q[4 * k + 1], BroadcastQuad(xq + 4));
           dot = DotQuadsAdd(dot, packed.q[4 * k + 2], BroadcastQuad(xq + 8));
           dot_odd = DotQuadsAdd(dot_odd, packed.q[4 * k + 3], BroadcastQuad(xq + 12));
           isum[t] = hn::Add(isum[t], hn::Mul(hn::Add(dot, dot_odd), scale));

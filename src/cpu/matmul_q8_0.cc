@@ -43,7 +43,7 @@ struct Format
 
   template <size_t T>
   static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
+                                size_t b, hn::Vec<LDI32> (&isum)[T]) {
     DotSignedGroups<kPacked, T>(p, x, b, isum);
   }
 #endif  // PETREL_QUANT_SIMD

@@ -96,6 +96,22 @@ HWY_INLINE hn::Vec256<int8_t> ApplySign(hn::Vec256<int8_t> x, hn::Vec256<int8_t>
   return hn::Vec256<int8_t>{_mm256_sign_epi8(x.raw, s.raw)};
 }
 #endif
+#if HWY_TARGET <= HWY_AVX3
+// 512-bit, for the rows-in-lanes driver's full vectors (quant_lanes-inl.h).
+HWY_INLINE hn::Vec512<int16_t> MulPairsU8I8(hn::Vec512<uint8_t> a, hn::Vec512<int8_t> b) {
+  return hn::Vec512<int16_t>{_mm512_maddubs_epi16(a.raw, b.raw)};
+}
+HWY_INLINE hn::Vec512<int32_t> MulPairsI16(hn::Vec512<int16_t> a, hn::Vec512<int16_t> b) {
+  return hn::Vec512<int32_t>{_mm512_madd_epi16(a.raw, b.raw)};
+}
+// AVX-512 has no vpsignb: negate where s < 0 (-(-128) wraps to -128, as vpsignb's does), then
+// zero where s == 0.
+HWY_INLINE hn::Vec512<int8_t> ApplySign(hn::Vec512<int8_t> x, hn::Vec512<int8_t> s) {
+  const __m512i negated =
+      _mm512_mask_sub_epi8(x.raw, _mm512_movepi8_mask(s.raw), _mm512_setzero_si512(), x.raw);
+  return hn::Vec512<int8_t>{_mm512_maskz_mov_epi8(_mm512_test_epi8_mask(s.raw, s.raw), negated)};
+}
+#endif
 #elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
 // AArch64 NEON has no pairwise u8 x i8 multiply-add (SDOT needs the dotprod extension and sums
 // four products, not two): widen to int16, multiply (|a * b| <= 255 * 128 fits), then add the

@@ -3,8 +3,8 @@
 //
 // Why a second driver beside quant_dot-inl.h's: that one dots one (row, token) pair per block,
 // about seven vector ops for 32 products, most of them per-pair bookkeeping (int32 pair sums,
-// conversion, scale, fma, then a horizontal sum at the end). Here a block of kG rows (8 on
-// 256-bit targets) is transposed so that each vector holds 4 consecutive elements of every row;
+// conversion, scale, fma, then a horizontal sum at the end). Here a block of kG rows (16 on
+// AVX-512, 8 on AVX2) is transposed so that each vector holds 4 consecutive elements of every row;
 // a token then costs one broadcast of 4 activation bytes and one or two integer multiply-adds
 // per 4 elements, plus a few float ops per block for all kG rows at once, and the weight
 // unpacking is shared by all tokens of a tile.
@@ -49,32 +49,50 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 
 #if PETREL_QUANT_SIMD
-using QDU32 = hn::Repartition<uint32_t, QDU8>;
-using QDU64 = hn::Repartition<uint64_t, QDU8>;
-using QVU8Full = hn::Vec<QDU8>;
+// The lanes driver's vectors: full 512-bit ones on AVX-512 (16 rows per group, twice the work
+// per instruction and the 32 registers to hold it), else quant_dot-inl.h's 256-bit (AVX2: 8
+// rows) or 128-bit ones (4 rows). The activation blocks' own sums (ComputeTerms) keep QDI8.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+using LDI8 = hn::Full512<int8_t>;
+#else
+using LDI8 = QDI8;
+#endif
+using LDU8 = hn::Repartition<uint8_t, LDI8>;
+using LDI16 = hn::Repartition<int16_t, LDI8>;
+using LDI32 = hn::Repartition<int32_t, LDI8>;
+using LDF = hn::Repartition<float, LDI8>;
+using LDU32 = hn::Repartition<uint32_t, LDU8>;
+using LDU64 = hn::Repartition<uint64_t, LDU8>;
+using QVU8Full = hn::Vec<LDU8>;
 
-constexpr size_t kLaneRows = hn::MaxLanes(QDI32());  // rows per group: 8 (256-bit) or 4
+// Rows per group: 16 (512-bit), 8 (256-bit) or 4; host_work_split.h's kRowGrain is a multiple.
+constexpr size_t kLaneRows = hn::MaxLanes(LDI32());
 
 // Tokens per tile: the per-token accumulators plus the weight vectors and temporaries must stay
 // in registers (16 vector registers before AVX-512, 32 with it). Measured: 4 is as fast as 6 or
 // 8 with AVX-512's registers, and the same on every target keeps one code shape.
 constexpr size_t kLaneTileTokens = 4;
 
+// 16 bytes at src[l + 4j] in 128-bit block j of a vector of d (a full one, or halves combined).
+template <class D>
+HWY_INLINE hn::Vec<D> LoadRowBlocks(D d, const uint8_t* const* HWY_RESTRICT src, size_t l) {
+  if constexpr (hn::MaxLanes(D()) <= 16) {
+    return hn::LoadU(d, src[l]);
+  } else {
+    const hn::Half<D> dh;
+    constexpr size_t kHalfBlocks = hn::MaxLanes(D()) / 32;
+    return hn::Combine(d, LoadRowBlocks(dh, src, l + 4 * kHalfBlocks), LoadRowBlocks(dh, src, l));
+  }
+}
+
 // Transposes 16 bytes at each of the kLaneRows pointers: lane l of p[s] = bytes 4s..4s+3 of
 // src[l].
 HWY_INLINE void TransposeWords(const uint8_t* const* HWY_RESTRICT src, QVU8Full (&p)[4]) {
-  const QDU8 du8;
-  const QDU32 du32;
-  const QDU64 du64;
-  hn::Vec<QDU32> a[4];
-  for (size_t l = 0; l < 4; ++l) {
-    if constexpr (kLaneRows == 8) {
-      const hn::Half<QDU8> dh;
-      a[l] = hn::BitCast(du32, hn::Combine(du8, hn::LoadU(dh, src[l + 4]), hn::LoadU(dh, src[l])));
-    } else {
-      a[l] = hn::BitCast(du32, hn::LoadU(du8, src[l]));
-    }
-  }
+  const LDU8 du8;
+  const LDU32 du32;
+  const LDU64 du64;
+  hn::Vec<LDU32> a[4];
+  for (size_t l = 0; l < 4; ++l) a[l] = hn::BitCast(du32, LoadRowBlocks(du8, src, l));
   // The 4 x 4 transpose of 32-bit words within each 128-bit half.
   const auto t0 = hn::BitCast(du64, hn::InterleaveLower(du32, a[0], a[1]));
   const auto t1 = hn::BitCast(du64, hn::InterleaveUpper(du32, a[0], a[1]));
@@ -106,12 +124,12 @@ struct PairIndexTable {
 
 template <int a, int b, bool kHigh = false>
 HWY_INLINE QVU8Full PairIndex() {
-  return hn::LoadDup128(QDU8(), PairIndexTable<a, b, kHigh>::kIndex.data());
+  return hn::LoadDup128(LDU8(), PairIndexTable<a, b, kHigh>::kIndex.data());
 }
 
 // Where the kLaneRows rows of a group start, as byte offsets from the first (for gathers).
 struct LaneRowOffsets {
-  hn::Vec<QDI32> bytes;
+  hn::Vec<LDI32> bytes;
   bool gatherable;  // every offset fits int32
 };
 
@@ -125,20 +143,20 @@ HWY_INLINE LaneRowOffsets RowOffsets(const WBlock* const* HWY_RESTRICT rows) {
     fits = fits && diff >= INT32_MIN && diff <= INT32_MAX;
     offsets[l] = fits ? int32_t(diff) : 0;
   }
-  return {hn::Load(QDI32(), offsets), fits};
+  return {hn::Load(LDI32(), offsets), fits};
 }
 
 // The 32-bit word at byte kByte of block b of each row, as lanes: one gather rather than
 // kLaneRows scalar loads and a store-to-load round trip (measured: a third of the single-token
 // time when it was done for the scales that way).
 template <size_t kByte, class WBlock>
-HWY_INLINE hn::Vec<QDU32> GatherBlockWords(const WBlock* const* HWY_RESTRICT rows,
+HWY_INLINE hn::Vec<LDU32> GatherBlockWords(const WBlock* const* HWY_RESTRICT rows,
                                            const LaneRowOffsets& offsets, size_t b) {
-  const QDU32 du32;
+  const LDU32 du32;
   if (offsets.gatherable) {
     const auto* base =
         reinterpret_cast<const int32_t*>(reinterpret_cast<const uint8_t*>(rows[0] + b) + kByte);
-    return hn::BitCast(du32, hn::GatherOffset(QDI32(), base, offsets.bytes));
+    return hn::BitCast(du32, hn::GatherOffset(LDI32(), base, offsets.bytes));
   }
   HWY_ALIGN uint32_t words[kLaneRows];
   for (size_t l = 0; l < kLaneRows; ++l) {
@@ -160,10 +178,10 @@ HWY_INLINE hn::Vec256<uint16_t> TruncateTo16(hn::Vec512<uint32_t> v) {
 
 // The f16 in the low (kUpper false) or high half of each 32-bit lane, as f32.
 template <bool kUpper>
-HWY_INLINE hn::Vec<QDF> HalvesToF32(hn::Vec<QDU32> words) {
-  const QDF df;
-  const hn::Rebind<uint16_t, QDF> du16;
-  const hn::Rebind<hwy::float16_t, QDF> df16;
+HWY_INLINE hn::Vec<LDF> HalvesToF32(hn::Vec<LDU32> words) {
+  const LDF df;
+  const hn::Rebind<uint16_t, LDF> du16;
+  const hn::Rebind<hwy::float16_t, LDF> df16;
   const auto halves = kUpper ? hn::ShiftRight<16>(words) : words;
 #if HWY_TARGET == HWY_AVX3_DL
   (void)du16;
@@ -175,25 +193,25 @@ HWY_INLINE hn::Vec<QDF> HalvesToF32(hn::Vec<QDU32> words) {
 
 // The f16 scales `d` (a block's first two bytes) of block b of each row, as f32 lanes.
 template <class WBlock>
-HWY_INLINE hn::Vec<QDF> LaneScales(const WBlock* const* HWY_RESTRICT rows,
+HWY_INLINE hn::Vec<LDF> LaneScales(const WBlock* const* HWY_RESTRICT rows,
                                    const LaneRowOffsets& offsets, size_t b) {
   static_assert(offsetof(WBlock, d) == 0, "the scale starts the block");
   return HalvesToF32<false>(GatherBlockWords<0>(rows, offsets, b));
 }
 
 // The 4 bytes at p in every 32-bit lane.
-HWY_INLINE hn::Vec<QDI8> BroadcastQuad(const int8_t* HWY_RESTRICT p) {
+HWY_INLINE hn::Vec<LDI8> BroadcastQuad(const int8_t* HWY_RESTRICT p) {
   uint32_t word;
   std::memcpy(&word, p, sizeof(word));
-  return hn::BitCast(QDI8(), hn::Set(QDU32(), word));
+  return hn::BitCast(LDI8(), hn::Set(LDU32(), word));
 }
 
 // One token's results: out[row_of(l)] = acc lane l + bias, for the first n lanes.
 template <class RowOf>
-HWY_INLINE void StoreLaneRows(hn::Vec<QDF> acc, size_t n, const RowOf& row_of,
+HWY_INLINE void StoreLaneRows(hn::Vec<LDF> acc, size_t n, const RowOf& row_of,
                               const float* HWY_RESTRICT bias, float* HWY_RESTRICT out) {
   HWY_ALIGN float lanes[kLaneRows];
-  hn::Store(acc, QDF(), lanes);
+  hn::Store(acc, LDF(), lanes);
   for (size_t l = 0; l < n; ++l) {
     const size_t row = row_of(l);
     out[row] = lanes[l] + (bias ? bias[row] : 0.0f);
@@ -222,8 +240,8 @@ alignas(16) inline constexpr std::array<uint8_t, 16> kIQ4Grid = MakeIQ4Grid();
 // block), transposed as PackNibbles and mapped through the IQ4 grid by one byte shuffle each:
 // p[g] holds signed levels of element group g.
 HWY_INLINE void PackGridNibbles(const uint8_t* const* HWY_RESTRICT src, QVU8Full (&p)[8]) {
-  const QDU8 du8;
-  const hn::Repartition<uint16_t, QDU8> du16;
+  const LDU8 du8;
+  const hn::Repartition<uint16_t, LDU8> du16;
   QVU8Full nibbles[4];
   TransposeWords(src, nibbles);
   const auto mask = hn::Set(du8, 0x0F);
@@ -244,13 +262,13 @@ HWY_INLINE void PackGridNibbles(const uint8_t* const* HWY_RESTRICT src, QVU8Full
 // 8-deep chain of the instruction's latency.
 template <size_t T, class XBlock>
 HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_RESTRICT x, size_t b,
-                           hn::Vec<QDI32> (&isum)[T]) {
-  const QDU8 du8;
-  const hn::Repartition<uint16_t, QDU8> du16;
+                           hn::Vec<LDI32> (&isum)[T]) {
+  const LDU8 du8;
+  const hn::Repartition<uint16_t, LDU8> du16;
   const auto mask = hn::Set(du8, 0x0F);
   if constexpr (kHasDotQuads) {
-    hn::Vec<QDI32> hi_sum[T];
-    for (size_t t = 0; t < T; ++t) isum[t] = hi_sum[t] = hn::Zero(QDI32());
+    hn::Vec<LDI32> hi_sum[T];
+    for (size_t t = 0; t < T; ++t) isum[t] = hi_sum[t] = hn::Zero(LDI32());
     for (size_t s = 0; s < 4; ++s) {
       const auto lo = hn::And(p[s], mask);
       const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, p[s]))), mask);
@@ -262,7 +280,7 @@ HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_REST
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], hi_sum[t]);
     return;
   }
-  hn::Vec<QDI16> sum16[T];
+  hn::Vec<LDI16> sum16[T];
   for (size_t s = 0; s < 4; ++s) {
     const auto lo = hn::And(p[s], mask);
     const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, p[s]))), mask);
@@ -272,7 +290,7 @@ HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_REST
       sum16[t] = s == 0 ? prod : hn::Add(sum16[t], prod);
     }
   }
-  const auto ones = hn::Set(QDI16(), 1);
+  const auto ones = hn::Set(LDI16(), 1);
   for (size_t t = 0; t < T; ++t) isum[t] = MulPairsI16(sum16[t], ones);
 }
 
@@ -283,14 +301,14 @@ HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_REST
 // activations start x_offset bytes into the block's quants (a sub-block of a super-block).
 template <size_t kGroups, size_t T, class XBlock>
 HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<QDI32> (&isum)[T], size_t x_offset = 0) {
-  const QDI8 d8;
-  const QDU8 du8;
-  const auto ones = hn::Set(QDI16(), 1);
+                                size_t b, hn::Vec<LDI32> (&isum)[T], size_t x_offset = 0) {
+  const LDI8 d8;
+  const LDU8 du8;
+  const auto ones = hn::Set(LDI16(), 1);
   if constexpr (kHasDotQuads) {
     // Even and odd groups in two chains of vpdpbusd (see DotNibbles).
-    hn::Vec<QDI32> odd_sum[T];
-    for (size_t t = 0; t < T; ++t) isum[t] = odd_sum[t] = hn::Zero(QDI32());
+    hn::Vec<LDI32> odd_sum[T];
+    for (size_t t = 0; t < T; ++t) isum[t] = odd_sum[t] = hn::Zero(LDI32());
     for (size_t g = 0; g < kGroups; ++g) {
       const auto w = hn::BitCast(d8, p[g]);
       const auto w_abs = hn::BitCast(du8, hn::Abs(w));
@@ -336,10 +354,10 @@ struct FifthBitTables {
 // 4g..4g+3, lane l = row l) is the nibble PackNibbles put there plus 16 where bit 4g + k of the
 // row's qh word (a lane of `qh`) is set. Per group one byte shuffle spreads the qh byte over
 // the four elements, and a mask and compare turn each element's bit into 16.
-HWY_INLINE void FifthBitLevels(const QVU8Full (&nibbles)[4], hn::Vec<QDU32> qh,
+HWY_INLINE void FifthBitLevels(const QVU8Full (&nibbles)[4], hn::Vec<LDU32> qh,
                                QVU8Full (&levels)[8]) {
-  const QDU8 du8;
-  const hn::Repartition<uint16_t, QDU8> du16;
+  const LDU8 du8;
+  const hn::Repartition<uint16_t, LDU8> du16;
   const auto qh8 = hn::BitCast(du8, qh);
   const auto mask = hn::Set(du8, 0x0F);
   const auto sixteen = hn::Set(du8, 0x10);
@@ -378,11 +396,11 @@ HWY_INLINE void PackFiveBitLevels(const WBlock* const* HWY_RESTRICT rows,
 // (31744 < 32767) before each half widens to int32.
 template <size_t T, class XBlock>
 HWY_INLINE void DotFiveBitLevels(const QVU8Full (&p)[8], const XBlock* const* HWY_RESTRICT x,
-                                 size_t b, hn::Vec<QDI32> (&isum)[T]) {
+                                 size_t b, hn::Vec<LDI32> (&isum)[T]) {
   if constexpr (kHasDotQuads) {
     // The two halves in two chains of vpdpbusd (see DotNibbles).
-    hn::Vec<QDI32> high_sum[T];
-    for (size_t t = 0; t < T; ++t) isum[t] = high_sum[t] = hn::Zero(QDI32());
+    hn::Vec<LDI32> high_sum[T];
+    for (size_t t = 0; t < T; ++t) isum[t] = high_sum[t] = hn::Zero(LDI32());
     for (size_t s = 0; s < 4; ++s) {
       for (size_t t = 0; t < T; ++t) {
         isum[t] = DotQuadsAdd(isum[t], p[s], BroadcastQuad(x[t][b].qs + 4 * s));
@@ -392,9 +410,9 @@ HWY_INLINE void DotFiveBitLevels(const QVU8Full (&p)[8], const XBlock* const* HW
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], high_sum[t]);
     return;
   }
-  const auto ones = hn::Set(QDI16(), 1);
+  const auto ones = hn::Set(LDI16(), 1);
   for (size_t half = 0; half < 2; ++half) {
-    hn::Vec<QDI16> sum16[T];
+    hn::Vec<LDI16> sum16[T];
     for (size_t s = 0; s < 4; ++s) {
       const size_t g = 4 * half + s;
       for (size_t t = 0; t < T; ++t) {
@@ -420,7 +438,7 @@ struct NibbleQuants {
 
   template <size_t T, class XBlock>
   static HWY_INLINE void DotInt(const QVU8Full (&p)[4], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
+                                size_t b, hn::Vec<LDI32> (&isum)[T]) {
     DotNibbles<T>(p, x, b, isum);
   }
 };
@@ -435,7 +453,7 @@ struct FiveBitQuants {
 
   template <size_t T, class XBlock>
   static HWY_INLINE void DotInt(const QVU8Full (&p)[8], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<QDI32> (&isum)[T]) {
+                                size_t b, hn::Vec<LDI32> (&isum)[T]) {
     DotFiveBitLevels<T>(p, x, b, isum);
   }
 };
@@ -463,7 +481,7 @@ struct Lanes32Format {
     // constructors into it on AArch64 NEON ("target specific option mismatch").
     HWY_INLINE Packed() {}
     QVU8Full q[kPacked];
-    hn::Vec<QDF> d;
+    hn::Vec<LDF> d;
   };
 
   static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
@@ -494,10 +512,10 @@ struct Lanes32Format {
   template <size_t T>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
-                             hn::Vec<QDF> (&acc)[T]) {
-    const QDI32 d32;
-    const QDF df;
-    hn::Vec<QDI32> isum[T];
+                             hn::Vec<LDF> (&acc)[T]) {
+    const LDI32 d32;
+    const LDF df;
+    hn::Vec<LDI32> isum[T];
     Sub::template DotInt<T>(packed.q, x, b, isum);
     for (size_t t = 0; t < T; ++t) {
       const XTerms& xt = terms[t][b];
@@ -526,7 +544,7 @@ struct LanesMinFormat {
     // constructors into it on AArch64 NEON ("target specific option mismatch").
     HWY_INLINE Packed() {}
     QVU8Full q[kPacked];
-    hn::Vec<QDF> d, m;
+    hn::Vec<LDF> d, m;
   };
 
   static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
@@ -547,9 +565,9 @@ struct LanesMinFormat {
   template <size_t T>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
-                             hn::Vec<QDF> (&acc)[T]) {
-    const QDF df;
-    hn::Vec<QDI32> isum[T];
+                             hn::Vec<LDF> (&acc)[T]) {
+    const LDF df;
+    hn::Vec<LDI32> isum[T];
     Sub::template DotInt<T>(packed.q, x, b, isum);
     for (size_t t = 0; t < T; ++t) {
       const Terms& xt = terms[t][b];
@@ -585,7 +603,7 @@ HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
       rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
     }
     const LaneRowOffsets offsets = RowOffsets(rows);
-    hn::Vec<QDF> acc[1] = {hn::Zero(QDF())};
+    hn::Vec<LDF> acc[1] = {hn::Zero(LDF())};
     for (size_t b = 0; b < n_blocks; ++b) {
       typename F::Packed packed;
       F::Pack(rows, offsets, b, packed);
@@ -608,11 +626,11 @@ HWY_INLINE size_t LaneTiles(const typename F::Packed* HWY_RESTRICT packed, size_
   for (; t + T <= t_end; t += T) {
     const XBlock* x[T];
     const Terms* tt[T];
-    hn::Vec<QDF> acc[T];
+    hn::Vec<LDF> acc[T];
     for (size_t k = 0; k < T; ++k) {
       x[k] = reinterpret_cast<const XBlock*>(xq + (t + k) * xq_row_bytes);
       tt[k] = terms + (t + k - t_first) * n_blocks;
-      acc[k] = hn::Zero(QDF());
+      acc[k] = hn::Zero(LDF());
     }
     for (size_t b = 0; b < n_blocks; ++b) F::template Dot<T>(packed[b], x, tt, b, acc);
     for (size_t k = 0; k < T; ++k) {

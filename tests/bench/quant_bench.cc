@@ -84,6 +84,21 @@ void BM_Int8RoofAvx2(benchmark::State& state) {
 }
 BENCHMARK(BM_Int8RoofAvx2)->Threads(1)->Threads(2)->UseRealTime();
 
+// The int8 roof of the AVX3_DL kernels: independent chains of 512-bit vpdpbusd (64 byte
+// products added four by four into int32 lanes), counted as 128 operations each; what
+// `petrel bench` measures against where the integer kernels dispatch to AVX3_DL.
+void BM_Int8RoofVnni(benchmark::State& state) {
+  if (!cpu::Int8RoofIsVnni()) {
+    state.SkipWithError("the integer kernels do not run AVX3_DL (AVX512-VNNI) here");
+    return;
+  }
+  constexpr int64_t kSteps = 1 << 16;
+  uint64_t ops = 0;
+  for (auto _ : state) ops += cpu::Int8VnniRoofSteps(kSteps);
+  state.counters["GOP/s"] = benchmark::Counter(double(ops) * 1e-9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Int8RoofVnni)->Threads(1)->Threads(2)->UseRealTime();
+
 #define PETREL_QUANT_BENCH(name)                                                              \
   BENCHMARK_CAPTURE(BM_QuantMatMul, name, DType::k##name)->Args({4096, 4096})->UseRealTime(); \
   BENCHMARK_CAPTURE(BM_QuantMatMulPrompt, name, DType::k##name)                               \
