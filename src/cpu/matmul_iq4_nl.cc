@@ -47,7 +47,7 @@ struct Format
 
 }  // namespace
 
-PETREL_QUANT_MATMUL_TARGET(IQ4_NL, LaneMatMulImpl)
+PETREL_LANES_MATMUL_TARGET(IQ4_NL)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu

@@ -96,7 +96,7 @@ struct Format {
 
 }  // namespace
 
-PETREL_QUANT_MATMUL_TARGET(IQ4_XS, LaneMatMulImpl)
+PETREL_LANES_MATMUL_TARGET(IQ4_XS)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu

@@ -30,7 +30,7 @@ struct Format
 
 }  // namespace
 
-PETREL_QUANT_MATMUL_TARGET(Q4_0, LaneMatMulImpl)
+PETREL_LANES_MATMUL_TARGET(Q4_0)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu

@@ -169,7 +169,7 @@ struct Format {
 
 }  // namespace
 
-PETREL_QUANT_MATMUL_TARGET(Q4_K, LaneMatMulImpl)
+PETREL_LANES_MATMUL_TARGET(Q4_K)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu

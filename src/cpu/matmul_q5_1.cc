@@ -31,7 +31,7 @@ struct Format
 
 }  // namespace
 
-PETREL_QUANT_MATMUL_TARGET(Q5_1, LaneMatMulImpl)
+PETREL_LANES_MATMUL_TARGET(Q5_1)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu

@@ -171,7 +171,7 @@ struct Format {
 
 }  // namespace
 
-PETREL_QUANT_MATMUL_TARGET(Q6_K, LaneMatMulImpl)
+PETREL_LANES_MATMUL_TARGET(Q6_K)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu

@@ -51,7 +51,7 @@ struct Format
 
 }  // namespace
 
-PETREL_QUANT_MATMUL_TARGET(Q8_0, LaneMatMulImpl)
+PETREL_LANES_MATMUL_TARGET(Q8_0)
 
 }  // namespace HWY_NAMESPACE
 }  // namespace petrel::cpu

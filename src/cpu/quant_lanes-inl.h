@@ -44,6 +44,38 @@
 #include "hwy/highway.h"
 #include "quant/blocks.h"
 
+// Single tokens on AVX-512 run this TU's AVX2 code: 8-row groups (8 row streams per thread)
+// against the 16 of the 512-bit shape, which measured slower for decode (docs/PERFORMANCE.md)
+// while prompts gain from it. AVX2, AVX3 and AVX3_DL give the same bits, so a token's result
+// is still the same alone or batched. Needs AVX2 compiled before this target: not when AVX2 is
+// the static target, which Highway compiles last.
+#undef PETREL_LANES_SINGLE_TOKEN_HOP
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_TARGETS & HWY_AVX2) && \
+    HWY_STATIC_TARGET != HWY_AVX2
+#define PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                      \
+  if (n_tokens == 1) {                                                                           \
+    return ::petrel::cpu::N_AVX2::MatMul##name##T(w, w_row_bytes, n_in, xq, xq_row_bytes,       \
+                                                  n_tokens, bias, out, out_stride, row_begin,   \
+                                                  row_end);                                      \
+  }
+#else
+#define PETREL_LANES_SINGLE_TOKEN_HOP(name)
+#endif
+
+// Inside HWY_NAMESPACE: MatMul<name>T of a rows-in-lanes format (PETREL_QUANT_MATMUL_TARGET
+// with LaneMatMulImpl, and the single-token hop above).
+#ifndef PETREL_LANES_MATMUL_TARGET
+#define PETREL_LANES_MATMUL_TARGET(name)                                                        \
+  static_assert(Format::kType == DType::k##name, "MatMul" #name "T: a Format of another type"); \
+  void MatMul##name##T(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,          \
+                       size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,     \
+                       size_t out_stride, size_t row_begin, size_t row_end) {                   \
+    PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                         \
+    LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out,         \
+                           out_stride, row_begin, row_end);                                     \
+  }
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
