@@ -1,0 +1,74 @@
+// How many tokens speculative decoding drafts in each pass, chosen from costs measured during the
+// run: the length k, 0 (a plain decode step) included, that maximises the expected tokens per
+// second  E[tokens](k) / (k * t_draft + t_pass(k + 1)).  A draft that is mostly rejected, or
+// costs more than it saves, settles at k = 0, so turning speculation on never costs more than a
+// few probes; a cheap draft that keeps being accepted drafts the longest allowed length.
+// Pure arithmetic over the measurements it is given (no clock of its own): the same sequence of
+// timings and verdicts gives the same choices.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace petrel {
+
+class DraftLengthChooser {
+ public:
+  // With `draft_min` 0 the choice may be 0 (do not draft); above 0 every pass drafts at least
+  // that many tokens, whatever the costs (a user's override). Needs draft_min <= draft_max.
+  DraftLengthChooser(size_t draft_min, size_t draft_max);
+
+  // The draft length of the next pass, at most `limit` (what the context, the token limit and
+  // the batch leave); call once per pass, as it advances the probe schedule and ages the
+  // acceptance evidence. While drafting does not pay it returns 0, but every so many plain
+  // steps a one-token probe (probing() is then true) checks whether the draft has started to
+  // agree: at most one probe per kMinProbeInterval plain steps (<= 5 % of the steps), the
+  // interval doubling up to kMaxProbeInterval while probes are rejected.
+  size_t Choose(size_t limit);
+  bool probing() const { return probing_; }
+
+  // A forward pass of the model over `tokens` tokens of one sequence took `seconds` (1: a plain
+  // decode step; k + 1: the verification of k drafted tokens).
+  void RecordPass(size_t tokens, double seconds);
+  // Drafting took `seconds` per drafted token (a draft model's single steps; ~0 for lookup).
+  void RecordDraft(double seconds_per_token);
+  // A verification: of `drafted` tokens the first `accepted` stood.
+  void RecordVerification(size_t drafted, size_t accepted);
+  // Forgets every measurement and restarts the schedule, as if new.
+  void Reset();
+
+  // The model behind the choice, for tests and reports. The probability that drafted token
+  // `position` (0-based) is accepted given that the ones before it were.
+  double Acceptance(size_t position) const;
+  // 1 + the expected number of the first k drafted tokens that stand.
+  double ExpectedTokens(size_t k) const;
+  // The estimated seconds of a pass of `tokens` tokens: measured where measured, else linear
+  // between measured counts; past the longest one measured, along the slope of the last two
+  // (or, with only one, proportional to the count: a guess that drafting does not pay, left to
+  // the probes to correct). 0 when nothing is measured.
+  double PassSeconds(size_t tokens) const;
+  double DraftSeconds() const { return draft_seconds_; }
+  // Expected tokens per second of drafting k tokens (k = 0: a plain step); 0 without timings.
+  double TokensPerSecond(size_t k) const;
+
+  // The shortest run of plain steps between two probes, and the longest.
+  static constexpr size_t kMinProbeInterval = 20;
+  static constexpr size_t kMaxProbeInterval = 80;
+
+ private:
+  size_t draft_min_, draft_max_;
+  // pass_seconds_[n]: exponential moving average of an n-token pass (n in 1..draft_max + 1); 0
+  // until measured.
+  std::vector<double> pass_seconds_;
+  double draft_seconds_ = 0.0;  // per drafted token; 0 until measured (assumed free)
+  bool draft_measured_ = false;
+  // Per draft position: exponentially aged counts of verifications that reached it and of
+  // those that accepted its token. Aged once per pass, so evidence from long ago (before a run
+  // of plain steps) weighs little against a fresh probe.
+  std::vector<double> trials_, accepted_;
+  size_t plain_left_ = 1;  // plain steps before the next probe; the first comes early
+  size_t probe_interval_ = kMinProbeInterval;
+  bool probing_ = false;
+};
+
+}  // namespace petrel
