@@ -236,6 +236,9 @@ TEST(SpeculativeGreedy, TokenLimitsStopStringsAndContextShiftsAreKept) {
   EXPECT_EQ(engine->kv_free_blocks(), engine->kv_total_blocks());
 }
 
+// A seeded sampled run consumes its generator differently for drafted and plain tokens, so it
+// reproduces when the draft lengths do: with a fixed length (--draft-min = --draft-max), or
+// with the lengths chosen from the same timings (here a fake clock).
 TEST(SpeculativeSampling, RunsWithBothSourcesAndIsReproducible) {
   auto engine = Load(Story("f32"));
   ASSERT_TRUE(engine);
@@ -246,14 +249,24 @@ TEST(SpeculativeSampling, RunsWithBothSourcesAndIsReproducible) {
   DraftModelOptions draft_options;
   draft_options.temperature = 0.8f;
   draft_options.seed = 11;
-  auto draft = DraftModel::Create(*engine, Load(Story("q8_0")), draft_options);
-  ASSERT_TRUE(draft.ok());
-  auto speculator = MakeSpeculator(std::move(draft).value(), 6);
-  const GenerateResult first = GenerateWith(*engine, prompt, options, speculator.get());
-  const GenerateResult again = GenerateWith(*engine, prompt, options, speculator.get());
-  EXPECT_EQ(first.new_ids, again.new_ids);
-  EXPECT_EQ(first.new_ids.size(), 48u);
-  EXPECT_GT(first.draft_accepted, 0u);
+  double now = 0.0;
+  for (const bool fixed : {true, false}) {
+    auto draft = DraftModel::Create(*engine, Load(Story("q8_0")), draft_options);
+    ASSERT_TRUE(draft.ok());
+    SpeculationOptions speculation;
+    speculation.draft_min = fixed ? 4 : 0;
+    speculation.draft_max = fixed ? 4 : 6;
+    // Passes and draft tokens all "take" one unit; a plain step too.
+    if (!fixed) speculation.clock = [&now] { return now += 1.0; };
+    auto speculator = Speculator::Create(std::move(draft).value(), speculation);
+    ASSERT_TRUE(speculator.ok());
+    const GenerateResult first = GenerateWith(*engine, prompt, options, speculator->get());
+    const GenerateResult again = GenerateWith(*engine, prompt, options, speculator->get());
+    EXPECT_EQ(first.new_ids, again.new_ids) << (fixed ? "fixed" : "fake clock");
+    EXPECT_EQ(first.new_ids.size(), 48u);
+    EXPECT_GT(first.draft_tokens, 0u);
+    if (fixed) EXPECT_GT(first.draft_accepted, 0u);
+  }
   auto lookup = MakeSpeculator(std::make_unique<NgramLookup>(2), 4);
   EXPECT_EQ(GenerateWith(*engine, Prompts(*engine)[1], options, lookup.get()).new_ids.size(), 48u);
 }
@@ -478,6 +491,37 @@ TEST(DraftLengthChooser, DraftThatStartsAgreeingIsPickedUpAgain) {
   // The next probe comes within the longest interval and stands; the length then doubles.
   for (size_t pass = 200 + DraftLengthChooser::kMaxProbeInterval + 5; pass < 400; ++pass) {
     EXPECT_EQ(chosen[pass], 8u) << pass;
+  }
+}
+
+TEST(DraftLengthChooser, ProbesOfADraftThatMustCatchUpStayWithinTheirShare) {
+  // A draft model rejected every time, whose catch-up after plain steps costs `catch_up` of a
+  // plain step per token: the probes' cost (catch-up, draft, the longer pass) stays within
+  // kProbeShare of the total; a cheap catch-up is still probed on the schedule.
+  for (const double catch_up : {0.0, 0.02, 0.2}) {
+    const Costs costs{1.0, 0.1, 0.3};
+    DraftLengthChooser chooser(0, 8);
+    double total = 0.0, probing = 0.0;
+    size_t probes = 0;
+    for (size_t pass = 0; pass < 2000; ++pass) {
+      const size_t behind = chooser.behind();
+      const size_t k = chooser.Choose(8);
+      if (k == 0) {
+        chooser.RecordPass(1, costs.Pass(1));
+        total += costs.Pass(1);
+        continue;
+      }
+      ++probes;
+      const double cost = double(behind) * catch_up + costs.draft + costs.Pass(k + 1);
+      if (pass > 1) probing += cost - costs.Pass(1);  // the first one syncs the prompt
+      total += cost;
+      if (behind > 2) chooser.RecordCatchUp(behind, double(behind) * catch_up);
+      chooser.RecordDraft(costs.draft);
+      chooser.RecordPass(k + 1, costs.Pass(k + 1));
+      chooser.RecordVerification(k, 0);
+    }
+    EXPECT_LE(probing, DraftLengthChooser::kProbeShare * total) << catch_up;
+    if (catch_up < 0.05) EXPECT_GE(probes, 2000 / 81) << catch_up;
   }
 }
 

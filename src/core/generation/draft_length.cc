@@ -40,6 +40,9 @@ void DraftLengthChooser::Reset() {
   std::fill(accepted_.begin(), accepted_.end(), 0.0);
   draft_seconds_ = 0.0;
   draft_measured_ = false;
+  catch_up_seconds_ = 0.0;
+  behind_ = 0;
+  probe_budget_ = 0.0;
   plain_left_ = 1;
   probe_interval_ = kMinProbeInterval;
   probing_ = false;
@@ -54,6 +57,11 @@ void DraftLengthChooser::RecordDraft(double seconds_per_token) {
   if (!(seconds_per_token >= 0.0)) return;
   draft_seconds_ = draft_measured_ ? Average(draft_seconds_, seconds_per_token) : seconds_per_token;
   draft_measured_ = true;
+}
+
+void DraftLengthChooser::RecordCatchUp(size_t tokens, double seconds) {
+  if (tokens == 0 || !(seconds >= 0.0)) return;
+  catch_up_seconds_ = Average(catch_up_seconds_, seconds / double(tokens));
 }
 
 void DraftLengthChooser::RecordVerification(size_t drafted, size_t accepted) {
@@ -133,9 +141,14 @@ double DraftLengthChooser::PassSeconds(size_t tokens) const {
 double DraftLengthChooser::TokensPerSecond(size_t k) const {
   // A pass of more tokens is never taken to cost less than a plain step, whatever the noise in
   // the two averages: a draft that is never accepted must not look cheaper than not drafting.
-  const double seconds =
-      double(k) * draft_seconds_ + std::max(PassSeconds(k + 1), PassSeconds(1));
+  double seconds = double(k) * draft_seconds_ + std::max(PassSeconds(k + 1), PassSeconds(1));
+  if (k > 0) seconds += double(behind_) * catch_up_seconds_;
   return seconds > 0.0 ? ExpectedTokens(k) / seconds : 0.0;
+}
+
+double DraftLengthChooser::ProbeSeconds() const {
+  return double(behind_) * catch_up_seconds_ + draft_seconds_ +
+         std::max(0.0, PassSeconds(2) - PassSeconds(1));
 }
 
 size_t DraftLengthChooser::Choose(size_t limit) {
@@ -145,7 +158,10 @@ size_t DraftLengthChooser::Choose(size_t limit) {
     accepted_[i] *= kAcceptanceDecay;
   }
   limit = std::min(limit, draft_max_);
-  if (limit == 0) return 0;
+  if (limit == 0) {
+    ++behind_;  // a plain step
+    return 0;
+  }
   const size_t lowest = std::min(draft_min_, limit);
   size_t measured = 0;
   while (measured < trials_.size() && trials_[measured] >= kMeasured) ++measured;
@@ -163,16 +179,22 @@ size_t DraftLengthChooser::Choose(size_t limit) {
   }
   if (best > 0) {
     plain_left_ = probe_interval_;
+    behind_ = 0;
     return best;
   }
-  if (plain_left_ > 0) {
-    --plain_left_;
-    return 0;
+  if (plain_left_ == 0 && probe_budget_ >= ProbeSeconds()) {
+    // Probe: one drafted token. Its verdict (RecordVerification) sets the next interval; a
+    // probe that got no draft from its source leaves plain_left_ at 0, so the next pass probes
+    // again.
+    probe_budget_ -= ProbeSeconds();
+    probing_ = true;
+    behind_ = 0;
+    return 1;
   }
-  // Probe: one drafted token. Its verdict (RecordVerification) sets the next interval; a probe
-  // that got no draft from its source leaves plain_left_ at 0, so the next pass probes again.
-  probing_ = true;
-  return 1;
+  if (plain_left_ > 0) --plain_left_;
+  probe_budget_ += kProbeShare * PassSeconds(1);
+  ++behind_;
+  return 0;
 }
 
 }  // namespace petrel

@@ -23,7 +23,10 @@ class DraftLengthChooser {
   // acceptance evidence. While drafting does not pay it returns 0, but every so many plain
   // steps a one-token probe (probing() is then true) checks whether the draft has started to
   // agree: at most one probe per kMinProbeInterval plain steps (<= 5 % of the steps), the
-  // interval doubling up to kMaxProbeInterval while probes are rejected.
+  // interval doubling up to kMaxProbeInterval while probes are rejected, and only while the
+  // probes' estimated cost (catch-up, draft, the longer pass) stays within kProbeShare of the
+  // time spent in plain steps. A draft model that is slow to catch up is thus probed at the
+  // start and then rarely or never, rather than making plain decoding slower.
   size_t Choose(size_t limit);
   bool probing() const { return probing_; }
 
@@ -32,6 +35,11 @@ class DraftLengthChooser {
   void RecordPass(size_t tokens, double seconds);
   // Drafting took `seconds` per drafted token (a draft model's single steps; ~0 for lookup).
   void RecordDraft(double seconds_per_token);
+  // Before drafting, the source took in `tokens` tokens it had fallen behind (a draft model
+  // after plain steps) in `seconds`. A draft after m plain steps is charged m times this per
+  // token, so that resuming, and probing, a draft model that must catch up is weighed at its
+  // cost.
+  void RecordCatchUp(size_t tokens, double seconds);
   // A verification: of `drafted` tokens the first `accepted` stood.
   void RecordVerification(size_t drafted, size_t accepted);
   // Forgets every measurement and restarts the schedule, as if new.
@@ -54,6 +62,12 @@ class DraftLengthChooser {
   // The shortest run of plain steps between two probes, and the longest.
   static constexpr size_t kMinProbeInterval = 20;
   static constexpr size_t kMaxProbeInterval = 80;
+  // The share of plain decoding's time that probes may cost.
+  static constexpr double kProbeShare = 0.05;
+  // The estimated extra seconds of a probe now.
+  double ProbeSeconds() const;
+  // Tokens a draft source has fallen behind by: the plain steps since the last draft.
+  size_t behind() const { return behind_; }
 
  private:
   size_t draft_min_, draft_max_;
@@ -62,6 +76,9 @@ class DraftLengthChooser {
   std::vector<double> pass_seconds_;
   double draft_seconds_ = 0.0;  // per drafted token; 0 until measured (assumed free)
   bool draft_measured_ = false;
+  double catch_up_seconds_ = 0.0;  // per token a draft source takes in after plain steps
+  size_t behind_ = 0;
+  double probe_budget_ = 0.0;  // seconds: kProbeShare of plain steps' time, less probes' cost
   // Per draft position: exponentially aged counts of verifications that reached it and of
   // those that accepted its token. Aged once per pass, so evidence from long ago (before a run
   // of plain steps) weighs little against a fresh probe.

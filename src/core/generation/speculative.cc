@@ -58,8 +58,13 @@ bool Speculator::Step(Engine& engine, Sequence& sequence) {
     return true;
   }
   const size_t n = std::min(draft.tokens.size(), length);
-  if (n > 0 && draft.synced <= kSteadySync) {
-    chooser_.RecordDraft((Now() - propose_start) / double(n));
+  const double propose_seconds = Now() - propose_start;
+  if (draft.synced <= kSteadySync) {
+    if (n > 0) chooser_.RecordDraft(propose_seconds / double(n));
+  } else {
+    // The catch-up feed gave the first drafted token; the others took a draft step each.
+    const double steps = n > 1 ? double(n - 1) * chooser_.DraftSeconds() : 0.0;
+    chooser_.RecordCatchUp(draft.synced, std::max(0.0, propose_seconds - steps));
   }
   const SeqId seq = sequence.seq();
   if (n == 0 || engine.KvBlocksToAppend(seq, n + 1) > engine.kv_free_blocks()) {
