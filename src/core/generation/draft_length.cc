@@ -133,21 +133,22 @@ double DraftLengthChooser::PassSeconds(size_t tokens) const {
     }
   }
   const double slope =
-      second ? std::max(0.0, (pass_seconds_[below] - pass_seconds_[second]) / double(below - second))
-             : 0.0;
+      second
+          ? std::max(0.0, (pass_seconds_[below] - pass_seconds_[second]) / double(below - second))
+          : 0.0;
   return pass_seconds_[below] + slope * double(tokens - below);
 }
 
 double DraftLengthChooser::TokensPerSecond(size_t k) const {
   // A pass of more tokens is never taken to cost less than a plain step, whatever the noise in
   // the two averages: a draft that is never accepted must not look cheaper than not drafting.
-  double seconds = double(k) * draft_seconds_ + std::max(PassSeconds(k + 1), PassSeconds(1));
+  double seconds = double(k) * DraftSeconds() + std::max(PassSeconds(k + 1), PassSeconds(1));
   if (k > 0) seconds += double(behind_) * catch_up_seconds_;
   return seconds > 0.0 ? ExpectedTokens(k) / seconds : 0.0;
 }
 
 double DraftLengthChooser::ProbeSeconds() const {
-  return double(behind_) * catch_up_seconds_ + draft_seconds_ +
+  return double(behind_) * catch_up_seconds_ + DraftSeconds() +
          std::max(0.0, PassSeconds(2) - PassSeconds(1));
 }
 

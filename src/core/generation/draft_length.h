@@ -55,7 +55,9 @@ class DraftLengthChooser {
   // (or, with only one, proportional to the count: a guess that drafting does not pay, left to
   // the probes to correct). 0 when nothing is measured.
   double PassSeconds(size_t tokens) const;
-  double DraftSeconds() const { return draft_seconds_; }
+  // Seconds per drafted token: measured, else a token of catch-up (a draft model's first
+  // draft comes after it took in the prompt; a single step costs at least that), else 0.
+  double DraftSeconds() const { return draft_measured_ ? draft_seconds_ : catch_up_seconds_; }
   // Expected tokens per second of drafting k tokens (k = 0: a plain step); 0 without timings.
   double TokensPerSecond(size_t k) const;
 

@@ -27,8 +27,7 @@ Result<std::unique_ptr<Speculator>> Speculator::Create(std::unique_ptr<DraftSour
 
 double Speculator::Now() const {
   if (options_.clock) return options_.clock();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void Speculator::Reset() {
