@@ -31,11 +31,14 @@ DraftLengthChooser::DraftLengthChooser(size_t draft_min, size_t draft_max)
     : draft_min_(draft_min),
       draft_max_(draft_max),
       pass_seconds_(draft_max + 2, 0.0),
+      pass_samples_(draft_max + 2, 0),
       trials_(draft_max, 0.0),
       accepted_(draft_max, 0.0) {}
 
 void DraftLengthChooser::Reset() {
   std::fill(pass_seconds_.begin(), pass_seconds_.end(), 0.0);
+  std::fill(pass_samples_.begin(), pass_samples_.end(), 0);
+  drafting_run_ = 0;
   std::fill(trials_.begin(), trials_.end(), 0.0);
   std::fill(accepted_.begin(), accepted_.end(), 0.0);
   draft_seconds_ = 0.0;
@@ -50,7 +53,9 @@ void DraftLengthChooser::Reset() {
 
 void DraftLengthChooser::RecordPass(size_t tokens, double seconds) {
   if (tokens == 0 || tokens >= pass_seconds_.size() || !(seconds > 0.0)) return;
-  pass_seconds_[tokens] = Average(pass_seconds_[tokens], seconds);
+  pass_seconds_[tokens] =
+      pass_samples_[tokens] == 1 ? seconds : Average(pass_seconds_[tokens], seconds);
+  ++pass_samples_[tokens];
 }
 
 void DraftLengthChooser::RecordDraft(double seconds_per_token) {
@@ -161,9 +166,15 @@ size_t DraftLengthChooser::Choose(size_t limit) {
   limit = std::min(limit, draft_max_);
   if (limit == 0) {
     ++behind_;  // a plain step
+    drafting_run_ = 0;
     return 0;
   }
   const size_t lowest = std::min(draft_min_, limit);
+  if (lowest == 0 && drafting_run_ >= (pass_samples_[1] < 2 ? kFirstRefresh : kRefreshInterval)) {
+    drafting_run_ = 0;  // a plain step to re-measure
+    ++behind_;
+    return 0;
+  }
   size_t measured = 0;
   while (measured < trials_.size() && trials_[measured] >= kMeasured) ++measured;
   const size_t highest = std::max(lowest, std::min(limit, std::max<size_t>(1, 2 * measured)));
@@ -181,6 +192,7 @@ size_t DraftLengthChooser::Choose(size_t limit) {
   if (best > 0) {
     plain_left_ = probe_interval_;
     behind_ = 0;
+    ++drafting_run_;
     return best;
   }
   if (plain_left_ == 0 && probe_budget_ >= ProbeSeconds()) {
@@ -193,6 +205,7 @@ size_t DraftLengthChooser::Choose(size_t limit) {
     return 1;
   }
   if (plain_left_ > 0) --plain_left_;
+  drafting_run_ = 0;
   probe_budget_ += kProbeShare * PassSeconds(1);
   ++behind_;
   return 0;

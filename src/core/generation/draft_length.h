@@ -31,7 +31,8 @@ class DraftLengthChooser {
   bool probing() const { return probing_; }
 
   // A forward pass of the model over `tokens` tokens of one sequence took `seconds` (1: a plain
-  // decode step; k + 1: the verification of k drafted tokens).
+  // decode step; k + 1: the verification of k drafted tokens). Moving averages, except that
+  // the second sample of a count replaces the first, which often includes a warm-up.
   void RecordPass(size_t tokens, double seconds);
   // Drafting took `seconds` per drafted token (a draft model's single steps; ~0 for lookup).
   void RecordDraft(double seconds_per_token);
@@ -64,6 +65,11 @@ class DraftLengthChooser {
   // The shortest run of plain steps between two probes, and the longest.
   static constexpr size_t kMinProbeInterval = 20;
   static constexpr size_t kMaxProbeInterval = 80;
+  // While drafting, a plain step every this many passes re-measures a plain step's time (the
+  // k = 0 that drafts are weighed against), first after kFirstRefresh: the first sample of a
+  // run is often slow (caches cold after the prompt).
+  static constexpr size_t kRefreshInterval = 64;
+  static constexpr size_t kFirstRefresh = 4;
   // The share of plain decoding's time that probes may cost.
   static constexpr double kProbeShare = 0.05;
   // The estimated extra seconds of a probe now.
@@ -76,7 +82,9 @@ class DraftLengthChooser {
   // pass_seconds_[n]: exponential moving average of an n-token pass (n in 1..draft_max + 1); 0
   // until measured.
   std::vector<double> pass_seconds_;
-  double draft_seconds_ = 0.0;  // per drafted token; 0 until measured (assumed free)
+  std::vector<size_t> pass_samples_;  // samples taken of each; the second replaces the first
+  size_t drafting_run_ = 0;           // drafting passes since the last plain step
+  double draft_seconds_ = 0.0;        // per drafted token; 0 until measured (assumed free)
   bool draft_measured_ = false;
   double catch_up_seconds_ = 0.0;  // per token a draft source takes in after plain steps
   size_t behind_ = 0;
