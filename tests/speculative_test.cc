@@ -1,8 +1,8 @@
 // Speculative decoding: greedy output identical token for token to plain decoding (n-gram
 // lookup, draft models that are always right, sometimes right and always wrong, several draft
 // lengths, small token limits and context shifts), the acceptance rule's distribution (a
-// chi-square test over many seeds), the draft length chosen from measured costs, n-gram lookup and the
-// vocabulary check.
+// chi-square test over many seeds), the draft length chosen from measured costs, n-gram lookup and
+// the vocabulary check.
 #include "core/generation/speculative.h"
 
 #include <gtest/gtest.h>
@@ -464,9 +464,10 @@ TEST(DraftLengthChooser, CostlyPassesKeepTheDraftShortOrOff) {
   EXPECT_LE(double(drafted), 0.05 * double(chosen.size() - 10));
   // Half of the tokens stand at each position, passes nearly free: a short draft pays.
   DraftLengthChooser half(0, 8);
-  const std::vector<size_t> some = Drive(half, Costs{1.0, 0.02, 0.02}, 200, [](size_t pass, size_t) {
-    return pass % 2;  // alternately none and one
-  });
+  const std::vector<size_t> some =
+      Drive(half, Costs{1.0, 0.02, 0.02}, 200, [](size_t pass, size_t) {
+        return pass % 2;  // alternately none and one
+      });
   size_t plain = 0;
   for (size_t pass = 20; pass < some.size(); ++pass) {
     plain += some[pass] == 0;

@@ -257,9 +257,8 @@ bool Scheduler::StepOnce() {
   if (inputs_.empty()) return false;
   // One sampling sequence's single token alone is the plain step the speculator weighs its
   // drafts against (it chose not to draft, or had no draft): its time goes to the speculator.
-  Speculator* timed = options_.speculator && inputs_.size() == 1 &&
-                              inputs_[0].tokens.size() == 1 && feeds_[0].sequence &&
-                              feeds_[0].sequence->sampling()
+  Speculator* timed = options_.speculator && inputs_.size() == 1 && inputs_[0].tokens.size() == 1 &&
+                              feeds_[0].sequence && feeds_[0].sequence->sampling()
                           ? options_.speculator
                           : nullptr;
   const double start = timed ? timed->Now() : 0.0;
