@@ -1,8 +1,8 @@
 // Speculative decoding: greedy output identical token for token to plain decoding (n-gram
 // lookup, draft models that are always right, sometimes right and always wrong, several draft
 // lengths, small token limits and context shifts), the acceptance rule's distribution (a
-// chi-square test over many seeds), the adaptive draft length, n-gram lookup and the
-// vocabulary check.
+// chi-square test over many seeds), the draft length chosen from measured costs, n-gram lookup and
+// the vocabulary check.
 #include "core/generation/speculative.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "core/generation/draft_length.h"
 #include "core/generation/draft_model.h"
 #include "core/generation/generate.h"
 #include "core/generation/ngram_lookup.h"
@@ -235,6 +236,9 @@ TEST(SpeculativeGreedy, TokenLimitsStopStringsAndContextShiftsAreKept) {
   EXPECT_EQ(engine->kv_free_blocks(), engine->kv_total_blocks());
 }
 
+// A seeded sampled run consumes its generator differently for drafted and plain tokens, so it
+// reproduces when the draft lengths do: with a fixed length (--draft-min = --draft-max), or
+// with the lengths chosen from the same timings (here a fake clock).
 TEST(SpeculativeSampling, RunsWithBothSourcesAndIsReproducible) {
   auto engine = Load(Story("f32"));
   ASSERT_TRUE(engine);
@@ -245,14 +249,24 @@ TEST(SpeculativeSampling, RunsWithBothSourcesAndIsReproducible) {
   DraftModelOptions draft_options;
   draft_options.temperature = 0.8f;
   draft_options.seed = 11;
-  auto draft = DraftModel::Create(*engine, Load(Story("q8_0")), draft_options);
-  ASSERT_TRUE(draft.ok());
-  auto speculator = MakeSpeculator(std::move(draft).value(), 6);
-  const GenerateResult first = GenerateWith(*engine, prompt, options, speculator.get());
-  const GenerateResult again = GenerateWith(*engine, prompt, options, speculator.get());
-  EXPECT_EQ(first.new_ids, again.new_ids);
-  EXPECT_EQ(first.new_ids.size(), 48u);
-  EXPECT_GT(first.draft_accepted, 0u);
+  double now = 0.0;
+  for (const bool fixed : {true, false}) {
+    auto draft = DraftModel::Create(*engine, Load(Story("q8_0")), draft_options);
+    ASSERT_TRUE(draft.ok());
+    SpeculationOptions speculation;
+    speculation.draft_min = fixed ? 4 : 0;
+    speculation.draft_max = fixed ? 4 : 6;
+    // Passes and draft tokens all "take" one unit; a plain step too.
+    if (!fixed) speculation.clock = [&now] { return now += 1.0; };
+    auto speculator = Speculator::Create(std::move(draft).value(), speculation);
+    ASSERT_TRUE(speculator.ok());
+    const GenerateResult first = GenerateWith(*engine, prompt, options, speculator->get());
+    const GenerateResult again = GenerateWith(*engine, prompt, options, speculator->get());
+    EXPECT_EQ(first.new_ids, again.new_ids) << (fixed ? "fixed" : "fake clock");
+    EXPECT_EQ(first.new_ids.size(), 48u);
+    EXPECT_GT(first.draft_tokens, 0u);
+    if (fixed) EXPECT_GT(first.draft_accepted, 0u);
+  }
   auto lookup = MakeSpeculator(std::make_unique<NgramLookup>(2), 4);
   EXPECT_EQ(GenerateWith(*engine, Prompts(*engine)[1], options, lookup.get()).new_ids.size(), 48u);
 }
@@ -370,24 +384,209 @@ TEST(SpeculativeSampling, GreedyAcceptsOnlyTheArgmax) {
   EXPECT_TRUE(accepted);
 }
 
-TEST(Speculator, DraftLengthFollowsTheAcceptanceRate) {
+// Synthetic costs: a pass of n tokens takes base + slope * (n - 1), a drafted token `draft`.
+struct Costs {
+  double base = 1.0, slope = 0.0, draft = 0.0;
+  double Pass(size_t tokens) const { return base + slope * double(tokens - 1); }
+};
+
+// Drives `chooser` for `passes` passes as RunSpeculative would, with `accepts(pass, k)` the
+// number of a k-token draft's tokens that stand; returns the chosen lengths and marks probes.
+std::vector<size_t> Drive(DraftLengthChooser& chooser, const Costs& costs, size_t passes,
+                          const std::function<size_t(size_t, size_t)>& accepts,
+                          std::vector<bool>* probes = nullptr, size_t limit = 8) {
+  std::vector<size_t> chosen;
+  for (size_t pass = 0; pass < passes; ++pass) {
+    const size_t k = chooser.Choose(limit);
+    chosen.push_back(k);
+    if (probes) probes->push_back(chooser.probing());
+    if (k == 0) {
+      chooser.RecordPass(1, costs.Pass(1));
+      continue;
+    }
+    chooser.RecordDraft(costs.draft);
+    chooser.RecordPass(k + 1, costs.Pass(k + 1));
+    chooser.RecordVerification(k, accepts(pass, k));
+  }
+  return chosen;
+}
+
+size_t Never(size_t, size_t) { return 0; }
+size_t Always(size_t, size_t k) { return k; }
+
+TEST(DraftLengthChooser, AlwaysWrongDraftSettlesAtZeroWithFewProbes) {
+  // A draft model whose tokens cost 0.3 of a plain step, and a lookup whose drafts are free and
+  // whose verification costs barely more than a plain step: neither is ever accepted.
+  for (const Costs& costs : {Costs{1.0, 0.2, 0.3}, Costs{1.0, 0.01, 0.0}}) {
+    DraftLengthChooser chooser(0, 8);
+    std::vector<bool> probes;
+    const std::vector<size_t> chosen = Drive(chooser, costs, 1000, Never, &probes);
+    size_t drafted = 0;
+    for (size_t pass = 10; pass < chosen.size(); ++pass) {
+      if (chosen[pass] == 0) continue;
+      ++drafted;
+      EXPECT_EQ(chosen[pass], 1u) << "pass " << pass;  // only one-token probes
+      EXPECT_TRUE(probes[pass]) << "pass " << pass;
+    }
+    EXPECT_GT(drafted, 0u);  // it keeps probing
+    EXPECT_LE(double(drafted), 0.05 * double(chosen.size() - 10));
+    EXPECT_EQ(chooser.Acceptance(0), 0.0);
+  }
+}
+
+TEST(DraftLengthChooser, AlwaysRightCheapDraftDraftsTheLongest) {
+  DraftLengthChooser chooser(0, 8);
+  const std::vector<size_t> chosen = Drive(chooser, Costs{1.0, 0.05, 0.05}, 200, Always);
+  // From the warm-up on, every pass drafts 8 but for a plain step every kRefreshInterval + 1
+  // passes that re-measures the plain step's time.
+  size_t plain = 0;
+  for (size_t pass = 10; pass < chosen.size(); ++pass) {
+    if (chosen[pass] == 0) {
+      ++plain;
+      continue;
+    }
+    EXPECT_EQ(chosen[pass], 8u) << pass;
+  }
+  EXPECT_LE(plain, 190 / DraftLengthChooser::kRefreshInterval);
+  EXPECT_GT(chooser.ExpectedTokens(8), 8.5);
+  // Less room than draft_max: all of it.
+  EXPECT_EQ(chooser.Choose(5), 5u);
+  EXPECT_EQ(chooser.Choose(0), 0u);
+}
+
+TEST(DraftLengthChooser, CostlyPassesKeepTheDraftShortOrOff) {
+  // Every drafted token stands, but a pass costs a plain step per token and drafting is not
+  // free: drafting cannot win.
+  DraftLengthChooser chooser(0, 8);
+  const std::vector<size_t> chosen = Drive(chooser, Costs{1.0, 1.0, 0.2}, 300, Always);
+  size_t drafted = 0;
+  for (size_t pass = 10; pass < chosen.size(); ++pass) drafted += chosen[pass] > 0;
+  EXPECT_LE(double(drafted), 0.05 * double(chosen.size() - 10));
+  // Half of the tokens stand at each position, passes nearly free: a short draft pays.
+  DraftLengthChooser half(0, 8);
+  const std::vector<size_t> some =
+      Drive(half, Costs{1.0, 0.02, 0.02}, 200, [](size_t pass, size_t) {
+        return pass % 2;  // alternately none and one
+      });
+  size_t plain = 0;
+  for (size_t pass = 20; pass < some.size(); ++pass) {
+    plain += some[pass] == 0;
+    EXPECT_LE(some[pass], 3u) << pass;
+  }
+  EXPECT_LE(plain, 180 / DraftLengthChooser::kRefreshInterval);
+}
+
+TEST(DraftLengthChooser, ProbeScheduleIsDeterministic) {
+  DraftLengthChooser first(0, 8), second(0, 8);
+  std::vector<bool> probes;
+  const Costs costs{2.0, 0.3, 0.5};
+  const std::vector<size_t> a = Drive(first, costs, 400, Never, &probes);
+  const std::vector<size_t> b = Drive(second, costs, 400, Never);
+  EXPECT_EQ(a, b);
+  // A plain step measures its time, then a probe; then 20, 40 and 80 plain steps between
+  // probes, 80 from then on while probes are rejected.
+  std::vector<size_t> at;
+  for (size_t pass = 0; pass < probes.size(); ++pass) {
+    if (probes[pass]) at.push_back(pass);
+  }
+  EXPECT_EQ(at, (std::vector<size_t>{1, 22, 63, 144, 225, 306, 387}));
+  // Reset starts the same schedule again.
+  first.Reset();
+  EXPECT_EQ(Drive(first, costs, 400, Never), a);
+}
+
+TEST(DraftLengthChooser, DraftThatStartsAgreeingIsPickedUpAgain) {
+  DraftLengthChooser chooser(0, 8);
+  const std::vector<size_t> chosen =
+      Drive(chooser, Costs{1.0, 0.05, 0.05}, 400,
+            [](size_t pass, size_t k) { return pass < 200 ? 0 : k; });
+  EXPECT_EQ(chosen[199], 0u);
+  // The next probe comes within the longest interval and stands; the length then doubles.
+  size_t plain = 0;
+  for (size_t pass = 200 + DraftLengthChooser::kMaxProbeInterval + 5; pass < 400; ++pass) {
+    if (chosen[pass] == 0) {
+      ++plain;
+      continue;
+    }
+    EXPECT_EQ(chosen[pass], 8u) << pass;
+  }
+  EXPECT_LE(plain, 2u);
+}
+
+TEST(DraftLengthChooser, ProbesOfADraftThatMustCatchUpStayWithinTheirShare) {
+  // A draft model rejected every time, whose catch-up after plain steps costs `catch_up` of a
+  // plain step per token: the probes' cost (catch-up, draft, the longer pass) stays within
+  // kProbeShare of the total; a cheap catch-up is still probed on the schedule.
+  for (const double catch_up : {0.0, 0.02, 0.2}) {
+    const Costs costs{1.0, 0.1, 0.3};
+    DraftLengthChooser chooser(0, 8);
+    double total = 0.0, probing = 0.0;
+    size_t probes = 0;
+    for (size_t pass = 0; pass < 2000; ++pass) {
+      const size_t behind = chooser.behind();
+      const size_t k = chooser.Choose(8);
+      if (k == 0) {
+        chooser.RecordPass(1, costs.Pass(1));
+        total += costs.Pass(1);
+        continue;
+      }
+      ++probes;
+      const double cost = double(behind) * catch_up + costs.draft + costs.Pass(k + 1);
+      if (pass > 1) probing += cost - costs.Pass(1);  // the first one syncs the prompt
+      total += cost;
+      if (behind > 2) chooser.RecordCatchUp(behind, double(behind) * catch_up);
+      chooser.RecordDraft(costs.draft);
+      chooser.RecordPass(k + 1, costs.Pass(k + 1));
+      chooser.RecordVerification(k, 0);
+    }
+    EXPECT_LE(probing, DraftLengthChooser::kProbeShare * total) << catch_up;
+    if (catch_up < 0.05) EXPECT_GE(probes, 2000 / 81) << catch_up;
+  }
+}
+
+TEST(DraftLengthChooser, DraftMinIsAFloor) {
+  DraftLengthChooser chooser(3, 8);
+  const std::vector<size_t> chosen = Drive(chooser, Costs{1.0, 0.5, 0.5}, 100, Never);
+  for (size_t k : chosen) EXPECT_EQ(k, 3u);
+  EXPECT_EQ(chooser.Choose(2), 2u);  // the room is the limit
+}
+
+TEST(Speculator, OptionsAreChecked) {
   SpeculationOptions options;
-  options.draft_min = 2;
-  options.draft_max = 10;
-  auto speculator = Speculator::Create(std::make_unique<NgramLookup>(2), options);
-  ASSERT_TRUE(speculator.ok());
-  EXPECT_EQ((*speculator)->NextLength(), 10u);
-  for (int i = 0; i < 30; ++i) (*speculator)->Record(5, 0);
-  EXPECT_EQ((*speculator)->NextLength(), 2u);
-  for (int i = 0; i < 30; ++i) (*speculator)->Record(4, 4);
-  EXPECT_EQ((*speculator)->NextLength(), 10u);
-  for (int i = 0; i < 30; ++i) (*speculator)->Record(4, 2);  // a = 2/3
-  EXPECT_GE((*speculator)->NextLength(), 3u);
-  EXPECT_LE((*speculator)->NextLength(), 4u);
-  options.draft_min = 0;
+  options.draft_min = 0;  // the length may be 0
+  EXPECT_TRUE(Speculator::Create(std::make_unique<NgramLookup>(2), options).ok());
+  options.draft_max = 0;
   EXPECT_FALSE(Speculator::Create(std::make_unique<NgramLookup>(2), options).ok());
+  options.draft_max = 10;
   options.draft_min = 11;
   EXPECT_FALSE(Speculator::Create(std::make_unique<NgramLookup>(2), options).ok());
+}
+
+// A fake clock that advances one unit per reading: every pass and draft "takes" the same time,
+// so drafting never pays. The choices and the output are the same in every run.
+TEST(Speculator, FakeClockMakesTheChoicesReproducible) {
+  auto engine = Load(Story("f32"));
+  ASSERT_TRUE(engine);
+  const std::vector<int32_t> prompt = Prompts(*engine)[0];
+  const GenerateResult plain = GenerateWith(*engine, prompt, Greedy(80), nullptr);
+  std::vector<std::vector<size_t>> histograms;
+  for (int run = 0; run < 2; ++run) {
+    double now = 0.0;
+    SpeculationOptions options;
+    options.draft_max = 6;
+    options.clock = [&now] { return now += 1.0; };
+    auto speculator = Speculator::Create(std::make_unique<ConstantDraft>(0), options);
+    ASSERT_TRUE(speculator.ok());
+    const GenerateResult spec = GenerateWith(*engine, prompt, Greedy(80), speculator->get());
+    EXPECT_EQ(spec.new_ids, plain.new_ids);
+    histograms.push_back((*speculator)->draft_lengths());
+    // 79 passes after the prompt's: the first plain, then a probe, then probes 20 and 40 plain
+    // steps apart.
+    EXPECT_EQ(histograms.back()[1], 3u);
+    EXPECT_EQ(spec.draft_tokens, 3u);
+    EXPECT_EQ(spec.draft_accepted, 0u);
+  }
+  EXPECT_EQ(histograms[0], histograms[1]);
 }
 
 TEST(NgramLookup, ProposesWhatFollowedTheLatestMatch) {

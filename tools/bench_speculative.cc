@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +64,8 @@ int RunSpeculativeBench(const SpeculativeBench& bench) {
       (bench.draft.lookup_ngram > 0 ? "+lookup" + std::to_string(bench.draft.lookup_ngram)
                                     : "+draft");
   std::vector<double> plain_rates, spec_rates, acceptance, per_pass;
+  // Passes per chosen draft length over the measured runs (index: drafted tokens, 0: plain).
+  std::vector<size_t> lengths(bench.draft.draft_max + 1, 0);
   bool identical = true;
   for (size_t r = 0; r <= bench.repetitions; ++r) {
     auto plain = GenerateOnce(**engine, prompt, options, nullptr);
@@ -76,6 +79,15 @@ int RunSpeculativeBench(const SpeculativeBench& bench) {
     const GenerateResult& s = spec->result;
     acceptance.push_back(s.draft_tokens ? double(s.draft_accepted) / double(s.draft_tokens) : 0.0);
     per_pass.push_back(double(s.new_ids.size()) / double(std::max<size_t>(s.target_passes, 1)));
+    const std::vector<size_t>& chosen = (*speculator)->draft_lengths();
+    for (size_t k = 0; k < std::min(chosen.size(), lengths.size()); ++k) lengths[k] += chosen[k];
+  }
+  // "0:30 1:2 8:5": the lengths drafted, with their pass counts.
+  std::string lengths_text;
+  for (size_t k = 0; k < lengths.size(); ++k) {
+    if (lengths[k] == 0) continue;
+    if (!lengths_text.empty()) lengths_text += ' ';
+    lengths_text += std::to_string(k) + ":" + std::to_string(lengths[k]);
   }
   const double plain_tps = cpu::Median(plain_rates), spec_tps = cpu::Median(spec_rates);
   const double rate = cpu::Median(acceptance), passes = cpu::Median(per_pass);
@@ -103,19 +115,20 @@ int RunSpeculativeBench(const SpeculativeBench& bench) {
                                         {"speedup", spec_tps / std::max(plain_tps, 1e-9)},
                                         {"acceptance_rate", rate},
                                         {"tokens_per_target_pass", passes},
+                                        {"draft_lengths", lengths},
                                         {"identical_output", identical}})
                             .dump()
                             .c_str());
   } else {
     std::printf(
         "| model | draft | threads | test | t/s (median) | speedup | acceptance | tokens/pass | "
-        "same output |\n");
-    std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-    std::printf("| %s | - | %zu | tg%zu | %.2f | 1.00 | - | 1.00 | - |\n", model.model_path.c_str(),
-                threads, bench.n_gen, plain_tps);
-    std::printf("| %s | %s | %zu | %s | %.2f | %.2f | %.0f %% | %.2f | %s |\n",
+        "drafted k: passes | same output |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    std::printf("| %s | - | %zu | tg%zu | %.2f | 1.00 | - | 1.00 | - | - |\n",
+                model.model_path.c_str(), threads, bench.n_gen, plain_tps);
+    std::printf("| %s | %s | %zu | %s | %.2f | %.2f | %.0f %% | %.2f | %s | %s |\n",
                 model.model_path.c_str(), draft_name.c_str(), threads, spec_name.c_str(), spec_tps,
-                spec_tps / std::max(plain_tps, 1e-9), 100.0 * rate, passes,
+                spec_tps / std::max(plain_tps, 1e-9), 100.0 * rate, passes, lengths_text.c_str(),
                 identical ? "yes" : "NO");
   }
   // Greedy speculative output must be the plain output; anything else is a bug to report.

@@ -346,6 +346,7 @@ Runner AddRunCommand(CLI::App& app) {
         out["timings"]["acceptance_rate"] =
             result->draft_tokens > 0 ? double(result->draft_accepted) / double(result->draft_tokens)
                                      : 0.0;
+        out["timings"]["draft_lengths"] = (*speculator)->draft_lengths();
       }
       std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {

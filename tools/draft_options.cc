@@ -20,11 +20,15 @@ void DraftOptions::AddTo(CLI::App& app) {
       ->check(IntRange(1, 64))
       ->excludes(draft);
   flags.push_back(app.add_option("--draft-max", draft_max,
-                                 "longest draft per pass (default 8); the length adapts to the "
-                                 "acceptance rate between --draft-min and this")
+                                 "longest draft per pass (default 8); each pass drafts the length "
+                                 "that gives the most tokens/s by the pass times and acceptance "
+                                 "measured so far, none when drafting does not pay")
                       ->check(IntRange(1, 256)));
-  flags.push_back(app.add_option("--draft-min", draft_min, "shortest draft per pass (default 1)")
-                      ->check(IntRange(1, 256)));
+  flags.push_back(app.add_option("--draft-min", draft_min,
+                                 "shortest draft per pass (default 0: the length may be 0, with "
+                                 "occasional one-token probes); N > 0 drafts at least N tokens "
+                                 "every pass, paying or not")
+                      ->check(IntRange(0, 256)));
   flags.push_back(app.add_option("--draft-min-p", draft_min_p,
                                  "stop drafting when the draft model's most likely token is less "
                                  "likely than P (default 0: off)")

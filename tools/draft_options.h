@@ -18,7 +18,7 @@ struct DraftOptions {
   std::string draft_path;   // --draft
   size_t lookup_ngram = 0;  // --lookup-ngram; 0: off
   size_t draft_max = 8;
-  size_t draft_min = 1;
+  size_t draft_min = 0;
   float draft_min_p = 0.0f;
   size_t draft_threads = 0;  // 0: as -t
   std::string draft_device = "cpu";

@@ -255,9 +255,17 @@ bool Scheduler::StepOnce() {
     if (!PreemptNewest()) break;  // alone: the step itself says what does not fit
   }
   if (inputs_.empty()) return false;
+  // One sampling sequence's single token alone is the plain step the speculator weighs its
+  // drafts against (it chose not to draft, or had no draft): its time goes to the speculator.
+  Speculator* timed = options_.speculator && inputs_.size() == 1 && inputs_[0].tokens.size() == 1 &&
+                              feeds_[0].sequence && feeds_[0].sequence->sampling()
+                          ? options_.speculator
+                          : nullptr;
+  const double start = timed ? timed->Now() : 0.0;
   // A failure of the whole step is also in every output it touched, so each sequence fails
   // with it on its own.
   (void)engine_.Step(inputs_, &outputs_);
+  if (timed) timed->RecordPlainStep(timed->Now() - start);
   for (size_t i = 0; i < feeds_.size(); ++i) {
     if (feeds_[i].sequence) {
       feeds_[i].sequence->Consume(outputs_[i]);

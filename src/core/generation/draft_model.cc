@@ -95,6 +95,7 @@ Status DraftModel::Propose(std::span<const int32_t> context, size_t max_tokens, 
   PETREL_RETURN_IF_ERROR(engine_->TruncateSequence(seq_, keep));
   held_.resize(keep);
   PETREL_RETURN_IF_ERROR(Feed(rest));
+  draft->synced = rest.size();
   const size_t n_vocab = size_t(engine_->config().n_vocab);
   const bool sample = options_.temperature > 0.0f;
   for (size_t i = 0; i < max_tokens; ++i) {

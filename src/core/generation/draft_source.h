@@ -19,10 +19,15 @@ struct Draft {
   // empty when every token was chosen deterministically (a point mass: a greedy draft model,
   // n-gram lookup). The acceptance rule needs it to keep the model's distribution exact.
   std::vector<float> probs;
+  // Tokens of the context the source had to take in before it could draft (a draft model's
+  // catch-up feed); 0 for sources that keep no state. It tells the speculator when the time of
+  // a Propose call is not the drafting's alone.
+  size_t synced = 0;
 
   void Clear() {
     tokens.clear();
     probs.clear();
+    synced = 0;
   }
 };
 

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "core/generation/draft_length.h"
 #include "core/generation/draft_source.h"
 #include "core/generation/sequence.h"
 #include "core/runtime/engine.h"
@@ -17,42 +19,49 @@
 namespace petrel {
 
 struct SpeculationOptions {
-  // The draft length adapts between these to the running acceptance rate: long while drafts
-  // stand, short while they are rejected (each rejected position costs verification work).
-  size_t draft_min = 1;
+  // Each pass drafts the length in [draft_min, draft_max] that the measured costs say gives the
+  // most tokens per second (DraftLengthChooser); with draft_min 0 that may be none at all, so
+  // a draft that does not pay costs only occasional probes. draft_min > 0 forces at least that
+  // many drafted tokens per pass.
+  size_t draft_min = 0;
   size_t draft_max = 8;
+  // Seconds on a monotonic clock; null: std::chrono::steady_clock. Tests drive the choice with
+  // a fake one.
+  std::function<double()> clock = nullptr;
 };
 
 class Speculator {
  public:
-  // Fails when draft_min is 0 or above draft_max.
+  // Fails when draft_max is 0 or draft_min is above it.
   static Result<std::unique_ptr<Speculator>> Create(std::unique_ptr<DraftSource> source,
                                                     const SpeculationOptions& options);
   DraftSource& source() { return *source_; }
-  // The draft length for the next pass: the longest whose last token the running acceptance
-  // rate a still reaches with probability a^k >= 0.2, within [draft_min, draft_max].
-  size_t NextLength() const;
-  // Records one verification: `drafted` tokens proposed, the first `accepted` of them kept.
-  void Record(size_t drafted, size_t accepted);
-  // Starts afresh: the source's state and the acceptance estimate.
+  DraftLengthChooser& chooser() { return chooser_; }
+  // Starts afresh: the source's state, the measurements and the counts of chosen lengths.
   void Reset();
-  // One speculative step of a sampling `sequence`: a draft, verified in one forward pass of
-  // that sequence alone, and consumed (Sequence::ConsumeDraft). False, changing nothing, when
-  // there is no draft (none proposed, no room, or no free KV blocks for it): the caller then
-  // steps the sequence as usual. A failure finishes the sequence with reason "error".
+  // One speculative step of a sampling `sequence`: a draft of the chosen length, verified in
+  // one forward pass of that sequence alone, and consumed (Sequence::ConsumeDraft). False,
+  // changing nothing, when it does not draft (the chosen length is 0, no room, none proposed,
+  // or no free KV blocks for it): the caller then steps the sequence as usual, and should time
+  // that step for RecordPlainStep. A failure finishes the sequence with reason "error".
   bool Step(Engine& engine, Sequence& sequence);
-  // The running per-token acceptance estimate in [0, 1].
-  double acceptance_rate() const { return rate_; }
+  // A plain decode step of one sampling sequence alone took `seconds` (of Now()).
+  void RecordPlainStep(double seconds) { chooser_.RecordPass(1, seconds); }
+  double Now() const;
+  // draft_lengths()[k]: the steps that drafted k tokens since Create or Reset (0: plain steps
+  // taken because drafting did not pay, or no draft was proposed).
+  const std::vector<size_t>& draft_lengths() const { return lengths_; }
 
  private:
   Speculator(std::unique_ptr<DraftSource> source, const SpeculationOptions& options)
-      : source_(std::move(source)), options_(options) {}
+      : source_(std::move(source)),
+        options_(options),
+        chooser_(options.draft_min, options.draft_max),
+        lengths_(options.draft_max + 1, 0) {}
   std::unique_ptr<DraftSource> source_;
   SpeculationOptions options_;
-  // Exponentially decayed counts of verified drafted positions and of those accepted: each
-  // verification observes its accepted tokens and, when it rejected one, that one.
-  double trials_ = 0.0, accepted_ = 0.0;
-  double rate_ = 1.0;  // optimistic at first: the first drafts are full length
+  DraftLengthChooser chooser_;
+  std::vector<size_t> lengths_;
   // Step's scratch, kept so that a steady loop allocates only in the forward pass.
   std::vector<int32_t> context_;
   Draft draft_;
