@@ -33,7 +33,7 @@ import json, sys
 print(" ".join(t["name"] for t in json.load(sys.stdin) if "malformed" in t["suite"] or any(s.endswith(":malformed") for s in t["suite"])))')
 targets=()
 for t in $asan_tests; do targets+=("tests/$t"); done
-ninja -C build-asan "${targets[@]}" >&2
+ninja -C build-asan ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} "${targets[@]}" >&2
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
 part_done "sanitizer build and malformed suite"
