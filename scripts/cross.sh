@@ -98,7 +98,9 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   meson setup "$build_dir" --cross-file "cross/$triplet.ini" --buildtype=release \
     -Dvulkan=disabled -Dbenchmarks=disabled -Dstatic=$static ${PETREL_MESON_ARGS:-} "$@" >&2
 else
-  meson configure "$build_dir" -Dstatic=$static >&2
+  # --reconfigure rather than `meson configure`: the test list read below must reflect the
+  # current meson.build files, which ninja alone would regenerate only later.
+  meson setup --reconfigure "$build_dir" -Dstatic=$static >&2
 fi
 # The petrel binary, and with `test` the executables of the suites to run (not the cli and
 # server tests: building them for nothing would double the build on a small CI machine).
