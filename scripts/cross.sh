@@ -11,6 +11,9 @@
 #   PETREL_CROSS_STATIC     1 (default): link everything but the C library statically
 #                           (-Dstatic=true), the binary a board gets; 0: shared libraries
 #   PETREL_CROSS_SUITES     suites to run with `test` (default "unit parity")
+#   PETREL_CROSS_SKIP_SUITES  tests of these suites are neither built nor run, unless named in
+#                           PETREL_CROSS_SUITES (default "slow": minutes each under emulation,
+#                           run natively instead; `PETREL_CROSS_SUITES=slow` runs them under qemu)
 #   PETREL_CROSS_CPUS       emulated cores (QEMU_CPU; default "cortex-a72 max", armhf "max")
 #   PETREL_CROSS_TARGET     SIMD target `petrel info` must report under qemu (default neon)
 #   PETREL_BUILD_JOBS       parallel compile jobs (default: every core)
@@ -59,6 +62,27 @@ if ((${#missing[@]})); then
   if ! dpkg --print-foreign-architectures | grep -qx "$debarch"; then
     $sudo dpkg --add-architecture "$debarch"
   fi
+  # Ubuntu serves ARM and RISC-V packages from ports.ubuntu.com, not from the archive its
+  # sources name (which would make `apt-get update` fail on the foreign architecture): pin the
+  # existing sources to the build machine's architecture and add the ports archive for the rest.
+  # shellcheck source=/dev/null
+  if [ "$(. /etc/os-release && echo "${ID:-}")" = ubuntu ] && [ ! -f /etc/apt/sources.list.d/petrel-ports.list ]; then
+    native=$(dpkg --print-architecture)
+    codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    if [ -f /etc/apt/sources.list ]; then
+      $sudo sed -i -E -e "s/^deb (http|mirror|file)/deb [arch=$native] \1/" \
+        -e "/^deb \[[^]]*arch=/! s/^deb \[/deb [arch=$native /" /etc/apt/sources.list
+    fi
+    for file in /etc/apt/sources.list.d/*.sources; do
+      [ -f "$file" ] || continue
+      grep -q '^Architectures:' "$file" || $sudo sed -i "/^Types:/a Architectures: $native" "$file"
+    done
+    {
+      for pocket in "" -updates -security; do
+        echo "deb [arch=arm64,armhf,riscv64] http://ports.ubuntu.com/ubuntu-ports $codename$pocket main universe"
+      done
+    } | $sudo tee /etc/apt/sources.list.d/petrel-ports.list >/dev/null
+  fi
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
@@ -74,29 +98,39 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   meson setup "$build_dir" --cross-file "cross/$triplet.ini" --buildtype=release \
     -Dvulkan=disabled -Dbenchmarks=disabled -Dstatic=$static ${PETREL_MESON_ARGS:-} "$@" >&2
 else
-  meson configure "$build_dir" -Dstatic=$static >&2
+  # --reconfigure rather than `meson configure`: the test list read below must reflect the
+  # current meson.build files, which ninja alone would regenerate only later.
+  meson setup --reconfigure "$build_dir" -Dstatic=$static >&2
 fi
 # The petrel binary, and with `test` the executables of the suites to run (not the cli and
 # server tests: building them for nothing would double the build on a small CI machine).
 # The cli suite drives the petrel binary through the exe_wrapper too, but it is slow under
 # emulation; unit and parity cover every kernel and every model path.
 suite_names="${PETREL_CROSS_SUITES:-unit parity}"
+skipped_suites=()
+for suite in ${PETREL_CROSS_SKIP_SUITES-slow}; do
+  [[ " $suite_names " == *" $suite "* ]] || skipped_suites+=("$suite")
+done
 targets=(tools/petrel)
 if ((run_tests)); then
-  for test in $(meson introspect "$build_dir" --tests | SUITES="$suite_names" python3 -c '
+  for test in $(meson introspect "$build_dir" --tests |
+    SUITES="$suite_names" SKIPPED="${skipped_suites[*]}" python3 -c '
 import json, os, sys
-wanted = {"petrel:" + s for s in os.environ["SUITES"].split()}
+def names(var): return {"petrel:" + s for s in os.environ[var].split()}
+wanted, skipped = names("SUITES"), names("SKIPPED")
 root = sys.argv[1] + "/"
-print(" ".join(sorted({t["cmd"][0].split(root, 1)[-1] for t in json.load(sys.stdin) if wanted & set(t["suite"])})))
+print(" ".join(sorted({t["cmd"][0].split(root, 1)[-1] for t in json.load(sys.stdin)
+                       if wanted & set(t["suite"]) and not skipped & set(t["suite"])})))
 ' "$(cd "$build_dir" && pwd)"); do targets+=("$test"); done
 fi
 ninja -C "$build_dir" -j "${PETREL_BUILD_JOBS:-$(nproc)}" "${targets[@]}" >&2
-echo "cross: built $build_dir/tools/petrel for $triplet" >&2
+echo "cross: built $build_dir/tools/petrel for $triplet (setup and build took $SECONDS s)" >&2
 ((run_tests)) || exit 0
 
 # --- tests under qemu-user --------------------------------------------------------------------
 suites=()
 for suite in $suite_names; do suites+=(--suite "$suite"); done
+for suite in "${skipped_suites[@]}"; do suites+=(--no-suite "$suite"); done
 # No QEMU_LD_PREFIX: see the exe_wrapper note in cross/$triplet.ini.
 unset QEMU_LD_PREFIX
 status=0

@@ -43,4 +43,5 @@ build_dir="${PETREL_BUILD_DIR:-build}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   meson setup "$build_dir" --buildtype=release ${PETREL_MESON_ARGS:-} >&2
 fi
-ninja -C "$build_dir" >&2
+# PETREL_BUILD_JOBS limits the compile jobs (ninja's default is the core count plus two).
+ninja -C "$build_dir" ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} >&2

@@ -2,16 +2,26 @@
 # Second command of the README: set up, build, and run every test suite: the unit, parity, cli
 # and gpu (Vulkan, CUDA; skipped, saying why, without a device) tests, the load suite (`petrel serve`
 # under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan,
-# then (with PETREL_CROSS=1) the aarch64 cross build's unit and parity suites under qemu.
+# then the aarch64 cross build's unit and parity suites under qemu (PETREL_CROSS=0 leaves that
+# out). Each part's time is printed as it ends ("test.sh: PART took N s").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+part_start=$SECONDS
+part_done() {
+  echo "test.sh: $1 took $((SECONDS - part_start)) s" >&2
+  part_start=$SECONDS
+}
 scripts/setup.sh
+part_done "setup and native build"
 jobs="${PETREL_TEST_JOBS:-$(nproc)}"
 status=0
+# `unit` includes the `slow` suite (grammar_sampling_test), which the emulated runs leave out.
 meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli --suite gpu || status=1
+part_done "unit, parity, cli and gpu suites"
 # The load suite: 32 streaming clients for PETREL_LOAD_SECONDS (default 20) against a synthetic
 # model; alone, so that the other suites do not take its cores.
 meson test -C build --print-errorlogs --num-processes 1 --logbase loadlog --suite load || status=1
+part_done "load suite"
 
 # The sanitizer build compiles only what the malformed-input tests need.
 if [ ! -f build-asan/build.ninja ]; then
@@ -23,21 +33,22 @@ import json, sys
 print(" ".join(t["name"] for t in json.load(sys.stdin) if "malformed" in t["suite"] or any(s.endswith(":malformed") for s in t["suite"])))')
 targets=()
 for t in $asan_tests; do targets+=("tests/$t"); done
-ninja -C build-asan "${targets[@]}" >&2
+ninja -C build-asan ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} "${targets[@]}" >&2
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
+part_done "sanitizer build and malformed suite"
 
 # The aarch64 board build (docs/EMBEDDED.md): cross-compiled, then the unit and parity suites
 # under qemu-user on a NEON-only core (cortex-a72) and on one with SVE2 (max), each with its own
-# log. Off by default (PETREL_CROSS=1 turns it on; `scripts/cross.sh aarch64 test` alone does the
-# same): on 2 cores the cross build of petrel and the test programs and the two emulated runs
-# take well over the 20 minutes CI can spare (docs/EMBEDDED.md, Testing under emulation).
+# log; cross.sh installs the cross compiler, qemu-user and the arm64 libraries when missing. The
+# `slow` suite is left out there (it runs natively above). A failure anywhere in it, installing
+# included, fails the run. PETREL_CROSS=0 leaves the part out (docs/EMBEDDED.md, Testing under
+# emulation, has its times).
 logs=(build/meson-logs/testlog.json build/meson-logs/loadlog.json build-asan/meson-logs/testlog.json)
-if [ "${PETREL_CROSS:-0}" = "1" ]; then
+if [ "${PETREL_CROSS:-1}" = "1" ]; then
   rm -f build-aarch64/meson-logs/testlog-*.json
-  cross_start=$SECONDS
   PETREL_TEST_JOBS="$jobs" scripts/cross.sh aarch64 test || status=1
-  echo "cross: aarch64 build and emulated tests took $((SECONDS - cross_start)) s" >&2
+  part_done "aarch64 cross build and emulated tests"
   for cpu in ${PETREL_CROSS_CPUS:-cortex-a72 max}; do logs+=("build-aarch64/meson-logs/testlog-$cpu.json"); done
 fi
 
