@@ -13,6 +13,7 @@
 
 #include "cpu/kernels.h"       // CpuKernels, SupportsWeightType, MatMulPathName
 #include "cpu/matmul_table.h"  // kMatMulKernels, FindMatMulKernel
+#include "cpu/neon_without_aes.h"  // WithNeonWithoutAes
 #include "cpu/quant_matmul.h"  // QuantizeActivationRow
 #include "hwy/targets.h"       // SupportedAndGeneratedTargets, SetSupportedTargetsForTest
 #include "quant/quantize.h"    // QuantizeRow, DequantizeRow, CanDequantize
@@ -54,6 +55,15 @@ void ExpectQuantizedPathAllOrNothing(const HostKernels& kernels) {
 
 // The structured bindings below name every HostKernels field: a new field does not compile here
 // until these tests say whether each table must set it.
+// An AArch64 core with Advanced SIMD but without AES (Raspberry Pi 3 and 4) gets NEON; a set
+// that has NEON, or a core without Advanced SIMD, is left as it is.
+TEST(KernelTableTest, NeonIsOfferedWithoutAes) {
+  const int64_t without_aes = HWY_SCALAR | HWY_EMU128;
+  EXPECT_EQ(cpu::WithNeonWithoutAes(without_aes, true), without_aes | HWY_NEON);
+  EXPECT_EQ(cpu::WithNeonWithoutAes(without_aes, false), without_aes);
+  EXPECT_EQ(cpu::WithNeonWithoutAes(without_aes | HWY_NEON, true), without_aes | HWY_NEON);
+}
+
 TEST(KernelTableTest, CpuSetsEveryEntry) {
   const auto& [name, mat_mul, activation_type, quantize_activation, mat_mul_quantized, row_to_f32,
                row_from_f32, rms_norm, rope, attention, silu_mul, add, gelu_mul, scale,

@@ -7,6 +7,7 @@
 #include "core/base/log.h"
 #include "core/base/status.h"         // PETREL_CHECK
 #include "cpu/int8_target.h"          // Int8KernelTarget
+#include "cpu/neon_without_aes.h"     // EnableNeonWithoutAes
 #include "cpu/kernel_entry_points.h"  // RmsNorm, Rope, ...
 #include "cpu/matmul_table.h"         // FindMatMulKernel
 #include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
@@ -92,7 +93,8 @@ std::string MatMulPathName(DType type) {
 }
 
 const HostKernels& CpuKernels() {
-  static const bool kCapped = (ApplyTargetCap(), true);
+  // NEON for AArch64 cores without AES first, so that PETREL_CPU_TARGET caps the full set.
+  static const bool kCapped = (EnableNeonWithoutAes(), ApplyTargetCap(), true);
   (void)kCapped;
   static const HostKernels kKernels = {
       .name = "cpu",
