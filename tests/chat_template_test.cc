@@ -261,6 +261,23 @@ TEST(ChatTemplateLimits, Steps) {
   EXPECT_NE(out.find("step limit"), std::string::npos) << out;
 }
 
+// range() counts in 64-bit unsigned arithmetic: exact at the int64 extremes and with negative
+// steps, on 32-bit targets too.
+TEST(ChatTemplateLimits, RangeBounds) {
+  EXPECT_EQ(Render("{{ range(5, 0, -2) | join(',') }}"), "5,3,1");
+  EXPECT_EQ(Render("{{ range(0, 5, -1) | length }}{{ range(3, 3) | length }}"), "00");
+  EXPECT_EQ(
+      Render("{{ range(-9223372036854775807 - 1, -9223372036854775807 - 1 + 3) | join(',') }}"),
+      "-9223372036854775808,-9223372036854775807,-9223372036854775806");
+  const std::string too_big = Render(
+      "{{ range(-9223372036854775807 - 1, 9223372036854775807, 9223372036854775807) "
+      "| length }}{{ range(-9223372036854775807 - 1, 9223372036854775807) | length }}");
+  EXPECT_NE(too_big.find("Range too big"), std::string::npos) << too_big;
+  EXPECT_EQ(Render("{{ range(9223372036854775807, -9223372036854775807 - 1, "
+                   "-9223372036854775807 - 1) | join(',') }}"),
+            "9223372036854775807,-1");
+}
+
 TEST(ChatTemplateLimits, Depth) {
   const std::string out =
       Render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "{}", RenderLimits{});

@@ -157,10 +157,15 @@ Result<Value> GlobalRange(Interpreter& interp, Args& args) {
     return Error("TypeError: range expected 1 to 3 arguments, got %zu", bounds.size());
   }
   if (step == 0) return Error("ValueError: range() arg 3 must not be zero");
-  const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
-  const __int128 count =
-      span <= 0 ? 0 : (span + (step > 0 ? step : -step) - 1) / (step > 0 ? step : -step);
-  if (count > kMaxRange) {
+  // In unsigned 64-bit arithmetic, exact for any int64 bounds and step (32-bit targets have no
+  // 128-bit integers): the distance to cover, when positive, and the step's magnitude.
+  const bool empty = step > 0 ? stop <= start : start <= stop;
+  const uint64_t span = empty      ? 0
+                        : step > 0 ? uint64_t(stop) - uint64_t(start)
+                                   : uint64_t(start) - uint64_t(stop);
+  const uint64_t stride = step > 0 ? uint64_t(step) : uint64_t(0) - uint64_t(step);
+  const uint64_t count = span / stride + (span % stride != 0 ? 1 : 0);
+  if (count > uint64_t(kMaxRange)) {
     return Error(
         "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE "
         "(%lld).",

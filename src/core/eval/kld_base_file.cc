@@ -46,13 +46,18 @@ uint64_t HashVocabulary(size_t n_vocab, const std::function<std::string_view(int
 }
 
 uint64_t BaseFileBytes(const KldBaseHeader& header) {
-  // In 128 bits: a corrupt header's product of three 32-bit values must not wrap around to a
-  // plausible size.
-  using Wide = unsigned __int128;
-  const Wide tokens = Wide(header.n_chunks) * header.n_ctx;
-  const Wide scored = Wide(header.n_chunks) * (header.n_ctx - 1 - header.n_ctx / 2);
-  const Wide bytes = kHeaderBytes + 4 * tokens + scored * RecordBytes(header.n_vocab);
-  return bytes > Wide(UINT64_MAX) ? UINT64_MAX : uint64_t(bytes);
+  // Saturating: a corrupt header's product of three 32-bit values must not wrap around to a
+  // plausible size. Checked 64-bit arithmetic, as 32-bit targets have no 128-bit integers.
+  const uint64_t tokens = uint64_t(header.n_chunks) * header.n_ctx;  // two 32-bit factors: fits
+  const uint64_t scored = uint64_t(header.n_chunks) * (header.n_ctx - 1 - header.n_ctx / 2);
+  uint64_t token_bytes = 0, records = 0, bytes = 0;
+  if (__builtin_mul_overflow(tokens, uint64_t{4}, &token_bytes) ||
+      __builtin_mul_overflow(scored, RecordBytes(header.n_vocab), &records) ||
+      __builtin_add_overflow(records, token_bytes, &bytes) ||
+      __builtin_add_overflow(bytes, kHeaderBytes, &bytes)) {
+    return UINT64_MAX;
+  }
+  return bytes;
 }
 
 Result<KldBaseWriter> KldBaseWriter::Begin(AtomicFile file, const KldBaseHeader& header,
