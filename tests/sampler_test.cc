@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <map>
+#include <random>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +39,46 @@ Candidates Apply(SamplerStage& stage, const std::vector<float>& logits, SamplerC
 
 // p = 0.4, 0.3, 0.2, 0.1 for ids 0..3
 const std::vector<float> kFour = LogitsOf({4, 3, 2, 1});
+
+// Every way of ordering candidates (radix sort of a fresh vocabulary, comparison sort, top-k's
+// partial sort, the unsorted best) agrees with one comparison sort, on a large random vocabulary
+// with many tied logits, both signed zeros, infinities and shuffled ids.
+TEST(CandidatesTest, EveryOrderingAgreesWithAComparisonSort) {
+  std::mt19937 rng(20261202);
+  for (int trial = 0; trial < 20; ++trial) {
+    const size_t n = 1000 + rng() % 40000;
+    std::vector<float> logits(n);
+    std::uniform_real_distribution<float> wide(-30.0f, 30.0f);
+    for (float& v : logits) {
+      const uint32_t kind = rng() % 16;
+      v = kind == 0 ? 0.0f : kind == 1 ? -0.0f : kind == 2 ? float(int(rng() % 5)) - 2.0f
+          : kind == 3 ? -INFINITY : wide(rng);
+    }
+    if (trial % 4 == 0) logits[rng() % n] = INFINITY;
+    Candidates fresh;
+    fresh.Reset(logits.data(), n);
+    std::vector<Candidate> expected = fresh.items;
+    std::sort(expected.begin(), expected.end(), Ahead);
+    auto ids = [](const std::vector<Candidate>& items, size_t count) {
+      std::vector<int32_t> out;
+      for (size_t i = 0; i < count && i < items.size(); ++i) out.push_back(items[i].id);
+      return out;
+    };
+    EXPECT_EQ(fresh.items[fresh.Best()].id, expected[0].id);
+    Candidates radix = fresh;
+    radix.Sort();
+    EXPECT_EQ(ids(radix.items, n), ids(expected, n)) << "trial " << trial;
+    const size_t k = 1 + rng() % 100;
+    Candidates partial = fresh;
+    partial.SortFirst(k);
+    EXPECT_EQ(ids(partial.items, n), ids(expected, k));
+    Candidates shuffled = fresh;
+    std::shuffle(shuffled.items.begin(), shuffled.items.end(), rng);
+    EXPECT_EQ(shuffled.items[shuffled.Best()].id, expected[0].id);
+    shuffled.Sort();
+    EXPECT_EQ(ids(shuffled.items, n), ids(expected, n));
+  }
+}
 
 TEST(SamplerStages, TopKKeepsTheKMostLikely) {
   EXPECT_EQ(Ids(Apply(*MakeTopK(2), kFour)), (std::vector<int32_t>{0, 1}));

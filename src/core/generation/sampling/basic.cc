@@ -33,8 +33,7 @@ class TopK final : public SamplerStage {
   const char* Name() const override { return "top_k"; }
   void Apply(Candidates& c, SamplerContext&) override {
     if (k_ <= 0 || size_t(k_) >= c.size()) return;
-    c.Sort();
-    c.KeepFirst(size_t(k_));
+    c.SortFirst(size_t(k_));
   }
 
  private:
@@ -68,12 +67,19 @@ class MinP final : public SamplerStage {
   const char* Name() const override { return "min_p"; }
   void Apply(Candidates& c, SamplerContext&) override {
     if (p_ <= 0.0f || c.size() <= 1) return;
-    c.Sort();
     // p_i >= p * p_max  <=>  logit_i >= logit_max + log(p).
-    const float cutoff = c.items[0].logit + std::log(p_);
-    size_t keep = 1;
-    while (keep < c.size() && c.items[keep].logit >= cutoff) ++keep;
-    c.KeepFirst(keep);
+    const float cutoff = c.items[c.Best()].logit + std::log(p_);
+    if (c.sorted) {
+      size_t keep = 1;
+      while (keep < c.size() && c.items[keep].logit >= cutoff) ++keep;
+      c.KeepFirst(keep);
+      return;
+    }
+    // Unsorted: keep the few above the cutoff and sort only those.
+    const auto kept = std::stable_partition(c.items.begin(), c.items.end(),
+                                            [&](const Candidate& item) { return item.logit >= cutoff; });
+    c.items.erase(kept, c.items.end());
+    c.Sort();
   }
 
  private:
@@ -153,8 +159,8 @@ class Temperature final : public SamplerStage {
       t = low + (high - low) * float(std::pow(normalised, double(exponent_)));
     }
     if (t <= 0.0f) {
-      c.Sort();
-      c.KeepFirst(1);
+      c.items = {c.items[c.Best()]};
+      c.sorted = true;
       return;
     }
     for (Candidate& item : c.items) item.logit /= t;
@@ -186,10 +192,7 @@ class Greedy final : public SamplerStage {
  public:
   const char* Name() const override { return "greedy"; }
   void Apply(Candidates&, SamplerContext&) override {}
-  int32_t Select(Candidates& c, SamplerContext&) override {
-    c.Sort();
-    return c.items.front().id;
-  }
+  int32_t Select(Candidates& c, SamplerContext&) override { return c.items[c.Best()].id; }
 };
 
 }  // namespace
