@@ -25,6 +25,7 @@ void StreamChecker::Fail(const std::string& why) {
 }
 
 void StreamChecker::Feed(const char* data, size_t size) {
+  received_ = true;
   buffer_.append(data, size);
   for (size_t end; (end = buffer_.find("\n\n")) != std::string::npos;) {
     const std::string event = buffer_.substr(0, end);
@@ -59,16 +60,6 @@ void StreamChecker::Event(const std::string& data) {
         (error.is_object() && error.contains("message") ? error["message"].dump() : error.dump());
     return;
   }
-  if (chunk.contains("usage") && chunk["usage"].is_object()) {
-    const json& usage = chunk["usage"];
-    record_->prompt_tokens = SizeField(usage, "prompt_tokens");
-    record_->completion_tokens = SizeField(usage, "completion_tokens");
-    if (usage.contains("prompt_tokens_details") && usage["prompt_tokens_details"].is_object()) {
-      record_->cached_tokens = SizeField(usage["prompt_tokens_details"], "cached_tokens");
-    }
-    if (usage_seen_) Fail("two usage chunks");
-    usage_seen_ = true;
-  }
   const json choices = chunk.value("choices", json::array());
   if (!choices.is_array()) {
     Fail("'choices' is not an array");
@@ -86,7 +77,12 @@ void StreamChecker::Event(const std::string& data) {
                                  : std::string();
     size_t tokens = 0;
     const json& logprobs = choice.contains("logprobs") ? choice["logprobs"] : json();
-    if (logprobs.is_object()) {
+    if (logprobs.is_object() && logprobs.contains("content")) {
+      // The chat-style shape some servers (llama-server) also use for completions: one entry a
+      // token, without offsets.
+      const json& content = logprobs["content"];
+      tokens = content.is_array() ? content.size() : 0;
+    } else if (logprobs.is_object()) {
       const json& token_texts = logprobs.value("tokens", json::array());
       const json& offsets = logprobs.value("text_offset", json::array());
       tokens = token_texts.is_array() ? token_texts.size() : 0;
@@ -119,6 +115,17 @@ void StreamChecker::Event(const std::string& data) {
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
       record_->finish_reason = choice["finish_reason"].get<std::string>();
     }
+  }
+  // Usage last: a server may put it in the chunk that carries the last choice.
+  if (chunk.contains("usage") && chunk["usage"].is_object()) {
+    const json& usage = chunk["usage"];
+    record_->prompt_tokens = SizeField(usage, "prompt_tokens");
+    record_->completion_tokens = SizeField(usage, "completion_tokens");
+    if (usage.contains("prompt_tokens_details") && usage["prompt_tokens_details"].is_object()) {
+      record_->cached_tokens = SizeField(usage["prompt_tokens_details"], "cached_tokens");
+    }
+    if (usage_seen_) Fail("two usage chunks");
+    usage_seen_ = true;
   }
 }
 
@@ -164,7 +171,7 @@ StreamRecord BenchClient::Complete(const BenchRequest& request) {
                {"stream", true},
                {"stream_options", {{"include_usage", true}}},
                // The sampled tokens of each chunk: what the checks count.
-               {"logprobs", 0}};
+               {"logprobs", request.logprobs}};
   if (request.seed >= 0) body["seed"] = request.seed;
   httplib::Request req;
   req.method = "POST";
@@ -189,7 +196,14 @@ StreamRecord BenchClient::Complete(const BenchRequest& request) {
   };
   httplib::Response res;
   httplib::Error error = httplib::Error::Success;
-  const bool sent_ok = client_->send(req, res, error);
+  bool sent_ok = client_->send(req, res, error);
+  if (!sent_ok && record.status == 0 && !checker.received()) {
+    // A keep-alive connection the server had closed (cpp-httplib servers close one after a
+    // fixed number of requests): nothing was answered, so the request goes again on a new one.
+    record.retried = true;
+    error = httplib::Error::Success;
+    sent_ok = client_->send(req, res, error);
+  }
   record.end = Clock::now();
   record.latency_s = Seconds(record.end - sent);
   if (!sent_ok || error != httplib::Error::Success) {

@@ -23,7 +23,8 @@ struct BenchRequest {
   std::string prompt;
   size_t max_tokens = 64;
   double temperature = 0.0;
-  int64_t seed = -1;  // -1: none sent
+  int64_t logprobs = 0;  // the request's `logprobs`: its chunks' tokens are what the checks count
+  int64_t seed = -1;     // -1: none sent
 };
 
 struct StreamRecord {
@@ -40,6 +41,7 @@ struct StreamRecord {
   double ttft_s = 0.0;                        // request sent → first token chunk received
   std::vector<double> inter_token_s;          // between consecutive token chunks, per token
   double latency_s = 0.0;                     // request sent → stream ended
+  bool retried = false;  // sent again after the connection closed before any answer
   std::chrono::steady_clock::time_point end;  // when it ended
 
   bool ok() const { return error.empty() && status == 200; }
@@ -71,6 +73,7 @@ class StreamChecker {
   void Feed(const char* data, size_t size);
   // The body has ended: checks what must have come.
   void Finish();
+  bool received() const { return received_; }
 
  private:
   void Event(const std::string& data);
@@ -78,6 +81,7 @@ class StreamChecker {
 
   StreamRecord* record_;
   size_t max_tokens_;
+  bool received_ = false;
   std::chrono::steady_clock::time_point sent_;
   std::chrono::steady_clock::time_point last_token_;
   std::string buffer_;

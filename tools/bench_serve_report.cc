@@ -54,6 +54,7 @@ BenchReport Summarize(const std::vector<FinishedRequest>& finished, double elaps
   for (size_t i = 0; i < finished.size(); ++i) {
     const FinishedRequest& request = finished[i];
     const StreamRecord& record = request.record;
+    if (record.retried) ++report.retried;
     const std::string name =
         "request " + std::to_string(i) + " (prompt " + std::to_string(request.prompt_index) + ")";
     if (!record.ok()) {
@@ -123,9 +124,13 @@ std::string ReportText(const BenchSetup& setup, const BenchReport& report) {
   }
   if (!failures.empty()) failures += ")";
   std::snprintf(line, sizeof(line),
-                "requests: %zu ok, %zu failed%s, %zu failed checks in %.1f s: %.2f requests/s\n",
+                "requests: %zu ok, %zu failed%s, %zu failed checks in %.1f s: %.2f requests/s%s\n",
                 report.ok, report.failed, failures.c_str(), report.check_failures, report.elapsed_s,
-                report.requests_per_s);
+                report.requests_per_s,
+                report.retried == 0 ? ""
+                                    : (" (" + std::to_string(report.retried) +
+                                       " sent again after a closed keep-alive connection)")
+                                          .c_str());
   out += line;
   std::snprintf(line, sizeof(line),
                 "tokens: generation %.1f t/s (%zu), prompt %.1f t/s (%zu, %zu from the prefix "
@@ -171,6 +176,7 @@ nlohmann::json ReportJson(const BenchSetup& setup, const BenchReport& report) {
       {"requests_failed", report.failed},
       {"failed_by_status", failed},
       {"check_failures", report.check_failures},
+      {"requests_retried", report.retried},
       {"problems", report.first_problems},
       {"elapsed_s", report.elapsed_s},
       {"requests_per_s", report.requests_per_s},

@@ -40,6 +40,7 @@ struct FinishedRequest {
 
 struct BenchReport {
   size_t ok = 0, failed = 0, check_failures = 0;
+  size_t retried = 0;  // sent a second time after a closed keep-alive connection
   std::map<std::string, size_t> failed_by_status;  // "429", "connection", "error event", ...
   std::vector<std::string> first_problems;         // the first few failures and check failures
   double elapsed_s = 0.0;

@@ -38,6 +38,7 @@ struct BenchServeArgs {
   int64_t prompt_set = 256;
   int64_t max_tokens = 64;
   double temperature = 0.0;
+  int64_t logprobs = 0;
   int64_t seed = 1;
   bool json = false;
 };
@@ -67,6 +68,7 @@ std::vector<FinishedRequest> RunClients(const BenchServeArgs& args, const std::s
         request.prompt = prompts[index].text;
         request.max_tokens = size_t(args.max_tokens);
         request.temperature = args.temperature;
+        request.logprobs = args.logprobs;
         if (args.temperature > 0) request.seed = args.seed + int64_t(number);
         FinishedRequest done{index, prompts[index].tokens, client.Complete(request)};
         std::lock_guard<std::mutex> lock(mutex);
@@ -194,6 +196,10 @@ Runner AddBenchServeCommand(CLI::App& app) {
       ->check(IntRange(1, kMaxTokens));
   cmd->add_option("--temperature", args->temperature, "default 0 (greedy)")
       ->check(RealRange(0.0, 2.0));
+  cmd->add_option("--logprobs", args->logprobs,
+                  "the requests' logprobs (default 0: each chunk's sampled tokens, which the checks "
+                  "count; llama-server returns them only from 1)")
+      ->check(IntRange(0, 5));
   cmd->add_option("--seed", args->seed, "seeds the prompt set (and the sampling seeds; default 1)")
       ->check(IntRange(0, 1ll << 40));
   cmd->add_flag("--json", args->json, "one JSON object on stdout instead of the text report");

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# petrel serve beside llama.cpp at several concurrency levels, on one file and one machine
+# (docs/SERVER.md, "Throughput"). For each N: `petrel bench-serve` against `petrel serve`, the
+# same client against `llama-server --parallel N`, and `llama-batched-bench -npl N`, one after
+# the other, then one table.
+#   scripts/bench_serve_vs.sh [-n "1 4 8 16 32"] [-t THREADS] [-r REQUESTS_PER_STREAM] LLAMA_BIN_DIR MODEL
+# Every request: ~100 prompt tokens, 64 new tokens, temperature 0. REQUESTS_PER_STREAM (default
+# 2) x N requests per run. Environment: PETREL (default build/tools/petrel), OUT (raw JSON lines,
+# default /tmp/petrel-bench-serve-vs.jsonl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+levels="1 4 8 16 32" threads=2 per_stream=2
+usage() {
+  sed -n '5p' "$0" | sed 's/^# *//' >&2
+  exit 2
+}
+while getopts "n:t:r:h" opt; do
+  case "$opt" in
+    n) levels=$OPTARG ;;
+    t) threads=$OPTARG ;;
+    r) per_stream=$OPTARG ;;
+    *) usage ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 2 ] || usage
+bin=$1 model=$2
+for n in $levels "$threads" "$per_stream"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench_serve_vs.sh: '$n' is not a positive count" >&2; exit 2; }
+done
+for tool in llama-server llama-batched-bench; do
+  [ -x "$bin/$tool" ] || { echo "bench_serve_vs.sh: no executable $bin/$tool" >&2; exit 2; }
+done
+[ -f "$model" ] || { echo "bench_serve_vs.sh: no such file: $model" >&2; exit 2; }
+petrel=${PETREL:-build/tools/petrel}
+[ -x "$petrel" ] || { echo "bench_serve_vs.sh: no petrel at $petrel (build it, or set PETREL)" >&2; exit 2; }
+out=${OUT:-/tmp/petrel-bench-serve-vs.jsonl}
+: > "$out"
+client=(--max-tokens 64 --prompt-tokens 100 --json)
+
+server_pid=
+stop_server() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+trap stop_server EXIT
+
+for n in $levels; do
+  requests=$((n * per_stream))
+  echo "bench_serve_vs.sh: $n streams: petrel serve" >&2
+  "$petrel" bench-serve -m "$model" -t "$threads" --clients "$n" --parallel "$n" \
+      --requests "$requests" --serve-arg=-c --serve-arg=512 "${client[@]}" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); d.update(engine="petrel", streams='"$n"'); print(json.dumps(d))' >> "$out"
+
+  echo "bench_serve_vs.sh: $n streams: llama-server" >&2
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$bin/llama-server" -m "$model" -t "$threads" --parallel "$n" -c $((n * 512)) \
+      --host 127.0.0.1 --port "$port" > /tmp/bench-serve-vs-llama-server.log 2>&1 &
+  server_pid=$!
+  for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
+    sleep 0.2
+  done
+  # llama-server sends a stream's tokens (what the checks count) only from logprobs 1.
+  "$petrel" bench-serve --url "http://127.0.0.1:$port" --clients "$n" --requests "$requests" \
+      --logprobs 1 "${client[@]}" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); d.update(engine="llama-server", streams='"$n"'); print(json.dumps(d))' >> "$out" || true
+  stop_server
+
+  echo "bench_serve_vs.sh: $n streams: llama-batched-bench" >&2
+  "$bin/llama-batched-bench" -m "$model" -t "$threads" -npp 100 -ntg 64 -npl "$n" \
+      -c $((n * 164 + 64)) 2>/dev/null |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) == 10 and cells[0].isdigit():
+        pp, tg, b, kv, t_pp, s_pp, t_tg, s_tg, t, s = cells
+        print(json.dumps({"engine": "llama-batched-bench", "streams": int(b), "s_tg": float(s_tg),
+                          "all_generation_tokens_per_s": int(b) * int(tg) / float(t)}))
+' >> "$out"
+done
+
+python3 - "$out" <<'PY'
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    rows.setdefault(d["streams"], {})[d["engine"]] = d
+def serve(d):
+    if not d:
+        return "-", "-", "-", "-"
+    failed = d["requests_failed"] + d["check_failures"]
+    return (f'{d["generation_tokens_per_s"]:.1f}',
+            f'{d["ttft_ms"]["p50"]:.0f} / {d["ttft_ms"]["p90"]:.0f}',
+            f'{d["inter_token_ms"]["p50"]:.1f}', f'{failed} of {d["requests_ok"] + d["requests_failed"]}')
+print("| Streams | petrel t/s | TTFT p50 / p90 ms | inter-token p50 ms | failed | "
+      "llama-server t/s | TTFT p50 / p90 ms | inter-token p50 ms | failed | "
+      "llama-batched-bench S_TG t/s | all t/s | petrel / S_TG |")
+print("|" + "---|" * 12)
+for n in sorted(rows):
+    r = rows[n]
+    p, l, b = r.get("petrel"), r.get("llama-server"), r.get("llama-batched-bench")
+    ratio = f'{p["generation_tokens_per_s"] / b["s_tg"]:.2f}' if p and b else "-"
+    cells = [str(n), *serve(p), *serve(l),
+             f'{b["s_tg"]:.1f}' if b else "-",
+             f'{b["all_generation_tokens_per_s"]:.1f}' if b else "-", ratio]
+    print("| " + " | ".join(cells) + " |")
+PY

@@ -1,0 +1,79 @@
+// petrel bench-serve's stream checks on hand-written event streams: petrel's completion chunks
+// (tokens and text offsets), the chat-style logprobs shape llama-server sends, usage in the last
+// choice's chunk, and the faults each check exists to catch.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tools/bench_serve_client.h"
+
+namespace petrel::tools {
+namespace {
+
+StreamRecord Check(const std::string& body, size_t max_tokens = 2) {
+  StreamRecord record;
+  record.status = 200;
+  StreamChecker checker(&record, max_tokens, std::chrono::steady_clock::now());
+  checker.Feed(body.data(), body.size());
+  checker.Finish();
+  return record;
+}
+
+std::string Event(const std::string& json) { return "data: " + json + "\n\n"; }
+
+std::string PetrelChunk(const std::string& text, size_t offset) {
+  return Event(R"({"choices":[{"index":0,"text":")" + text +
+               R"(","logprobs":{"tokens":[")" + text + R"("],"text_offset":[)" +
+               std::to_string(offset) + R"(]},"finish_reason":null}]})");
+}
+
+TEST(BenchServeCheckerTest, PetrelChunksPass) {
+  const StreamRecord record = Check(
+      PetrelChunk("Once", 0) + PetrelChunk(" upon", 4) +
+      Event(R"({"choices":[{"index":0,"text":"","finish_reason":"length"}]})") +
+      Event(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}})") +
+      "data: [DONE]\n\n");
+  EXPECT_EQ(record.check_failed, "");
+  EXPECT_EQ(record.streamed_tokens, 2u);
+  EXPECT_EQ(record.text, "Once upon");
+}
+
+TEST(BenchServeCheckerTest, LlamaServerShapeWithUsageInTheLastChoicePasses) {
+  const std::string token = R"({"choices":[{"index":0,"text":"ab","logprobs":{"content":[{"id":7,"token":"ab","logprob":-1.0}]},"finish_reason":null}]})";
+  const StreamRecord record = Check(
+      Event(token) + Event(token) +
+      Event(R"({"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":2}})") +
+      "data: [DONE]\n\n");
+  EXPECT_EQ(record.check_failed, "");
+  EXPECT_EQ(record.streamed_tokens, 2u);
+  EXPECT_EQ(record.completion_tokens, 2u);
+}
+
+TEST(BenchServeCheckerTest, LostChunkRepeatedUsageAndMissingLogprobsFail) {
+  const std::string length_end =
+      R"({"choices":[{"index":0,"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":)";
+  auto fails_with = [](const StreamRecord& record, const std::string& what) {
+    return record.check_failed.find(what) != std::string::npos;
+  };
+  EXPECT_PRED2(fails_with,
+               Check(PetrelChunk("Once", 0) + PetrelChunk(" time", 9) + Event(length_end + "2}}") +
+                     "data: [DONE]\n\n"),
+               "text offset 9");
+  EXPECT_PRED2(fails_with,
+               Check(PetrelChunk("Once", 0) + Event(length_end + "1}}") +
+                         Event(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}})") +
+                         "data: [DONE]\n\n",
+                     1),
+               "two usage chunks");
+  EXPECT_PRED2(fails_with,
+               Check(Event(R"({"choices":[{"index":0,"text":"x","logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1}})") +
+                         "data: [DONE]\n\n",
+                     1),
+               "no logprobs");
+  EXPECT_PRED2(fails_with,
+               Check(PetrelChunk("Once", 0) + Event(length_end + "5}}") + "data: [DONE]\n\n", 1),
+               "usage says");
+}
+
+}  // namespace
+}  // namespace petrel::tools
