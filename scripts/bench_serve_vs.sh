@@ -6,7 +6,7 @@
 #   scripts/bench_serve_vs.sh [-n "1 4 8 16 32"] [-t THREADS] [-r REQUESTS_PER_STREAM] LLAMA_BIN_DIR MODEL
 # Every request: ~100 prompt tokens, 64 new tokens, temperature 0. REQUESTS_PER_STREAM (default
 # 2) x N requests per run. Environment: PETREL (default build/tools/petrel), OUT (raw JSON lines,
-# default /tmp/petrel-bench-serve-vs.jsonl).
+# default /tmp/petrel-bench-serve-vs.jsonl), TABLE_ONLY=1 (only print the table of OUT again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 levels="1 4 8 16 32" threads=2 per_stream=2
@@ -35,11 +35,18 @@ done
 petrel=${PETREL:-build/tools/petrel}
 [ -x "$petrel" ] || { echo "bench_serve_vs.sh: no petrel at $petrel (build it, or set PETREL)" >&2; exit 2; }
 out=${OUT:-/tmp/petrel-bench-serve-vs.jsonl}
-: > "$out"
+[ -n "${TABLE_ONLY:-}" ] && levels=""  # print the table of the run in $OUT again
+[ -n "$levels" ] && : > "$out"
 client=(--max-tokens 64 --prompt-tokens 100 --json)
 
 server_pid=
-stop_server() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  server_pid=
+}
 trap stop_server EXIT
 
 for n in $levels; do
@@ -58,9 +65,10 @@ for n in $levels; do
     curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
     sleep 0.2
   done
-  # llama-server sends a stream's tokens (what the checks count) only from logprobs 1.
+  # Without logprobs, which would cost llama-server a sort of the vocabulary a token: each
+  # chunk counts as one token (it sends one a token, except where it holds back partial UTF-8).
   "$petrel" bench-serve --url "http://127.0.0.1:$port" --clients "$n" --requests "$requests" \
-      --logprobs 1 "${client[@]}" |
+      --logprobs=-1 "${client[@]}" |
     python3 -c 'import json,sys; d=json.load(sys.stdin); d.update(engine="llama-server", streams='"$n"'); print(json.dumps(d))' >> "$out" || true
   stop_server
 
@@ -87,12 +95,12 @@ for line in open(sys.argv[1]):
 def serve(d):
     if not d:
         return "-", "-", "-", "-"
-    failed = d["requests_failed"] + d["check_failures"]
     return (f'{d["generation_tokens_per_s"]:.1f}',
             f'{d["ttft_ms"]["p50"]:.0f} / {d["ttft_ms"]["p90"]:.0f}',
-            f'{d["inter_token_ms"]["p50"]:.1f}', f'{failed} of {d["requests_ok"] + d["requests_failed"]}')
-print("| Streams | petrel t/s | TTFT p50 / p90 ms | inter-token p50 ms | failed | "
-      "llama-server t/s | TTFT p50 / p90 ms | inter-token p50 ms | failed | "
+            f'{d["inter_token_ms"]["p50"]:.1f}',
+            f'{d["requests_failed"]} / {d["check_failures"]} of {d["requests_ok"] + d["requests_failed"]}')
+print("| Streams | petrel t/s | TTFT p50 / p90 ms | inter-token p50 ms | failed / failed checks | "
+      "llama-server t/s | TTFT p50 / p90 ms | inter-token p50 ms | failed / failed checks | "
       "llama-batched-bench S_TG t/s | all t/s | petrel / S_TG |")
 print("|" + "---|" * 12)
 for n in sorted(rows):

@@ -10,10 +10,10 @@
 namespace petrel::tools {
 namespace {
 
-StreamRecord Check(const std::string& body, size_t max_tokens = 2) {
+StreamRecord Check(const std::string& body, size_t max_tokens = 2, bool text_chunk_is_token = false) {
   StreamRecord record;
   record.status = 200;
-  StreamChecker checker(&record, max_tokens, std::chrono::steady_clock::now());
+  StreamChecker checker(&record, max_tokens, std::chrono::steady_clock::now(), text_chunk_is_token);
   checker.Feed(body.data(), body.size());
   checker.Finish();
   return record;
@@ -47,6 +47,17 @@ TEST(BenchServeCheckerTest, LlamaServerShapeWithUsageInTheLastChoicePasses) {
   EXPECT_EQ(record.check_failed, "");
   EXPECT_EQ(record.streamed_tokens, 2u);
   EXPECT_EQ(record.completion_tokens, 2u);
+}
+
+TEST(BenchServeCheckerTest, WithoutLogprobsEachTextChunkIsOneToken) {
+  const std::string token = R"({"choices":[{"index":0,"text":"ab","logprobs":null,"finish_reason":null}]})";
+  const std::string end =
+      R"({"choices":[{"index":0,"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":2}})";
+  const StreamRecord record = Check(Event(token) + Event(token) + Event(end) + "data: [DONE]\n\n", 2, true);
+  EXPECT_EQ(record.check_failed, "");
+  EXPECT_EQ(record.streamed_tokens, 2u);
+  // Two tokens sent as one chunk no longer add up.
+  EXPECT_NE(Check(Event(token) + Event(end) + "data: [DONE]\n\n", 2, true).check_failed, "");
 }
 
 TEST(BenchServeCheckerTest, LostChunkRepeatedUsageAndMissingLogprobsFail) {

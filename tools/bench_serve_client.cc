@@ -94,6 +94,8 @@ void StreamChecker::Event(const std::string& data) {
              (offsets.is_array() && !offsets.empty() ? offsets[0].dump() : std::string("?")) +
              " after " + std::to_string(record_->text.size()) + " bytes of text");
       }
+    } else if (text_chunk_is_token_) {
+      tokens = text.empty() ? 0 : 1;
     } else if (!text.empty()) {
       Fail("a chunk with text but no logprobs");
     }
@@ -169,9 +171,9 @@ StreamRecord BenchClient::Complete(const BenchRequest& request) {
                {"max_tokens", request.max_tokens},
                {"temperature", request.temperature},
                {"stream", true},
-               {"stream_options", {{"include_usage", true}}},
-               // The sampled tokens of each chunk: what the checks count.
-               {"logprobs", request.logprobs}};
+               {"stream_options", {{"include_usage", true}}}};
+  // The sampled tokens of each chunk: what the checks count.
+  if (request.logprobs >= 0) body["logprobs"] = request.logprobs;
   if (request.seed >= 0) body["seed"] = request.seed;
   httplib::Request req;
   req.method = "POST";
@@ -180,7 +182,7 @@ StreamRecord BenchClient::Complete(const BenchRequest& request) {
   if (!api_key_.empty()) req.set_header("Authorization", "Bearer " + api_key_);
   req.body = body.dump();
   const Clock::time_point sent = Clock::now();
-  StreamChecker checker(&record, request.max_tokens, sent);
+  StreamChecker checker(&record, request.max_tokens, sent, request.logprobs < 0);
   std::string error_body;
   req.response_handler = [&](const httplib::Response& res) {
     record.status = res.status;

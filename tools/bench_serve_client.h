@@ -23,7 +23,9 @@ struct BenchRequest {
   std::string prompt;
   size_t max_tokens = 64;
   double temperature = 0.0;
-  int64_t logprobs = 0;  // the request's `logprobs`: its chunks' tokens are what the checks count
+  // The request's `logprobs`: its chunks' tokens are what the checks count. -1: none asked for,
+  // and each chunk with text counts as one token (a server that sends one chunk a token).
+  int64_t logprobs = 0;
   int64_t seed = -1;     // -1: none sent
 };
 
@@ -67,8 +69,10 @@ class BenchClient {
 // Complete() that does not need a connection, for tests.
 class StreamChecker {
  public:
-  StreamChecker(StreamRecord* record, size_t max_tokens, std::chrono::steady_clock::time_point sent)
-      : record_(record), max_tokens_(max_tokens), sent_(sent) {}
+  StreamChecker(StreamRecord* record, size_t max_tokens, std::chrono::steady_clock::time_point sent,
+                bool text_chunk_is_token = false)
+      : record_(record), max_tokens_(max_tokens), sent_(sent),
+        text_chunk_is_token_(text_chunk_is_token) {}
   // Takes more bytes of the response body.
   void Feed(const char* data, size_t size);
   // The body has ended: checks what must have come.
@@ -83,6 +87,7 @@ class StreamChecker {
   size_t max_tokens_;
   bool received_ = false;
   std::chrono::steady_clock::time_point sent_;
+  bool text_chunk_is_token_;
   std::chrono::steady_clock::time_point last_token_;
   std::string buffer_;
   bool done_ = false;

@@ -198,8 +198,8 @@ Runner AddBenchServeCommand(CLI::App& app) {
       ->check(RealRange(0.0, 2.0));
   cmd->add_option("--logprobs", args->logprobs,
                   "the requests' logprobs (default 0: each chunk's sampled tokens, which the checks "
-                  "count; llama-server returns them only from 1)")
-      ->check(IntRange(0, 5));
+                  "count); -1: none, each chunk with text counts as one token")
+      ->check(IntRange(-1, 5));
   cmd->add_option("--seed", args->seed, "seeds the prompt set (and the sampling seeds; default 1)")
       ->check(IntRange(0, 1ll << 40));
   cmd->add_flag("--json", args->json, "one JSON object on stdout instead of the text report");
