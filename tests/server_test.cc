@@ -542,8 +542,12 @@ TEST(ServerHealthTest, Answers503WhileLoading) {
 
 // A server of one slot and one queue place: the third request is refused with 429.
 TEST(ServerQueueTest, FullQueueAnswers429) {
+  // 400 tokens of the story model take well under a second on a fast machine: a pause after
+  // each step keeps the first request running while the test fills the queue behind it.
+  setenv("PETREL_SERVE_TEST_STEP_DELAY_MS", "10", 1);
   ServerProcess server({"-m", StoryHf(), "--parallel", "1", "--max-queue", "1", "-c", "512",
                         "--api-key", kKey, "-t", "1"});
+  unsetenv("PETREL_SERVE_TEST_STEP_DELAY_MS");
   ASSERT_TRUE(server.ok()) << server.log();
   const json long_body = {{"prompt", "Once upon a time"},
                           {"max_tokens", 400},

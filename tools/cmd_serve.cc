@@ -205,6 +205,10 @@ Runner AddServeCommand(CLI::App& app) {
     if (!speculator.ok()) return Fail(speculator.status());
     server::SchedulerOptions scheduling;
     scheduling.speculator = speculator->get();
+    // Tests of a full queue need a request that keeps running (see SchedulerOptions).
+    if (const char* delay = std::getenv("PETREL_SERVE_TEST_STEP_DELAY_MS")) {
+      scheduling.step_delay = std::chrono::milliseconds(std::clamp(std::atoi(delay), 0, 1000));
+    }
     scheduling.parallel = size_t(args->parallel);
     scheduling.max_waiting = size_t(args->max_queue);
     scheduling.batch_tokens = (*engine)->options().max_batch_tokens;

@@ -4,6 +4,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace petrel::server {
 
@@ -318,7 +319,9 @@ void Scheduler::Loop() {
       if (!draining_) TakeAdmissible(&admitted);
     }
     StartAdmitted(&admitted);
-    StepOnce();
+    if (StepOnce() && options_.step_delay.count() > 0) {
+      std::this_thread::sleep_for(options_.step_delay);
+    }
     // Reporting frees the sequences that finished (or were cancelled) in this step.
     std::erase_if(active_, [](const auto& request) { return request->Report(); });
     running_sequences_ = 0;

@@ -28,6 +28,9 @@ struct SchedulerOptions {
   // --draft / --lookup-ngram: a sequence that runs alone (nothing else decoding, prefilling or
   // waiting) verifies drafts in its steps. Not owned; null: plain decoding only.
   Speculator* speculator = nullptr;
+  // A pause after every step, for tests that need a request to stay running (a full queue)
+  // however fast the machine is (PETREL_SERVE_TEST_STEP_DELAY_MS); zero otherwise.
+  std::chrono::milliseconds step_delay{0};
 };
 
 class Scheduler {
