@@ -195,8 +195,8 @@ Runner AddBenchCommand(CLI::App& app) {
       for (size_t n : *gens) {
         for (size_t k : args->step_tokens) {
           if (n == 0) continue;
-          tests.push_back({"tg" + std::to_string(n) + (k > 1 ? "x" + std::to_string(k) : ""), 0,
-                           n, k});
+          tests.push_back(
+              {"tg" + std::to_string(n) + (k > 1 ? "x" + std::to_string(k) : ""), 0, n, k});
         }
       }
       const size_t used_threads = (*engine)->options().n_threads;

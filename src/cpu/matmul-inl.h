@@ -159,13 +159,12 @@ HWY_INLINE void MatMulLeftoverTokens(const TW* const* HWY_RESTRICT w_rows,
                                      size_t stream_ahead = 0) {
   static_assert(kTileTokens <= 8, "one case per leftover count below");
   switch (n) {
-#define PETREL_LEFTOVER_CASE(N)                                                         \
-  case N:                                                                               \
-    if constexpr (N < kTileTokens) {                                                    \
-      MatMulTile<kRows, N, TW>(w_rows, w_tail, 0, n_full, tail, x, x_stride, bias, out, \
-                               out_stride, row, row_step, saved, resume, finish,        \
-                               stream_ahead);                                           \
-    }                                                                                   \
+#define PETREL_LEFTOVER_CASE(N)                                                                 \
+  case N:                                                                                       \
+    if constexpr (N < kTileTokens) {                                                            \
+      MatMulTile<kRows, N, TW>(w_rows, w_tail, 0, n_full, tail, x, x_stride, bias, out,         \
+                               out_stride, row, row_step, saved, resume, finish, stream_ahead); \
+    }                                                                                           \
     break;
     PETREL_LEFTOVER_CASE(1)
     PETREL_LEFTOVER_CASE(2)

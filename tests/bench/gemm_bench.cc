@@ -144,9 +144,9 @@ BENCHMARK(BM_TinyBlasMethodF16)->Apply(Shapes);
 void BM_PetrelShort(benchmark::State& state, DType type) {
   BM_Petrel(state, type);
   const size_t rows = size_t(state.range(0)), n_in = size_t(state.range(1));
-  state.counters["weight GB/s"] = benchmark::Counter(
-      double(state.iterations()) * double(rows * *RowBytes(type, n_in)) * 1e-9,
-      benchmark::Counter::kIsRate);
+  state.counters["weight GB/s"] =
+      benchmark::Counter(double(state.iterations()) * double(rows * *RowBytes(type, n_in)) * 1e-9,
+                         benchmark::Counter::kIsRate);
 }
 void ShortShapes(benchmark::internal::Benchmark* b) {
   for (int64_t tokens : {1, 2, 3, 4, 5, 8}) b->Args({32000, 2048, tokens});
