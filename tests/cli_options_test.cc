@@ -202,6 +202,7 @@ TEST(CliOptions, LogitsBenchInfoSynthRanges) {
   CheckRange(BenchCommand(), {"-n", "--n-gen", "0", kMaxTokens, {"-1", "1048577"}, true, false, {{"-p", "1"}}});
   CheckRange(BenchCommand(), {"-t", "--threads", "1", "1048576", {"0", "1048577"}, true, true});
   CheckRange(BenchCommand(), {"-r", "--repetitions", "1", "1000", {"0", "1001"}, true, false});
+  CheckRange(BenchCommand(), {"--step-tokens", "--step-tokens", "1", "64", {"0", "65"}, true, true});
   CheckRange(InfoCommand(), {"-c", "--ctx-size", "1", kMaxTokens, {"0", "1048577"}, true, true});
   CheckRange(InfoCommand(), {"--gpu-layers", "--gpu-layers", "0", "100000", {"-1", "100001"}, true, true,
                       {{"--device", "ref"}}});

@@ -626,5 +626,26 @@ TEST(DraftModel, VocabularyMustMatch) {
   EXPECT_TRUE(CheckSameVocabulary(*story, *Load(Story("q8_0"))).ok());
 }
 
+// A primed draft model holds the prompt: its first draft after the prompt feeds only the
+// token sampled since, and drafts what an unprimed one drafts.
+TEST(DraftModel, PrimedWithThePromptCatchesUpOnlyTheNewTokens) {
+  auto engine = Load(Story("f32"));
+  ASSERT_TRUE(engine);
+  auto primed = DraftModel::Create(*engine, Load(Story("q8_0")), DraftModelOptions{});
+  auto fresh = DraftModel::Create(*engine, Load(Story("q8_0")), DraftModelOptions{});
+  ASSERT_TRUE(primed.ok() && fresh.ok());
+  const std::vector<int32_t> prompt = Prompts(*engine).front();
+  ASSERT_TRUE((*primed)->Prime(prompt).ok());
+  std::vector<int32_t> context = prompt;
+  context.push_back(prompt.back());  // a token sampled after the prompt
+  Draft from_primed, from_fresh;
+  ASSERT_TRUE((*primed)->Propose(context, 4, &from_primed).ok());
+  ASSERT_TRUE((*fresh)->Propose(context, 4, &from_fresh).ok());
+  EXPECT_EQ(from_primed.synced, 1u);
+  EXPECT_EQ(from_fresh.synced, context.size());
+  EXPECT_EQ(from_primed.tokens, from_fresh.tokens);
+  EXPECT_EQ(from_primed.tokens.size(), 4u);
+}
+
 }  // namespace
 }  // namespace petrel

@@ -33,8 +33,12 @@ Sample Summarize(std::vector<double> rates) {
   return {cpu::Median(rates), *min, *max};
 }
 
-// Tokens per second of one run: a prompt of `n_prompt` tokens, or `n_gen` single-token steps.
-Result<double> RunOnce(Engine& engine, size_t n_prompt, size_t n_gen, std::mt19937& rng) {
+// Tokens per second of one run: a prompt of `n_prompt` tokens, or `n_gen` steps of
+// `step_tokens` tokens of one sequence each (1: decoding; more: passes shaped like a speculative
+// verification). For steps of several tokens the rate is passes per second, so that it compares
+// with decoding's directly: their ratio is what a verification pass costs in decode steps.
+Result<double> RunOnce(Engine& engine, size_t n_prompt, size_t n_gen, size_t step_tokens,
+                       std::mt19937& rng) {
   std::uniform_int_distribution<int32_t> token(0, int32_t(engine.config().n_vocab - 1));
   const SeqId seq = engine.NewSequence();
   std::vector<float> logits;
@@ -51,7 +55,9 @@ Result<double> RunOnce(Engine& engine, size_t n_prompt, size_t n_gen, std::mt199
   Batch batch;
   for (size_t i = 0; i < n_gen; ++i) {
     batch.Clear();
-    batch.Add(token(rng), int32_t(i), seq, true);
+    for (size_t j = 0; j < step_tokens; ++j) {
+      batch.Add(token(rng), int32_t(i * step_tokens + j), seq, true);
+    }
     Status status = engine.Decode(batch, &logits);
     if (!status.ok()) {
       engine.FreeSequence(seq);
@@ -75,6 +81,7 @@ Runner AddBenchCommand(CLI::App& app) {
     size_t repetitions = 5;
     bool json = false;
     bool profile = false;
+    std::vector<size_t> step_tokens = {1};
     DraftOptions draft;
     std::string prompt =
         "Once upon a time, there was a little girl named Lily. She loved to play in the park "
@@ -97,6 +104,12 @@ Runner AddBenchCommand(CLI::App& app) {
       ->check(IntRange(1, kMaxThreads));
   cmd->add_option("-r,--repetitions", args->repetitions, "repetitions per test (default 5)")
       ->check(IntRange(1, 1000));
+  cmd->add_option("--step-tokens", args->step_tokens,
+                  "tokens per generation step, e.g. 1,2,4 (default 1): a step of k tokens is "
+                  "shaped like a speculative verification; test tgN for 1, else tgNxK, rated "
+                  "in steps per second")
+      ->delimiter(',')
+      ->check(IntRange(1, 64));
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
   cmd->add_flag("--profile", args->profile,
                 "time each op on the devices that can: per test, op, calls, total ms and share "
@@ -145,7 +158,9 @@ Runner AddBenchCommand(CLI::App& app) {
     if (thread_counts.empty()) thread_counts.push_back(args->model.n_threads);
     size_t longest = 16;
     for (size_t p : *prompts) longest = std::max(longest, p);
-    for (size_t n : *gens) longest = std::max(longest, n);
+    size_t most_step_tokens = 1;
+    for (size_t k : args->step_tokens) most_step_tokens = std::max(most_step_tokens, k);
+    for (size_t n : *gens) longest = std::max(longest, n * most_step_tokens);
     bool header = false;
     // --profile in table mode: one row per (test, backend, op), printed after the speed table.
     std::vector<std::string> profile_rows;
@@ -172,13 +187,18 @@ Runner AddBenchCommand(CLI::App& app) {
       std::mt19937 rng(1234);
       struct Test {
         std::string name;
-        size_t n_prompt, n_gen;
+        size_t n_prompt, n_gen, step_tokens;
       };
       std::vector<Test> tests;
       for (size_t p : *prompts)
-        if (p) tests.push_back({"pp" + std::to_string(p), p, 0});
-      for (size_t n : *gens)
-        if (n) tests.push_back({"tg" + std::to_string(n), 0, n});
+        if (p) tests.push_back({"pp" + std::to_string(p), p, 0, 1});
+      for (size_t n : *gens) {
+        for (size_t k : args->step_tokens) {
+          if (n == 0) continue;
+          tests.push_back(
+              {"tg" + std::to_string(n) + (k > 1 ? "x" + std::to_string(k) : ""), 0, n, k});
+        }
+      }
       const size_t used_threads = (*engine)->options().n_threads;
       const ReadRoof roof((*engine)->model().weights, (*engine)->model().config.n_experts_used);
       const PromptRoof prompt_roof((*engine)->model().weights,
@@ -194,7 +214,7 @@ Runner AddBenchCommand(CLI::App& app) {
         double roof_before = 0.0;  // the sample after one run is the one before the next
         for (size_t r = 0; r <= args->repetitions; ++r) {
           if (r == 1 && has_roof) roof_before = sample_roof();
-          auto rate = RunOnce(**engine, test.n_prompt, test.n_gen, rng);
+          auto rate = RunOnce(**engine, test.n_prompt, test.n_gen, test.step_tokens, rng);
           if (!rate.ok()) return Fail(rate.status());
           if (r == 0) {
             (void)(*engine)->TakeProfile();  // the warm-up's times are not the test's
@@ -240,6 +260,7 @@ Runner AddBenchCommand(CLI::App& app) {
                                  {"threads", used_threads},
                                  {"ubatch_tokens", (*engine)->options().ubatch_tokens},
                                  {"test", test.name},
+                                 {"step_tokens", test.step_tokens},
                                  {"tokens_per_second", s.median},
                                  {"min", s.min},
                                  {"max", s.max},

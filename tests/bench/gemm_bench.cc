@@ -138,6 +138,23 @@ BENCHMARK_CAPTURE(BM_Petrel, F16, DType::kF16)->Apply(Shapes);
 BENCHMARK(BM_TinyBlasMethodF16)->Apply(Shapes);
 #endif
 
+// Short batches (a speculative verification, a few decoding sequences) on a matrix far larger
+// than the caches (an output head): bound by reading the weights once, so the time per call
+// should barely grow with the token count. Reports the weights' read rate too.
+void BM_PetrelShort(benchmark::State& state, DType type) {
+  BM_Petrel(state, type);
+  const size_t rows = size_t(state.range(0)), n_in = size_t(state.range(1));
+  state.counters["weight GB/s"] =
+      benchmark::Counter(double(state.iterations()) * double(rows * *RowBytes(type, n_in)) * 1e-9,
+                         benchmark::Counter::kIsRate);
+}
+void ShortShapes(benchmark::internal::Benchmark* b) {
+  for (int64_t tokens : {1, 2, 3, 4, 5, 8}) b->Args({32000, 2048, tokens});
+  b->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_PetrelShort, F16, DType::kF16)->Apply(ShortShapes);
+BENCHMARK_CAPTURE(BM_PetrelShort, F32, DType::kF32)->Apply(ShortShapes);
+
 }  // namespace
 }  // namespace petrel
 

@@ -77,6 +77,27 @@ Status DraftModel::Feed(std::span<const int32_t> tokens) {
   return Status::Ok();
 }
 
+Result<bool> DraftModel::SyncTo(std::span<const int32_t> context, size_t* fed) {
+  *fed = 0;
+  // Keep the longest common prefix, but feed at least the last token: its logits start the
+  // draft.
+  size_t keep = 0;
+  while (keep < held_.size() && keep + 1 < context.size() && held_[keep] == context[keep]) ++keep;
+  const std::span<const int32_t> rest = context.subspan(keep);
+  if (std::any_of(rest.begin(), rest.end(), [](int32_t id) { return id < 0; })) return false;
+  PETREL_RETURN_IF_ERROR(engine_->TruncateSequence(seq_, keep));
+  held_.resize(keep);
+  PETREL_RETURN_IF_ERROR(Feed(rest));
+  *fed = rest.size();
+  return true;
+}
+
+Status DraftModel::Prime(std::span<const int32_t> prompt) {
+  if (prompt.empty() || prompt.size() >= engine_->context()) return Status::Ok();
+  size_t fed = 0;
+  return SyncTo(prompt, &fed).status();
+}
+
 Status DraftModel::Propose(std::span<const int32_t> context, size_t max_tokens, Draft* draft) {
   draft->Clear();
   if (context.empty() || max_tokens == 0) return Status::Ok();
@@ -84,18 +105,10 @@ Status DraftModel::Propose(std::span<const int32_t> context, size_t max_tokens, 
   const size_t room = engine_->context();
   if (context.size() >= room) return Status::Ok();
   max_tokens = std::min(max_tokens, room - context.size() + 1);
-  // Keep the longest common prefix, but feed at least the last token: its logits start the
-  // draft.
-  size_t keep = 0;
-  while (keep < held_.size() && keep + 1 < context.size() && held_[keep] == context[keep]) ++keep;
-  const std::span<const int32_t> rest = context.subspan(keep);
-  if (std::any_of(rest.begin(), rest.end(), [](int32_t id) { return id < 0; })) {
-    return Status::Ok();  // tokens not known cannot be fed
-  }
-  PETREL_RETURN_IF_ERROR(engine_->TruncateSequence(seq_, keep));
-  held_.resize(keep);
-  PETREL_RETURN_IF_ERROR(Feed(rest));
-  draft->synced = rest.size();
+  size_t fed = 0;
+  PETREL_ASSIGN_OR_RETURN(const bool synced, SyncTo(context, &fed));
+  if (!synced) return Status::Ok();  // tokens not known cannot be fed
+  draft->synced = fed;
   const size_t n_vocab = size_t(engine_->config().n_vocab);
   const bool sample = options_.temperature > 0.0f;
   for (size_t i = 0; i < max_tokens; ++i) {

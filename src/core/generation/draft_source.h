@@ -38,6 +38,14 @@ class DraftSource {
   // hold once its last sampled token is fed (negative ids: tokens whose values are not known).
   // Fewer, or none, is a valid answer: then the model decodes one token as usual.
   virtual Status Propose(std::span<const int32_t> context, size_t max_tokens, Draft* draft) = 0;
+  // Takes in `prompt`, the sequence's tokens once its prompt is fed, while the model takes in the
+  // prompt (a draft model's prompt pass), so that the first Propose need not: a source that must
+  // catch up on a whole prompt before its first draft makes that draft, and the probe deciding
+  // whether drafting pays, cost several plain steps. Nothing for sources that keep no state.
+  virtual Status Prime(std::span<const int32_t> prompt) {
+    (void)prompt;
+    return Status::Ok();
+  }
   // Forgets what earlier calls left behind (a draft model's cached tokens), as if new.
   virtual void Reset() {}
 };

@@ -36,6 +36,10 @@ void Speculator::Reset() {
   std::fill(lengths_.begin(), lengths_.end(), 0);
 }
 
+void Speculator::Prime(Sequence& sequence, std::span<const int32_t> prompt) {
+  if (Status status = source_->Prime(prompt); !status.ok()) sequence.Abort(std::move(status));
+}
+
 bool Speculator::Step(Engine& engine, Sequence& sequence) {
   if (!sequence.sampling()) return false;
   const size_t max_batch = engine.options().max_batch_tokens;
@@ -94,6 +98,7 @@ bool Speculator::Step(Engine& engine, Sequence& sequence) {
 void RunSpeculative(Engine& engine, Sequence& sequence, Speculator* speculator) {
   std::vector<StepInput> inputs(1);
   std::vector<StepOutput> outputs;
+  std::vector<int32_t> prompt;
   const size_t max_batch = engine.options().max_batch_tokens;
   while (!sequence.finished()) {
     if (speculator && speculator->Step(engine, sequence)) continue;
@@ -101,6 +106,15 @@ void RunSpeculative(Engine& engine, Sequence& sequence, Speculator* speculator) 
     const bool plain_step = speculator && sequence.sampling();
     const double start = plain_step ? speculator->Now() : 0.0;
     inputs[0] = sequence.NextInput(max_batch);
+    if (speculator && !sequence.sampling() && inputs[0].want_logits) {
+      // The prompt's last chunk: the draft source takes in the whole prompt now, so that its
+      // prompt pass counts as prompt time, as the model's does, and the first draft or probe
+      // costs a draft step rather than the prompt's catch-up.
+      prompt.assign(sequence.held().begin(), sequence.held().end());
+      prompt.insert(prompt.end(), inputs[0].tokens.begin(), inputs[0].tokens.end());
+      speculator->Prime(sequence, prompt);
+      if (sequence.finished()) break;
+    }
     (void)engine.Step(inputs, &outputs);  // a failure is also in the output
     if (plain_step) speculator->RecordPlainStep(speculator->Now() - start);
     sequence.Consume(outputs[0]);
