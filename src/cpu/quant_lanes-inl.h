@@ -98,7 +98,7 @@ using LDU32 = hn::Repartition<uint32_t, LDU8>;
 using LDU64 = hn::Repartition<uint64_t, LDU8>;
 using QVU8Full = hn::Vec<LDU8>;
 
-// Rows per group: 16 (512-bit), 8 (256-bit) or 4; host_work_split.h's kRowGrain is a multiple.
+// Rows per group: 16 (512-bit), 8 (256-bit) or 4; host_work_split.h's kQuantRowGrain is a multiple.
 constexpr size_t kLaneRows = hn::MaxLanes(LDI32());
 
 // Tokens per tile: the per-token accumulators plus the weight vectors and temporaries must stay
