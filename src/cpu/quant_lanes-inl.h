@@ -652,9 +652,11 @@ HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
 // prefetcher to ramp up on: without this, packing each group waited on memory.
 class SpreadPrefetch {
  public:
+  // From the cache line that holds `begin`, so that the line holding `end - 1` is reached too.
   SpreadPrefetch(const uint8_t* begin, const uint8_t* end, size_t steps)
-      : next_(begin), end_(end),
-        per_step_(((size_t(end - begin) + 63) / 64 + steps - 1) / std::max<size_t>(steps, 1) * 64) {}
+      : next_(begin - (reinterpret_cast<uintptr_t>(begin) & 63)),
+        end_(end),
+        per_step_((size_t(end - next_) + 63) / 64 / std::max<size_t>(steps, 1) * 64 + 64) {}
   // One step's share of the range.
   HWY_INLINE void Step() { Advance(per_step_); }
   // Whatever is left.
@@ -662,6 +664,7 @@ class SpreadPrefetch {
 
  private:
   HWY_INLINE void Advance(size_t bytes) {
+    if (next_ >= end_) return;  // done (the last line may have stepped past `end_`)
     const uint8_t* stop = next_ + std::min(bytes, size_t(end_ - next_));
     // Written out: GCC drops a prefetch-only lambda (docs/PERFORMANCE.md).
     for (; next_ < stop; next_ += 64) hwy::Prefetch(next_);
@@ -740,8 +743,8 @@ HWY_NOINLINE void LaneMatMat(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
       // The next group's rows, spread over this group's tiles (in every chunk: a thread's rows
       // of a large matrix, tinyllama's gate and up, outgrow L2 between chunks).
       const uint8_t* next_group = std::min(rows_end, w + (row + kLaneRows) * w_row_bytes);
-      SpreadPrefetch prefetch(next_group,
-                              std::min(rows_end, next_group + kLaneRows * w_row_bytes), n_tiles);
+      SpreadPrefetch prefetch(next_group, std::min(rows_end, next_group + kLaneRows * w_row_bytes),
+                              n_tiles);
       const size_t t =
           LaneTiles<F, kLaneTileTokens>(packed, n_blocks, xq, xq_row_bytes, terms, t0, t1, t0, row,
                                         n_lanes, bias, out, out_stride, prefetch);
