@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/host_work_split.h"
+
 namespace petrel::cpu {
 namespace {
 
@@ -114,6 +116,23 @@ TEST(ThreadPoolTest, PinThreadsDoesNotBreakThePool) {
   pool.ParallelFor(100, [&](size_t begin, size_t end) { covered.fetch_add(end - begin); });
   EXPECT_EQ(covered.load(), 100u);
   sched_setaffinity(0, sizeof(saved), &saved);
+}
+
+// The matrix products' row chunks: whole lanes groups for quantized weights, whole float tiles
+// (3 and 4 rows) otherwise, and for the small shape's 2048-row gate and up on two threads,
+// chunks that split evenly (48-row chunks gave one thread 1152 rows and the other 896).
+TEST(ThreadPoolTest, MatMulRowChunksKeepTheKernelsBlocksAndSplitEvenly) {
+  ThreadPool pool(2);
+  const size_t quant_grain = MatMulRowGrain(DType::kQ8_0);
+  EXPECT_EQ(quant_grain % 16, 0u);
+  EXPECT_EQ(MatMulRowGrain(DType::kF32) % 12, 0u);
+  for (size_t rows : {768, 2048, 5632}) {
+    SCOPED_TRACE(rows);
+    const size_t chunk = pool.MaxChunk(rows, quant_grain, MatMulChunksPerThread(DType::kQ8_0, 64));
+    EXPECT_EQ(chunk % quant_grain, 0u);
+    EXPECT_EQ(rows % chunk, 0u);
+    EXPECT_EQ(rows / chunk % pool.size(), 0u);
+  }
 }
 
 }  // namespace

@@ -213,7 +213,7 @@ void HostBackend::RunMatMul(const Node& node, const TensorView* values) {
   pool_.ParallelFor(n_out, [&](size_t row_begin, size_t row_end) {
     MatMulRows(w.desc.dtype, w.data, w.desc.row_bytes(), n_in, in, n_tokens, bias, out, n_out,
                row_begin, row_end);
-  }, kRowGrain, MatMulChunksPerThread(in.type, n_tokens));
+  }, MatMulRowGrain(in.type), MatMulChunksPerThread(in.type, n_tokens));
 }
 
 void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
@@ -235,7 +235,8 @@ void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
   // Each thread's gate scratch is sized here, by the calling thread, for the largest chunk, so
   // the first time a worker gets a chunk of a given shape costs no allocation (decode steps
   // allocate nothing).
-  const size_t max_rows = pool_.MaxChunk(n_ff, kRowGrain, chunks_per_thread);
+  const size_t row_grain = MatMulRowGrain(in.type);
+  const size_t max_rows = pool_.MaxChunk(n_ff, row_grain, chunks_per_thread);
   gate_scratch_.resize(pool_.size());
   for (std::vector<float>& scratch : gate_scratch_) {
     if (scratch.size() < n_tokens * max_rows) scratch.resize(n_tokens * max_rows);
@@ -251,7 +252,7 @@ void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
       float* out_row = out + t * n_ff + row_begin;
       kernels_.silu_mul(gate_rows.data() + t * rows, out_row, rows, out_row);
     }
-  }, kRowGrain, chunks_per_thread);
+  }, row_grain, chunks_per_thread);
 }
 
 void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv) {

@@ -14,6 +14,16 @@ namespace petrel {
 // 1-row float tile).
 constexpr size_t kRowGrain = 48;
 
+// Quantized weights (input_type is the activations' quantized type) need only whole lanes
+// groups of 16 rows (8 on AVX2, 4 on 128-bit targets). With 48-row chunks two threads split a
+// 2048-row matrix (the small shape's gate and up) into seven chunks of 288 rows and one of 32,
+// so one thread took 1152 rows and the other 896; 16-row chunks make eight of 256.
+constexpr size_t kQuantRowGrain = 16;
+
+inline size_t MatMulRowGrain(DType input_type) {
+  return input_type == DType::kF32 ? kRowGrain : kQuantRowGrain;
+}
+
 // Batches of at most this many tokens are "short" for float weights: a speculative
 // verification pass (2-9 tokens), a server step's decoding sequences. Their product is bound by
 // reading the weights once, as a single token's is, so the float kernels take the decode path

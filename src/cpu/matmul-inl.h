@@ -290,14 +290,18 @@ HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes
     float* widened = GrowScratch(widened_storage, panel_rows * n_full * lanes);
     // Each row is its own stream (a 4 KB F16 row is a page, where the hardware prefetcher
     // stops), and a thread's first panel of a row chunk was not prefetched by a panel before
-    // it: fetch rows kWidenAhead rows ahead of the one being widened.
-    constexpr size_t kWidenAhead = 2;
+    // it: fetch rows kWidenAheadBytes ahead of the one being widened (at least two rows).
+    // Widening a row takes about as many cycles as it has vectors, so two short rows ahead
+    // (1.5 KB each for n_in 768) did not cover the memory latency.
+    constexpr size_t kWidenAheadBytes = 12288;
     const size_t row_bytes = n_full * lanes * sizeof(TW);
-    for (size_t r = 0; r < kWidenAhead && r < panel_rows; ++r) {
+    const size_t widen_ahead =
+        std::max<size_t>(2, (kWidenAheadBytes + row_bytes - 1) / std::max<size_t>(row_bytes, 1));
+    for (size_t r = 0; r < widen_ahead && r < panel_rows; ++r) {
       PrefetchBytes(w_rows[r], row_bytes);
     }
     for (size_t r = 0; r < panel_rows; ++r) {
-      if (r + kWidenAhead < panel_rows) PrefetchBytes(w_rows[r + kWidenAhead], row_bytes);
+      if (r + widen_ahead < panel_rows) PrefetchBytes(w_rows[r + widen_ahead], row_bytes);
       const TW* HWY_RESTRICT src = w_rows[r];
       float* HWY_RESTRICT dst = widened + r * n_full * lanes;
       for (size_t k = 0; k < n_full; ++k) {

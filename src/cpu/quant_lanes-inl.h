@@ -41,6 +41,7 @@
 #include "cpu/quant_dot-inl.h"
 #include "cpu/simd-inl.h"  // Scratch, GrowScratch
 #include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"  // Prefetch
 #include "hwy/highway.h"
 #include "quant/blocks.h"
 
@@ -97,7 +98,7 @@ using LDU32 = hn::Repartition<uint32_t, LDU8>;
 using LDU64 = hn::Repartition<uint64_t, LDU8>;
 using QVU8Full = hn::Vec<LDU8>;
 
-// Rows per group: 16 (512-bit), 8 (256-bit) or 4; host_work_split.h's kRowGrain is a multiple.
+// Rows per group: 16 (512-bit), 8 (256-bit) or 4; host_work_split.h's kQuantRowGrain is a multiple.
 constexpr size_t kLaneRows = hn::MaxLanes(LDI32());
 
 // Tokens per tile: the per-token accumulators plus the weight vectors and temporaries must stay
@@ -645,17 +646,48 @@ HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
   }
 }
 
+// A byte range (the next row group's weights) prefetched a few cache lines per token tile, so
+// that it arrives while the current group's tiles run. A group's kLaneRows rows are short (432
+// bytes per Q4_0 row of 768) and read one after another by Pack, too briefly for the hardware
+// prefetcher to ramp up on: without this, packing each group waited on memory.
+class SpreadPrefetch {
+ public:
+  // From the cache line that holds `begin`, so that the line holding `end - 1` is reached too.
+  SpreadPrefetch(const uint8_t* begin, const uint8_t* end, size_t steps)
+      : next_(begin - (reinterpret_cast<uintptr_t>(begin) & 63)),
+        end_(end),
+        per_step_((size_t(end - next_) + 63) / 64 / std::max<size_t>(steps, 1) * 64 + 64) {}
+  // One step's share of the range.
+  HWY_INLINE void Step() { Advance(per_step_); }
+  // Whatever is left.
+  HWY_INLINE void Finish() { Advance(size_t(end_ - next_)); }
+
+ private:
+  HWY_INLINE void Advance(size_t bytes) {
+    if (next_ >= end_) return;  // done (the last line may have stepped past `end_`)
+    const uint8_t* stop = next_ + std::min(bytes, size_t(end_ - next_));
+    // Written out: GCC drops a prefetch-only lambda (docs/PERFORMANCE.md).
+    for (; next_ < stop; next_ += 64) hwy::Prefetch(next_);
+  }
+
+  const uint8_t* next_;
+  const uint8_t* end_;
+  size_t per_step_;
+};
+
 // Tokens [t_begin, t_end) (a chunk starting at t_first) against one packed group, in tiles of
-// T; returns the first token not done.
+// T; returns the first token not done. Each tile issues one step of `prefetch`.
 template <class F, size_t T>
 HWY_INLINE size_t LaneTiles(const typename F::Packed* HWY_RESTRICT packed, size_t n_blocks,
                             const uint8_t* xq, size_t xq_row_bytes, const typename F::Terms* terms,
                             size_t t_begin, size_t t_end, size_t t_first, size_t row,
-                            size_t n_lanes, const float* bias, float* out, size_t out_stride) {
+                            size_t n_lanes, const float* bias, float* out, size_t out_stride,
+                            SpreadPrefetch& prefetch) {
   using XBlock = typename F::XBlock;
   using Terms = typename F::Terms;
   size_t t = t_begin;
   for (; t + T <= t_end; t += T) {
+    prefetch.Step();
     const XBlock* x[T];
     const Terms* tt[T];
     hn::Vec<LDF> acc[T];
@@ -687,8 +719,14 @@ HWY_NOINLINE void LaneMatMat(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
   thread_local Scratch<typename F::Terms> terms_storage;
   typename F::Packed* packed = GrowScratch(packed_storage, n_blocks);
   typename F::Terms* terms = GrowScratch(terms_storage, kTokenChunk * n_blocks);
+  const uint8_t* const rows_end = w + row_end * w_row_bytes;
   for (size_t t0 = 0; t0 < n_tokens; t0 += kTokenChunk) {
     const size_t t1 = std::min(n_tokens, t0 + kTokenChunk);
+    const size_t n_tiles = (t1 - t0 + kLaneTileTokens - 1) / kLaneTileTokens;
+    // The first group's rows, fetched while the chunk's activation terms are computed.
+    SpreadPrefetch(w + row_begin * w_row_bytes,
+                   std::min(rows_end, w + (row_begin + kLaneRows) * w_row_bytes), 1)
+        .Finish();
     for (size_t t = t0; t < t1; ++t) {
       const auto* x = reinterpret_cast<const XBlock*>(xq + t * xq_row_bytes);
       for (size_t b = 0; b < n_blocks; ++b) F::ComputeTerms(x[b], terms[(t - t0) * n_blocks + b]);
@@ -702,8 +740,14 @@ HWY_NOINLINE void LaneMatMat(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
       }
       const LaneRowOffsets offsets = RowOffsets(rows);
       for (size_t b = 0; b < n_blocks; ++b) F::Pack(rows, offsets, b, packed[b]);
-      const size_t t = LaneTiles<F, kLaneTileTokens>(packed, n_blocks, xq, xq_row_bytes, terms, t0,
-                                                     t1, t0, row, n_lanes, bias, out, out_stride);
+      // The next group's rows, spread over this group's tiles (in every chunk: a thread's rows
+      // of a large matrix, tinyllama's gate and up, outgrow L2 between chunks).
+      const uint8_t* next_group = std::min(rows_end, w + (row + kLaneRows) * w_row_bytes);
+      SpreadPrefetch prefetch(next_group, std::min(rows_end, next_group + kLaneRows * w_row_bytes),
+                              n_tiles);
+      const size_t t =
+          LaneTiles<F, kLaneTileTokens>(packed, n_blocks, xq, xq_row_bytes, terms, t0, t1, t0, row,
+                                        n_lanes, bias, out, out_stride, prefetch);
       // The 1-3 tokens left in one narrower tile, so each packed block is read once for all of
       // them: short batches (2, 3, 6, 7 tokens...) had taken one single-token tile per token
       // (callgrind, small Q4_0, 2 tokens: 1.88 single-token passes).
@@ -711,19 +755,20 @@ HWY_NOINLINE void LaneMatMat(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
       switch (t1 - t) {
         case 3:
           LaneTiles<F, 3>(packed, n_blocks, xq, xq_row_bytes, terms, t, t1, t0, row, n_lanes, bias,
-                          out, out_stride);
+                          out, out_stride, prefetch);
           break;
         case 2:
           LaneTiles<F, 2>(packed, n_blocks, xq, xq_row_bytes, terms, t, t1, t0, row, n_lanes, bias,
-                          out, out_stride);
+                          out, out_stride, prefetch);
           break;
         case 1:
           LaneTiles<F, 1>(packed, n_blocks, xq, xq_row_bytes, terms, t, t1, t0, row, n_lanes, bias,
-                          out, out_stride);
+                          out, out_stride, prefetch);
           break;
         default:
           break;
       }
+      prefetch.Finish();
     }
   }
 }

@@ -129,7 +129,9 @@ void BM_TinyBlasMethodF16(benchmark::State& state) {
 #endif
 
 void Shapes(benchmark::internal::Benchmark* b) {
+  // tinyllama's shapes, then the small shape's (rows of 768 and 2048).
   b->Args({2048, 2048, 128})->Args({2048, 2048, 512})->Args({5632, 2048, 128})->Args({2048, 5632, 128});
+  b->Args({768, 768, 128})->Args({2048, 768, 128})->Args({768, 2048, 128});
   b->UseRealTime();
 }
 BENCHMARK_CAPTURE(BM_Petrel, F32, DType::kF32)->Apply(Shapes);
