@@ -30,6 +30,9 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
+  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (Dot with
+  // kDotQuads) measured no faster for this format (docs/PERFORMANCE.md).
+  static constexpr bool kSingleTokenDotQuads = false;
   struct Terms {
     float d;
   };

@@ -32,6 +32,9 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
+  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (Dot with
+  // kDotQuads) measured no faster for this format (docs/PERFORMANCE.md).
+  static constexpr bool kSingleTokenDotQuads = false;
   struct Terms {
     float d;
     uint32_t neg_sum_pairs[8];  // -bsums 2k and 2k + 1 as an int16 pair (|bsum| <= 16 x 128)

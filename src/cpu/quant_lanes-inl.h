@@ -52,10 +52,11 @@
 //
 // AVX3_DL's hop goes to a second instantiation of that AVX2 code whose u8 x i8 step is 256-bit
 // EVEX vpdpbusd (AVX512-VNNI with VL, which AVX3_DL guarantees) instead of vpmaddubsw + vpmaddwd:
-// the same 8-row shape with fewer instructions per 4 elements (MatMul<name>DotQuadsT). Only
-// where AVX3_DL is compiled (the integer kernels' library) is that instantiation made.
+// the same 8-row shape with fewer instructions per 4 elements (MatMul<name>DotQuadsT), for the
+// Formats whose kSingleTokenDotQuads says it measured faster. Only where AVX3_DL is compiled
+// (the integer kernels' library) is that instantiation made.
 #undef PETREL_LANES_SINGLE_TOKEN_HOP
-#undef PETREL_LANES_SINGLE_TOKEN_ENTRY
+#undef PETREL_LANES_SINGLE_TOKEN_DOT_QUADS
 #undef PETREL_LANES_EVEX_DOT_QUADS
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2 && (HWY_TARGETS & HWY_AVX3_DL)
 #define PETREL_LANES_EVEX_DOT_QUADS 1
@@ -65,15 +66,21 @@
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_TARGETS & HWY_AVX2) && \
     HWY_STATIC_TARGET != HWY_AVX2
 #if HWY_TARGET == HWY_AVX3_DL
-#define PETREL_LANES_SINGLE_TOKEN_ENTRY(name) MatMul##name##DotQuadsT
+#define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS Format::kSingleTokenDotQuads
 #else
-#define PETREL_LANES_SINGLE_TOKEN_ENTRY(name) MatMul##name##T
+#define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS false
 #endif
 #define PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                      \
   if (n_tokens == 1) {                                                                           \
-    return ::petrel::cpu::N_AVX2::PETREL_LANES_SINGLE_TOKEN_ENTRY(name)(                        \
-        w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin,     \
-        row_end);                                                                                \
+    if constexpr (PETREL_LANES_SINGLE_TOKEN_DOT_QUADS) {                                         \
+      return ::petrel::cpu::N_AVX2::MatMul##name##DotQuadsT(w, w_row_bytes, n_in, xq,            \
+                                                            xq_row_bytes, n_tokens, bias, out,   \
+                                                            out_stride, row_begin, row_end);     \
+    } else {                                                                                     \
+      return ::petrel::cpu::N_AVX2::MatMul##name##T(w, w_row_bytes, n_in, xq, xq_row_bytes,     \
+                                                    n_tokens, bias, out, out_stride, row_begin, \
+                                                    row_end);                                    \
+    }                                                                                            \
   }
 #else
 #define PETREL_LANES_SINGLE_TOKEN_HOP(name)
@@ -560,6 +567,8 @@ struct Lanes32Format {
   using XBlock = quant::BlockQ8_0;
   using Terms = XTerms;
   static constexpr size_t kPacked = kPackedVecs;
+  // Single tokens on AVX3_DL take the 256-bit vpdpbusd code (PETREL_LANES_SINGLE_TOKEN_HOP).
+  static constexpr bool kSingleTokenDotQuads = true;
   struct Packed {
     // Defined here, inside the target region: GCC compiles the implicit constructor of a
     // struct of vectors without the target's options, and then cannot inline the vectors'
@@ -618,6 +627,8 @@ struct Lanes32Format {
 template <class Sub, size_t kPackedVecs>
 struct LanesMinFormat {
   using XBlock = quant::BlockQ8_1;
+  // Single tokens on AVX3_DL take the 256-bit vpdpbusd code (PETREL_LANES_SINGLE_TOKEN_HOP).
+  static constexpr bool kSingleTokenDotQuads = true;
   struct Terms {
     float d;  // the activation block's scale
     float s;  // d * sum of its int8 values
