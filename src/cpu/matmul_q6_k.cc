@@ -147,7 +147,8 @@ struct Format {
         for (size_t t = 0; t < T; ++t) {
           const int8_t* xq = x[t][b].qs + 16 * k;
           auto dot = DotQuads<kDotQuads>(hn::Zero(LDI32()), packed.q[4 * k], BroadcastQuad(xq));
-          auto dot_odd = DotQuads<kDotQuads>(hn::Zero(LDI32()), packed.q[4 * k + 1], BroadcastQuad(xq + 4));
+          auto dot_odd =
+              DotQuads<kDotQuads>(hn::Zero(LDI32()), packed.q[4 * k + 1], BroadcastQuad(xq + 4));
           dot = DotQuads<kDotQuads>(dot, packed.q[4 * k + 2], BroadcastQuad(xq + 8));
           dot_odd = DotQuads<kDotQuads>(dot_odd, packed.q[4 * k + 3], BroadcastQuad(xq + 12));
           isum[t] = hn::Add(isum[t], hn::Mul(hn::Add(dot, dot_odd), scale));

@@ -70,17 +70,17 @@
 #else
 #define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS false
 #endif
-#define PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                      \
-  if (n_tokens == 1) {                                                                           \
-    if constexpr (PETREL_LANES_SINGLE_TOKEN_DOT_QUADS) {                                         \
-      return ::petrel::cpu::N_AVX2::MatMul##name##DotQuadsT(w, w_row_bytes, n_in, xq,            \
-                                                            xq_row_bytes, n_tokens, bias, out,   \
-                                                            out_stride, row_begin, row_end);     \
-    } else {                                                                                     \
+#define PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                     \
+  if (n_tokens == 1) {                                                                          \
+    if constexpr (PETREL_LANES_SINGLE_TOKEN_DOT_QUADS) {                                        \
+      return ::petrel::cpu::N_AVX2::MatMul##name##DotQuadsT(w, w_row_bytes, n_in, xq,           \
+                                                            xq_row_bytes, n_tokens, bias, out,  \
+                                                            out_stride, row_begin, row_end);    \
+    } else {                                                                                    \
       return ::petrel::cpu::N_AVX2::MatMul##name##T(w, w_row_bytes, n_in, xq, xq_row_bytes,     \
                                                     n_tokens, bias, out, out_stride, row_begin, \
-                                                    row_end);                                    \
-    }                                                                                            \
+                                                    row_end);                                   \
+    }                                                                                           \
   }
 #else
 #define PETREL_LANES_SINGLE_TOKEN_HOP(name)
@@ -90,13 +90,12 @@
 // entry AVX3_DL's hop calls (the rows-in-lanes driver with the 256-bit EVEX dot step).
 #undef PETREL_LANES_DOT_QUADS_TARGET
 #if PETREL_LANES_EVEX_DOT_QUADS
-#define PETREL_LANES_DOT_QUADS_TARGET(name)                                                      \
-  void MatMul##name##DotQuadsT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,  \
-                               size_t xq_row_bytes, size_t n_tokens, const float* bias,         \
-                               float* out, size_t out_stride, size_t row_begin,                 \
-                               size_t row_end) {                                                 \
-    LaneMatMulImpl<Format, true>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out,   \
-                                 out_stride, row_begin, row_end);                                \
+#define PETREL_LANES_DOT_QUADS_TARGET(name)                                                       \
+  void MatMul##name##DotQuadsT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,    \
+                               size_t xq_row_bytes, size_t n_tokens, const float* bias,           \
+                               float* out, size_t out_stride, size_t row_begin, size_t row_end) { \
+    LaneMatMulImpl<Format, true>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out,     \
+                                 out_stride, row_begin, row_end);                                 \
   }
 #else
 #define PETREL_LANES_DOT_QUADS_TARGET(name)
@@ -406,7 +405,8 @@ HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* cons
       const auto w_abs = hn::BitCast(du8, hn::Abs(w));
       for (size_t t = 0; t < T; ++t) {
         auto& sum = g % 2 == 0 ? isum[t] : odd_sum[t];
-        sum = DotQuads<kDotQuads>(sum, w_abs, ApplySign(BroadcastQuad(x[t][b].qs + x_offset + 4 * g), w));
+        sum = DotQuads<kDotQuads>(sum, w_abs,
+                                  ApplySign(BroadcastQuad(x[t][b].qs + x_offset + 4 * g), w));
       }
     }
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], odd_sum[t]);
@@ -496,7 +496,8 @@ HWY_INLINE void DotFiveBitLevels(const QVU8Full (&p)[8], const XBlock* const* HW
     for (size_t s = 0; s < 4; ++s) {
       for (size_t t = 0; t < T; ++t) {
         isum[t] = DotQuads<kDotQuads>(isum[t], p[s], BroadcastQuad(x[t][b].qs + 4 * s));
-        high_sum[t] = DotQuads<kDotQuads>(high_sum[t], p[s + 4], BroadcastQuad(x[t][b].qs + 4 * (s + 4)));
+        high_sum[t] =
+            DotQuads<kDotQuads>(high_sum[t], p[s + 4], BroadcastQuad(x[t][b].qs + 4 * (s + 4)));
       }
     }
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], high_sum[t]);
@@ -820,7 +821,8 @@ HWY_INLINE void LaneMatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, c
     typename F::Terms* terms = GrowScratch(terms_storage, n_blocks);
     const auto* x = static_cast<const typename F::XBlock*>(xq);
     for (size_t b = 0; b < n_blocks; ++b) F::ComputeTerms(x[b], terms[b]);
-    LaneMatVec<F, kDotQuads>(w_bytes, w_row_bytes, n_blocks, x, terms, bias, out, row_begin, row_end);
+    LaneMatVec<F, kDotQuads>(w_bytes, w_row_bytes, n_blocks, x, terms, bias, out, row_begin,
+                             row_end);
     return;
   }
   LaneMatMat<F>(w_bytes, w_row_bytes, n_blocks, static_cast<const uint8_t*>(xq), xq_row_bytes,
