@@ -37,10 +37,10 @@ struct Format
     PackGridNibbles(src, p);
   }
 
-  template <size_t T>
+  template <size_t T, bool kDotQuads = kHasDotQuads>
   static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
                                 size_t b, hn::Vec<LDI32> (&isum)[T]) {
-    DotSignedGroups<kPacked, T>(p, x, b, isum);
+    DotSignedGroups<kPacked, T, kDotQuads>(p, x, b, isum);
   }
 #endif  // PETREL_QUANT_SIMD
 };

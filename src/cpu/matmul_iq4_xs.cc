@@ -30,6 +30,9 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
+  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (Dot with
+  // kDotQuads) measured no faster for this format (docs/PERFORMANCE.md).
+  static constexpr bool kSingleTokenDotQuads = false;
   struct Terms {
     float d;
   };
@@ -72,7 +75,7 @@ struct Format {
     packed.d = HalvesToF32<false>(w0);
   }
 
-  template <size_t T>
+  template <size_t T, bool kDotQuads = kHasDotQuads>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
                              hn::Vec<LDF> (&acc)[T]) {
@@ -80,7 +83,7 @@ struct Format {
     hn::Vec<LDI32> total[T];
     for (size_t ib = 0; ib < 8; ++ib) {
       hn::Vec<LDI32> isum[T];
-      DotSignedGroups<8, T>(packed.q[ib], x, b, isum, 32 * ib);
+      DotSignedGroups<8, T, kDotQuads>(packed.q[ib], x, b, isum, 32 * ib);
       for (size_t t = 0; t < T; ++t) {
         const auto scaled = hn::Mul(isum[t], packed.scales[ib]);
         total[t] = ib == 0 ? scaled : hn::Add(total[t], scaled);

@@ -30,6 +30,9 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
+  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (Dot with
+  // kDotQuads) measured no faster for this format (docs/PERFORMANCE.md).
+  static constexpr bool kSingleTokenDotQuads = false;
   struct Terms {
     float d;
     // The activation sums of sub-blocks 2k and 2k + 1 as an int16 pair (|sum| <= 32 x 128).
@@ -100,7 +103,7 @@ struct Format {
     packed.dmin = HalvesToF32<true>(d_words);
   }
 
-  template <size_t T>
+  template <size_t T, bool kDotQuads = kHasDotQuads>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
                              hn::Vec<LDF> (&acc)[T]) {
@@ -111,7 +114,7 @@ struct Format {
     const auto mask = hn::Set(du8, 0x0F);
     hn::Vec<LDI32> isum[T];
     for (size_t k = 0; k < 8; ++k) {  // sub-block k: chunk k / 2, low or high nibbles
-      if constexpr (kHasDotQuads) {
+      if constexpr (kDotQuads) {
         // vpdpbusd: the sub-block's int32 dot in two chains, times the row's scale (the int16
         // pair's upper half; 0..63) as one int32 multiply: the same integers as below.
         const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), packed.scales[k]));
@@ -125,7 +128,7 @@ struct Format {
           for (size_t t = 0; t < T; ++t) {
             const int8_t* xq = x[t][b].qs + 64 * (k / 2) + 32 * (k % 2) + 4 * s;
             auto& sum = s % 2 == 0 ? dot[t] : dot_odd[t];
-            sum = DotQuadsAdd(sum, levels, BroadcastQuad(xq));
+            sum = DotQuads<kDotQuads>(sum, levels, BroadcastQuad(xq));
           }
         }
         for (size_t t = 0; t < T; ++t) {

@@ -32,6 +32,9 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
+  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (Dot with
+  // kDotQuads) measured no faster for this format (docs/PERFORMANCE.md).
+  static constexpr bool kSingleTokenDotQuads = false;
   struct Terms {
     float d;
     uint32_t neg_sum_pairs[8];  // -bsums 2k and 2k + 1 as an int16 pair (|bsum| <= 16 x 128)
@@ -120,7 +123,7 @@ struct Format {
     packed.d = HalvesToF32<true>(GatherBlockWords<offsetof(WBlock, d) - 2>(rows, offsets, b));
   }
 
-  template <size_t T>
+  template <size_t T, bool kDotQuads = kHasDotQuads>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
                              hn::Vec<LDF> (&acc)[T]) {
@@ -137,16 +140,17 @@ struct Format {
       }
     }
     for (size_t k = 0; k < 16; ++k) {
-      if constexpr (kHasDotQuads) {
+      if constexpr (kDotQuads) {
         // vpdpbusd: the 16 elements' int32 dot, times the row's scale (the int16 pair's upper
         // half, sign-extended) as one int32 multiply: the same integers as below.
         const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), packed.scales[k]));
         for (size_t t = 0; t < T; ++t) {
           const int8_t* xq = x[t][b].qs + 16 * k;
-          auto dot = DotQuadsAdd(hn::Zero(LDI32()), packed.q[4 * k], BroadcastQuad(xq));
-          auto dot_odd = DotQuadsAdd(hn::Zero(LDI32()), packed.q[4 * k + 1], BroadcastQuad(xq + 4));
-          dot = DotQuadsAdd(dot, packed.q[4 * k + 2], BroadcastQuad(xq + 8));
-          dot_odd = DotQuadsAdd(dot_odd, packed.q[4 * k + 3], BroadcastQuad(xq + 12));
+          auto dot = DotQuads<kDotQuads>(hn::Zero(LDI32()), packed.q[4 * k], BroadcastQuad(xq));
+          auto dot_odd =
+              DotQuads<kDotQuads>(hn::Zero(LDI32()), packed.q[4 * k + 1], BroadcastQuad(xq + 4));
+          dot = DotQuads<kDotQuads>(dot, packed.q[4 * k + 2], BroadcastQuad(xq + 8));
+          dot_odd = DotQuads<kDotQuads>(dot_odd, packed.q[4 * k + 3], BroadcastQuad(xq + 12));
           isum[t] = hn::Add(isum[t], hn::Mul(hn::Add(dot, dot_odd), scale));
         }
         continue;

@@ -50,17 +50,56 @@
 // while prompts gain from it. AVX2, AVX3 and AVX3_DL give the same bits, so a token's result
 // is still the same alone or batched. Needs AVX2 compiled before this target: not when AVX2 is
 // the static target, which Highway compiles last.
+//
+// AVX3_DL's hop goes to a second instantiation of that AVX2 code whose u8 x i8 step is 256-bit
+// EVEX vpdpbusd (AVX512-VNNI with VL, which AVX3_DL guarantees) instead of vpmaddubsw + vpmaddwd:
+// the same 8-row shape with fewer instructions per 4 elements (MatMul<name>DotQuadsT), for the
+// Formats whose kSingleTokenDotQuads says it measured faster. Only where AVX3_DL is compiled
+// (the integer kernels' library) is that instantiation made.
 #undef PETREL_LANES_SINGLE_TOKEN_HOP
+#undef PETREL_LANES_SINGLE_TOKEN_DOT_QUADS
+#undef PETREL_LANES_EVEX_DOT_QUADS
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2 && (HWY_TARGETS & HWY_AVX3_DL)
+#define PETREL_LANES_EVEX_DOT_QUADS 1
+#else
+#define PETREL_LANES_EVEX_DOT_QUADS 0
+#endif
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_TARGETS & HWY_AVX2) && \
     HWY_STATIC_TARGET != HWY_AVX2
-#define PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                      \
-  if (n_tokens == 1) {                                                                           \
-    return ::petrel::cpu::N_AVX2::MatMul##name##T(w, w_row_bytes, n_in, xq, xq_row_bytes,       \
-                                                  n_tokens, bias, out, out_stride, row_begin,   \
-                                                  row_end);                                      \
+#if HWY_TARGET == HWY_AVX3_DL
+#define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS Format::kSingleTokenDotQuads
+#else
+#define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS false
+#endif
+#define PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                     \
+  if (n_tokens == 1) {                                                                          \
+    if constexpr (PETREL_LANES_SINGLE_TOKEN_DOT_QUADS) {                                        \
+      return ::petrel::cpu::N_AVX2::MatMul##name##DotQuadsT(w, w_row_bytes, n_in, xq,           \
+                                                            xq_row_bytes, n_tokens, bias, out,  \
+                                                            out_stride, row_begin, row_end);    \
+    } else {                                                                                    \
+      return ::petrel::cpu::N_AVX2::MatMul##name##T(w, w_row_bytes, n_in, xq, xq_row_bytes,     \
+                                                    n_tokens, bias, out, out_stride, row_begin, \
+                                                    row_end);                                   \
+    }                                                                                           \
   }
 #else
 #define PETREL_LANES_SINGLE_TOKEN_HOP(name)
+#endif
+
+// On the AVX2 target of the integer kernels' library: MatMul<name>DotQuadsT, the single-token
+// entry AVX3_DL's hop calls (the rows-in-lanes driver with the 256-bit EVEX dot step).
+#undef PETREL_LANES_DOT_QUADS_TARGET
+#if PETREL_LANES_EVEX_DOT_QUADS
+#define PETREL_LANES_DOT_QUADS_TARGET(name)                                                       \
+  void MatMul##name##DotQuadsT(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,    \
+                               size_t xq_row_bytes, size_t n_tokens, const float* bias,           \
+                               float* out, size_t out_stride, size_t row_begin, size_t row_end) { \
+    LaneMatMulImpl<Format, true>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out,     \
+                                 out_stride, row_begin, row_end);                                 \
+  }
+#else
+#define PETREL_LANES_DOT_QUADS_TARGET(name)
 #endif
 
 // Inside HWY_NAMESPACE: MatMul<name>T of a rows-in-lanes format (PETREL_QUANT_MATMUL_TARGET
@@ -74,7 +113,8 @@
     PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                         \
     LaneMatMulImpl<Format>(w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out,         \
                            out_stride, row_begin, row_end);                                     \
-  }
+  }                                                                                             \
+  PETREL_LANES_DOT_QUADS_TARGET(name)
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -239,6 +279,25 @@ HWY_INLINE hn::Vec<LDI8> BroadcastQuad(const int8_t* HWY_RESTRICT p) {
   return hn::BitCast(LDI8(), hn::Set(LDU32(), word));
 }
 
+// DotQuadsAdd where kDotQuads is this target's kHasDotQuads; on the AVX2 target of the integer
+// kernels' library kDotQuads may also be true (MatMul<name>DotQuadsT, run only where AVX3_DL
+// is): vpdpbusd on 256-bit vectors in its EVEX encoding, as quant_dot-inl.h spells it for
+// AVX3_DL. Both compute the same exact int32 lanes.
+template <bool kDotQuads, class VI32, class VU8, class VI8>
+HWY_INLINE VI32 DotQuads(VI32 sum, VU8 a, VI8 b) {
+#if PETREL_LANES_EVEX_DOT_QUADS
+  if constexpr (kDotQuads && !kHasDotQuads) {
+    __m256i acc = sum.raw;
+    asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a.raw), "v"(b.raw));
+    return VI32{acc};
+  } else
+#endif
+  {
+    static_assert(kDotQuads == kHasDotQuads, "no vpdpbusd on this target");
+    return DotQuadsAdd(sum, a, b);
+  }
+}
+
 // One token's results: out[row_of(l)] = acc lane l + bias, for the first n lanes.
 template <class RowOf>
 HWY_INLINE void StoreLaneRows(hn::Vec<LDF> acc, size_t n, const RowOf& row_of,
@@ -293,21 +352,21 @@ HWY_INLINE void PackGridNibbles(const uint8_t* const* HWY_RESTRICT src, QVU8Full
 // per 4 elements and token. With vpdpbusd (kHasDotQuads): one instruction per 4 elements and
 // token, in two chains (low and high nibbles) so that a single token's sums do not wait on one
 // 8-deep chain of the instruction's latency.
-template <size_t T, class XBlock>
+template <size_t T, bool kDotQuads = kHasDotQuads, class XBlock>
 HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_RESTRICT x, size_t b,
                            hn::Vec<LDI32> (&isum)[T]) {
   const LDU8 du8;
   const hn::Repartition<uint16_t, LDU8> du16;
   const auto mask = hn::Set(du8, 0x0F);
-  if constexpr (kHasDotQuads) {
+  if constexpr (kDotQuads) {
     hn::Vec<LDI32> hi_sum[T];
     for (size_t t = 0; t < T; ++t) isum[t] = hi_sum[t] = hn::Zero(LDI32());
     for (size_t s = 0; s < 4; ++s) {
       const auto lo = hn::And(p[s], mask);
       const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, p[s]))), mask);
       for (size_t t = 0; t < T; ++t) {
-        isum[t] = DotQuadsAdd(isum[t], lo, BroadcastQuad(x[t][b].qs + 4 * s));
-        hi_sum[t] = DotQuadsAdd(hi_sum[t], hi, BroadcastQuad(x[t][b].qs + 4 * (s + 4)));
+        isum[t] = DotQuads<kDotQuads>(isum[t], lo, BroadcastQuad(x[t][b].qs + 4 * s));
+        hi_sum[t] = DotQuads<kDotQuads>(hi_sum[t], hi, BroadcastQuad(x[t][b].qs + 4 * (s + 4)));
       }
     }
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], hi_sum[t]);
@@ -332,13 +391,13 @@ HWY_INLINE void DotNibbles(const QVU8Full (&p)[4], const XBlock* const* HWY_REST
 // per group, since two pairs of 127 x 127 products would not fit 16 bits. For the formats whose
 // packed blocks hold signed int8 levels (Q8_0, and IQ4_NL's and IQ4_XS's grid values); the
 // activations start x_offset bytes into the block's quants (a sub-block of a super-block).
-template <size_t kGroups, size_t T, class XBlock>
+template <size_t kGroups, size_t T, bool kDotQuads = kHasDotQuads, class XBlock>
 HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* const* HWY_RESTRICT x,
                                 size_t b, hn::Vec<LDI32> (&isum)[T], size_t x_offset = 0) {
   const LDI8 d8;
   const LDU8 du8;
   const auto ones = hn::Set(LDI16(), 1);
-  if constexpr (kHasDotQuads) {
+  if constexpr (kDotQuads) {
     // Even and odd groups in two chains of vpdpbusd (see DotNibbles).
     hn::Vec<LDI32> odd_sum[T];
     for (size_t t = 0; t < T; ++t) isum[t] = odd_sum[t] = hn::Zero(LDI32());
@@ -347,7 +406,8 @@ HWY_INLINE void DotSignedGroups(const QVU8Full (&p)[kGroups], const XBlock* cons
       const auto w_abs = hn::BitCast(du8, hn::Abs(w));
       for (size_t t = 0; t < T; ++t) {
         auto& sum = g % 2 == 0 ? isum[t] : odd_sum[t];
-        sum = DotQuadsAdd(sum, w_abs, ApplySign(BroadcastQuad(x[t][b].qs + x_offset + 4 * g), w));
+        sum = DotQuads<kDotQuads>(sum, w_abs,
+                                  ApplySign(BroadcastQuad(x[t][b].qs + x_offset + 4 * g), w));
       }
     }
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], odd_sum[t]);
@@ -427,17 +487,18 @@ HWY_INLINE void PackFiveBitLevels(const WBlock* const* HWY_RESTRICT rows,
 // isum[t] (lanes = rows) = sum over 8 packed groups of unsigned levels 0..31 times token t's
 // int8 activations. A maddubs pair is at most 2 x 31 x 128 = 7936, so four groups add in 16 bits
 // (31744 < 32767) before each half widens to int32.
-template <size_t T, class XBlock>
+template <size_t T, bool kDotQuads = kHasDotQuads, class XBlock>
 HWY_INLINE void DotFiveBitLevels(const QVU8Full (&p)[8], const XBlock* const* HWY_RESTRICT x,
                                  size_t b, hn::Vec<LDI32> (&isum)[T]) {
-  if constexpr (kHasDotQuads) {
+  if constexpr (kDotQuads) {
     // The two halves in two chains of vpdpbusd (see DotNibbles).
     hn::Vec<LDI32> high_sum[T];
     for (size_t t = 0; t < T; ++t) isum[t] = high_sum[t] = hn::Zero(LDI32());
     for (size_t s = 0; s < 4; ++s) {
       for (size_t t = 0; t < T; ++t) {
-        isum[t] = DotQuadsAdd(isum[t], p[s], BroadcastQuad(x[t][b].qs + 4 * s));
-        high_sum[t] = DotQuadsAdd(high_sum[t], p[s + 4], BroadcastQuad(x[t][b].qs + 4 * (s + 4)));
+        isum[t] = DotQuads<kDotQuads>(isum[t], p[s], BroadcastQuad(x[t][b].qs + 4 * s));
+        high_sum[t] =
+            DotQuads<kDotQuads>(high_sum[t], p[s + 4], BroadcastQuad(x[t][b].qs + 4 * (s + 4)));
       }
     }
     for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], high_sum[t]);
@@ -469,10 +530,10 @@ struct NibbleQuants {
     PackNibbles(rows, b, p);
   }
 
-  template <size_t T, class XBlock>
+  template <size_t T, bool kDotQuads = kHasDotQuads, class XBlock>
   static HWY_INLINE void DotInt(const QVU8Full (&p)[4], const XBlock* const* HWY_RESTRICT x,
                                 size_t b, hn::Vec<LDI32> (&isum)[T]) {
-    DotNibbles<T>(p, x, b, isum);
+    DotNibbles<T, kDotQuads>(p, x, b, isum);
   }
 };
 
@@ -484,10 +545,10 @@ struct FiveBitQuants {
     PackFiveBitLevels(rows, offsets, b, p);
   }
 
-  template <size_t T, class XBlock>
+  template <size_t T, bool kDotQuads = kHasDotQuads, class XBlock>
   static HWY_INLINE void DotInt(const QVU8Full (&p)[8], const XBlock* const* HWY_RESTRICT x,
                                 size_t b, hn::Vec<LDI32> (&isum)[T]) {
-    DotFiveBitLevels<T>(p, x, b, isum);
+    DotFiveBitLevels<T, kDotQuads>(p, x, b, isum);
   }
 };
 
@@ -508,6 +569,8 @@ struct Lanes32Format {
   using XBlock = quant::BlockQ8_0;
   using Terms = XTerms;
   static constexpr size_t kPacked = kPackedVecs;
+  // Single tokens on AVX3_DL take the 256-bit vpdpbusd code (PETREL_LANES_SINGLE_TOKEN_HOP).
+  static constexpr bool kSingleTokenDotQuads = true;
   struct Packed {
     // Defined here, inside the target region: GCC compiles the implicit constructor of a
     // struct of vectors without the target's options, and then cannot inline the vectors'
@@ -542,14 +605,14 @@ struct Lanes32Format {
     packed.d = LaneScales(rows, offsets, b);
   }
 
-  template <size_t T>
+  template <size_t T, bool kDotQuads = kHasDotQuads>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
                              hn::Vec<LDF> (&acc)[T]) {
     const LDI32 d32;
     const LDF df;
     hn::Vec<LDI32> isum[T];
-    Sub::template DotInt<T>(packed.q, x, b, isum);
+    Sub::template DotInt<T, kDotQuads>(packed.q, x, b, isum);
     for (size_t t = 0; t < T; ++t) {
       const XTerms& xt = terms[t][b];
       if constexpr (kOffset != 0) isum[t] = hn::Sub(isum[t], hn::Set(d32, kOffset * xt.sum));
@@ -566,6 +629,8 @@ struct Lanes32Format {
 template <class Sub, size_t kPackedVecs>
 struct LanesMinFormat {
   using XBlock = quant::BlockQ8_1;
+  // Single tokens on AVX3_DL take the 256-bit vpdpbusd code (PETREL_LANES_SINGLE_TOKEN_HOP).
+  static constexpr bool kSingleTokenDotQuads = true;
   struct Terms {
     float d;  // the activation block's scale
     float s;  // d * sum of its int8 values
@@ -595,13 +660,13 @@ struct LanesMinFormat {
     packed.m = HalvesToF32<true>(words);
   }
 
-  template <size_t T>
+  template <size_t T, bool kDotQuads = kHasDotQuads>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
                              hn::Vec<LDF> (&acc)[T]) {
     const LDF df;
     hn::Vec<LDI32> isum[T];
-    Sub::template DotInt<T>(packed.q, x, b, isum);
+    Sub::template DotInt<T, kDotQuads>(packed.q, x, b, isum);
     for (size_t t = 0; t < T; ++t) {
       const Terms& xt = terms[t][b];
       acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, hn::Set(df, xt.d)), acc[t]);
@@ -615,7 +680,7 @@ struct LanesMinFormat {
 
 // Single token: groups of kLaneRows rows `step` apart, so each lane reads a long sequential
 // stream (the hardware prefetcher follows those at full bandwidth), packed in registers.
-template <class F>
+template <class F, bool kDotQuads = kHasDotQuads>
 HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_blocks,
                              const typename F::XBlock* x, const typename F::Terms* terms,
                              const float* bias, float* out, size_t row_begin, size_t row_end) {
@@ -640,7 +705,7 @@ HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
     for (size_t b = 0; b < n_blocks; ++b) {
       typename F::Packed packed;
       F::Pack(rows, offsets, b, packed);
-      F::template Dot<1>(packed, &x, &terms, b, acc);
+      F::template Dot<1, kDotQuads>(packed, &x, &terms, b, acc);
     }
     StoreLaneRows(acc[0], n_lanes, row_of, bias, out);
   }
@@ -775,7 +840,13 @@ HWY_NOINLINE void LaneMatMat(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
 #endif  // PETREL_QUANT_SIMD
 
 // The HostKernels::mat_mul_quantized contract for a rows-in-lanes Format.
-template <class F>
+// kDotQuads: the single-token code's dot step (see DotQuads); tokens in batches keep the
+// target's own.
+#if PETREL_QUANT_SIMD
+template <class F, bool kDotQuads = kHasDotQuads>
+#else
+template <class F, bool kDotQuads = false>
+#endif
 HWY_INLINE void LaneMatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, const void* xq,
                                size_t xq_row_bytes, size_t n_tokens, const float* bias, float* out,
                                size_t out_stride, size_t row_begin, size_t row_end) {
@@ -795,7 +866,8 @@ HWY_INLINE void LaneMatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, c
     typename F::Terms* terms = GrowScratch(terms_storage, n_blocks);
     const auto* x = static_cast<const typename F::XBlock*>(xq);
     for (size_t b = 0; b < n_blocks; ++b) F::ComputeTerms(x[b], terms[b]);
-    LaneMatVec<F>(w_bytes, w_row_bytes, n_blocks, x, terms, bias, out, row_begin, row_end);
+    LaneMatVec<F, kDotQuads>(w_bytes, w_row_bytes, n_blocks, x, terms, bias, out, row_begin,
+                             row_end);
     return;
   }
   LaneMatMat<F>(w_bytes, w_row_bytes, n_blocks, static_cast<const uint8_t*>(xq), xq_row_bytes,
