@@ -75,10 +75,9 @@ class MinP final : public SamplerStage {
       c.KeepFirst(keep);
       return;
     }
-    // Unsorted: keep the few above the cutoff and sort only those.
-    const auto kept = std::stable_partition(c.items.begin(), c.items.end(),
-                                            [&](const Candidate& item) { return item.logit >= cutoff; });
-    c.items.erase(kept, c.items.end());
+    // Unsorted: keep the few above the cutoff (in their order, without a buffer) and sort only
+    // those.
+    std::erase_if(c.items, [&](const Candidate& item) { return !(item.logit >= cutoff); });
     c.Sort();
   }
 

@@ -28,12 +28,13 @@ bool InIdOrder(const std::vector<Candidate>& items) {
 // Stable least-significant-digit radix sort on DescendingKey, 8 bits a pass. Input in id order
 // keeps ties in id order, which is Ahead()'s tie rule. Passes whose byte is the same in every
 // key are skipped.
-void RadixSort(std::vector<Candidate>& items, std::vector<Candidate>& scratch) {
+void RadixSort(std::vector<Candidate>& items, std::vector<Candidate>& scratch,
+               std::vector<uint32_t>& keys, std::vector<uint32_t>& scratch_keys) {
   const size_t n = items.size();
   scratch.resize(n);
-  std::vector<uint32_t> keys(n);
+  keys.resize(n);
+  scratch_keys.resize(n);
   for (size_t i = 0; i < n; ++i) keys[i] = DescendingKey(items[i].logit);
-  std::vector<uint32_t> scratch_keys(n);
   for (int shift = 0; shift < 32; shift += 8) {
     size_t count[257] = {};
     for (uint32_t key : keys) ++count[((key >> shift) & 0xff) + 1];
@@ -62,7 +63,7 @@ void Candidates::Sort() {
   // A comparison sort of a 32k vocabulary is milliseconds; with 32 sequences a step that is
   // most of the step. Fresh candidates are in id order, where the radix sort applies.
   if (items.size() > 256 && InIdOrder(items)) {
-    RadixSort(items, scratch_);
+    RadixSort(items, scratch_, keys_, scratch_keys_);
   } else {
     std::sort(items.begin(), items.end(), Ahead);
   }

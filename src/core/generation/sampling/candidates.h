@@ -36,7 +36,10 @@ struct Candidates {
   size_t size() const { return items.size(); }
 
  private:
-  std::vector<Candidate> scratch_;  // the radix sort's second buffer
+  // The radix sort's second buffer and keys, kept across steps: a 32k vocabulary's are 128 KB
+  // and more, which malloc would map and unmap on every sort.
+  std::vector<Candidate> scratch_;
+  std::vector<uint32_t> keys_, scratch_keys_;
 };
 
 }  // namespace petrel
