@@ -66,7 +66,7 @@ inline constexpr MatMulKernel kMatMulKernels[] = {
     QuantMatMulKernel(DType::kQ2_K, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulQ2_K),
     QuantMatMulKernel(DType::kQ3_K, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulQ3_K),
     QuantMatMulKernel(DType::kQ4_K, DType::kQ8_K, MatMulDriver::kRowsInLanes, MatMulQ4_K),
-    QuantMatMulKernel(DType::kQ5_K, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulQ5_K),
+    QuantMatMulKernel(DType::kQ5_K, DType::kQ8_K, MatMulDriver::kRowsInLanes, MatMulQ5_K),
     QuantMatMulKernel(DType::kQ6_K, DType::kQ8_K, MatMulDriver::kRowsInLanes, MatMulQ6_K),
     QuantMatMulKernel(DType::kIQ4_XS, DType::kQ8_K, MatMulDriver::kRowsInLanes, MatMulIQ4_XS),
 };

@@ -1,0 +1,117 @@
+// The scale-and-min part of the Q4_K and Q5_K rows-in-lanes Formats (quant_lanes-inl.h): both
+// super-blocks start with d, dmin and the same twelve bytes of 6-bit scales and mins, and take
+// their mins through the Q8_K activations' sub-block sums, so only the quants differ.
+
+#if defined(PETREL_CPU_QUANT_LANES_K4_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef PETREL_CPU_QUANT_LANES_K4_INL_H_
+#undef PETREL_CPU_QUANT_LANES_K4_INL_H_
+#else
+#define PETREL_CPU_QUANT_LANES_K4_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/quant_lanes-inl.h"
+#include "hwy/highway.h"
+#include "quant/blocks.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace petrel::cpu {
+namespace HWY_NAMESPACE {
+
+#if PETREL_QUANT_SIMD
+// Per (token, super-block) activation terms.
+struct K4Terms {
+  float d;
+  // The activation sums of sub-blocks 2k and 2k + 1 as an int16 pair (|sum| <= 32 x 128).
+  uint32_t sum_pairs[4];
+};
+
+HWY_INLINE void ComputeK4Terms(const quant::BlockQ8_K& x, K4Terms& terms) {
+  terms.d = x.d;
+  for (size_t k = 0; k < 4; ++k) {
+    const int16_t lo = int16_t(x.bsums[4 * k] + x.bsums[4 * k + 1]);
+    const int16_t hi = int16_t(x.bsums[4 * k + 2] + x.bsums[4 * k + 3]);
+    terms.sum_pairs[k] = uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16;
+  }
+}
+
+// Block b's scales, mins, d and dmin of the kLaneRows rows, as lanes.
+struct K4Scales {
+  // Defined here, inside the target region: GCC compiles the implicit constructor of a
+  // struct of vectors without the target's options, and then cannot inline the vectors'
+  // constructors into it on AArch64 NEON ("target specific option mismatch").
+  HWY_INLINE K4Scales() {}
+  hn::Vec<LDI16> scales[8];  // sub-block k: each row's scale in both halves of its lane
+  hn::Vec<LDI16> mins[4];    // sub-blocks 2k, 2k + 1: each row's two mins
+  hn::Vec<LDF> d, dmin;
+};
+
+// The 6-bit scales and mins as ggml's get_scale_min_k4 lays them out, four per 32-bit lane:
+// sub-blocks 0..3 in the low six bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 from the
+// nibbles of bytes 8..11 with two high bits from the tops of bytes 0..7. Three gathered words
+// decode all rows at once into int16 pair lanes.
+template <class WBlock>
+HWY_INLINE void PackK4Scales(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
+                             size_t b, K4Scales& packed) {
+  static_assert(offsetof(WBlock, d) == 0 && offsetof(WBlock, dmin) == 2, "d, dmin start the block");
+  const LDU32 du32;
+  const auto w0 = GatherBlockWords<offsetof(WBlock, scales)>(rows, offsets, b);
+  const auto w1 = GatherBlockWords<offsetof(WBlock, scales) + 4>(rows, offsets, b);
+  const auto w2 = GatherBlockWords<offsetof(WBlock, scales) + 8>(rows, offsets, b);
+  const auto low6 = hn::Set(du32, 0x3F3F3F3Fu), low4 = hn::Set(du32, 0x0F0F0F0Fu);
+  const auto bits45 = hn::Set(du32, 0x30303030u);
+  const LDU8 du8;
+  const LDI16 d16;
+  const auto scales_lo = hn::BitCast(du8, hn::And(w0, low6));
+  const auto mins_lo = hn::BitCast(du8, hn::And(w1, low6));
+  const auto scales_hi =
+      hn::BitCast(du8, hn::Or(hn::And(w2, low4), hn::And(hn::ShiftRight<2>(w0), bits45)));
+  const auto mins_hi = hn::BitCast(
+      du8, hn::Or(hn::And(hn::ShiftRight<4>(w2), low4), hn::And(hn::ShiftRight<2>(w1), bits45)));
+  auto pairs = [&](QVU8Full bytes, QVU8Full index) {
+    return hn::BitCast(d16, hn::TableLookupBytesOr0(bytes, index));
+  };
+  Unroll<4>([&](auto k_constant) HWY_ATTR {
+    constexpr int k = decltype(k_constant)::value;
+    packed.scales[k] = pairs(scales_lo, PairIndex<k, k>());
+    packed.scales[k + 4] = pairs(scales_hi, PairIndex<k, k>());
+  });
+  packed.mins[0] = pairs(mins_lo, PairIndex<0, 1>());
+  packed.mins[1] = pairs(mins_lo, PairIndex<2, 3>());
+  packed.mins[2] = pairs(mins_hi, PairIndex<0, 1>());
+  packed.mins[3] = pairs(mins_hi, PairIndex<2, 3>());
+  const auto d_words = GatherBlockWords<0>(rows, offsets, b);
+  packed.d = HalvesToF32<false>(d_words);
+  packed.dmin = HalvesToF32<true>(d_words);
+}
+
+// acc[t] += the block's contribution, from isum[t] (lanes = rows: sum over sub-blocks of scale
+// times the integer dot): d d_x isum - dmin d_x sum(min x sub-block sum), each an exact int32
+// sum converted once.
+template <size_t T>
+HWY_INLINE void AccumulateK4(const K4Scales& packed, const K4Terms* const* HWY_RESTRICT terms,
+                             size_t b, const hn::Vec<LDI32> (&isum)[T], hn::Vec<LDF> (&acc)[T]) {
+  const LDU32 du32;
+  const LDF df;
+  for (size_t t = 0; t < T; ++t) {
+    const K4Terms& xt = terms[t][b];
+    hn::Vec<LDI32> min_sum;
+    for (size_t k = 0; k < 4; ++k) {
+      const auto sums = hn::BitCast(LDI16(), hn::Set(du32, xt.sum_pairs[k]));
+      const auto m = MulPairsI16(packed.mins[k], sums);
+      min_sum = k == 0 ? m : hn::Add(min_sum, m);
+    }
+    const auto dx = hn::Set(df, xt.d);
+    acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, dx), acc[t]);
+    acc[t] = hn::MulAdd(hn::ConvertTo(df, min_sum), hn::Neg(hn::Mul(packed.dmin, dx)), acc[t]);
+  }
+}
+#endif  // PETREL_QUANT_SIMD
+
+}  // namespace HWY_NAMESPACE
+}  // namespace petrel::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
