@@ -44,52 +44,101 @@ struct Format {
 
   static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) { ComputeK4Terms(x, terms); }
 
-  // Bit k of each byte of `high` moved to bit 4 (the 16-bit shifts carry bits across bytes; the
-  // caller's mask clears them).
-  template <size_t k, class V>
-  static HWY_INLINE V FifthBit(V high) {
-    if constexpr (k <= 4) {
-      return hn::ShiftLeft<4 - k>(high);
-    } else {
-      return hn::ShiftRight<k - 4>(high);
+  // Lane l of quads[s]: bytes `offset` + 4s..4s + 3 of block b of row l.
+  static HWY_INLINE void Transpose(const WBlock* const* HWY_RESTRICT rows, size_t b, size_t offset,
+                                   QVU8Full (&quads)[4]) {
+    const uint8_t* src[kLaneRows];
+    for (size_t l = 0; l < kLaneRows; ++l) {
+      src[l] = reinterpret_cast<const uint8_t*>(rows[l] + b) + offset;
     }
+    TransposeWords(src, quads);
+  }
+
+  // The levels of sub-block k (k = 2j + p) from transposed bytes of chunk j (nibble p) and of qh
+  // (bit k). The 16-bit shifts carry bits across bytes; the masks clear them.
+  template <size_t k>
+  static HWY_INLINE QVU8Full Level(QVU8Full nibbles, QVU8Full high) {
+    const LDU8 du8;
+    const hn::Repartition<uint16_t, LDU8> du16;
+    const auto q16 = hn::BitCast(du16, nibbles), h16 = hn::BitCast(du16, high);
+    const auto nibble = k % 2 == 0 ? q16 : hn::ShiftRight<4>(q16);
+    hn::Vec<decltype(du16)> top;
+    if constexpr (k <= 4) {
+      top = hn::ShiftLeft<4 - k>(h16);
+    } else {
+      top = hn::ShiftRight<k - 4>(h16);
+    }
+    return hn::Or(hn::And(hn::BitCast(du8, nibble), hn::Set(du8, 0x0F)),
+                  hn::And(hn::BitCast(du8, top), hn::Set(du8, 0x10)));
+  }
+
+  // Bytes 16h..16h + 15 of qh and of each chunk at a time (elements 16h.. of each sub-block),
+  // unrolled so that the byte offsets and shifts are constants: body(k, h, levels[4]).
+  template <class Body>
+  static HWY_INLINE void ForEachHalfSubBlock(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                             const Body& body) {
+    Unroll<2>([&](auto h_constant) HWY_ATTR {
+      constexpr size_t h = decltype(h_constant)::value;
+      QVU8Full high[4];
+      Transpose(rows, b, offsetof(WBlock, qh) + 16 * h, high);
+      Unroll<4>([&](auto j_constant) HWY_ATTR {
+        constexpr size_t j = decltype(j_constant)::value;
+        QVU8Full nibbles[4];
+        Transpose(rows, b, offsetof(WBlock, qs) + 32 * j + 16 * h, nibbles);
+        QVU8Full levels[4];
+        for (size_t s = 0; s < 4; ++s) levels[s] = Level<2 * j>(nibbles[s], high[s]);
+        body(2 * j, h, levels);
+        for (size_t s = 0; s < 4; ++s) levels[s] = Level<2 * j + 1>(nibbles[s], high[s]);
+        body(2 * j + 1, h, levels);
+      });
+    });
   }
 
   static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
                               size_t b, Packed& packed) {
-    const LDU8 du8;
-    const hn::Repartition<uint16_t, LDU8> du16;
-    const auto mask = hn::Set(du8, 0x0F), sixteen = hn::Set(du8, 0x10);
-    auto transpose = [&](size_t offset, QVU8Full(&quads)[4]) HWY_ATTR {
-      const uint8_t* src[kLaneRows];
-      for (size_t l = 0; l < kLaneRows; ++l) {
-        src[l] = reinterpret_cast<const uint8_t*>(rows[l] + b) + offset;
-      }
-      TransposeWords(src, quads);
-    };
-    // Bytes 16h..16h + 15 of qh and of each chunk at a time, unrolled so that the byte offsets
-    // and shifts are constants.
-    Unroll<2>([&](auto h_constant) HWY_ATTR {
-      constexpr size_t h = decltype(h_constant)::value;
-      QVU8Full high[4];
-      transpose(offsetof(WBlock, qh) + 16 * h, high);
-      Unroll<4>([&](auto j_constant) HWY_ATTR {
-        constexpr size_t j = decltype(j_constant)::value;
-        QVU8Full nibbles[4];
-        transpose(offsetof(WBlock, qs) + 32 * j + 16 * h, nibbles);
-        for (size_t s = 0; s < 4; ++s) {
-          const auto q16 = hn::BitCast(du16, nibbles[s]), h16 = hn::BitCast(du16, high[s]);
-          auto level = [&](auto nibble, auto top) HWY_ATTR {
-            return hn::Or(hn::And(hn::BitCast(du8, nibble), mask),
-                          hn::And(hn::BitCast(du8, top), sixteen));
-          };
-          packed.q[8 * (2 * j) + 4 * h + s] = level(q16, FifthBit<2 * j>(h16));
-          packed.q[8 * (2 * j + 1) + 4 * h + s] =
-              level(hn::ShiftRight<4>(q16), FifthBit<2 * j + 1>(h16));
-        }
-      });
+    ForEachHalfSubBlock(rows, b, [&](size_t k, size_t h, const QVU8Full(&levels)[4]) HWY_ATTR {
+      for (size_t s = 0; s < 4; ++s) packed.q[8 * k + 4 * h + s] = levels[s];
     });
     PackK4Scales(rows, offsets, b, packed.scales);
+  }
+
+  // The int32 dot of 16 levels (a half sub-block) with the activations at xq, times the row's
+  // scale (0..63): a pair sum is at most 2 x 31 x 128, four add in 16 bits. With vpdpbusd, in
+  // two chains and one int32 multiply: the same integers.
+  template <bool kDotQuads>
+  static HWY_INLINE hn::Vec<LDI32> ScaledHalfDot(const QVU8Full* HWY_RESTRICT levels,
+                                                 const int8_t* HWY_RESTRICT xq,
+                                                 hn::Vec<LDI16> scale) {
+    if constexpr (kDotQuads) {
+      auto dot = DotQuads<kDotQuads>(hn::Zero(LDI32()), levels[0], BroadcastQuad(xq));
+      auto dot_odd = DotQuads<kDotQuads>(hn::Zero(LDI32()), levels[1], BroadcastQuad(xq + 4));
+      dot = DotQuads<kDotQuads>(dot, levels[2], BroadcastQuad(xq + 8));
+      dot_odd = DotQuads<kDotQuads>(dot_odd, levels[3], BroadcastQuad(xq + 12));
+      return hn::Mul(hn::Add(dot, dot_odd), hn::ShiftRight<16>(hn::BitCast(LDI32(), scale)));
+    } else {
+      auto sum16 = hn::Add(MulPairsU8I8(levels[0], BroadcastQuad(xq)),
+                           MulPairsU8I8(levels[1], BroadcastQuad(xq + 4)));
+      sum16 = hn::Add(sum16, hn::Add(MulPairsU8I8(levels[2], BroadcastQuad(xq + 8)),
+                                     MulPairsU8I8(levels[3], BroadcastQuad(xq + 12))));
+      return MulPairsI16(sum16, scale);
+    }
+  }
+
+  // A single token: Pack then Dot<1>'s integers, each half sub-block dotted as soon as its
+  // levels are made (the 64 packed vectors would not fit in registers).
+  template <bool kDotQuads>
+  static HWY_INLINE void PackDot(const WBlock* const* HWY_RESTRICT rows,
+                                 const LaneRowOffsets& offsets, const XBlock* const* HWY_RESTRICT x,
+                                 const Terms* const* HWY_RESTRICT terms, size_t b,
+                                 hn::Vec<LDF> (&acc)[1]) {
+    K4Scales scales;
+    PackK4Scales(rows, offsets, b, scales);
+    hn::Vec<LDI32> isum[1] = {hn::Zero(LDI32())};
+    ForEachHalfSubBlock(rows, b, [&](size_t k, size_t h, const QVU8Full(&levels)[4]) HWY_ATTR {
+      isum[0] = hn::Add(isum[0], ScaledHalfDot<kDotQuads>(levels, x[0][b].qs + 32 * k + 16 * h,
+                                                          scales.scales[k]));
+    });
+    AccumulateK4<1>(scales, terms, b, isum, acc);
   }
 
   template <size_t T, bool kDotQuads = kHasDotQuads>
@@ -98,34 +147,11 @@ struct Format {
                              hn::Vec<LDF> (&acc)[T]) {
     hn::Vec<LDI32> isum[T];
     for (size_t k = 0; k < 8; ++k) {
-      const QVU8Full* q = packed.q + 8 * k;
-      if constexpr (kDotQuads) {
-        // vpdpbusd: the sub-block's int32 dot in two chains, times the row's scale (the int16
-        // pair's upper half; 0..63) as one int32 multiply: the same integers as below.
-        const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), packed.scales.scales[k]));
+      for (size_t h = 0; h < 2; ++h) {
         for (size_t t = 0; t < T; ++t) {
-          const int8_t* xq = x[t][b].qs + 32 * k;
-          auto dot = hn::Zero(LDI32()), dot_odd = hn::Zero(LDI32());
-          for (size_t s = 0; s < 8; s += 2) {
-            dot = DotQuads<kDotQuads>(dot, q[s], BroadcastQuad(xq + 4 * s));
-            dot_odd = DotQuads<kDotQuads>(dot_odd, q[s + 1], BroadcastQuad(xq + 4 * s + 4));
-          }
-          const auto scaled = hn::Mul(hn::Add(dot, dot_odd), scale);
-          isum[t] = k == 0 ? scaled : hn::Add(isum[t], scaled);
-        }
-        continue;
-      }
-      for (size_t half = 0; half < 2; ++half) {
-        hn::Vec<LDI16> sum16[T];
-        for (size_t s = 4 * half; s < 4 * half + 4; ++s) {
-          for (size_t t = 0; t < T; ++t) {
-            const auto prod = MulPairsU8I8(q[s], BroadcastQuad(x[t][b].qs + 32 * k + 4 * s));
-            sum16[t] = s == 4 * half ? prod : hn::Add(sum16[t], prod);
-          }
-        }
-        for (size_t t = 0; t < T; ++t) {
-          const auto scaled = MulPairsI16(sum16[t], packed.scales.scales[k]);
-          isum[t] = k == 0 && half == 0 ? scaled : hn::Add(isum[t], scaled);
+          const auto scaled = ScaledHalfDot<kDotQuads>(
+              packed.q + 8 * k + 4 * h, x[t][b].qs + 32 * k + 16 * h, packed.scales.scales[k]);
+          isum[t] = k == 0 && h == 0 ? scaled : hn::Add(isum[t], scaled);
         }
       }
     }

@@ -21,7 +21,9 @@
 // chunk: its scale, sums), Packed and Pack(rows, offsets, b, packed) (block b of kLaneRows rows,
 // transposed, with its scales as lanes), and Dot<T>(packed, x, terms, b, acc): acc[t] (lanes =
 // rows) += the block's contribution for T tokens. Lanes32Format below provides all but the
-// integer dot for the 32-element formats against Q8_0.
+// integer dot for the 32-element formats against Q8_0. A Format whose packed block would not fit
+// in registers may also provide PackDot<kDotQuads>(rows, offsets, x, terms, b, acc): Pack then
+// Dot<1>'s exact integers for a single token, unpacking as it dots instead of spilling Packed.
 
 #if defined(PETREL_CPU_QUANT_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef PETREL_CPU_QUANT_LANES_INL_H_
@@ -703,9 +705,13 @@ HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
     const LaneRowOffsets offsets = RowOffsets(rows);
     hn::Vec<LDF> acc[1] = {hn::Zero(LDF())};
     for (size_t b = 0; b < n_blocks; ++b) {
-      typename F::Packed packed;
-      F::Pack(rows, offsets, b, packed);
-      F::template Dot<1, kDotQuads>(packed, &x, &terms, b, acc);
+      if constexpr (requires { &F::template PackDot<kDotQuads>; }) {
+        F::template PackDot<kDotQuads>(rows, offsets, &x, &terms, b, acc);
+      } else {
+        typename F::Packed packed;
+        F::Pack(rows, offsets, b, packed);
+        F::template Dot<1, kDotQuads>(packed, &x, &terms, b, acc);
+      }
     }
     StoreLaneRows(acc[0], n_lanes, row_of, bias, out);
   }
