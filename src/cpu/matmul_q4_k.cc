@@ -5,7 +5,7 @@
 // nibble (sub-block 2j) and 64j + 32 + i in its high one (sub-block 2j + 1), and each sub-block
 // has a 6-bit scale and min. Packed, lane l of q[8j + s] holds bytes 4s..4s+3 of chunk j of row
 // l; the scales and mins are decoded for all rows at once from three gathered words into int16
-// pair lanes. Per token and sub-block, the eight 16-bit pair sums are added before the scale's
+// pair lanes (quant_lanes_k4-inl.h, shared with Q5_K). Per token and sub-block, the eight 16-bit pair sums are added before the scale's
 // multiply-add (a pair is at most 2 x 15 x 128 and a lane adds 8: 30720 < 32767); the mins
 // multiply the sub-block sums of the activations (from Q8_K's bsums) in the same way, and the
 // two int32 sums are scaled by d and -dmin times the activation scale.
@@ -18,6 +18,7 @@
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul_entry.h"
 #include "cpu/quant_lanes-inl.h"
+#include "cpu/quant_lanes_k4-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
@@ -33,30 +34,17 @@ struct Format {
   // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (Dot with
   // kDotQuads) measured no faster for this format (docs/PERFORMANCE.md).
   static constexpr bool kSingleTokenDotQuads = false;
-  struct Terms {
-    float d;
-    // The activation sums of sub-blocks 2k and 2k + 1 as an int16 pair (|sum| <= 32 x 128).
-    uint32_t sum_pairs[4];
-  };
+  using Terms = K4Terms;
   struct Packed {
     // Defined here, inside the target region: GCC compiles the implicit constructor of a
     // struct of vectors without the target's options, and then cannot inline the vectors'
     // constructors into it on AArch64 NEON ("target specific option mismatch").
     HWY_INLINE Packed() {}
     QVU8Full q[32];
-    hn::Vec<LDI16> scales[8];  // sub-block k: each row's scale in both halves of its lane
-    hn::Vec<LDI16> mins[4];    // sub-blocks 2k, 2k + 1: each row's two mins
-    hn::Vec<LDF> d, dmin;
+    K4Scales scales;
   };
 
-  static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
-    terms.d = x.d;
-    for (size_t k = 0; k < 4; ++k) {
-      const int16_t lo = int16_t(x.bsums[4 * k] + x.bsums[4 * k + 1]);
-      const int16_t hi = int16_t(x.bsums[4 * k + 2] + x.bsums[4 * k + 3]);
-      terms.sum_pairs[k] = uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16;
-    }
-  }
+  static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) { ComputeK4Terms(x, terms); }
 
   static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
                               size_t b, Packed& packed) {
@@ -69,38 +57,7 @@ struct Format {
         for (size_t s = 0; s < 4; ++s) packed.q[8 * j + 4 * h + s] = half[s];
       }
     }
-    // The 6-bit scales and mins as ggml's get_scale_min_k4 lays them out, four per 32-bit lane:
-    // sub-blocks 0..3 in the low six bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 from
-    // the nibbles of bytes 8..11 with two high bits from the tops of bytes 0..7.
-    const LDU32 du32;
-    const auto w0 = GatherBlockWords<offsetof(WBlock, scales)>(rows, offsets, b);
-    const auto w1 = GatherBlockWords<offsetof(WBlock, scales) + 4>(rows, offsets, b);
-    const auto w2 = GatherBlockWords<offsetof(WBlock, scales) + 8>(rows, offsets, b);
-    const auto low6 = hn::Set(du32, 0x3F3F3F3Fu), low4 = hn::Set(du32, 0x0F0F0F0Fu);
-    const auto bits45 = hn::Set(du32, 0x30303030u);
-    const LDU8 du8;
-    const LDI16 d16;
-    const auto scales_lo = hn::BitCast(du8, hn::And(w0, low6));
-    const auto mins_lo = hn::BitCast(du8, hn::And(w1, low6));
-    const auto scales_hi =
-        hn::BitCast(du8, hn::Or(hn::And(w2, low4), hn::And(hn::ShiftRight<2>(w0), bits45)));
-    const auto mins_hi = hn::BitCast(
-        du8, hn::Or(hn::And(hn::ShiftRight<4>(w2), low4), hn::And(hn::ShiftRight<2>(w1), bits45)));
-    auto pairs = [&](QVU8Full bytes, QVU8Full index) {
-      return hn::BitCast(d16, hn::TableLookupBytesOr0(bytes, index));
-    };
-    Unroll<4>([&](auto k_constant) HWY_ATTR {
-      constexpr int k = decltype(k_constant)::value;
-      packed.scales[k] = pairs(scales_lo, PairIndex<k, k>());
-      packed.scales[k + 4] = pairs(scales_hi, PairIndex<k, k>());
-    });
-    packed.mins[0] = pairs(mins_lo, PairIndex<0, 1>());
-    packed.mins[1] = pairs(mins_lo, PairIndex<2, 3>());
-    packed.mins[2] = pairs(mins_hi, PairIndex<0, 1>());
-    packed.mins[3] = pairs(mins_hi, PairIndex<2, 3>());
-    const auto d_words = GatherBlockWords<0>(rows, offsets, b);
-    packed.d = HalvesToF32<false>(d_words);
-    packed.dmin = HalvesToF32<true>(d_words);
+    PackK4Scales(rows, offsets, b, packed.scales);
   }
 
   template <size_t T, bool kDotQuads = kHasDotQuads>
@@ -108,8 +65,6 @@ struct Format {
                              const Terms* const* HWY_RESTRICT terms, size_t b,
                              hn::Vec<LDF> (&acc)[T]) {
     const LDU8 du8;
-    const LDU32 du32;
-    const LDF df;
     const hn::Repartition<uint16_t, LDU8> du16;
     const auto mask = hn::Set(du8, 0x0F);
     hn::Vec<LDI32> isum[T];
@@ -117,7 +72,7 @@ struct Format {
       if constexpr (kDotQuads) {
         // vpdpbusd: the sub-block's int32 dot in two chains, times the row's scale (the int16
         // pair's upper half; 0..63) as one int32 multiply: the same integers as below.
-        const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), packed.scales[k]));
+        const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), packed.scales.scales[k]));
         hn::Vec<LDI32> dot[T], dot_odd[T];
         for (size_t t = 0; t < T; ++t) dot[t] = dot_odd[t] = hn::Zero(LDI32());
         for (size_t s = 0; s < 8; ++s) {
@@ -150,22 +105,11 @@ struct Format {
         }
       }
       for (size_t t = 0; t < T; ++t) {
-        const auto scaled = MulPairsI16(sum16[t], packed.scales[k]);
+        const auto scaled = MulPairsI16(sum16[t], packed.scales.scales[k]);
         isum[t] = k == 0 ? scaled : hn::Add(isum[t], scaled);
       }
     }
-    for (size_t t = 0; t < T; ++t) {
-      const Terms& xt = terms[t][b];
-      hn::Vec<LDI32> min_sum;
-      for (size_t k = 0; k < 4; ++k) {
-        const auto sums = hn::BitCast(LDI16(), hn::Set(du32, xt.sum_pairs[k]));
-        const auto m = MulPairsI16(packed.mins[k], sums);
-        min_sum = k == 0 ? m : hn::Add(min_sum, m);
-      }
-      const auto dx = hn::Set(df, xt.d);
-      acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, dx), acc[t]);
-      acc[t] = hn::MulAdd(hn::ConvertTo(df, min_sum), hn::Neg(hn::Mul(packed.dmin, dx)), acc[t]);
-    }
+    AccumulateK4<T>(packed.scales, terms, b, isum, acc);
   }
 #endif  // PETREL_QUANT_SIMD
 };
