@@ -5,10 +5,11 @@
 // nibble (sub-block 2j) and 64j + 32 + i in its high one (sub-block 2j + 1), and each sub-block
 // has a 6-bit scale and min. Packed, lane l of q[8j + s] holds bytes 4s..4s+3 of chunk j of row
 // l; the scales and mins are decoded for all rows at once from three gathered words into int16
-// pair lanes (quant_lanes_k4-inl.h, shared with Q5_K). Per token and sub-block, the eight 16-bit pair sums are added before the scale's
-// multiply-add (a pair is at most 2 x 15 x 128 and a lane adds 8: 30720 < 32767); the mins
-// multiply the sub-block sums of the activations (from Q8_K's bsums) in the same way, and the
-// two int32 sums are scaled by d and -dmin times the activation scale.
+// pair lanes (quant_lanes_k4-inl.h, shared with Q5_K). Per token and sub-block, the eight
+// 16-bit pair sums are added before the scale's multiply-add (a pair is at most 2 x 15 x 128
+// and a lane adds 8: 30720 < 32767); the mins multiply the sub-block sums of the activations
+// (from Q8_K's bsums) in the same way, and the two int32 sums are scaled by d and -dmin times
+// the activation scale.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q4_k.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.

@@ -7,7 +7,8 @@
 // vector: 4 bytes of row l) and puts the levels together there, once per row group and token
 // chunk rather than per tile: q[8k + s] holds elements 32k + 4s..32k + 4s + 3. A pair sum is at
 // most 2 x 31 x 128, so a 16-bit lane adds four of them (31744 < 32767): each sub-block's two
-// halves take one scale multiply-add each.
+// halves take one scale multiply-add each. A single token makes and dots the levels half a
+// sub-block at a time (PackDot): the 64 packed vectors would not fit in registers.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q5_k.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -30,7 +31,8 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL keep the vpmaddubsw code, as Q4_K's (docs/PERFORMANCE.md).
+  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (PackDot with
+  // kDotQuads) measured slower for this format (docs/PERFORMANCE.md).
   static constexpr bool kSingleTokenDotQuads = false;
   using Terms = K4Terms;
   struct Packed {

@@ -593,7 +593,7 @@ HWY_NOINLINE void MatMulQuantScalar(const void* w, size_t w_row_bytes, size_t n_
   }
 }
 
-// The traits the super-block formats on this driver share (Q2_K, Q3_K, Q5_K, against Q8_K
+// The traits the super-block formats on this driver share (Q2_K, Q3_K, against Q8_K
 // activations): unsigned levels, kOffset subtracted from each (or a min per sub-block when
 // kHasMins), two decode rows per pass and 1 x 4 prompt tiles.
 template <int kLevelOffset, bool kMins>
