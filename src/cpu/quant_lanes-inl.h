@@ -55,9 +55,11 @@
 // EVEX vpdpbusd (AVX512-VNNI with VL, which AVX3_DL guarantees) instead of vpmaddubsw + vpmaddwd:
 // the same 8-row shape with fewer instructions per 4 elements (MatMul<name>DotQuadsT), for the
 // Formats whose kSingleTokenDotQuads says it measured faster. Only where AVX3_DL is compiled
-// (the integer kernels' library) is that instantiation made.
+// (the integer kernels' library) is that instantiation made. Formats whose
+// kSingleTokenFullWidth is set (SingleTokenFullWidth) do not hop on AVX3_DL.
 #undef PETREL_LANES_SINGLE_TOKEN_HOP
 #undef PETREL_LANES_SINGLE_TOKEN_DOT_QUADS
+#undef PETREL_LANES_SINGLE_TOKEN_FULL_WIDTH
 #undef PETREL_LANES_EVEX_DOT_QUADS
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2 && (HWY_TARGETS & HWY_AVX3_DL)
 #define PETREL_LANES_EVEX_DOT_QUADS 1
@@ -68,11 +70,13 @@
     HWY_STATIC_TARGET != HWY_AVX2
 #if HWY_TARGET == HWY_AVX3_DL
 #define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS Format::kSingleTokenDotQuads
+#define PETREL_LANES_SINGLE_TOKEN_FULL_WIDTH SingleTokenFullWidth<Format>::value
 #else
 #define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS false
+#define PETREL_LANES_SINGLE_TOKEN_FULL_WIDTH false
 #endif
 #define PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                     \
-  if (n_tokens == 1) {                                                                          \
+  if (n_tokens == 1 && !PETREL_LANES_SINGLE_TOKEN_FULL_WIDTH) {                                 \
     if constexpr (PETREL_LANES_SINGLE_TOKEN_DOT_QUADS) {                                        \
       return ::petrel::cpu::N_AVX2::MatMul##name##DotQuadsT(w, w_row_bytes, n_in, xq,           \
                                                             xq_row_bytes, n_tokens, bias, out,  \
@@ -120,6 +124,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
+
+// A Format's optional kSingleTokenFullWidth: single tokens on AVX3_DL stay on its 512-bit code
+// (16-row groups) instead of hopping to the AVX2 code (PETREL_LANES_SINGLE_TOKEN_HOP).
+template <class F, class = void>
+struct SingleTokenFullWidth : std::false_type {};
+template <class F>
+struct SingleTokenFullWidth<F, std::void_t<decltype(F::kSingleTokenFullWidth)>>
+    : std::bool_constant<F::kSingleTokenFullWidth> {};
 
 #if PETREL_QUANT_SIMD
 // The lanes driver's vectors: full 512-bit ones on AVX-512 (16 rows per group, twice the work
