@@ -30,9 +30,12 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (Dot with
-  // kDotQuads) measured no faster for this format (docs/PERFORMANCE.md).
+  // Single tokens on AVX3_DL stay on the 512-bit code (16-row groups) rather than hop to the
+  // AVX2 code: with the row streams fetched ahead, that measured faster for this format. Were
+  // they to hop, the 256-bit vpdpbusd step measured no faster than vpmaddubsw there
+  // (docs/PERFORMANCE.md).
   static constexpr bool kSingleTokenDotQuads = false;
+  static constexpr bool kSingleTokenFullWidth = true;
   struct Terms {
     float d;
   };

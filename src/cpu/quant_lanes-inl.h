@@ -57,9 +57,11 @@
 // EVEX vpdpbusd (AVX512-VNNI with VL, which AVX3_DL guarantees) instead of vpmaddubsw + vpmaddwd:
 // the same 8-row shape with fewer instructions per 4 elements (MatMul<name>DotQuadsT), for the
 // Formats whose kSingleTokenDotQuads says it measured faster. Only where AVX3_DL is compiled
-// (the integer kernels' library) is that instantiation made.
+// (the integer kernels' library) is that instantiation made. Formats whose
+// kSingleTokenFullWidth is set (SingleTokenFullWidth) do not hop on AVX3_DL.
 #undef PETREL_LANES_SINGLE_TOKEN_HOP
 #undef PETREL_LANES_SINGLE_TOKEN_DOT_QUADS
+#undef PETREL_LANES_SINGLE_TOKEN_FULL_WIDTH
 #undef PETREL_LANES_EVEX_DOT_QUADS
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2 && (HWY_TARGETS & HWY_AVX3_DL)
 #define PETREL_LANES_EVEX_DOT_QUADS 1
@@ -70,11 +72,13 @@
     HWY_STATIC_TARGET != HWY_AVX2
 #if HWY_TARGET == HWY_AVX3_DL
 #define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS Format::kSingleTokenDotQuads
+#define PETREL_LANES_SINGLE_TOKEN_FULL_WIDTH SingleTokenFullWidth<Format>::value
 #else
 #define PETREL_LANES_SINGLE_TOKEN_DOT_QUADS false
+#define PETREL_LANES_SINGLE_TOKEN_FULL_WIDTH false
 #endif
 #define PETREL_LANES_SINGLE_TOKEN_HOP(name)                                                     \
-  if (n_tokens == 1) {                                                                          \
+  if (n_tokens == 1 && !PETREL_LANES_SINGLE_TOKEN_FULL_WIDTH) {                                 \
     if constexpr (PETREL_LANES_SINGLE_TOKEN_DOT_QUADS) {                                        \
       return ::petrel::cpu::N_AVX2::MatMul##name##DotQuadsT(w, w_row_bytes, n_in, xq,           \
                                                             xq_row_bytes, n_tokens, bias, out,  \
@@ -122,6 +126,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
+
+// A Format's optional kSingleTokenFullWidth: single tokens on AVX3_DL stay on its 512-bit code
+// (16-row groups) instead of hopping to the AVX2 code (PETREL_LANES_SINGLE_TOKEN_HOP).
+template <class F, class = void>
+struct SingleTokenFullWidth : std::false_type {};
+template <class F>
+struct SingleTokenFullWidth<F, std::void_t<decltype(F::kSingleTokenFullWidth)>>
+    : std::bool_constant<F::kSingleTokenFullWidth> {};
 
 #if PETREL_QUANT_SIMD
 // The lanes driver's vectors: full 512-bit ones on AVX-512 (16 rows per group, twice the work
@@ -680,6 +692,30 @@ struct LanesMinFormat {
 // ---------------------------------------------------------------------------------------------
 // The driver.
 
+// How far ahead of Pack each of a single token's kLaneRows row streams is fetched. The hardware
+// prefetcher alone left one thread at 18 GB/s on Q4_0 weights from memory; quant_bench's
+// BM_QuantMatVecFromMemory, one thread, CPU time, two runs each at load 5, GB/s without -> 512 B
+// / 1 KB / 2 KB ahead: Q4_0 18.2 -> 20.0 / 21.7 / 21.6 (AVX2 target 16.6 -> 19.0 / 19.7 / 14.1),
+// Q8_0 22.2 -> 23.8 / 24.4 / 26.6, Q4_K 16.9 -> 20.1 / 19.7 / 19.6, Q6_K 16.0 -> 18.5 / 18.5 /
+// 17.6, IQ4_XS 15.3 -> 14.8 / 15.1 / 14.2 (no gain). Further ahead (4-8 KB, into L1 or
+// L2) was slower again.
+constexpr size_t kLaneStreamAheadBytes = 1024;
+
+// Blocks per fetch of each stream: one fetch per 64 bytes at most, so every line is fetched.
+template <class WBlock>
+constexpr size_t kBlocksPerStreamFetch = sizeof(WBlock) >= 64 ? 1 : 64 / sizeof(WBlock);
+
+// Fetches block b's lines of each lane's row kLaneStreamAheadBytes ahead (past a row's end this
+// is the lane's next row, the next one it reads).
+template <class WBlock>
+HWY_INLINE void FetchLaneStreamsAhead(const WBlock* const* HWY_RESTRICT rows, size_t b) {
+  for (size_t l = 0; l < kLaneRows; ++l) {
+    const uint8_t* ahead = reinterpret_cast<const uint8_t*>(rows[l] + b) + kLaneStreamAheadBytes;
+    // Written out: GCC drops a prefetch-only lambda (docs/PERFORMANCE.md).
+    for (size_t o = 0; o < sizeof(WBlock); o += 64) hwy::Prefetch(ahead + o);
+  }
+}
+
 // Single token: groups of kLaneRows rows `step` apart, so each lane reads a long sequential
 // stream (the hardware prefetcher follows those at full bandwidth), packed in registers.
 template <class F, bool kDotQuads = kHasDotQuads>
@@ -704,13 +740,17 @@ HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
     }
     const LaneRowOffsets offsets = RowOffsets(rows);
     hn::Vec<LDF> acc[1] = {hn::Zero(LDF())};
-    for (size_t b = 0; b < n_blocks; ++b) {
-      if constexpr (requires { &F::template PackDot<kDotQuads>; }) {
-        F::template PackDot<kDotQuads>(rows, offsets, &x, &terms, b, acc);
-      } else {
-        typename F::Packed packed;
-        F::Pack(rows, offsets, b, packed);
-        F::template Dot<1, kDotQuads>(packed, &x, &terms, b, acc);
+    for (size_t b0 = 0; b0 < n_blocks; b0 += kBlocksPerStreamFetch<WBlock>) {
+      FetchLaneStreamsAhead(rows, b0);
+      const size_t b1 = std::min(n_blocks, b0 + kBlocksPerStreamFetch<WBlock>);
+      for (size_t b = b0; b < b1; ++b) {
+        if constexpr (requires { &F::template PackDot<kDotQuads>; }) {
+          F::template PackDot<kDotQuads>(rows, offsets, &x, &terms, b, acc);
+        } else {
+          typename F::Packed packed;
+          F::Pack(rows, offsets, b, packed);
+          F::template Dot<1, kDotQuads>(packed, &x, &terms, b, acc);
+        }
       }
     }
     StoreLaneRows(acc[0], n_lanes, row_of, bias, out);

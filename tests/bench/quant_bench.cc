@@ -4,6 +4,7 @@
 // against the int8 roof of ../shared/BASELINES.md).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -37,6 +38,42 @@ void BM_QuantMatMul(benchmark::State& state, DType type) {
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.size()));
+}
+
+// Args: n_in. One token against weights read from memory, as in a model's decode: a 192 MB
+// region (beyond the L3) walked one 2048-row matrix per iteration, each in the 256-row chunks
+// a thread takes of tinyllama's attention products. Bytes per second of CPU time (the thread's
+// own, so a loaded host still measures the kernel's stalls on memory rather than its wait).
+void BM_QuantMatVecFromMemory(benchmark::State& state, DType type) {
+  const size_t n_in = size_t(state.range(0)), rows = 2048, chunk = 256;
+  const HostKernels& cpu = cpu::CpuKernels();
+  const size_t row_bytes = *RowBytes(type, n_in);
+  const DType act = cpu.activation_type(type);
+  const size_t matrix_bytes = rows * row_bytes;
+  const size_t n_matrices = std::max<size_t>(2, (size_t(192) << 20) / matrix_bytes);
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> row(n_in), out(rows);
+  std::vector<uint8_t> w(n_matrices * matrix_bytes), xq(*RowBytes(act, n_in));
+  for (size_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = normal(gen);
+    QuantizeRow(type, row.data(), w.data() + r * row_bytes, n_in);
+  }
+  for (size_t m = 1; m < n_matrices; ++m) {
+    std::copy(w.begin(), w.begin() + matrix_bytes, w.begin() + m * matrix_bytes);
+  }
+  for (float& v : row) v = normal(gen);
+  cpu.quantize_activation(act, row.data(), n_in, xq.data());
+  size_t m = 0;
+  for (auto _ : state) {
+    for (size_t r = 0; r < rows; r += chunk) {
+      cpu.mat_mul_quantized(type, w.data() + m * matrix_bytes, row_bytes, n_in, xq.data(),
+                            xq.size(), 1, nullptr, out.data(), rows, r, r + chunk);
+    }
+    benchmark::DoNotOptimize(out.data());
+    m = (m + 1) % n_matrices;
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(matrix_bytes));
 }
 
 // Args: rows, n_in, tokens.
@@ -103,7 +140,8 @@ BENCHMARK(BM_Int8RoofVnni)->Threads(1)->Threads(2)->UseRealTime();
   BENCHMARK_CAPTURE(BM_QuantMatMul, name, DType::k##name)->Args({4096, 4096})->UseRealTime(); \
   BENCHMARK_CAPTURE(BM_QuantMatMulPrompt, name, DType::k##name)                               \
       ->Args({512, 2048, 128})                                                                \
-      ->UseRealTime();
+      ->UseRealTime();                                                                        \
+  BENCHMARK_CAPTURE(BM_QuantMatVecFromMemory, name, DType::k##name)->Arg(2048);
 PETREL_QUANT_BENCH(Q4_0)
 PETREL_QUANT_BENCH(Q4_1)
 PETREL_QUANT_BENCH(Q5_0)
