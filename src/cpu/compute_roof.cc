@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "cpu/int8_target.h"     // Int8KernelTarget
-#include "hwy/detect_targets.h"  // HWY_AVX3_DL
+#include "cpu/kernels.h"         // CpuKernels
+#include "hwy/detect_targets.h"  // HWY_AVX3_DL, HWY_TARGETS
+#include "hwy/targets.h"         // SupportedTargets
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -42,6 +44,33 @@ __attribute__((target("avx2,fma"))) uint64_t FmaRoofSteps(int64_t steps) {
   }
   KeepAlive(acc, 10);
   return uint64_t(steps) * 10 * 16;
+}
+
+// The FMA step of the float kernels on AVX-512 targets: 512-bit FMAs, 32 operations each. A
+// core with two 512-bit FMA pipes and a 4-cycle latency needs 8 chains; 16 cover longer
+// latencies and still leave registers for the operands.
+__attribute__((target("avx2,fma,avx512f"))) uint64_t Fma512RoofSteps(int64_t steps) {
+  __m512 acc[16];
+  for (int k = 0; k < 16; ++k) acc[k] = _mm512_set1_ps(float(k));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < steps; ++i) {
+    for (int k = 0; k < 16; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int k = 1; k < 16; ++k) sum = _mm512_add_ps(sum, acc[k]);
+  alignas(64) float sink[16];
+  _mm512_store_ps(sink, sum);
+  asm volatile("" : : "r"(sink) : "memory");
+  return uint64_t(steps) * 16 * 32;
+}
+
+bool FmaRoofIs512() {
+  if (!ComputeRoofAvailable()) return false;
+  CpuKernels();  // applies PETREL_CPU_TARGET
+  // The target the float kernels dispatch to, as SimdTargetName reports it.
+  const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
+  const int64_t best = targets & -targets;
+  return best == HWY_AVX3 || best == HWY_AVX3_DL;
 }
 
 __attribute__((target("avx2,fma"))) uint64_t Int8RoofSteps(int64_t steps) {
@@ -98,6 +127,8 @@ bool Int8RoofIsVnni() { return Int8KernelTarget() == HWY_AVX3_DL; }
 #else
 bool ComputeRoofAvailable() { return false; }
 uint64_t FmaRoofSteps(int64_t) { return 0; }
+uint64_t Fma512RoofSteps(int64_t) { return 0; }
+bool FmaRoofIs512() { return false; }
 uint64_t Int8RoofSteps(int64_t) { return 0; }
 uint64_t Int8VnniRoofSteps(int64_t) { return 0; }
 bool Int8RoofIsVnni() { return false; }
@@ -106,7 +137,7 @@ bool Int8RoofIsVnni() { return false; }
 double ComputeRoofOpsPerSecond(Roof roof, size_t threads, double seconds, size_t passes) {
   if (!ComputeRoofAvailable()) return 0.0;
   using Clock = std::chrono::steady_clock;
-  auto run = roof == Roof::kF32Fma ? FmaRoofSteps
+  auto run = roof == Roof::kF32Fma ? (FmaRoofIs512() ? Fma512RoofSteps : FmaRoofSteps)
              : Int8RoofIsVnni()    ? Int8VnniRoofSteps
                                    : Int8RoofSteps;
   // Calibrate the steps for `seconds` on one thread.

@@ -1,6 +1,7 @@
 // The arithmetic roofs a prompt runs against, as ../shared/BASELINES.md measures them on AVX2:
-// independent chains of f32 FMAs, and of the int8 dot step the integer kernels' dispatched
-// target uses: 512-bit vpdpbusd (64 bytes, 128 operations) where they run AVX3_DL
+// independent chains of f32 FMAs as wide as the float kernels' dispatched target's (512-bit on
+// AVX3/AVX3_DL, where a core with 512-bit FMA pipes does twice the 256-bit rate; FmaRoofIs512
+// says which), and of the int8 dot step the integer kernels' dispatched target uses: 512-bit vpdpbusd (64 bytes, 128 operations) where they run AVX3_DL
 // (AVX512-VNNI), else vpmaddubsw + vpmaddwd + convert + FMA over 32 bytes, counted as 64
 // operations (Int8RoofIsVnni says which). `petrel bench` measures the roof next to each
 // prompt run, so that the fraction of it is a same-machine, same-moment figure; the Google
@@ -17,9 +18,14 @@ namespace petrel::cpu {
 bool ComputeRoofAvailable();
 
 // Runs `steps` steps of the loop and returns the operations done (2 per multiply-add).
-uint64_t FmaRoofSteps(int64_t steps);
+uint64_t FmaRoofSteps(int64_t steps);     // 256-bit (AVX2) FMAs
+uint64_t Fma512RoofSteps(int64_t steps);  // 512-bit FMAs; needs AVX-512F (FmaRoofIs512)
 uint64_t Int8RoofSteps(int64_t steps);
 uint64_t Int8VnniRoofSteps(int64_t steps);  // needs AVX512-VNNI (Int8RoofIsVnni)
+
+// Whether Roof::kF32Fma times Fma512RoofSteps: the float kernels dispatch to AVX3 or AVX3_DL
+// (after PETREL_CPU_TARGET).
+bool FmaRoofIs512();
 
 // Whether Roof::kInt8Dot times Int8VnniRoofSteps: the integer kernels dispatch to AVX3_DL.
 bool Int8RoofIsVnni();

@@ -27,28 +27,48 @@ HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64) hwy::Prefetch(c + i);
 }
 
-// sums[j] = SumOfLanes(acc[j]) for kRows accumulators, bit for bit. On 8-lane targets four at a
-// time, with the order of additions SumOfLanes uses there (lane i + lane i+4, then (0+2) + (1+3)
-// of those), but transposed so that one add serves four rows: a tile's epilogue, twelve separate
-// reductions, took several percent of an F16 prompt.
+// sums[j] = SumOfLanes(acc[j]) of 8-lane vectors, four rows at a time, with the order of
+// additions SumOfLanes uses there (lane i + lane i+4, then (0+2) + (1+3) of those), but
+// transposed so that one add serves four rows: a tile's epilogue, twelve separate reductions,
+// took several percent of an F16 prompt.
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+template <size_t kRows, class V8>
+HWY_INLINE void SumRowsOf8Lanes(const V8* HWY_RESTRICT v8, float* HWY_RESTRICT sums) {
+  const hn::Full128<float> d4;
+  for (size_t g = 0; g < kRows; g += 4) {
+    auto half = [&](size_t j) {
+      const V8 v = v8[std::min(g + j, kRows - 1)];
+      return hn::Add(hn::LowerHalf(d4, v), hn::UpperHalf(d4, v));
+    };
+    const auto a = half(0), b = half(1), c = half(2), e = half(3);
+    const auto p = hn::Add(hn::InterleaveLower(d4, a, b), hn::InterleaveUpper(d4, a, b));
+    const auto q = hn::Add(hn::InterleaveLower(d4, c, e), hn::InterleaveUpper(d4, c, e));
+    hn::Store(hn::Add(hn::ConcatLowerLower(d4, q, p), hn::ConcatUpperUpper(d4, q, p)), d4,
+              sums + g);
+  }
+}
+#endif
+
+// sums[j] = SumOfLanes(acc[j]) for kRows accumulators, bit for bit.
 template <size_t kRows, class D, class V>
 HWY_INLINE void SumRows(D d, const V* HWY_RESTRICT acc, float* HWY_RESTRICT sums) {
 #if HWY_TARGET == HWY_AVX2
   if constexpr (kRows >= 2) {
-    static_assert(hn::MaxLanes(D()) == 8, "the tree below is SumOfLanes' for 8 lanes");
-    const hn::Full128<float> d4;
-    for (size_t g = 0; g < kRows; g += 4) {
-      auto half = [&](size_t j) {
-        const V v = acc[std::min(g + j, kRows - 1)];
-        return hn::Add(hn::LowerHalf(d4, v), hn::UpperHalf(d4, v));
-      };
-      const auto a = half(0), b = half(1), c = half(2), e = half(3);
-      const auto p = hn::Add(hn::InterleaveLower(d4, a, b), hn::InterleaveUpper(d4, a, b));
-      const auto q = hn::Add(hn::InterleaveLower(d4, c, e), hn::InterleaveUpper(d4, c, e));
-      hn::Store(hn::Add(hn::ConcatLowerLower(d4, q, p), hn::ConcatUpperUpper(d4, q, p)), d4,
-                sums + g);
+    static_assert(hn::MaxLanes(D()) == 8, "the tree is SumOfLanes' for 8 lanes");
+    return SumRowsOf8Lanes<kRows>(acc, sums);
+  }
+#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  // SumOfLanes is _mm512_reduce_add_ps here, which adds the upper 256 bits to the lower and
+  // then reduces those 8 lanes with the tree above. A 4 x 6 tile's 24 separate reductions were
+  // a few percent of an F16 prompt (perf, gemm_bench).
+  if constexpr (kRows >= 2) {
+    static_assert(hn::MaxLanes(D()) == 16, "the first step is SumOfLanes' for 16 lanes");
+    const hn::Full256<float> d8;
+    hn::Vec<decltype(d8)> halves[kRows];
+    for (size_t j = 0; j < kRows; ++j) {
+      halves[j] = hn::Add(hn::UpperHalf(d8, acc[j]), hn::LowerHalf(d8, acc[j]));
     }
-    return;
+    return SumRowsOf8Lanes<kRows>(halves, sums);
   }
 #endif
   for (size_t j = 0; j < kRows; ++j) sums[j] = hn::GetLane(hn::SumOfLanes(d, acc[j]));
@@ -244,8 +264,16 @@ constexpr size_t kPanelBlocks = 16;
 // the next panel's prefetched rows share the rest. Long rows make the panel shorter.
 constexpr size_t kPanelBytes = 512 * 1024;
 // L1 bytes for a token tile's activations in one segment, a third of a 48 KB L1 (the rest holds
-// the weight streams). gemm_bench F16, AVX2: 16 KB beat 8, 12, 32 and 48 KB.
+// the weight streams). gemm_bench F16, AVX2: 16 KB beat 8, 12, 32 and 48 KB. AVX-512's 4 x 6
+// tile reads 3x the activation bytes per k step, so 16 KB made its segments 42 vectors long
+// and the tiles' per-call costs (resuming and saving 24 accumulators) a larger share: 32 KB (two
+// thirds of Zen 5's 48 KB L1) was faster on 6 of gemm_bench's 7 F16 shapes (3-13 %, one thread,
+// CPU time, four alternations at load 6-8; 2048 x 5632 -3 %, within the noise).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kSegmentBytes = 32768;
+#else
 constexpr size_t kSegmentBytes = 16384;
+#endif
 
 // Blocks per panel for rows of n_in elements.
 HWY_INLINE size_t PanelBlocks(size_t n_in) {

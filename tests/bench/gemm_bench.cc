@@ -71,6 +71,19 @@ void BM_F32FmaRoofAvx2(benchmark::State& state) {
 }
 BENCHMARK(BM_F32FmaRoofAvx2)->Threads(1)->Threads(2)->UseRealTime();
 
+// The roof the float kernels run against when they dispatch to AVX-512: 512-bit FMA chains.
+void BM_F32FmaRoof512(benchmark::State& state) {
+  if (!cpu::FmaRoofIs512()) {
+    state.SkipWithError("the float kernels do not dispatch to AVX-512");
+    return;
+  }
+  constexpr int64_t kSteps = 1 << 16;
+  uint64_t ops = 0;
+  for (auto _ : state) ops += cpu::Fma512RoofSteps(kSteps);
+  state.counters["GFLOP/s"] = benchmark::Counter(double(ops) * 1e-9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_F32FmaRoof512)->Threads(1)->Threads(2)->UseRealTime();
+
 // llama.cpp's F16 prompt method, measured on this host: ggml rounds the activations to F16 and
 // hands both matrices to llamafile's tinyBLAS, which covers the output with 4 x 3 register tiles
 // on 16-register AVX2 (rows x tokens), walks the full k for each tile with both operands loaded as
