@@ -197,10 +197,10 @@ TEST(QuantKernelsTest, CloseToExactF32Path) {
 
 TEST(QuantKernelsTest, BatchAndSplitInvariant) {
   std::mt19937 rng(TestSeed());
-  // 2, 3, 6, 11: whole 4-token tiles and every count of leftover tokens (short batches); 16:
-  // whole tiles only.
+  // 2, 3, 4: the short batches that share the single token's row streams (LaneShortMatMul);
+  // 6, 11: whole 4-token tiles and every count of leftover tokens; 16: whole tiles only.
   for (DType type : kWeightTypes) {
-    for (size_t n_tokens : std::initializer_list<size_t>{2, 3, 6, 11, 16}) {
+    for (size_t n_tokens : std::initializer_list<size_t>{2, 3, 4, 6, 11, 16}) {
       SCOPED_TRACE(::testing::Message() << DTypeName(type) << ", " << n_tokens << " tokens");
       Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 2 : 9, 21, n_tokens, rng);
       ForEachTarget([&] {
@@ -234,7 +234,7 @@ TEST(QuantKernelsTest, FmaTargetsAgreeBitForBit) {
   const int64_t supported = hwy::SupportedTargets();
   for (DType type : kWeightTypes) {
     if (cpu::FindMatMulKernel(type)->driver != cpu::MatMulDriver::kRowsInLanes) continue;
-    for (size_t n_tokens : std::initializer_list<size_t>{1, 5, 16}) {
+    for (size_t n_tokens : std::initializer_list<size_t>{1, 2, 4, 5, 16}) {
       SCOPED_TRACE(::testing::Message() << DTypeName(type) << ", " << n_tokens << " tokens, seed "
                                         << TestSeed() << " (PETREL_TEST_SEED)");
       Problem p = MakeProblem(type, Traits(type).block_elems == 256 ? 3 : 9, 37, n_tokens, rng);

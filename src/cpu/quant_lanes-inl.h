@@ -716,12 +716,22 @@ HWY_INLINE void FetchLaneStreamsAhead(const WBlock* const* HWY_RESTRICT rows, si
   }
 }
 
-// Single token: groups of kLaneRows rows `step` apart, so each lane reads a long sequential
-// stream (the hardware prefetcher follows those at full bandwidth), packed in registers.
-template <class F, bool kDotQuads = kHasDotQuads>
-HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_blocks,
-                             const typename F::XBlock* x, const typename F::Terms* terms,
-                             const float* bias, float* out, size_t row_begin, size_t row_end) {
+// Single tokens and short batches (up to kShortLaneTokens): groups of kLaneRows rows `step`
+// apart, so each lane reads a long sequential stream (the hardware prefetcher follows those at
+// full bandwidth), packed in registers and used there by all T tokens. A short batch (a
+// speculative verification, a draft model's catch-up, a server step of a few sequences) is bound
+// by one read of the weights like a single token; through LaneMatMat's per-chunk packing into a
+// scratch, 2 tokens had cost 1.5-1.9 single-token passes. Dot<T> gives each token the bits
+// Dot<1> gives it alone (batch invariance).
+// Flattened: every Pack, Dot and lambda they call is inlined into the block loop. GCC otherwise
+// weighs inlining a format's Pack lambdas against all the instantiations in the TU, and with the
+// short-batch ones it called Q6_K's out of line (tinyllama Q6_K decode 0.7x).
+template <class F, size_t T, bool kDotQuads = kHasDotQuads>
+HWY_NOINLINE HWY_FLATTEN void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_blocks,
+                                         const typename F::XBlock* const* x,
+                                         const typename F::Terms* const* terms, const float* bias,
+                                         float* out, size_t out_stride, size_t row_begin,
+                                         size_t row_end) {
   using WBlock = typename F::WBlock;
   const size_t step = (row_end - row_begin) / kLaneRows;
   const size_t tail_begin = row_begin + kLaneRows * step;
@@ -739,23 +749,30 @@ HWY_NOINLINE void LaneMatVec(const uint8_t* w, size_t w_row_bytes, size_t n_bloc
       rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
     }
     const LaneRowOffsets offsets = RowOffsets(rows);
-    hn::Vec<LDF> acc[1] = {hn::Zero(LDF())};
+    hn::Vec<LDF> acc[T];
+    for (size_t k = 0; k < T; ++k) acc[k] = hn::Zero(LDF());
     for (size_t b0 = 0; b0 < n_blocks; b0 += kBlocksPerStreamFetch<WBlock>) {
       FetchLaneStreamsAhead(rows, b0);
       const size_t b1 = std::min(n_blocks, b0 + kBlocksPerStreamFetch<WBlock>);
       for (size_t b = b0; b < b1; ++b) {
-        if constexpr (requires { &F::template PackDot<kDotQuads>; }) {
-          F::template PackDot<kDotQuads>(rows, offsets, &x, &terms, b, acc);
+        if constexpr (T == 1 && requires { &F::template PackDot<kDotQuads>; }) {
+          F::template PackDot<kDotQuads>(rows, offsets, x, terms, b, acc);
         } else {
           typename F::Packed packed;
           F::Pack(rows, offsets, b, packed);
-          F::template Dot<1, kDotQuads>(packed, &x, &terms, b, acc);
+          F::template Dot<T, kDotQuads>(packed, x, terms, b, acc);
         }
       }
     }
-    StoreLaneRows(acc[0], n_lanes, row_of, bias, out);
+    for (size_t k = 0; k < T; ++k) {
+      StoreLaneRows(acc[k], n_lanes, row_of, bias, out + k * out_stride);
+    }
   }
 }
+
+// The most tokens LaneMatVec takes; longer batches pack each row group once per token chunk
+// (LaneMatMat), whose tiles reuse it from L1.
+constexpr size_t kShortLaneTokens = 4;
 
 // A byte range (the next row group's weights) prefetched a few cache lines per token tile, so
 // that it arrives while the current group's tiles run. A group's kLaneRows rows are short (432
@@ -907,14 +924,33 @@ HWY_INLINE void LaneMatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, c
   if (row_begin >= row_end || n_tokens == 0) return;
   const uint8_t* w_bytes = static_cast<const uint8_t*>(w);
   const size_t n_blocks = n_in / F::kElems;
-  if (n_tokens == 1) {
+  if (n_tokens <= kShortLaneTokens) {
     thread_local Scratch<typename F::Terms> terms_storage;
-    typename F::Terms* terms = GrowScratch(terms_storage, n_blocks);
-    const auto* x = static_cast<const typename F::XBlock*>(xq);
-    for (size_t b = 0; b < n_blocks; ++b) F::ComputeTerms(x[b], terms[b]);
-    LaneMatVec<F, kDotQuads>(w_bytes, w_row_bytes, n_blocks, x, terms, bias, out, row_begin,
-                             row_end);
-    return;
+    typename F::Terms* terms = GrowScratch(terms_storage, n_tokens * n_blocks);
+    const typename F::XBlock* x[kShortLaneTokens];
+    const typename F::Terms* tt[kShortLaneTokens];
+    for (size_t t = 0; t < n_tokens; ++t) {
+      x[t] = reinterpret_cast<const typename F::XBlock*>(static_cast<const uint8_t*>(xq) +
+                                                         t * xq_row_bytes);
+      tt[t] = terms + t * n_blocks;
+      for (size_t b = 0; b < n_blocks; ++b) F::ComputeTerms(x[t][b], terms[t * n_blocks + b]);
+    }
+    // Single tokens take kDotQuads (the hop's dot step); batches keep the target's own.
+    static_assert(kShortLaneTokens == 4, "one LaneMatVec per count below");
+    switch (n_tokens) {
+      case 1:
+        return LaneMatVec<F, 1, kDotQuads>(w_bytes, w_row_bytes, n_blocks, x, tt, bias, out,
+                                           out_stride, row_begin, row_end);
+      case 2:
+        return LaneMatVec<F, 2>(w_bytes, w_row_bytes, n_blocks, x, tt, bias, out, out_stride,
+                                row_begin, row_end);
+      case 3:
+        return LaneMatVec<F, 3>(w_bytes, w_row_bytes, n_blocks, x, tt, bias, out, out_stride,
+                                row_begin, row_end);
+      default:
+        return LaneMatVec<F, 4>(w_bytes, w_row_bytes, n_blocks, x, tt, bias, out, out_stride,
+                                row_begin, row_end);
+    }
   }
   LaneMatMat<F>(w_bytes, w_row_bytes, n_blocks, static_cast<const uint8_t*>(xq), xq_row_bytes,
                 n_tokens, bias, out, out_stride, row_begin, row_end);
