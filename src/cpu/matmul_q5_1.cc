@@ -12,7 +12,7 @@
 // clang-format on
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul_entry.h"
-#include "cpu/quant_lanes-inl.h"
+#include "cpu/quant_lanes_driver-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
