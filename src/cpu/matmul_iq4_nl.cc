@@ -1,5 +1,5 @@
 // mat_mul for IQ4_NL weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // A block is Q4_0's layout with a non-linear grid: its nibbles are transposed as Q4_0's (lane l
 // of vector s holds bytes 4s..4s+3 of row l, low nibbles group s, high nibbles group s + 4) and

@@ -1,5 +1,5 @@
 // mat_mul for IQ4_XS weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // A super-block is eight IQ4_NL-like sub-blocks of 32 (16 nibble bytes each, indexing the
 // non-linear grid) with a 6-bit signed scale each and one f16 d. Packed, each sub-block is

@@ -1,5 +1,5 @@
 // mat_mul for Q4_0 weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // A block's nibbles are transposed as they are stored (PackNibbles) and dotted with 16-bit pair
 // sums (DotNibbles); the level offset 8 goes through the activation sums.

@@ -1,5 +1,5 @@
 // mat_mul for Q4_1 weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Q4_0's nibbles with a scale and a min per block, d q + m: Q4_0's integer dot (PackNibbles,
 // DotNibbles) inside LanesMinFormat, which handles d and m.

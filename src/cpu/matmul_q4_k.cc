@@ -1,5 +1,5 @@
 // mat_mul for Q4_K weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // A super-block holds four 32-byte chunks; byte i of chunk j has element 64j + i in its low
 // nibble (sub-block 2j) and 64j + 32 + i in its high one (sub-block 2j + 1), and each sub-block

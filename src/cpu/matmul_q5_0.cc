@@ -1,5 +1,5 @@
 // mat_mul for Q5_0 weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Q4_0's nibbles plus a fifth bit per element from the block's qh word: PackNibbles transposes
 // the nibbles as for Q4_0, one gather fetches the qh words of the kLaneRows rows, and

@@ -1,5 +1,5 @@
 // mat_mul for Q5_1 weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Q5_0's levels (nibbles plus a fifth bit from qh, 0..31) with a scale and a min per block,
 // d q + m: PackNibbles and FifthBitLevels, the dot DotFiveBitLevels, inside LanesMinFormat,

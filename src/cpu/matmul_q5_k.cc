@@ -1,5 +1,5 @@
 // mat_mul for Q5_K weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // As Q4_K (matmul_q4_k.cc: the same scales, mins and nibble chunks, quant_lanes_k4-inl.h) plus
 // a fifth bit per element: element 32k + i of sub-block k has bit k of qh[i] on top of its

@@ -1,5 +1,5 @@
 // mat_mul for Q6_K weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Each 128-element half h of a super-block has 32-byte chunks A = ql[64h..], B = ql[64h + 32..]
 // and H = qh[32h..]: byte i of them holds element 128h + 32r + i in the low nibble of A (r = 0)

@@ -1,5 +1,5 @@
 // mat_mul for Q8_0 weights: one Highway foreach_target TU over the rows-in-lanes driver
-// (quant_lanes-inl.h), against the activations the mat_mul table (matmul_table.h) names.
+// (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Lane l of packed vector g holds bytes 4g..4g+3 of row l (element group g). Both operands are
 // signed: DotSignedGroups.

@@ -4,8 +4,8 @@
 // Everything else reads this table: QuantActivationType, MatMulQuantized and MatMulQuantizedF32
 // (quant_matmul.cc), the table's mat_mul, SupportsWeightType and MatMulPathName (kernels.cc), and
 // the per-format TUs, whose drivers check at compile time that their activation blocks and their
-// driver are the ones named here (matmul_entry.h, quant_dot-inl.h, quant_lanes-inl.h). Adding a
-// weight format: one row here and its matmul_<type>.cc.
+// driver are the ones named here (matmul_entry.h, quant_dot-inl.h, quant_lanes_driver-inl.h).
+// Adding a weight format: one row here and its matmul_<type>.cc.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +20,7 @@ namespace petrel::cpu {
 enum class MatMulDriver : uint8_t {
   kF32Tiles,         // matmul-inl.h: f32 FMA tiles on f32 rows
   kWidenedF32Tiles,  // matmul-inl.h: the same tiles on F16/BF16 rows converted to f32
-  kRowsInLanes,      // quant_lanes-inl.h: int8, a group of rows transposed into the vector lanes
+  kRowsInLanes,      // quant_lanes_driver-inl.h: int8, a group of rows transposed into lanes
   kPairPerBlock,     // quant_dot-inl.h: int8, one (row, token) pair per block
 };
 
