@@ -18,55 +18,28 @@ constexpr double kPriorWeight = 0.25;
 // last six passes); the draft grows at most to twice the measured depth, so that one probe
 // that happens to stand does not start a long draft on no evidence.
 constexpr double kMeasured = 0.5;
-// Weight of a new timing in the moving averages.
-constexpr double kTimingWeight = 0.3;
-
-double Average(double old_value, double sample) {
-  return old_value > 0.0 ? old_value + kTimingWeight * (sample - old_value) : sample;
-}
-
 }  // namespace
 
 DraftLengthChooser::DraftLengthChooser(size_t draft_min, size_t draft_max)
     : draft_min_(draft_min),
       draft_max_(draft_max),
-      pass_seconds_(draft_max + 2, 0.0),
-      pass_samples_(draft_max + 2, 0),
+      passes_(draft_max + 1),
+      // Catch-ups as long as the longest run of plain steps between probes, and a draft's.
+      feeds_(kMaxProbeInterval + draft_max + 2),
       trials_(draft_max, 0.0),
       accepted_(draft_max, 0.0) {}
 
 void DraftLengthChooser::Reset() {
-  std::fill(pass_seconds_.begin(), pass_seconds_.end(), 0.0);
-  std::fill(pass_samples_.begin(), pass_samples_.end(), 0);
+  passes_.Reset();
+  feeds_.Reset();
   drafting_run_ = 0;
   std::fill(trials_.begin(), trials_.end(), 0.0);
   std::fill(accepted_.begin(), accepted_.end(), 0.0);
-  draft_seconds_ = 0.0;
-  draft_measured_ = false;
-  catch_up_seconds_ = 0.0;
-  behind_ = 0;
+  pending_ = 1;
   probe_budget_ = 0.0;
   plain_left_ = 1;
   probe_interval_ = kMinProbeInterval;
   probing_ = false;
-}
-
-void DraftLengthChooser::RecordPass(size_t tokens, double seconds) {
-  if (tokens == 0 || tokens >= pass_seconds_.size() || !(seconds > 0.0)) return;
-  pass_seconds_[tokens] =
-      pass_samples_[tokens] == 1 ? seconds : Average(pass_seconds_[tokens], seconds);
-  ++pass_samples_[tokens];
-}
-
-void DraftLengthChooser::RecordDraft(double seconds_per_token) {
-  if (!(seconds_per_token >= 0.0)) return;
-  draft_seconds_ = draft_measured_ ? Average(draft_seconds_, seconds_per_token) : seconds_per_token;
-  draft_measured_ = true;
-}
-
-void DraftLengthChooser::RecordCatchUp(size_t tokens, double seconds) {
-  if (tokens == 0 || !(seconds >= 0.0)) return;
-  catch_up_seconds_ = Average(catch_up_seconds_, seconds / double(tokens));
 }
 
 void DraftLengthChooser::RecordVerification(size_t drafted, size_t accepted) {
@@ -74,6 +47,9 @@ void DraftLengthChooser::RecordVerification(size_t drafted, size_t accepted) {
   accepted = std::min(accepted, drafted);
   // Positions before the first rejection stood; the rejected one did not; later ones were not
   // reached, so they say nothing.
+  // A draft model drafted and took in all but the last drafted token: it lacks the tokens after
+  // the first rejected one (the model's own), or the last drafted one and the model's next.
+  pending_ = accepted == drafted ? 2 : 1;
   for (size_t i = 0; i < drafted && i <= accepted; ++i) {
     trials_[i] += 1.0;
     if (i < accepted) accepted_[i] += 1.0;
@@ -105,56 +81,20 @@ double DraftLengthChooser::ExpectedTokens(size_t k) const {
   return expected;
 }
 
-double DraftLengthChooser::PassSeconds(size_t tokens) const {
-  const size_t n_max = pass_seconds_.size() - 1;
-  tokens = std::clamp<size_t>(tokens, 1, n_max);
-  if (pass_seconds_[tokens] > 0.0) return pass_seconds_[tokens];
-  size_t below = 0, above = 0;
-  for (size_t n = tokens; n-- > 1;) {
-    if (pass_seconds_[n] > 0.0) {
-      below = n;
-      break;
-    }
-  }
-  for (size_t n = tokens + 1; n <= n_max; ++n) {
-    if (pass_seconds_[n] > 0.0) {
-      above = n;
-      break;
-    }
-  }
-  if (below && above) {
-    const double t = double(tokens - below) / double(above - below);
-    return pass_seconds_[below] + t * (pass_seconds_[above] - pass_seconds_[below]);
-  }
-  if (above) return pass_seconds_[above] * double(tokens) / double(above);
-  if (!below) return 0.0;
-  // Past the longest measured pass: along the last two measured points' slope, or flat with
-  // one (a pass bound by one read of the weights costs about the same for a few more tokens).
-  size_t second = 0;
-  for (size_t n = below; n-- > 1;) {
-    if (pass_seconds_[n] > 0.0) {
-      second = n;
-      break;
-    }
-  }
-  const double slope =
-      second
-          ? std::max(0.0, (pass_seconds_[below] - pass_seconds_[second]) / double(below - second))
-          : 0.0;
-  return pass_seconds_[below] + slope * double(tokens - below);
+double DraftLengthChooser::DraftSeconds(size_t k) const {
+  if (k == 0) return 0.0;
+  return feeds_.Seconds(pending_) + double(k - 1) * feeds_.Seconds(1);
 }
 
 double DraftLengthChooser::TokensPerSecond(size_t k) const {
   // A pass of more tokens is never taken to cost less than a plain step, whatever the noise in
   // the two averages: a draft that is never accepted must not look cheaper than not drafting.
-  double seconds = double(k) * DraftSeconds() + std::max(PassSeconds(k + 1), PassSeconds(1));
-  if (k > 0) seconds += double(behind_) * catch_up_seconds_;
+  const double seconds = DraftSeconds(k) + std::max(PassSeconds(k + 1), PassSeconds(1));
   return seconds > 0.0 ? ExpectedTokens(k) / seconds : 0.0;
 }
 
 double DraftLengthChooser::ProbeSeconds() const {
-  return double(behind_) * catch_up_seconds_ + DraftSeconds() +
-         std::max(0.0, PassSeconds(2) - PassSeconds(1));
+  return DraftSeconds(1) + std::max(0.0, PassSeconds(2) - PassSeconds(1));
 }
 
 size_t DraftLengthChooser::Choose(size_t limit) {
@@ -165,21 +105,21 @@ size_t DraftLengthChooser::Choose(size_t limit) {
   }
   limit = std::min(limit, draft_max_);
   if (limit == 0) {
-    ++behind_;  // a plain step
+    ++pending_;  // a plain step
     drafting_run_ = 0;
     return 0;
   }
   const size_t lowest = std::min(draft_min_, limit);
-  if (lowest == 0 && drafting_run_ >= (pass_samples_[1] < 2 ? kFirstRefresh : kRefreshInterval)) {
+  if (lowest == 0 && drafting_run_ >= (passes_.samples(1) < 2 ? kFirstRefresh : kRefreshInterval)) {
     drafting_run_ = 0;  // a plain step to re-measure
-    ++behind_;
+    ++pending_;
     return 0;
   }
   size_t measured = 0;
   while (measured < trials_.size() && trials_[measured] >= kMeasured) ++measured;
   const size_t highest = std::max(lowest, std::min(limit, std::max<size_t>(1, 2 * measured)));
   size_t best = lowest;
-  if (lowest > 0 || pass_seconds_[1] > 0.0) {  // else a plain step measures one first
+  if (lowest > 0 || passes_.measured(1)) {  // else a plain step measures one first
     double best_rate = TokensPerSecond(lowest);
     for (size_t k = lowest + 1; k <= highest; ++k) {
       const double rate = TokensPerSecond(k);
@@ -191,7 +131,6 @@ size_t DraftLengthChooser::Choose(size_t limit) {
   }
   if (best > 0) {
     plain_left_ = probe_interval_;
-    behind_ = 0;
     ++drafting_run_;
     return best;
   }
@@ -201,13 +140,12 @@ size_t DraftLengthChooser::Choose(size_t limit) {
     // again.
     probe_budget_ -= ProbeSeconds();
     probing_ = true;
-    behind_ = 0;
     return 1;
   }
   if (plain_left_ > 0) --plain_left_;
   drafting_run_ = 0;
   probe_budget_ += kProbeShare * PassSeconds(1);
-  ++behind_;
+  ++pending_;
   return 0;
 }
 

@@ -1,6 +1,8 @@
 // How many tokens speculative decoding drafts in each pass, chosen from costs measured during the
 // run: the length k, 0 (a plain decode step) included, that maximises the expected tokens per
-// second  E[tokens](k) / (k * t_draft + t_pass(k + 1)).  A draft that is mostly rejected, or
+// second  E[tokens](k) / (t_catch_up(p) + (k - 1) * t_step + t_pass(k + 1)),  where a draft
+// source that keeps state (a draft model) first takes in the p tokens it has fallen behind by,
+// whose logits give the first drafted token, and then takes one step per further token.  A draft that is mostly rejected, or
 // costs more than it saves, settles at k = 0, so turning speculation on never costs more than a
 // few probes; a cheap draft that keeps being accepted drafts the longest allowed length.
 // Pure arithmetic over the measurements it is given (no clock of its own): the same sequence of
@@ -9,6 +11,8 @@
 
 #include <cstddef>
 #include <vector>
+
+#include "core/generation/cost_curve.h"
 
 namespace petrel {
 
@@ -31,16 +35,14 @@ class DraftLengthChooser {
   bool probing() const { return probing_; }
 
   // A forward pass of the model over `tokens` tokens of one sequence took `seconds` (1: a plain
-  // decode step; k + 1: the verification of k drafted tokens). Moving averages, except that
-  // the second sample of a count replaces the first, which often includes a warm-up.
-  void RecordPass(size_t tokens, double seconds);
-  // Drafting took `seconds` per drafted token (a draft model's single steps; ~0 for lookup).
-  void RecordDraft(double seconds_per_token);
-  // Before drafting, the source took in `tokens` tokens it had fallen behind (a draft model
-  // after plain steps) in `seconds`. A draft after m plain steps is charged m times this per
-  // token, so that resuming, and probing, a draft model that must catch up is weighed at its
-  // cost.
-  void RecordCatchUp(size_t tokens, double seconds);
+  // decode step; k + 1: the verification of k drafted tokens).
+  void RecordPass(size_t tokens, double seconds) { passes_.Record(tokens, seconds); }
+  // Before drafting, the source took in the `tokens` tokens it had fallen behind by (a draft
+  // model: one or two after a drafting pass, more after plain steps) in `seconds`; that feed
+  // gave the first drafted token.
+  void RecordCatchUp(size_t tokens, double seconds) { feeds_.Record(tokens, seconds); }
+  // Each drafted token after the first took the source `seconds` (a draft model's single step).
+  void RecordDraft(double seconds) { feeds_.Record(1, seconds); }
   // A verification: of `drafted` tokens the first `accepted` stood.
   void RecordVerification(size_t drafted, size_t accepted);
   // Forgets every measurement and restarts the schedule, as if new.
@@ -51,14 +53,11 @@ class DraftLengthChooser {
   double Acceptance(size_t position) const;
   // 1 + the expected number of the first k drafted tokens that stand.
   double ExpectedTokens(size_t k) const;
-  // The estimated seconds of a pass of `tokens` tokens: measured where measured, else linear
-  // between measured counts; past the longest one measured, along the slope of the last two
-  // (or, with only one, proportional to the count: a guess that drafting does not pay, left to
-  // the probes to correct). 0 when nothing is measured.
-  double PassSeconds(size_t tokens) const;
-  // Seconds per drafted token: measured, else a token of catch-up (a draft model's first
-  // draft comes after it took in the prompt; a single step costs at least that), else 0.
-  double DraftSeconds() const { return draft_measured_ ? draft_seconds_ : catch_up_seconds_; }
+  // The estimated seconds of a pass of `tokens` tokens (CostCurve::Seconds).
+  double PassSeconds(size_t tokens) const { return passes_.Seconds(tokens); }
+  // The estimated seconds of a draft of k tokens: the catch-up on pending() tokens, then k - 1
+  // steps (0 for a source whose catch-up and steps are not measured: lookup).
+  double DraftSeconds(size_t k) const;
   // Expected tokens per second of drafting k tokens (k = 0: a plain step); 0 without timings.
   double TokensPerSecond(size_t k) const;
 
@@ -74,20 +73,17 @@ class DraftLengthChooser {
   static constexpr double kProbeShare = 0.05;
   // The estimated extra seconds of a probe now.
   double ProbeSeconds() const;
-  // Tokens a draft source has fallen behind by: the plain steps since the last draft.
-  size_t behind() const { return behind_; }
+  // Tokens a draft source keeping state has to take in before its next draft: the tokens the
+  // last pass added that it did not draft itself (1, or 2 after a draft that all stood), plus
+  // one per plain step since.
+  size_t pending() const { return pending_; }
 
  private:
   size_t draft_min_, draft_max_;
-  // pass_seconds_[n]: exponential moving average of an n-token pass (n in 1..draft_max + 1); 0
-  // until measured.
-  std::vector<double> pass_seconds_;
-  std::vector<size_t> pass_samples_;  // samples taken of each; the second replaces the first
+  CostCurve passes_;  // the model's forward passes of 1..draft_max + 1 tokens
+  CostCurve feeds_;   // the source's catch-up feeds and steps (a step: a feed of one token)
   size_t drafting_run_ = 0;           // drafting passes since the last plain step
-  double draft_seconds_ = 0.0;        // per drafted token; 0 until measured (assumed free)
-  bool draft_measured_ = false;
-  double catch_up_seconds_ = 0.0;  // per token a draft source takes in after plain steps
-  size_t behind_ = 0;
+  size_t pending_ = 1;  // the prompt's first sampled token
   double probe_budget_ = 0.0;  // seconds: kProbeShare of plain steps' time, less probes' cost
   // Per draft position: exponentially aged counts of verifications that reached it and of
   // those that accepted its token. Aged once per pass, so evidence from long ago (before a run

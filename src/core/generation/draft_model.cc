@@ -79,6 +79,9 @@ Status DraftModel::Feed(std::span<const int32_t> tokens) {
 
 Result<bool> DraftModel::SyncTo(std::span<const int32_t> context, size_t* fed) {
   *fed = 0;
+  if (held_.size() == context.size() && std::equal(held_.begin(), held_.end(), context.begin())) {
+    return true;  // caught up already: every Feed leaves logits_ at the last token held
+  }
   // Keep the longest common prefix, but feed at least the last token: its logits start the
   // draft.
   size_t keep = 0;
@@ -96,6 +99,13 @@ Status DraftModel::Prime(std::span<const int32_t> prompt) {
   if (prompt.empty() || prompt.size() >= engine_->context()) return Status::Ok();
   size_t fed = 0;
   return SyncTo(prompt, &fed).status();
+}
+
+Result<size_t> DraftModel::CatchUp(std::span<const int32_t> context) {
+  if (context.empty() || context.size() >= engine_->context()) return size_t{0};
+  size_t fed = 0;
+  PETREL_RETURN_IF_ERROR(SyncTo(context, &fed).status());
+  return fed;
 }
 
 Status DraftModel::Propose(std::span<const int32_t> context, size_t max_tokens, Draft* draft) {
@@ -154,6 +164,7 @@ Status DraftModel::Propose(std::span<const int32_t> context, size_t max_tokens, 
     if (i + 1 < max_tokens) {
       const int32_t next[] = {token};
       PETREL_RETURN_IF_ERROR(Feed(next));
+      ++draft->steps;
     }
   }
   return Status::Ok();

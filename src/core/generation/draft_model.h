@@ -40,6 +40,7 @@ class DraftModel final : public DraftSource {
                                                     const DraftModelOptions& options);
   ~DraftModel() override;
   Status Propose(std::span<const int32_t> context, size_t max_tokens, Draft* draft) override;
+  Result<size_t> CatchUp(std::span<const int32_t> context) override;
   Status Prime(std::span<const int32_t> prompt) override;
   void Reset() override;
   Engine& engine() { return *engine_; }
@@ -49,8 +50,9 @@ class DraftModel final : public DraftSource {
   // Feeds `tokens` after what the draft sequence holds; logits_ gets the last one's logits.
   Status Feed(std::span<const int32_t> tokens);
   // Keeps the longest prefix of what the draft sequence holds that `context` shares, but feeds
-  // at least its last token (whose logits start a draft), and feeds the rest. Sets *fed to the
-  // tokens fed. False when the context holds unknown tokens (nothing changed then).
+  // at least its last token (whose logits start a draft), and feeds the rest; nothing when it
+  // holds `context` already (logits_ are then its last token's). Sets *fed to the tokens fed.
+  // False when the context holds unknown tokens (nothing changed then).
   Result<bool> SyncTo(std::span<const int32_t> context, size_t* fed);
 
   std::unique_ptr<Engine> engine_;

@@ -19,15 +19,18 @@ struct Draft {
   // empty when every token was chosen deterministically (a point mass: a greedy draft model,
   // n-gram lookup). The acceptance rule needs it to keep the model's distribution exact.
   std::vector<float> probs;
-  // Tokens of the context the source had to take in before it could draft (a draft model's
-  // catch-up feed); 0 for sources that keep no state. It tells the speculator when the time of
-  // a Propose call is not the drafting's alone.
+  // Tokens of the context this Propose took in before it could draft (a draft model's
+  // catch-up feed, when CatchUp did not take them in first); 0 for sources that keep no state.
   size_t synced = 0;
+  // Steps taken after the first drafted token (a draft model's single-token feeds), for the
+  // speculator's timing of a step; 0 for sources that do no work per token.
+  size_t steps = 0;
 
   void Clear() {
     tokens.clear();
     probs.clear();
     synced = 0;
+    steps = 0;
   }
 };
 
@@ -38,6 +41,14 @@ class DraftSource {
   // hold once its last sampled token is fed (negative ids: tokens whose values are not known).
   // Fewer, or none, is a valid answer: then the model decodes one token as usual.
   virtual Status Propose(std::span<const int32_t> context, size_t max_tokens, Draft* draft) = 0;
+  // Takes in the tokens of `context` (as for Propose) that the source has fallen behind by, so
+  // that the next Propose with this context drafts at once; returns how many it took in. Apart
+  // from Propose so that the speculator can time catching up and drafting apart: they cost
+  // differently (a feed of many tokens, single steps). 0 for sources that keep no state.
+  virtual Result<size_t> CatchUp(std::span<const int32_t> context) {
+    (void)context;
+    return size_t{0};
+  }
   // Takes in `prompt`, the sequence's tokens once its prompt is fed, while the model takes in the
   // prompt (a draft model's prompt pass), so that the first Propose need not: a source that must
   // catch up on a whole prompt before its first draft makes that draft, and the probe deciding

@@ -6,15 +6,6 @@
 #include <chrono>
 
 namespace petrel {
-namespace {
-
-// A draft model that had to catch up on more tokens than the last pass left it (after plain
-// steps, or at the start) spent part of its time on that prefill: its time per drafted token
-// is not recorded then. A pass leaves it one token behind, or two after a fully accepted draft.
-constexpr size_t kSteadySync = 2;
-
-}  // namespace
-
 Result<std::unique_ptr<Speculator>> Speculator::Create(std::unique_ptr<DraftSource> source,
                                                        const SpeculationOptions& options) {
   if (options.draft_max == 0) return Error("the draft length's maximum must be at least 1");
@@ -55,20 +46,22 @@ bool Speculator::Step(Engine& engine, Sequence& sequence) {
   std::vector<float>& logits = logits_;
   context.assign(sequence.held().begin(), sequence.held().end());
   context.push_back(sequence.last_token());
+  // Catching up and drafting are timed apart: a draft of k tokens costs the catch-up on the
+  // tokens the source is behind by, then k - 1 steps.
+  const double catch_up_start = Now();
+  Result<size_t> fed = source_->CatchUp(context);
+  if (!fed.ok()) {
+    sequence.Abort(fed.status());
+    return true;
+  }
   const double propose_start = Now();
+  if (*fed > 0) chooser_.RecordCatchUp(*fed, propose_start - catch_up_start);
   if (Status status = source_->Propose(context, length, &draft); !status.ok()) {
     sequence.Abort(std::move(status));
     return true;
   }
   const size_t n = std::min(draft.tokens.size(), length);
-  const double propose_seconds = Now() - propose_start;
-  if (draft.synced <= kSteadySync) {
-    if (n > 0) chooser_.RecordDraft(propose_seconds / double(n));
-  } else {
-    // The catch-up feed gave the first drafted token; the others took a draft step each.
-    const double steps = n > 1 ? double(n - 1) * chooser_.DraftSeconds() : 0.0;
-    chooser_.RecordCatchUp(draft.synced, std::max(0.0, propose_seconds - steps));
-  }
+  if (draft.steps > 0) chooser_.RecordDraft((Now() - propose_start) / double(draft.steps));
   const SeqId seq = sequence.seq();
   if (n == 0 || engine.KvBlocksToAppend(seq, n + 1) > engine.kv_free_blocks()) {
     ++lengths_[0];
