@@ -203,6 +203,11 @@ HWY_INLINE void MatMulLeftoverTokens(const TW* const* HWY_RESTRICT w_rows,
 // (F16, 32000 x 2048, one thread, CPU time on a loaded host, two alternations), 4 tokens against
 // 1: no fetching 1.87 / 2.24x, 1 KB ahead 1.52 / 1.90x, 4 KB ahead 1.51 / 1.37x.
 constexpr size_t kStreamAheadBytes = 4096;
+// The same for a single token, whose tile reads each line once and computes little on it: with
+// no fetch each of its four streams stalled at every 4 KB page (the hardware prefetcher stops
+// there), tinyllama F16 decode's products at 0.66-0.86 of a plain read of the same bytes; 2 KB
+// ahead ~1.0, 1 KB and 3-4 KB less (AVX-512 and AVX2, two threads).
+constexpr size_t kTokenStreamAheadBytes = 2048;
 
 // Tokens whose activations stay in L2 while a thread streams its weight rows past them.
 constexpr size_t kTokenChunk = 64;
@@ -229,12 +234,14 @@ HWY_NOINLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes,
   }
   // Spaced rows are streams: the first token tile reads them from memory and fetches ahead;
   // the others find them in L1/L2.
-  const size_t stream_ahead = row_step != 1 && n_tokens > 1 ? kStreamAheadBytes / sizeof(TW) : 0;
   if (n_tokens == 1) {
+    const size_t token_ahead = row_step != 1 ? kTokenStreamAheadBytes / sizeof(TW) : 0;
     MatMulTile<kRows, 1, TW>(w_rows, w_tail, row_step == 1 ? w_row_bytes / sizeof(TW) : 0, n_full,
-                             tail, x, x_stride, bias, out, out_stride, row, row_step);
+                             tail, x, x_stride, bias, out, out_stride, row, row_step, nullptr,
+                             false, true, token_ahead);
     return;
   }
+  const size_t stream_ahead = row_step != 1 ? kStreamAheadBytes / sizeof(TW) : 0;
   size_t t = 0;
   for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
     MatMulTile<kRows, kTileTokens, TW>(w_rows, w_tail, 0, n_full, tail, x + t * x_stride, x_stride,
