@@ -238,7 +238,7 @@ HWY_INLINE void MatMulLeftoverTokens(const TW* const* HWY_RESTRICT w_rows,
 constexpr size_t kStreamAheadBytes = 4096;
 
 // Tokens whose activations stay in L2 while a thread streams its weight rows past them.
-constexpr size_t kTokenChunk = 64;
+constexpr size_t kTokenChunk = (64 + kTileTokens - 1) / kTileTokens * kTileTokens;
 
 // Rows [row, row + kRows) (a row_step apart) for tokens [0, n_tokens): single tokens, short
 // batches and the rows a prompt panel leaves over. F16/BF16 rows are converted in the tile.
