@@ -85,8 +85,9 @@ HWY_INLINE void SumRows(D d, const V* HWY_RESTRICT acc, float* HWY_RESTRICT sums
 // its accumulators to `saved` (kRows * kTokens vectors) and the next resumes from them, so the
 // order of the sums, and the bits of the result, stay those of one pass.
 // kResume and kFinish are template arguments (MatMulTile below picks the instance): with them
-// run-time flags, the compiler kept the accumulators in a stack array and copied all of them in
-// and out around the loop, on every call of a segmented prompt tile.
+// run-time flags, the compiler kept the accumulators in a stack array and copied them in and out
+// around the loop on every call of a segmented prompt tile (gemm_bench 2048 x 2048 x 128: 2.8 %
+// of the kernel's samples on those copies, 1.5 % with the flags as template arguments).
 template <size_t kRows, size_t kTokens, bool kResume, bool kFinish, typename TW>
 HWY_INLINE void MatMulTileBody(const TW* const* HWY_RESTRICT w_rows,
                                const TW* HWY_RESTRICT w_tail, size_t row_stride_elems,
@@ -237,7 +238,9 @@ HWY_INLINE void MatMulLeftoverTokens(const TW* const* HWY_RESTRICT w_rows,
 // 1: no fetching 1.87 / 2.24x, 1 KB ahead 1.52 / 1.90x, 4 KB ahead 1.51 / 1.37x.
 constexpr size_t kStreamAheadBytes = 4096;
 
-// Tokens whose activations stay in L2 while a thread streams its weight rows past them.
+// Tokens whose activations stay in L2 while a thread streams its weight rows past them: about
+// 64, a whole number of token tiles (66 on AVX-512, where 64 left a 4-token tile in every chunk,
+// with 1.5x the weight reads per FMA of the 4 x 6 tile).
 constexpr size_t kTokenChunk = (64 + kTileTokens - 1) / kTileTokens * kTileTokens;
 
 // Rows [row, row + kRows) (a row_step apart) for tokens [0, n_tokens): single tokens, short
