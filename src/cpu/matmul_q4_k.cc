@@ -66,9 +66,10 @@ struct Format {
 
   // isum[t] (k == 0) or isum[t] + the scaled int32 dot of sub-block k (chunk k / 2, low or high
   // nibbles; q: the chunk's 8 packed vectors) with token t's activations.
-  template <size_t T, bool kDotQuads>
+  // k is a template parameter, so each sub-block's nibble half is chosen at compile time.
+  template <size_t k, size_t T, bool kDotQuads>
   static HWY_INLINE void SubBlockDot(const QVU8Full* HWY_RESTRICT q, const K4Scales& scales,
-                                     size_t k, const XBlock* const* HWY_RESTRICT x, size_t b,
+                                     const XBlock* const* HWY_RESTRICT x, size_t b,
                                      hn::Vec<LDI32> (&isum)[T]) {
     const LDU8 du8;
     const hn::Repartition<uint16_t, LDU8> du16;
@@ -122,9 +123,10 @@ struct Format {
                              const Terms* const* HWY_RESTRICT terms, size_t b,
                              hn::Vec<LDF> (&acc)[T]) {
     hn::Vec<LDI32> isum[T];
-    for (size_t k = 0; k < 8; ++k) {
-      SubBlockDot<T, kDotQuads>(packed.q + 8 * (k / 2), packed.scales, k, x, b, isum);
-    }
+    Unroll<8>([&](auto k_constant) HWY_ATTR {
+      constexpr size_t k = decltype(k_constant)::value;
+      SubBlockDot<k, T, kDotQuads>(packed.q + 8 * (k / 2), packed.scales, x, b, isum);
+    });
     AccumulateK4<T>(packed.scales, terms, b, isum, acc);
   }
 
@@ -138,7 +140,8 @@ struct Format {
     K4Scales scales;
     PackK4Scales(rows, offsets, b, scales);
     hn::Vec<LDI32> isum[1];
-    for (size_t j = 0; j < 4; ++j) {
+    Unroll<4>([&](auto j_constant) HWY_ATTR {
+      constexpr size_t j = decltype(j_constant)::value;
       const uint8_t* src[kLaneRows];
       QVU8Full q[8];
       for (size_t h = 0; h < 2; ++h) {
@@ -147,9 +150,9 @@ struct Format {
         TransposeWords(src, half);
         for (size_t s = 0; s < 4; ++s) q[4 * h + s] = half[s];
       }
-      SubBlockDot<1, kDotQuads>(q, scales, 2 * j, x, b, isum);
-      SubBlockDot<1, kDotQuads>(q, scales, 2 * j + 1, x, b, isum);
-    }
+      SubBlockDot<2 * j, 1, kDotQuads>(q, scales, x, b, isum);
+      SubBlockDot<2 * j + 1, 1, kDotQuads>(q, scales, x, b, isum);
+    });
     AccumulateK4<1>(scales, terms, b, isum, acc);
   }
 #endif  // PETREL_QUANT_SIMD
