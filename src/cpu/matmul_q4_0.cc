@@ -44,7 +44,8 @@ struct Format
   // With vpdpbusd (kDotQuads): the low nibbles' chain starts at the offset's share, and the high
   // nibbles are dotted in place (p & 0xF0, 16 times the level) and shifted down once per block,
   // an exact division (at most 16 x 15 x 128 x 16 in a lane), instead of per packed vector.
-  // vpmaddubsw's int16 pairs would saturate on 240, so without it DotNibbles stays.
+  // vpmaddubsw's int16 pairs would saturate on 240, so without it DotNibbles stays; so do token
+  // tiles (T > 1), where the shift per token outweighs the shifts per vector it saves.
   template <size_t T, bool kDotQuads = kHasDotQuads>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
@@ -52,7 +53,7 @@ struct Format
     const LDI32 d32;
     const LDF df;
     hn::Vec<LDI32> isum[T];
-    if constexpr (kDotQuads) {
+    if constexpr (kDotQuads && T == 1) {
       const LDU8 du8;
       const auto low_mask = hn::Set(du8, 0x0F);
       const auto high_mask = hn::Set(du8, 0xF0);
