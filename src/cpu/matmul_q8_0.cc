@@ -41,9 +41,6 @@ struct Format
     }
   }
 
-  // Single tokens read each stream 2 KB ahead (1 KB left one thread at 24 GB/s from memory).
-  static constexpr size_t kStreamAheadBytes = 2048;
-
   // Per (token, block) activation terms: the scale, and -128 sum(x) for vpdpbusd's unsigned
   // weights (Dot).
   struct Terms {
