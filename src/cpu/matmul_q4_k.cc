@@ -64,56 +64,96 @@ struct Format {
     PackK4Scales(rows, offsets, b, packed.scales);
   }
 
+  // isum[t] (k == 0) or isum[t] + the scaled int32 dot of sub-block k (chunk k / 2, low or high
+  // nibbles; q: the chunk's 8 packed vectors) with token t's activations.
+  // k is a template parameter, so each sub-block's nibble half is chosen at compile time.
+  template <size_t k, size_t T, bool kDotQuads>
+  static HWY_INLINE void SubBlockDot(const QVU8Full* HWY_RESTRICT q, const K4Scales& scales,
+                                     const XBlock* const* HWY_RESTRICT x, size_t b,
+                                     hn::Vec<LDI32> (&isum)[T]) {
+    const LDU8 du8;
+    const hn::Repartition<uint16_t, LDU8> du16;
+    const auto mask = hn::Set(du8, 0x0F);
+    auto levels_of = [&](QVU8Full v) {
+      return k % 2 == 0 ? hn::And(v, mask)
+                        : hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, v))), mask);
+    };
+    if constexpr (kDotQuads) {
+      // vpdpbusd: the sub-block's int32 dot in two chains, times the row's scale (the int16
+      // pair's upper half; 0..63) as one int32 multiply: the same integers as below. High
+      // nibbles are dotted in place (16 times the level) and the sum shifted down once, an
+      // exact division (at most 16 x 15 x 128 x 32 in a lane), instead of each vector.
+      const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), scales.scales[k]));
+      const auto high_mask = hn::Set(du8, 0xF0);
+      hn::Vec<LDI32> dot[T], dot_odd[T];
+      for (size_t t = 0; t < T; ++t) dot[t] = dot_odd[t] = hn::Zero(LDI32());
+      for (size_t s = 0; s < 8; ++s) {
+        const auto levels = k % 2 == 0 ? hn::And(q[s], mask) : hn::And(q[s], high_mask);
+        for (size_t t = 0; t < T; ++t) {
+          const int8_t* xq = x[t][b].qs + 64 * (k / 2) + 32 * (k % 2) + 4 * s;
+          auto& sum = s % 2 == 0 ? dot[t] : dot_odd[t];
+          sum = DotQuads<kDotQuads>(sum, levels, BroadcastQuad(xq));
+        }
+      }
+      for (size_t t = 0; t < T; ++t) {
+        auto sub_dot = hn::Add(dot[t], dot_odd[t]);
+        if (k % 2 == 1) sub_dot = hn::ShiftRight<4>(sub_dot);
+        const auto scaled = hn::Mul(sub_dot, scale);
+        isum[t] = k == 0 ? scaled : hn::Add(isum[t], scaled);
+      }
+      return;
+    }
+    hn::Vec<LDI16> sum16[T];
+    for (size_t s = 0; s < 8; ++s) {
+      const auto levels = levels_of(q[s]);
+      for (size_t t = 0; t < T; ++t) {
+        const int8_t* xq = x[t][b].qs + 64 * (k / 2) + 32 * (k % 2) + 4 * s;
+        const auto prod = MulPairsU8I8(levels, BroadcastQuad(xq));
+        sum16[t] = s == 0 ? prod : hn::Add(sum16[t], prod);
+      }
+    }
+    for (size_t t = 0; t < T; ++t) {
+      const auto scaled = MulPairsI16(sum16[t], scales.scales[k]);
+      isum[t] = k == 0 ? scaled : hn::Add(isum[t], scaled);
+    }
+  }
+
   template <size_t T, bool kDotQuads = kHasDotQuads>
   static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
                              const Terms* const* HWY_RESTRICT terms, size_t b,
                              hn::Vec<LDF> (&acc)[T]) {
-    const LDU8 du8;
-    const hn::Repartition<uint16_t, LDU8> du16;
-    const auto mask = hn::Set(du8, 0x0F);
     hn::Vec<LDI32> isum[T];
-    for (size_t k = 0; k < 8; ++k) {  // sub-block k: chunk k / 2, low or high nibbles
-      if constexpr (kDotQuads) {
-        // vpdpbusd: the sub-block's int32 dot in two chains, times the row's scale (the int16
-        // pair's upper half; 0..63) as one int32 multiply: the same integers as below.
-        const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), packed.scales.scales[k]));
-        hn::Vec<LDI32> dot[T], dot_odd[T];
-        for (size_t t = 0; t < T; ++t) dot[t] = dot_odd[t] = hn::Zero(LDI32());
-        for (size_t s = 0; s < 8; ++s) {
-          const auto q = packed.q[8 * (k / 2) + s];
-          const auto levels =
-              k % 2 == 0 ? hn::And(q, mask)
-                         : hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q))), mask);
-          for (size_t t = 0; t < T; ++t) {
-            const int8_t* xq = x[t][b].qs + 64 * (k / 2) + 32 * (k % 2) + 4 * s;
-            auto& sum = s % 2 == 0 ? dot[t] : dot_odd[t];
-            sum = DotQuads<kDotQuads>(sum, levels, BroadcastQuad(xq));
-          }
-        }
-        for (size_t t = 0; t < T; ++t) {
-          const auto scaled = hn::Mul(hn::Add(dot[t], dot_odd[t]), scale);
-          isum[t] = k == 0 ? scaled : hn::Add(isum[t], scaled);
-        }
-        continue;
-      }
-      hn::Vec<LDI16> sum16[T];
-      for (size_t s = 0; s < 8; ++s) {
-        const auto q = packed.q[8 * (k / 2) + s];
-        const auto levels =
-            k % 2 == 0 ? hn::And(q, mask)
-                       : hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q))), mask);
-        for (size_t t = 0; t < T; ++t) {
-          const int8_t* xq = x[t][b].qs + 64 * (k / 2) + 32 * (k % 2) + 4 * s;
-          const auto prod = MulPairsU8I8(levels, BroadcastQuad(xq));
-          sum16[t] = s == 0 ? prod : hn::Add(sum16[t], prod);
-        }
-      }
-      for (size_t t = 0; t < T; ++t) {
-        const auto scaled = MulPairsI16(sum16[t], packed.scales.scales[k]);
-        isum[t] = k == 0 ? scaled : hn::Add(isum[t], scaled);
-      }
-    }
+    Unroll<8>([&](auto k_constant) HWY_ATTR {
+      constexpr size_t k = decltype(k_constant)::value;
+      SubBlockDot<k, T, kDotQuads>(packed.q + 8 * (k / 2), packed.scales, x, b, isum);
+    });
     AccumulateK4<T>(packed.scales, terms, b, isum, acc);
+  }
+
+  // Pack then Dot<1> for a single token, a chunk at a time: the 32 packed vectors and the
+  // scales do not fit in registers beside the dot's (they spilled on AVX-512).
+  template <bool kDotQuads>
+  static HWY_INLINE void PackDot(const WBlock* const* HWY_RESTRICT rows,
+                                 const LaneRowOffsets& offsets, const XBlock* const* HWY_RESTRICT x,
+                                 const Terms* const* HWY_RESTRICT terms, size_t b,
+                                 hn::Vec<LDF> (&acc)[1]) {
+    K4Scales scales;
+    PackK4Scales(rows, offsets, b, scales);
+    hn::Vec<LDI32> isum[1];
+    Unroll<4>([&](auto j_constant) HWY_ATTR {
+      constexpr size_t j = decltype(j_constant)::value;
+      const uint8_t* src[kLaneRows];
+      QVU8Full q[8];
+      for (size_t h = 0; h < 2; ++h) {
+        QVU8Full half[4];
+        for (size_t l = 0; l < kLaneRows; ++l) src[l] = rows[l][b].qs + 32 * j + 16 * h;
+        TransposeWords(src, half);
+        for (size_t s = 0; s < 4; ++s) q[4 * h + s] = half[s];
+      }
+      SubBlockDot<2 * j, 1, kDotQuads>(q, scales, x, b, isum);
+      SubBlockDot<2 * j + 1, 1, kDotQuads>(q, scales, x, b, isum);
+    });
+    AccumulateK4<1>(scales, terms, b, isum, acc);
   }
 #endif  // PETREL_QUANT_SIMD
 };

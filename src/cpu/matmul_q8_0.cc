@@ -2,7 +2,7 @@
 // (quant_lanes_driver-inl.h), against the activations the mat_mul table (matmul_table.h) names.
 //
 // Lane l of packed vector g holds bytes 4g..4g+3 of row l (element group g). Both operands are
-// signed: DotSignedGroups.
+// signed: with vpdpbusd the weights are offset to unsigned (Format::Dot), else DotSignedGroups.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_q8_0.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -41,10 +41,53 @@ struct Format
     }
   }
 
+  // Per (token, block) activation terms: the scale, and -128 sum(x) for vpdpbusd's unsigned
+  // weights (Dot).
+  struct Terms {
+    float d;
+    int32_t unsigned_offset;
+  };
+
+  static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
+    terms.d = HalfToF32(x.d);
+    terms.unsigned_offset = -128 * ActivationSum(x);
+  }
+
+  // With vpdpbusd (kDotQuads) the weights enter as w + 128 (w xor 0x80, unsigned) and the
+  // activations as they are, and the chain starts at -128 sum(x): the same exact integer as the
+  // sign trick (DotSignedGroups), without its vpabsb per group and sign per group and token. A
+  // lane's sums stay far inside int32 (8 x 4 x 255 x 128). vpmaddubsw's int16 pairs would
+  // saturate on 255, so without it the sign trick stays.
   template <size_t T, bool kDotQuads = kHasDotQuads>
-  static HWY_INLINE void DotInt(const QVU8Full (&p)[kPacked], const XBlock* const* HWY_RESTRICT x,
-                                size_t b, hn::Vec<LDI32> (&isum)[T]) {
-    DotSignedGroups<kPacked, T, kDotQuads>(p, x, b, isum);
+  static HWY_INLINE void Dot(const Packed& packed, const XBlock* const* HWY_RESTRICT x,
+                             const Terms* const* HWY_RESTRICT terms, size_t b,
+                             hn::Vec<LDF> (&acc)[T]) {
+    const LDI32 d32;
+    const LDF df;
+    hn::Vec<LDI32> isum[T];
+    if constexpr (kDotQuads) {
+      const LDU8 du8;
+      const auto bias = hn::Set(du8, 0x80);
+      hn::Vec<LDI32> odd_sum[T];
+      for (size_t t = 0; t < T; ++t) {
+        isum[t] = hn::Set(d32, terms[t][b].unsigned_offset);
+        odd_sum[t] = hn::Zero(d32);
+      }
+      for (size_t g = 0; g < kPacked; ++g) {
+        const auto u = hn::Xor(packed.q[g], bias);
+        for (size_t t = 0; t < T; ++t) {
+          auto& sum = g % 2 == 0 ? isum[t] : odd_sum[t];
+          sum = DotQuads<kDotQuads>(sum, u, BroadcastQuad(x[t][b].qs + 4 * g));
+        }
+      }
+      for (size_t t = 0; t < T; ++t) isum[t] = hn::Add(isum[t], odd_sum[t]);
+    } else {
+      DotSignedGroups<kPacked, T, kDotQuads>(packed.q, x, b, isum);
+    }
+    for (size_t t = 0; t < T; ++t) {
+      acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, hn::Set(df, terms[t][b].d)),
+                          acc[t]);
+    }
   }
 #endif  // PETREL_QUANT_SIMD
 };

@@ -285,6 +285,25 @@ template <class WBlock>
 HWY_INLINE hn::Vec<LDF> LaneScales(const WBlock* const* HWY_RESTRICT rows,
                                    const LaneRowOffsets& offsets, size_t b) {
   static_assert(offsetof(WBlock, d) == 0, "the scale starts the block");
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  if constexpr (kLaneRows == 8) {
+    // As GatherBlockWords, but the halves themselves inserted: no truncation of words.
+    auto half = [&](size_t l) {
+      uint16_t v;
+      std::memcpy(&v, &rows[l][b].d, 2);
+      return int(v);
+    };
+    __m128i h = _mm_cvtsi32_si128(half(0));
+    h = _mm_insert_epi16(h, half(1), 1);
+    h = _mm_insert_epi16(h, half(2), 2);
+    h = _mm_insert_epi16(h, half(3), 3);
+    h = _mm_insert_epi16(h, half(4), 4);
+    h = _mm_insert_epi16(h, half(5), 5);
+    h = _mm_insert_epi16(h, half(6), 6);
+    h = _mm_insert_epi16(h, half(7), 7);
+    return hn::Vec<LDF>{_mm256_cvtph_ps(h)};
+  }
+#endif
   return HalvesToF32<false>(GatherBlockWords<0>(rows, offsets, b));
 }
 
@@ -580,6 +599,21 @@ struct XTerms {
   int32_t sum;  // sum of its int8 values (for a format's level offset)
 };
 
+// The sum of a Q8_0 activation block's int8 values.
+HWY_INLINE int32_t ActivationSum(const quant::BlockQ8_0& x) {
+  const QDI8 d8;
+  const QDI32 d32;
+  const auto ones8 = hn::Set(QDU8(), 1);
+  const auto ones16 = hn::Set(QDI16(), 1);
+  constexpr size_t kLanes = hn::MaxLanes(d8);
+  auto sum = hn::Zero(d32);
+  for (size_t v = 0; v < kQVecs; ++v) {
+    const auto xv = hn::LoadU(d8, x.qs + v * kLanes);
+    sum = hn::Add(sum, MulPairsI16(MulPairsU8I8(ones8, xv), ones16));
+  }
+  return hn::GetLane(hn::SumOfLanes(d32, sum));
+}
+
 template <class Sub, size_t kPackedVecs, int kOffset>
 struct Lanes32Format {
   using XBlock = quant::BlockQ8_0;
@@ -598,20 +632,7 @@ struct Lanes32Format {
 
   static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) {
     terms.d = HalfToF32(x.d);
-    terms.sum = 0;
-    if constexpr (kOffset != 0) {
-      const QDI8 d8;
-      const QDI32 d32;
-      const auto ones8 = hn::Set(QDU8(), 1);
-      const auto ones16 = hn::Set(QDI16(), 1);
-      constexpr size_t kLanes = hn::MaxLanes(d8);
-      auto sum = hn::Zero(d32);
-      for (size_t v = 0; v < kQVecs; ++v) {
-        const auto xv = hn::LoadU(d8, x.qs + v * kLanes);
-        sum = hn::Add(sum, MulPairsI16(MulPairsU8I8(ones8, xv), ones16));
-      }
-      terms.sum = hn::GetLane(hn::SumOfLanes(d32, sum));
-    }
+    terms.sum = kOffset != 0 ? ActivationSum(x) : 0;
   }
 
   template <class WBlock>
