@@ -692,7 +692,7 @@ TEST(DraftModel, PrimedWithThePromptCatchesUpOnlyTheNewTokens) {
   auto fresh = DraftModel::Create(*engine, Load(Story("q8_0")), DraftModelOptions{});
   ASSERT_TRUE(primed.ok() && fresh.ok());
   const std::vector<int32_t> prompt = Prompts(*engine).front();
-  ASSERT_TRUE((*primed)->Prime(prompt).ok());
+  ASSERT_TRUE((*primed)->CatchUp(prompt).ok());
   std::vector<int32_t> context = prompt;
   context.push_back(prompt.back());  // a token sampled after the prompt
   Draft from_primed, from_fresh;

@@ -12,7 +12,12 @@ constexpr double kTimingWeight = 0.3;
 }  // namespace
 
 void CostCurve::Record(size_t tokens, double seconds) {
-  if (tokens == 0 || tokens >= seconds_.size() || !(seconds > 0.0)) return;
+  if (tokens == 0 || !(seconds > 0.0)) return;
+  if (tokens >= seconds_.size()) {
+    const size_t max_count = seconds_.size() - 1;
+    seconds *= double(max_count) / double(tokens);
+    tokens = max_count;
+  }
   double& average = seconds_[tokens];
   average = samples_[tokens] <= 1 ? seconds : average + kTimingWeight * (seconds - average);
   ++samples_[tokens];

@@ -11,8 +11,9 @@ namespace petrel {
 
 class CostCurve {
  public:
-  // Keeps averages for counts 1..max_count; samples of larger counts are not kept, but larger
-  // counts are still estimated.
+  // Keeps averages for counts 1..max_count; a sample of a larger count is kept as max_count
+  // tokens at the same cost per token (a feed that long is bound by compute, linear in its
+  // tokens).
   explicit CostCurve(size_t max_count) : seconds_(max_count + 1, 0.0), samples_(max_count + 1, 0) {}
 
   // `tokens` took `seconds`. Moving averages, except that the second sample of a count replaces

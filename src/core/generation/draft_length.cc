@@ -24,7 +24,8 @@ DraftLengthChooser::DraftLengthChooser(size_t draft_min, size_t draft_max)
     : draft_min_(draft_min),
       draft_max_(draft_max),
       passes_(draft_max + 1),
-      // Catch-ups as long as the longest run of plain steps between probes, and a draft's.
+      // Catch-ups as long as the longest run of plain steps between probes and a draft's; a
+      // prompt's is kept at that length.
       feeds_(kMaxProbeInterval + draft_max + 2),
       trials_(draft_max, 0.0),
       accepted_(draft_max, 0.0) {}

@@ -95,12 +95,6 @@ Result<bool> DraftModel::SyncTo(std::span<const int32_t> context, size_t* fed) {
   return true;
 }
 
-Status DraftModel::Prime(std::span<const int32_t> prompt) {
-  if (prompt.empty() || prompt.size() >= engine_->context()) return Status::Ok();
-  size_t fed = 0;
-  return SyncTo(prompt, &fed).status();
-}
-
 Result<size_t> DraftModel::CatchUp(std::span<const int32_t> context) {
   if (context.empty() || context.size() >= engine_->context()) return size_t{0};
   size_t fed = 0;

@@ -41,7 +41,6 @@ class DraftModel final : public DraftSource {
   ~DraftModel() override;
   Status Propose(std::span<const int32_t> context, size_t max_tokens, Draft* draft) override;
   Result<size_t> CatchUp(std::span<const int32_t> context) override;
-  Status Prime(std::span<const int32_t> prompt) override;
   void Reset() override;
   Engine& engine() { return *engine_; }
 

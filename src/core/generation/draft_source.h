@@ -42,20 +42,16 @@ class DraftSource {
   // Fewer, or none, is a valid answer: then the model decodes one token as usual.
   virtual Status Propose(std::span<const int32_t> context, size_t max_tokens, Draft* draft) = 0;
   // Takes in the tokens of `context` (as for Propose) that the source has fallen behind by, so
-  // that the next Propose with this context drafts at once; returns how many it took in. Apart
-  // from Propose so that the speculator can time catching up and drafting apart: they cost
-  // differently (a feed of many tokens, single steps). 0 for sources that keep no state.
+  // that the next Propose with this context drafts at once; returns how many it took in (0 for
+  // sources that keep no state). Apart from Propose so that the speculator can time catching up
+  // and drafting apart: they cost differently (a feed of many tokens, single steps). The
+  // speculator also calls it with the prompt while the model takes in the prompt (a draft
+  // model's prompt pass), so that the first draft need not: a source that must catch up on a
+  // whole prompt before its first draft makes that draft, and the probe deciding whether
+  // drafting pays, cost several plain steps.
   virtual Result<size_t> CatchUp(std::span<const int32_t> context) {
     (void)context;
     return size_t{0};
-  }
-  // Takes in `prompt`, the sequence's tokens once its prompt is fed, while the model takes in the
-  // prompt (a draft model's prompt pass), so that the first Propose need not: a source that must
-  // catch up on a whole prompt before its first draft makes that draft, and the probe deciding
-  // whether drafting pays, cost several plain steps. Nothing for sources that keep no state.
-  virtual Status Prime(std::span<const int32_t> prompt) {
-    (void)prompt;
-    return Status::Ok();
   }
   // Forgets what earlier calls left behind (a draft model's cached tokens), as if new.
   virtual void Reset() {}

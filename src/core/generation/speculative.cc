@@ -28,7 +28,15 @@ void Speculator::Reset() {
 }
 
 void Speculator::Prime(Sequence& sequence, std::span<const int32_t> prompt) {
-  if (Status status = source_->Prime(prompt); !status.ok()) sequence.Abort(std::move(status));
+  const double start = Now();
+  Result<size_t> fed = source_->CatchUp(prompt);
+  if (!fed.ok()) {
+    sequence.Abort(fed.status());
+    return;
+  }
+  // The prompt's catch-up is the cost curve's long end: a probe after many plain steps is
+  // weighed at the cost of such a feed, not at the few tokens' feeds measured so far.
+  if (*fed > 0) chooser_.RecordCatchUp(*fed, Now() - start);
 }
 
 bool Speculator::Step(Engine& engine, Sequence& sequence) {

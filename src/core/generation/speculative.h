@@ -45,7 +45,7 @@ class Speculator {
   // or no free KV blocks for it): the caller then steps the sequence as usual, and should time
   // that step for RecordPlainStep. A failure finishes the sequence with reason "error".
   bool Step(Engine& engine, Sequence& sequence);
-  // The draft source takes in `prompt` (DraftSource::Prime), during the model's prompt pass;
+  // The draft source takes in `prompt` (DraftSource::CatchUp), during the model's prompt pass;
   // RunSpeculative calls it before the last chunk of a sequence's prompt. A failure finishes
   // the sequence with reason "error".
   void Prime(Sequence& sequence, std::span<const int32_t> prompt);
