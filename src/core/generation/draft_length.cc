@@ -41,6 +41,7 @@ void DraftLengthChooser::Reset() {
   plain_left_ = 1;
   probe_interval_ = kMinProbeInterval;
   probing_ = false;
+  probed_ = false;
 }
 
 void DraftLengthChooser::RecordVerification(size_t drafted, size_t accepted) {
@@ -135,11 +136,13 @@ size_t DraftLengthChooser::Choose(size_t limit) {
     ++drafting_run_;
     return best;
   }
-  if (plain_left_ == 0 && probe_budget_ >= ProbeSeconds()) {
+  if (plain_left_ == 0 && (!probed_ || probe_budget_ >= ProbeSeconds())) {
     // Probe: one drafted token. Its verdict (RecordVerification) sets the next interval; a
     // probe that got no draft from its source leaves plain_left_ at 0, so the next pass probes
-    // again.
+    // again. The first probe, one plain step after the prompt, goes ahead on credit: its
+    // catch-up is one or two tokens, the cheapest a probe gets, and the budget repays it.
     probe_budget_ -= ProbeSeconds();
+    probed_ = true;
     probing_ = true;
     return 1;
   }

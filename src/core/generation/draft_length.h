@@ -92,6 +92,7 @@ class DraftLengthChooser {
   size_t plain_left_ = 1;  // plain steps before the next probe; the first comes early
   size_t probe_interval_ = kMinProbeInterval;
   bool probing_ = false;
+  bool probed_ = false;  // since Reset
 };
 
 }  // namespace petrel
