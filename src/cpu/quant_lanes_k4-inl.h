@@ -57,9 +57,14 @@ HWY_INLINE void PackK4Scales(const WBlock* const* HWY_RESTRICT rows, const LaneR
                              size_t b, K4Scales& packed) {
   static_assert(offsetof(WBlock, d) == 0 && offsetof(WBlock, dmin) == 2, "d, dmin start the block");
   const LDU32 du32;
-  const auto w0 = GatherBlockWords<offsetof(WBlock, scales)>(rows, offsets, b);
-  const auto w1 = GatherBlockWords<offsetof(WBlock, scales) + 4>(rows, offsets, b);
-  const auto w2 = GatherBlockWords<offsetof(WBlock, scales) + 8>(rows, offsets, b);
+  const uint8_t* heads[kLaneRows];
+  for (size_t l = 0; l < kLaneRows; ++l) heads[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+  QVU8Full head_words[4];
+  TransposeWords(heads, head_words);
+  (void)offsets;
+  const auto w0 = hn::BitCast(du32, head_words[1]);
+  const auto w1 = hn::BitCast(du32, head_words[2]);
+  const auto w2 = hn::BitCast(du32, head_words[3]);
   const auto low6 = hn::Set(du32, 0x3F3F3F3Fu), low4 = hn::Set(du32, 0x0F0F0F0Fu);
   const auto bits45 = hn::Set(du32, 0x30303030u);
   const LDU8 du8;
@@ -82,7 +87,7 @@ HWY_INLINE void PackK4Scales(const WBlock* const* HWY_RESTRICT rows, const LaneR
   packed.mins[1] = pairs(mins_lo, PairIndex<2, 3>());
   packed.mins[2] = pairs(mins_hi, PairIndex<0, 1>());
   packed.mins[3] = pairs(mins_hi, PairIndex<2, 3>());
-  const auto d_words = GatherBlockWords<0>(rows, offsets, b);
+  const auto d_words = hn::BitCast(du32, head_words[0]);
   packed.d = HalvesToF32<false>(d_words);
   packed.dmin = HalvesToF32<true>(d_words);
 }
