@@ -4,9 +4,10 @@
 // A super-block is eight IQ4_NL-like sub-blocks of 32 (16 nibble bytes each, indexing the
 // non-linear grid) with a 6-bit signed scale each and one f16 d. Packed, each sub-block is
 // IQ4_NL's packed block (PackGridNibbles: signed levels); the scales of the kLaneRows rows are
-// decoded as int32 lanes from two gathered words. Per token and sub-block, DotSignedGroups gives
-// the exact int32 dot, which is multiplied by the sub-block scale and summed over the super-block
-// (at most 8 x 32 x 127 x 127 x 32, well inside int32), then scaled by d_w d_x once.
+// decoded as int32 lanes from the first two words of the transposed block heads. Per token and
+// sub-block, DotSignedGroups gives the exact int32 dot, which is multiplied by the sub-block scale
+// and summed over the super-block (at most 8 x 32 x 127 x 127 x 32, well inside int32), then scaled
+// by d_w d_x once.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul_iq4_xs.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -78,10 +79,13 @@ struct Format {
                       offsetof(WBlock, scales_l) == 4,
                   "d, scales_h, scales_l start the block");
     // quant::IQ4XSScale for kLaneRows rows at once: low 4 bits from scales_l (nibble ib of the word
-    // at byte 4), high 2 bits from scales_h (bits 2 ib of the upper half of the word at byte 0).
+    // at byte 4), high 2 bits from scales_h (bits 2 ib of the upper half of the word at byte 0),
+    // both words from one transpose of the block heads.
     const LDU32 du32;
-    const auto w0 = GatherBlockWords<0>(rows, offsets, b);
-    const auto low_words = GatherBlockWords<offsetof(WBlock, scales_l)>(rows, offsets, b);
+    (void)offsets;
+    hn::Vec<LDU32> heads[4];  // d and scales_h, scales_l, then the first quants (unused)
+    TransposeBlockHeads(rows, b, heads);
+    const auto w0 = heads[0], low_words = heads[1];
     const auto high_words = hn::ShiftRight<16>(w0);
     const auto four = hn::Set(du32, 0xF), three = hn::Set(du32, 3);
     const auto bias = hn::Set(LDI32(), 32);

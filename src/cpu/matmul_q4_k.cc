@@ -4,8 +4,8 @@
 // A super-block holds four 32-byte chunks; byte i of chunk j has element 64j + i in its low
 // nibble (sub-block 2j) and 64j + 32 + i in its high one (sub-block 2j + 1), and each sub-block
 // has a 6-bit scale and min. Packed, lane l of q[8j + s] holds bytes 4s..4s+3 of chunk j of row
-// l; the scales and mins are decoded for all rows at once from three gathered words into int16
-// pair lanes (quant_lanes_k4-inl.h, shared with Q5_K). Per token and sub-block, the eight
+// l; the scales and mins are decoded for all rows at once from the transposed block heads into
+// int16 pair lanes (quant_lanes_k4-inl.h, shared with Q5_K). Per token and sub-block, the eight
 // 16-bit pair sums are added before the scale's multiply-add (a pair is at most 2 x 15 x 128
 // and a lane adds 8: 30720 < 32767); the mins multiply the sub-block sums of the activations
 // (from Q8_K's bsums) in the same way, and the two int32 sums are scaled by d and -dmin times
