@@ -34,16 +34,26 @@ namespace HWY_NAMESPACE {
 // L2) was slower again.
 constexpr size_t kLaneStreamAheadBytes = 1024;
 
+// A Format's optional kStreamAheadBytes overrides kLaneStreamAheadBytes for its streams.
+template <class F>
+constexpr size_t LaneStreamAheadBytes() {
+  if constexpr (requires { F::kStreamAheadBytes; }) {
+    return F::kStreamAheadBytes;
+  } else {
+    return kLaneStreamAheadBytes;
+  }
+}
+
 // Blocks per fetch of each stream: one fetch per 64 bytes at most, so every line is fetched.
 template <class WBlock>
 constexpr size_t kBlocksPerStreamFetch = sizeof(WBlock) >= 64 ? 1 : 64 / sizeof(WBlock);
 
-// Fetches block b's lines of each lane's row kLaneStreamAheadBytes ahead (past a row's end this
-// is the lane's next row, the next one it reads).
-template <class WBlock>
+// Fetches block b's lines of each lane's row kAheadBytes ahead (past a row's end this is the
+// lane's next row, the next one it reads).
+template <size_t kAheadBytes, class WBlock>
 HWY_INLINE void FetchLaneStreamsAhead(const WBlock* const* HWY_RESTRICT rows, size_t b) {
   for (size_t l = 0; l < kLaneRows; ++l) {
-    const uint8_t* ahead = reinterpret_cast<const uint8_t*>(rows[l] + b) + kLaneStreamAheadBytes;
+    const uint8_t* ahead = reinterpret_cast<const uint8_t*>(rows[l] + b) + kAheadBytes;
     // Written out: GCC drops a prefetch-only lambda (docs/PERFORMANCE.md).
     for (size_t o = 0; o < sizeof(WBlock); o += 64) hwy::Prefetch(ahead + o);
   }
@@ -85,7 +95,7 @@ HWY_NOINLINE HWY_FLATTEN void LaneMatVec(const uint8_t* w, size_t w_row_bytes, s
     hn::Vec<LDF> acc[T];
     for (size_t k = 0; k < T; ++k) acc[k] = hn::Zero(LDF());
     for (size_t b0 = 0; b0 < n_blocks; b0 += kBlocksPerStreamFetch<WBlock>) {
-      FetchLaneStreamsAhead(rows, b0);
+      FetchLaneStreamsAhead<LaneStreamAheadBytes<F>()>(rows, b0);
       const size_t b1 = std::min(n_blocks, b0 + kBlocksPerStreamFetch<WBlock>);
       for (size_t b = b0; b < b1; ++b) {
         if constexpr (T == 1 && requires { &F::template PackDot<kDotQuads>; }) {
