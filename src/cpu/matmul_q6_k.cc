@@ -83,31 +83,46 @@ struct Format {
   }
 
   // Bytes 16p..16p + 15 of the chunks of half h at a time, unrolled so that the byte offsets and
-  // shifts are constants: body(k, levels[4]) for sub-block k (an integral_constant), whose
-  // levels[s] hold elements 16k + 4s..16k + 4s + 3.
+  // shifts are constants: body(h, p, a, bq, hq) with the chunks transposed (h and p
+  // integral_constants). Sub-block 8h + 2r + p takes Level<r> of a (r even) or bq, and hq.
   template <class Body>
-  static HWY_INLINE void ForEachSubBlock(const WBlock* const* HWY_RESTRICT rows, size_t b,
-                                         const Body& body) {
+  static HWY_INLINE void ForEachQuarter(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                        const Body& body) {
+    const uint8_t* blocks[kLaneRows];
+    for (size_t l = 0; l < kLaneRows; ++l) {
+      blocks[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+    }
     Unroll<4>([&](auto i_constant) HWY_ATTR {
       constexpr size_t h = decltype(i_constant)::value / 2, p = decltype(i_constant)::value % 2;
       QVU8Full a[4], bq[4], hq[4];
       auto transpose = [&](size_t offset, QVU8Full(&quads)[4]) HWY_ATTR {
         const uint8_t* src[kLaneRows];
-        for (size_t l = 0; l < kLaneRows; ++l) {
-          src[l] = reinterpret_cast<const uint8_t*>(rows[l] + b) + offset;
-        }
+        for (size_t l = 0; l < kLaneRows; ++l) src[l] = blocks[l] + offset;
         TransposeWords(src, quads);
       };
       transpose(64 * h + 16 * p, a);
       transpose(64 * h + 32 + 16 * p, bq);
       transpose(offsetof(WBlock, qh) + 32 * h + 16 * p, hq);
-      Unroll<4>([&](auto r_constant) HWY_ATTR {
-        constexpr size_t r = decltype(r_constant)::value;
-        QVU8Full levels[4];
-        for (size_t s = 0; s < 4; ++s) levels[s] = Level<r>(r % 2 == 0 ? a[s] : bq[s], hq[s]);
-        body(std::integral_constant<size_t, 8 * h + 2 * r + p>(), levels);
-      });
+      body(std::integral_constant<size_t, h>(), std::integral_constant<size_t, p>(), a, bq, hq);
     });
+  }
+
+  // body(k, levels[4]) for each sub-block k (an integral_constant), whose levels[s] hold
+  // elements 16k + 4s..16k + 4s + 3.
+  template <class Body>
+  static HWY_INLINE void ForEachSubBlock(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                         const Body& body) {
+    ForEachQuarter(
+        rows, b, [&](auto h, auto p, const auto& a, const auto& bq, const auto& hq) HWY_ATTR {
+          Unroll<4>([&](auto r_constant) HWY_ATTR {
+            constexpr size_t r = decltype(r_constant)::value;
+            QVU8Full levels[4];
+            for (size_t s = 0; s < 4; ++s) levels[s] = Level<r>(r % 2 == 0 ? a[s] : bq[s], hq[s]);
+            body(std::integral_constant<size_t,
+                                        8 * decltype(h)::value + 2 * r + decltype(p)::value>(),
+                 levels);
+          });
+        });
   }
 
   // The 16 scales transposed like the quants (measured: faster than four gathers): scales
@@ -130,10 +145,18 @@ struct Format {
 
   static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
                               size_t b, Packed& packed) {
-    ForEachSubBlock(rows, b, [&](auto k_constant, const QVU8Full(&levels)[4]) HWY_ATTR {
-      constexpr size_t k = decltype(k_constant)::value;
-      for (size_t s = 0; s < 4; ++s) packed.q[4 * k + s] = levels[s];
-    });
+    // The four levels of each quad together: on AVX2 all the chunks' quads would not stay in
+    // registers across four passes.
+    ForEachQuarter(
+        rows, b, [&](auto h, auto p, const auto& a, const auto& bq, const auto& hq) HWY_ATTR {
+          for (size_t s = 0; s < 4; ++s) {
+            QVU8Full* q = packed.q + 32 * decltype(h)::value + 4 * decltype(p)::value + s;
+            q[0] = Level<0>(a[s], hq[s]);  // sub-block 8h + p
+            q[8] = Level<1>(bq[s], hq[s]);
+            q[16] = Level<2>(a[s], hq[s]);
+            q[24] = Level<3>(bq[s], hq[s]);
+          }
+        });
     const LDI16 d16;
     QVU8Full words[4];
     TransposeScales(rows, b, words);
