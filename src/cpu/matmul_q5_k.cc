@@ -31,10 +31,9 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL stay on the 512-bit code (16-row groups, PackDot on vpdpbusd)
-  // rather than hop to the AVX2 code (docs/PERFORMANCE.md).
+  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (PackDot with
+  // kDotQuads) measured slower for this format (docs/PERFORMANCE.md).
   static constexpr bool kSingleTokenDotQuads = false;
-  static constexpr bool kSingleTokenFullWidth = true;
   using Terms = K4Terms;
   struct Packed {
     // Defined here, inside the target region: GCC compiles the implicit constructor of a
@@ -127,51 +126,13 @@ struct Format {
     }
   }
 
-  // A single token on vpdpbusd: Pack then Dot<1>'s integers, a chunk (two sub-blocks) at a time
-  // against qh transposed once per block, each sub-block's two halves in one dot and one
-  // multiply by its scale (the same integers as two ScaledHalfDot).
+  // A single token: Pack then Dot<1>'s integers, each half sub-block dotted as soon as its
+  // levels are made (the 64 packed vectors would not fit in registers).
   template <bool kDotQuads>
-  requires kDotQuads static HWY_INLINE void PackDot(const WBlock* const* HWY_RESTRICT rows,
-                                                    const LaneRowOffsets& offsets,
-                                                    const XBlock* const* HWY_RESTRICT x,
-                                                    const Terms* const* HWY_RESTRICT terms,
-                                                    size_t b, hn::Vec<LDF> (&acc)[1]) {
-    K4Scales scales;
-    PackK4Scales(rows, offsets, b, scales);
-    QVU8Full high[2][4];
-    Transpose(rows, b, offsetof(WBlock, qh), high[0]);
-    Transpose(rows, b, offsetof(WBlock, qh) + 16, high[1]);
-    const int8_t* HWY_RESTRICT xq = x[0][b].qs;
-    hn::Vec<LDI32> isum[1] = {hn::Zero(LDI32())};
-    Unroll<4>([&](auto j_constant) HWY_ATTR {
-      constexpr size_t j = decltype(j_constant)::value;
-      QVU8Full nibbles[2][4];
-      Transpose(rows, b, offsetof(WBlock, qs) + 32 * j, nibbles[0]);
-      Transpose(rows, b, offsetof(WBlock, qs) + 32 * j + 16, nibbles[1]);
-      Unroll<2>([&](auto p_constant) HWY_ATTR {
-        constexpr size_t k = 2 * j + decltype(p_constant)::value;
-        auto dot = hn::Zero(LDI32()), dot_odd = hn::Zero(LDI32());
-        for (size_t h = 0; h < 2; ++h) {
-          for (size_t s = 0; s < 4; ++s) {
-            auto& sum = s % 2 == 0 ? dot : dot_odd;
-            sum = DotQuads<kDotQuads>(sum, Level<k>(nibbles[h][s], high[h][s]),
-                                      BroadcastQuad(xq + 32 * k + 16 * h + 4 * s));
-          }
-        }
-        const auto scale = hn::ShiftRight<16>(hn::BitCast(LDI32(), scales.scales[k]));
-        isum[0] = hn::Add(isum[0], hn::Mul(hn::Add(dot, dot_odd), scale));
-      });
-    });
-    AccumulateK4<1>(scales, terms, b, isum, acc);
-  }
-
-  // A single token on vpmaddubsw: Pack then Dot<1>'s integers, each half sub-block dotted as
-  // soon as its levels are made (the 64 packed vectors would not fit in registers).
-  template <bool kDotQuads>
-  requires(!kDotQuads) static HWY_INLINE
-      void PackDot(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
-                   const XBlock* const* HWY_RESTRICT x, const Terms* const* HWY_RESTRICT terms,
-                   size_t b, hn::Vec<LDF> (&acc)[1]) {
+  static HWY_INLINE void PackDot(const WBlock* const* HWY_RESTRICT rows,
+                                 const LaneRowOffsets& offsets, const XBlock* const* HWY_RESTRICT x,
+                                 const Terms* const* HWY_RESTRICT terms, size_t b,
+                                 hn::Vec<LDF> (&acc)[1]) {
     K4Scales scales;
     PackK4Scales(rows, offsets, b, scales);
     hn::Vec<LDI32> isum[1] = {hn::Zero(LDI32())};

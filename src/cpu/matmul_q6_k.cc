@@ -32,10 +32,10 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL stay on the 512-bit code (16-row groups, PackDot on vpdpbusd)
-  // rather than hop to the AVX2 code (docs/PERFORMANCE.md).
-  static constexpr bool kSingleTokenDotQuads = false;
-  static constexpr bool kSingleTokenFullWidth = true;
+  // Single tokens on AVX3_DL take the 256-bit vpdpbusd code (PETREL_LANES_SINGLE_TOKEN_HOP, with
+  // PackDot): 8 row streams per thread read faster from a contended memory than the 512-bit
+  // code's 16 (docs/PERFORMANCE.md).
+  static constexpr bool kSingleTokenDotQuads = true;
   struct Terms {
     float d;
     uint32_t neg_sum_pairs[8];  // -bsums 2k and 2k + 1 as an int16 pair (|bsum| <= 16 x 128)
