@@ -32,12 +32,14 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (Dot with
-  // kDotQuads) measured no faster for this format (docs/PERFORMANCE.md).
-  static constexpr bool kSingleTokenDotQuads = false;
+  // Single tokens on AVX3_DL take the 256-bit vpdpbusd code (PETREL_LANES_SINGLE_TOKEN_HOP, with
+  // PackDot): 8 row streams per thread read faster from a contended memory than the 512-bit
+  // code's 16 (docs/PERFORMANCE.md).
+  static constexpr bool kSingleTokenDotQuads = true;
   struct Terms {
     float d;
     uint32_t neg_sum_pairs[8];  // -bsums 2k and 2k + 1 as an int16 pair (|bsum| <= 16 x 128)
+    int32_t level_offset[16];   // -32 bsums[k]: where PackDot's dot of sub-block k starts
   };
   struct Packed {
     // Defined here, inside the target region: GCC compiles the implicit constructor of a
@@ -56,55 +58,108 @@ struct Format {
       terms.neg_sum_pairs[k] =
           uint32_t(uint16_t(-x.bsums[2 * k])) | uint32_t(uint16_t(-x.bsums[2 * k + 1])) << 16;
     }
+    for (size_t k = 0; k < 16; ++k) terms.level_offset[k] = -32 * int32_t(x.bsums[k]);
   }
 
-  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
-                              size_t b, Packed& packed) {
+  // The levels of sub-block k = 8h + 2r + p (h: half, r: nibble chunk and bit pair, p: which 16
+  // bytes) from transposed bytes of chunk A (r even) or B and of H. The 16-bit shifts carry bits
+  // across bytes; the masks clear them.
+  template <size_t r>
+  static HWY_INLINE QVU8Full Level(QVU8Full chunk, QVU8Full high) {
+    const LDU8 du8;
+    const hn::Repartition<uint16_t, LDU8> du16;
+    const auto c16 = hn::BitCast(du16, chunk), h16 = hn::BitCast(du16, high);
+    const auto nibble = r < 2 ? c16 : hn::ShiftRight<4>(c16);
+    hn::Vec<decltype(du16)> top;
+    if constexpr (r < 2) {
+      top = hn::ShiftLeft<4 - 2 * r>(h16);
+    } else if constexpr (r == 2) {
+      top = h16;
+    } else {
+      top = hn::ShiftRight<2>(h16);
+    }
+    return hn::Or(hn::And(hn::BitCast(du8, nibble), hn::Set(du8, 0x0F)),
+                  hn::And(hn::BitCast(du8, top), hn::Set(du8, 0x30)));
+  }
+
+  // Bytes 16p..16p + 15 of the chunks of half h at a time, unrolled so that the byte offsets and
+  // shifts are constants: body(h, p, a, bq, hq) with the chunks transposed (h and p
+  // integral_constants). Sub-block 8h + 2r + p takes Level<r> of a (r even) or bq, and hq.
+  template <class Body>
+  static HWY_INLINE void ForEachQuarter(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                        const Body& body) {
     const uint8_t* blocks[kLaneRows];
     for (size_t l = 0; l < kLaneRows; ++l) {
       blocks[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
     }
-    // Bytes 16k..16k + 15 of the chunks of half h at a time (i = 2h + k), unrolled so that the
-    // byte offsets are constants of the loads.
-    const LDU8 du8;
-    const hn::Repartition<uint16_t, LDU8> du16;
-    const auto mask = hn::Set(du8, 0x0F), high = hn::Set(du8, 0x30);
     Unroll<4>([&](auto i_constant) HWY_ATTR {
-      constexpr size_t h = decltype(i_constant)::value / 2, k = decltype(i_constant)::value % 2;
+      constexpr size_t h = decltype(i_constant)::value / 2, p = decltype(i_constant)::value % 2;
       QVU8Full a[4], bq[4], hq[4];
       auto transpose = [&](size_t offset, QVU8Full(&quads)[4]) HWY_ATTR {
         const uint8_t* src[kLaneRows];
         for (size_t l = 0; l < kLaneRows; ++l) src[l] = blocks[l] + offset;
         TransposeWords(src, quads);
       };
-      transpose(64 * h + 16 * k, a);
-      transpose(64 * h + 32 + 16 * k, bq);
-      transpose(offsetof(WBlock, qh) + 32 * h + 16 * k, hq);
-      for (size_t s = 0; s < 4; ++s) {
-        const auto a16 = hn::BitCast(du16, a[s]), b16 = hn::BitCast(du16, bq[s]);
-        const auto h16 = hn::BitCast(du16, hq[s]);
-        auto level = [&](auto nibble, auto top) HWY_ATTR {
-          return hn::Or(hn::And(hn::BitCast(du8, nibble), mask),
-                        hn::And(hn::BitCast(du8, top), high));
-        };
-        // Levels of elements 128h + 32r + 16k + 4s.. (the 16-bit shifts carry bits across
-        // bytes; the masks clear them).
-        QVU8Full* q = packed.q + 32 * h + 4 * k + s;
-        q[0] = level(a16, hn::ShiftLeft<4>(h16));
-        q[8] = level(b16, hn::ShiftLeft<2>(h16));
-        q[16] = level(hn::ShiftRight<4>(a16), h16);
-        q[24] = level(hn::ShiftRight<4>(b16), hn::ShiftRight<2>(h16));
-      }
+      transpose(64 * h + 16 * p, a);
+      transpose(64 * h + 32 + 16 * p, bq);
+      transpose(offsetof(WBlock, qh) + 32 * h + 16 * p, hq);
+      body(std::integral_constant<size_t, h>(), std::integral_constant<size_t, p>(), a, bq, hq);
     });
-    // The 16 scales transposed like the quants (measured: faster than four gathers), so that
-    // scales 4m..4m + 3 of row l are the bytes of lane l of words[m].
+  }
+
+  // body(k, levels[4]) for each sub-block k (an integral_constant), whose levels[s] hold
+  // elements 16k + 4s..16k + 4s + 3.
+  template <class Body>
+  static HWY_INLINE void ForEachSubBlock(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                         const Body& body) {
+    ForEachQuarter(
+        rows, b, [&](auto h, auto p, const auto& a, const auto& bq, const auto& hq) HWY_ATTR {
+          Unroll<4>([&](auto r_constant) HWY_ATTR {
+            constexpr size_t r = decltype(r_constant)::value;
+            QVU8Full levels[4];
+            for (size_t s = 0; s < 4; ++s) levels[s] = Level<r>(r % 2 == 0 ? a[s] : bq[s], hq[s]);
+            body(std::integral_constant<size_t,
+                                        8 * decltype(h)::value + 2 * r + decltype(p)::value>(),
+                 levels);
+          });
+        });
+  }
+
+  // The 16 scales transposed like the quants (measured: faster than four gathers): scales
+  // 4m..4m + 3 of row l are the bytes of lane l of words[m].
+  static HWY_INLINE void TransposeScales(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                         QVU8Full (&words)[4]) {
+    const uint8_t* src[kLaneRows];
+    for (size_t l = 0; l < kLaneRows; ++l) {
+      src[l] = reinterpret_cast<const uint8_t*>(rows[l] + b) + offsetof(WBlock, scales);
+    }
+    TransposeWords(src, words);
+  }
+
+  // Each row's d (the last two bytes of the 210-byte block: the upper half of the word before).
+  static HWY_INLINE hn::Vec<LDF> RowScales(const WBlock* const* HWY_RESTRICT rows,
+                                           const LaneRowOffsets& offsets, size_t b) {
+    static_assert(offsetof(WBlock, d) == sizeof(WBlock) - 2, "d ends the block");
+    return HalvesToF32<true>(GatherBlockWords<offsetof(WBlock, d) - 2>(rows, offsets, b));
+  }
+
+  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
+                              size_t b, Packed& packed) {
+    // The four levels of each quad together: on AVX2 all the chunks' quads would not stay in
+    // registers across four passes.
+    ForEachQuarter(
+        rows, b, [&](auto h, auto p, const auto& a, const auto& bq, const auto& hq) HWY_ATTR {
+          for (size_t s = 0; s < 4; ++s) {
+            QVU8Full* q = packed.q + 32 * decltype(h)::value + 4 * decltype(p)::value + s;
+            q[0] = Level<0>(a[s], hq[s]);  // sub-block 8h + p
+            q[8] = Level<1>(bq[s], hq[s]);
+            q[16] = Level<2>(a[s], hq[s]);
+            q[24] = Level<3>(bq[s], hq[s]);
+          }
+        });
     const LDI16 d16;
     QVU8Full words[4];
-    {
-      const uint8_t* src[kLaneRows];
-      for (size_t l = 0; l < kLaneRows; ++l) src[l] = blocks[l] + offsetof(WBlock, scales);
-      TransposeWords(src, words);
-    }
+    TransposeScales(rows, b, words);
     auto high_pairs = [&](size_t m, QVU8Full index) {
       return hn::BitCast(d16, hn::TableLookupBytesOr0(words[m], index));
     };
@@ -118,9 +173,7 @@ struct Format {
       packed.offsets[2 * m] = hn::ShiftRight<3>(high_pairs(m, PairIndex<0, 1, true>()));
       packed.offsets[2 * m + 1] = hn::ShiftRight<3>(high_pairs(m, PairIndex<2, 3, true>()));
     }
-    // d is the last two bytes of the 210-byte block: the upper half of the word before them.
-    static_assert(offsetof(WBlock, d) == sizeof(WBlock) - 2, "d ends the block");
-    packed.d = HalvesToF32<true>(GatherBlockWords<offsetof(WBlock, d) - 2>(rows, offsets, b));
+    packed.d = RowScales(rows, offsets, b);
   }
 
   template <size_t T, bool kDotQuads = kHasDotQuads>
@@ -169,6 +222,39 @@ struct Format {
       const auto dx = hn::Set(df, terms[t][b].d);
       acc[t] = hn::MulAdd(hn::ConvertTo(df, isum[t]), hn::Mul(packed.d, dx), acc[t]);
     }
+  }
+
+  // Pack then Dot<1>'s integers for a single token, a sub-block at a time as its levels are made
+  // (the 64 packed vectors would not fit in registers). Only with vpdpbusd: the levels (0..63)
+  // enter unsigned as they are, in a chain that starts at the offset's -32 x the sub-block's
+  // activation sum, and the sub-block's dot of level - 32 is multiplied by its scale as int32;
+  // the same exact integers as Dot's (|isum| < 16 x 128 x 16 x 64 x 128).
+  template <bool kDotQuads>
+  requires kDotQuads static HWY_INLINE void PackDot(const WBlock* const* HWY_RESTRICT rows,
+                                                    const LaneRowOffsets& offsets,
+                                                    const XBlock* const* HWY_RESTRICT x,
+                                                    const Terms* const* HWY_RESTRICT terms,
+                                                    size_t b, hn::Vec<LDF> (&acc)[1]) {
+    const LDI32 d32;
+    const LDF df;
+    QVU8Full words[4];
+    TransposeScales(rows, b, words);
+    const int8_t* HWY_RESTRICT xq = x[0][b].qs;
+    const Terms& xt = terms[0][b];
+    auto isum = hn::Zero(d32);
+    ForEachSubBlock(rows, b, [&](auto k_constant, const QVU8Full(&levels)[4]) HWY_ATTR {
+      constexpr size_t k = decltype(k_constant)::value;
+      // Scale k, sign-extended from byte k % 4 of each lane of words[k / 4].
+      const auto scale =
+          hn::ShiftRight<24>(hn::ShiftLeft<24 - 8 * (k % 4)>(hn::BitCast(d32, words[k / 4])));
+      auto dot = hn::Set(d32, xt.level_offset[k]);
+      for (size_t s = 0; s < 4; ++s) {
+        dot = DotQuads<kDotQuads>(dot, levels[s], BroadcastQuad(xq + 16 * k + 4 * s));
+      }
+      isum = hn::Add(isum, hn::Mul(dot, scale));
+    });
+    const auto d = RowScales(rows, offsets, b);
+    acc[0] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Mul(d, hn::Set(df, xt.d)), acc[0]);
   }
 #endif  // PETREL_QUANT_SIMD
 };
