@@ -88,18 +88,14 @@ HWY_INLINE void SumRows(D d, const V* HWY_RESTRICT acc, float* HWY_RESTRICT sums
 // run-time flags, the compiler kept the accumulators in a stack array and copied them in and out
 // around the loop on every call of a segmented prompt tile (gemm_bench 2048 x 2048 x 128: 2.8 %
 // of the kernel's samples on those copies, 1.5 % with the flags as template arguments).
-// With kStoreF32 the tile also stores each widened weight vector of row j at
-// f32_rows + j * f32_row_stride (a prompt panel's first token tile, see MatMulPromptPanel).
-template <size_t kRows, size_t kTokens, bool kResume, bool kFinish, typename TW,
-          typename TTail = TW, bool kStoreF32 = false>
+template <size_t kRows, size_t kTokens, bool kResume, bool kFinish, typename TW>
 HWY_INLINE void MatMulTileBody(const TW* const* HWY_RESTRICT w_rows,
-                               const TTail* HWY_RESTRICT w_tail, size_t row_stride_elems,
+                               const TW* HWY_RESTRICT w_tail, size_t row_stride_elems,
                                size_t n_full, size_t tail, const float* HWY_RESTRICT x,
                                size_t x_stride, const float* HWY_RESTRICT bias,
                                float* HWY_RESTRICT out, size_t out_stride, size_t row,
                                size_t row_step, float* HWY_RESTRICT saved,
-                               size_t stream_ahead, float* HWY_RESTRICT f32_rows = nullptr,
-                               size_t f32_row_stride = 0) {
+                               size_t stream_ahead) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const size_t lanes = hn::Lanes(d);
@@ -137,11 +133,6 @@ HWY_INLINE void MatMulTileBody(const TW* const* HWY_RESTRICT w_rows,
     }
     V wv[kRows];
     for (size_t j = 0; j < kRows; ++j) wv[j] = LoadAsF32(d, w_rows[j] + k * lanes);
-    if constexpr (kStoreF32) {
-      for (size_t j = 0; j < kRows; ++j) {
-        hn::Store(wv[j], d, f32_rows + j * f32_row_stride + k * lanes);
-      }
-    }
     for (size_t t = 0; t < kTokens; ++t) {
       const V xv = hn::LoadU(d, x + t * x_stride + k * lanes);
       for (size_t j = 0; j < kRows; ++j) acc[j][t] = hn::MulAdd(wv[j], xv, acc[j][t]);
@@ -187,35 +178,6 @@ HWY_INLINE void MatMulTile(const TW* const* HWY_RESTRICT w_rows, const TW* HWY_R
   MatMulTileBody<kRows, kTokens, RESUME, FINISH, TW>(w_rows, w_tail, row_stride_elems, n_full,   \
                                                      tail, x, x_stride, bias, out, out_stride,   \
                                                      row, row_step, saved, stream_ahead)
-  if (resume) {
-    if (finish) {
-      PETREL_TILE_BODY(true, true);
-    } else {
-      PETREL_TILE_BODY(true, false);
-    }
-  } else if (finish) {
-    PETREL_TILE_BODY(false, true);
-  } else {
-    PETREL_TILE_BODY(false, false);
-  }
-#undef PETREL_TILE_BODY
-}
-
-// A full tile on F16/BF16 rows that also stores their widened f32 vectors at f32_rows (row j at
-// f32_rows + j * f32_row_stride): a prompt panel's first token tile, so that widening the panel
-// overlaps with its FMAs. The tail is already widened (the panel's p_tail).
-template <size_t kRows, size_t kTokens, typename TW>
-HWY_INLINE void MatMulWideningTile(const TW* const* HWY_RESTRICT w_rows,
-                                   const float* HWY_RESTRICT w_tail, size_t n_full, size_t tail,
-                                   const float* HWY_RESTRICT x, size_t x_stride,
-                                   const float* HWY_RESTRICT bias, float* HWY_RESTRICT out,
-                                   size_t out_stride, size_t row, float* HWY_RESTRICT saved,
-                                   bool resume, bool finish, size_t stream_ahead,
-                                   float* HWY_RESTRICT f32_rows, size_t f32_row_stride) {
-#define PETREL_TILE_BODY(RESUME, FINISH)                                                       \
-  MatMulTileBody<kRows, kTokens, RESUME, FINISH, TW, float, true>(                             \
-      w_rows, w_tail, 0, n_full, tail, x, x_stride, bias, out, out_stride, row, 1, saved,      \
-      stream_ahead, f32_rows, f32_row_stride)
   if (resume) {
     if (finish) {
       PETREL_TILE_BODY(true, true);
@@ -393,23 +355,34 @@ HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes
       }
     }
   }
-  // The f32 rows the tiles read. F16/BF16 panels are widened by their first token tile
-  // (MatMulWideningTile), which reads each row segment from memory, fetching the next block's
-  // kWidenAheadBlocks ahead, and stores it widened while its FMAs run: widening the whole panel
-  // before the tiles left the FMA units idle while it waited on the weight read (~20 % of an F16
-  // prompt's kernel samples, tinyllama pp128).
   const TP* p_rows[kPanelBlocks * kTileRows];
-  float* widened = nullptr;  // (panel_rows, n_full * lanes)
-  const size_t widened_stride = n_full * lanes;
   if constexpr (kWiden) {
     thread_local Scratch<float> widened_storage;
-    widened = GrowScratch(widened_storage, panel_rows * widened_stride);
-    for (size_t r = 0; r < panel_rows; ++r) p_rows[r] = widened + r * widened_stride;
+    float* widened = GrowScratch(widened_storage, panel_rows * n_full * lanes);
+    // Each row is its own stream (a 4 KB F16 row is a page, where the hardware prefetcher
+    // stops), and a thread's first panel of a row chunk was not prefetched by a panel before
+    // it: fetch rows kWidenAheadBytes ahead of the one being widened (at least two rows).
+    // Widening a row takes about as many cycles as it has vectors, so two short rows ahead
+    // (1.5 KB each for n_in 768) did not cover the memory latency.
+    constexpr size_t kWidenAheadBytes = 12288;
+    const size_t row_bytes = n_full * lanes * sizeof(TW);
+    const size_t widen_ahead =
+        std::max<size_t>(2, (kWidenAheadBytes + row_bytes - 1) / std::max<size_t>(row_bytes, 1));
+    for (size_t r = 0; r < widen_ahead && r < panel_rows; ++r) {
+      PrefetchBytes(w_rows[r], row_bytes);
+    }
+    for (size_t r = 0; r < panel_rows; ++r) {
+      if (r + widen_ahead < panel_rows) PrefetchBytes(w_rows[r + widen_ahead], row_bytes);
+      const TW* HWY_RESTRICT src = w_rows[r];
+      float* HWY_RESTRICT dst = widened + r * n_full * lanes;
+      for (size_t k = 0; k < n_full; ++k) {
+        hn::Store(LoadAsF32(d, src + k * lanes), d, dst + k * lanes);
+      }
+      p_rows[r] = dst;
+    }
   } else {
     for (size_t r = 0; r < panel_rows; ++r) p_rows[r] = w_rows[r];
   }
-  constexpr size_t kWidenAheadBlocks = 1;
-  const size_t widen_ahead = kWidenAheadBlocks * kTileRows * w_row_bytes / sizeof(TW);
   const size_t seg_cap = std::max<size_t>(1, kSegmentBytes / (kTileTokens * sizeof(float) * lanes));
   const size_t n_segments = std::max<size_t>(1, (n_full + seg_cap - 1) / seg_cap);
   const size_t seg_vecs = (n_full + n_segments - 1) / n_segments;
@@ -445,21 +418,6 @@ HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes
           const TP* block_rows[kTileRows];
           for (size_t j = 0; j < kTileRows; ++j) block_rows[j] = p_rows[b * kTileRows + j] + k0 * lanes;
           const size_t block_row = row + b * kTileRows;
-          if constexpr (kWiden) {
-            // The first chunk holds at least two full token tiles (kShortBatchTokens).
-            if (t0 == 0 && i == 0) {
-              const TW* block_w[kTileRows];
-              for (size_t j = 0; j < kTileRows; ++j) {
-                block_w[j] = w_rows[b * kTileRows + j] + k0 * lanes;
-              }
-              MatMulWideningTile<kTileRows, kTileTokens, TW>(
-                  block_w, p_tail[b], k1 - k0, last ? tail : 0, x_seg + t * x_stride, x_stride,
-                  bias, out + out_t * out_stride, out_stride, block_row, tile_saved, s != 0, last,
-                  widen_ahead, widened + b * kTileRows * widened_stride + k0 * lanes,
-                  widened_stride);
-              continue;
-            }
-          }
           if (t + kTileTokens <= chunk) {
             MatMulTile<kTileRows, kTileTokens, TP>(
                 block_rows, p_tail[b], 0, k1 - k0, last ? tail : 0, x_seg + t * x_stride,
