@@ -327,9 +327,11 @@ HWY_INLINE size_t PanelBlocks(size_t n_in) {
 
 // F16 panels on AVX-512 are not widened: the 4 x 6 tile converts each weight vector
 // (`vcvtph2ps`) once for 24 FMAs, which Zen 5 overlaps with them, and the tiles then read half
-// the bytes from L2 with no widening pass that waits on the weight read (gemm_bench F16, one
-// thread: 1.07-1.55x on 2048 x 2048 x 128/512, 5632 x 2048 x 128, 2048 x 5632 x 128).
-// AVX2's 3 x 4 tile converts once per 12 FMAs, where in-tile conversion measured no faster.
+// the bytes from L2 with no widening pass that waits on the weight read (tinyllama F16 pp128,
+// two threads: 1.12-1.90x the t/s of widened panels, four alternations on a loaded host;
+// gemm_bench F16, one thread: 1.07-1.48x widening in the first token tile on 2048 x 2048 x
+// 128/512, 5632 x 2048 x 128, 2048 x 5632 x 128). AVX2's 3 x 4 tile converts once per 12 FMAs,
+// where in-tile conversion measured no faster (0.92-1.15x).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr bool kF16PanelsInTile = true;
 #else
