@@ -296,13 +296,12 @@ HWY_NOINLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes,
 // block of the panel. The tile's activations are read from L2 once and then stay in L1 while the
 // panel's weights stream past them from L2: a long row is split into k segments whose
 // activations fit L1 (the tiles carry their accumulators across segments). F16/BF16 weights are
-// widened once per panel (except F16 on AVX-512, kF16PanelsInTile below) into an f32 scratch
-// that serves all tokens, so that the tiles, which
-// reuse each weight vector for the whole chunk, spend the FMA ports on products: converted in
-// the tile, each weight vector costs an FMA-port uop beside its kTileTokens FMAs (at most 0.8 of
-// the FMA roof for 3 x 4). Widening once per 64-token chunk instead cost ~12 % of an F16 prompt
-// (perf, tinyllama pp512): the widened rows are written to L2, which costs more than the 16 uses
-// per weight vector in a chunk can hide.
+// widened once per panel (but F16 on AVX-512, kF16PanelsInTile below) into an f32 scratch that
+// serves all tokens, so that the tiles, which reuse each weight vector for the whole chunk, spend
+// the FMA ports on products: converted in the tile, each weight vector costs an FMA-port uop
+// beside its kTileTokens FMAs (at most 0.8 of the FMA roof for 3 x 4). Widening once per 64-token
+// chunk instead cost ~12 % of an F16 prompt (perf, tinyllama pp512): the widened rows are
+// written to L2, which costs more than the 16 uses per weight vector in a chunk can hide.
 constexpr size_t kPanelBlocks = 16;
 // L2 bytes for a panel's (widened) rows, a quarter of a 2 MB L2: the chunk's activations and
 // the next panel's prefetched rows share the rest. Long rows make the panel shorter.
