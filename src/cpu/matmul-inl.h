@@ -296,12 +296,12 @@ HWY_NOINLINE void MatMulRowBlock(const char* HWY_RESTRICT w, size_t w_row_bytes,
 // block of the panel. The tile's activations are read from L2 once and then stay in L1 while the
 // panel's weights stream past them from L2: a long row is split into k segments whose
 // activations fit L1 (the tiles carry their accumulators across segments). F16/BF16 weights are
-// widened once per panel into an f32 scratch that serves all tokens, so that the tiles, which
-// reuse each weight vector for the whole chunk, spend the FMA ports on products: converted in
-// the tile, each weight vector costs an FMA-port uop beside its kTileTokens FMAs (at most 0.8 of
-// the FMA roof for 3 x 4). Widening once per 64-token chunk instead cost ~12 % of an F16 prompt
-// (perf, tinyllama pp512): the widened rows are written to L2, which costs more than the 16 uses
-// per weight vector in a chunk can hide.
+// widened once per panel (but F16 on AVX-512, kF16PanelsInTile below) into an f32 scratch that
+// serves all tokens, so that the tiles, which reuse each weight vector for the whole chunk, spend
+// the FMA ports on products: converted in the tile, each weight vector costs an FMA-port uop
+// beside its kTileTokens FMAs (at most 0.8 of the FMA roof for 3 x 4). Widening once per 64-token
+// chunk instead cost ~12 % of an F16 prompt (perf, tinyllama pp512): the widened rows are
+// written to L2, which costs more than the 16 uses per weight vector in a chunk can hide.
 constexpr size_t kPanelBlocks = 16;
 // L2 bytes for a panel's (widened) rows, a quarter of a 2 MB L2: the chunk's activations and
 // the next panel's prefetched rows share the rest. Long rows make the panel shorter.
@@ -324,6 +324,19 @@ HWY_INLINE size_t PanelBlocks(size_t n_in) {
   return std::clamp<size_t>(kPanelBytes / std::max<size_t>(block_bytes, 1), 1, kPanelBlocks);
 }
 
+// F16 panels on AVX-512 are not widened: the 4 x 6 tile converts each weight vector
+// (`vcvtph2ps`) once for 24 FMAs, which Zen 5 overlaps with them, and the tiles then read half
+// the bytes from L2 with no widening pass that waits on the weight read (tinyllama F16 pp128,
+// two threads: 1.12-1.90x the t/s of widened panels, four alternations on a loaded host;
+// gemm_bench F16, one thread: 1.07-1.48x widening in the first token tile on 2048 x 2048 x
+// 128/512, 5632 x 2048 x 128, 2048 x 5632 x 128). AVX2's 3 x 4 tile converts once per 12 FMAs,
+// where in-tile conversion measured no faster (0.92-1.15x).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kF16PanelsInTile = true;
+#else
+constexpr bool kF16PanelsInTile = false;
+#endif
+
 template <typename TW>
 HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes, size_t n_in,
                                   const float* HWY_RESTRICT x, size_t x_stride, size_t n_tokens,
@@ -339,7 +352,8 @@ HWY_INLINE void MatMulPromptPanel(const char* HWY_RESTRICT w, size_t w_row_bytes
   for (size_t r = 0; r < panel_rows; ++r) {
     w_rows[r] = reinterpret_cast<const TW*>(w + (row + r) * w_row_bytes);
   }
-  constexpr bool kWiden = !std::is_same_v<TW, float>;
+  constexpr bool kInTile = kF16PanelsInTile && std::is_same_v<TW, hwy::float16_t>;
+  constexpr bool kWiden = !std::is_same_v<TW, float> && !kInTile;
   using TP = std::conditional_t<kWiden, float, TW>;  // the element type the tiles read
   // Zero-padded tails, used by the last segment.
   HWY_ALIGN TP p_tail[kPanelBlocks][kTileRows * kMaxF32Lanes];
