@@ -64,7 +64,7 @@ struct Format {
         for (size_t s = 0; s < 4; ++s) packed.q[8 * j + 4 * h + s] = half[s];
       }
     }
-    PackK4Scales(rows, offsets, b, packed.scales);
+    PackK4Scales(rows, b, packed.scales);
   }
 
   // isum[t] (k == 0) or isum[t] + the scaled int32 dot of sub-block k (chunk k / 2, low or high
@@ -141,7 +141,7 @@ struct Format {
                                  const Terms* const* HWY_RESTRICT terms, size_t b,
                                  hn::Vec<LDF> (&acc)[1]) {
     K4Scales scales;
-    PackK4Scales(rows, offsets, b, scales);
+    PackK4Scales(rows, b, scales);
     hn::Vec<LDI32> isum[1];
     Unroll<4>([&](auto j_constant) HWY_ATTR {
       constexpr size_t j = decltype(j_constant)::value;

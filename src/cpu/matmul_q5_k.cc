@@ -101,7 +101,7 @@ struct Format {
     ForEachHalfSubBlock(rows, b, [&](size_t k, size_t h, const QVU8Full(&levels)[4]) HWY_ATTR {
       for (size_t s = 0; s < 4; ++s) packed.q[8 * k + 4 * h + s] = levels[s];
     });
-    PackK4Scales(rows, offsets, b, packed.scales);
+    PackK4Scales(rows, b, packed.scales);
   }
 
   // The int32 dot of 16 levels (a half sub-block) with the activations at xq, times the row's
@@ -134,7 +134,7 @@ struct Format {
                                  const Terms* const* HWY_RESTRICT terms, size_t b,
                                  hn::Vec<LDF> (&acc)[1]) {
     K4Scales scales;
-    PackK4Scales(rows, offsets, b, scales);
+    PackK4Scales(rows, b, scales);
     hn::Vec<LDI32> isum[1] = {hn::Zero(LDI32())};
     ForEachHalfSubBlock(rows, b, [&](size_t k, size_t h, const QVU8Full(&levels)[4]) HWY_ATTR {
       isum[0] = hn::Add(isum[0], ScaledHalfDot<kDotQuads>(levels, x[0][b].qs + 32 * k + 16 * h,

@@ -53,11 +53,9 @@ struct K4Scales {
 // nibbles of bytes 8..11 with two high bits from the tops of bytes 0..7. The block heads of all
 // rows, transposed once (TransposeBlockHeads), decode into int16 pair lanes.
 template <class WBlock>
-HWY_INLINE void PackK4Scales(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
-                             size_t b, K4Scales& packed) {
+HWY_INLINE void PackK4Scales(const WBlock* const* HWY_RESTRICT rows, size_t b, K4Scales& packed) {
   static_assert(offsetof(WBlock, d) == 0 && offsetof(WBlock, dmin) == 2, "d, dmin start the block");
   const LDU32 du32;
-  (void)offsets;
   hn::Vec<LDU32> heads[4];  // d and dmin, then the three words of scales and mins
   TransposeBlockHeads(rows, b, heads);
   const auto w0 = heads[1], w1 = heads[2], w2 = heads[3];
