@@ -4,14 +4,15 @@
 # per-pass ratios (docs/PERFORMANCE.md, "Method").
 #   scripts/bench_vs.sh [-p PASSES] [-r REPS] [-t THREADS] [-d DIR] [-s SHAPES] LLAMA_BENCH [FILES...]
 # -p: interleaved passes (default 3); -r: repetitions of each test within a pass, for both engines
-# (default 1); -t: threads (default 2). Without FILES: the SHAPES (default "small tinyllama") in
+# (default 3: a 20 ms test measured once swings with every preemption); -t: threads (default 2).
+# Without FILES: the SHAPES (default "small tinyllama") in
 # Q4_0, Q4_K_M, Q8_0 and F16 from DIR (default /tmp/petrel-bench-models), written there with
 # `petrel synth` when missing. Tests: pp128, pp512, tg64.
 # Environment: PETREL (default build/tools/petrel), SHARED (default ../shared), OUT (the raw
 # JSON lines, default /tmp/petrel-bench-vs.jsonl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-passes=3 reps=1 threads=2 dir=/tmp/petrel-bench-models shapes="small tinyllama"
+passes=3 reps=3 threads=2 dir=/tmp/petrel-bench-models shapes="small tinyllama"
 usage() {
   sed -n '5p' "$0" | sed 's/^# *//' >&2
   exit 2
