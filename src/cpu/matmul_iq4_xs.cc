@@ -72,11 +72,10 @@ struct Format {
   static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
                               size_t b, Packed& packed) {
     for (size_t ib = 0; ib < 8; ++ib) PackSubBlock(rows, b, ib, packed.q[ib]);
-    PackScales(rows, offsets, b, packed.scales, packed.d);
+    PackScales(rows, b, packed.scales, packed.d);
   }
 
-  static HWY_INLINE void PackScales(const WBlock* const* HWY_RESTRICT rows,
-                                    const LaneRowOffsets& offsets, size_t b,
+  static HWY_INLINE void PackScales(const WBlock* const* HWY_RESTRICT rows, size_t b,
                                     hn::Vec<LDI32> (&scales)[8], hn::Vec<LDF>& d) {
     static_assert(offsetof(WBlock, d) == 0 && offsetof(WBlock, scales_h) == 2 &&
                       offsetof(WBlock, scales_l) == 4,
@@ -85,10 +84,9 @@ struct Format {
     // at byte 4), high 2 bits from scales_h (bits 2 ib of the upper half of the word at byte 0),
     // both words from one transpose of the block heads.
     const LDU32 du32;
-    (void)offsets;
-    hn::Vec<LDU32> heads[4];  // d and scales_h, scales_l, then the first quants (unused)
-    TransposeBlockHeads(rows, b, heads);
-    const auto w0 = heads[0], low_words = heads[1];
+    QVU8Full heads[4];  // d and scales_h, scales_l, then the first quants (unused)
+    TransposeBlockBytes(rows, b, 0, heads);
+    const auto w0 = hn::BitCast(du32, heads[0]), low_words = hn::BitCast(du32, heads[1]);
     const auto high_words = hn::ShiftRight<16>(w0);
     const auto four = hn::Set(du32, 0xF), three = hn::Set(du32, 3);
     const auto bias = hn::Set(LDI32(), 32);
@@ -168,7 +166,7 @@ struct Format {
                                  hn::Vec<LDF> (&acc)[1]) {
     hn::Vec<LDI32> scales[8];
     hn::Vec<LDF> d;
-    PackScales(rows, offsets, b, scales, d);
+    PackScales(rows, b, scales, d);
     hn::Vec<LDI32> total[1];
     for (size_t ib = 0; ib < 8; ++ib) {
       QVU8Full q[8];

@@ -46,16 +46,6 @@ struct Format {
 
   static HWY_INLINE void ComputeTerms(const XBlock& x, Terms& terms) { ComputeK4Terms(x, terms); }
 
-  // Lane l of quads[s]: bytes `offset` + 4s..4s + 3 of block b of row l.
-  static HWY_INLINE void Transpose(const WBlock* const* HWY_RESTRICT rows, size_t b, size_t offset,
-                                   QVU8Full (&quads)[4]) {
-    const uint8_t* src[kLaneRows];
-    for (size_t l = 0; l < kLaneRows; ++l) {
-      src[l] = reinterpret_cast<const uint8_t*>(rows[l] + b) + offset;
-    }
-    TransposeWords(src, quads);
-  }
-
   // The levels of sub-block k (k = 2j + p) from transposed bytes of chunk j (nibble p) and of qh
   // (bit k). The 16-bit shifts carry bits across bytes; the masks clear them.
   template <size_t k>
@@ -82,11 +72,11 @@ struct Format {
     Unroll<2>([&](auto h_constant) HWY_ATTR {
       constexpr size_t h = decltype(h_constant)::value;
       QVU8Full high[4];
-      Transpose(rows, b, offsetof(WBlock, qh) + 16 * h, high);
+      TransposeBlockBytes(rows, b, offsetof(WBlock, qh) + 16 * h, high);
       Unroll<4>([&](auto j_constant) HWY_ATTR {
         constexpr size_t j = decltype(j_constant)::value;
         QVU8Full nibbles[4];
-        Transpose(rows, b, offsetof(WBlock, qs) + 32 * j + 16 * h, nibbles);
+        TransposeBlockBytes(rows, b, offsetof(WBlock, qs) + 32 * j + 16 * h, nibbles);
         QVU8Full levels[4];
         for (size_t s = 0; s < 4; ++s) levels[s] = Level<2 * j>(nibbles[s], high[s]);
         body(2 * j, h, levels);

@@ -254,19 +254,18 @@ HWY_INLINE hn::Vec<LDU32> GatherBlockWords(const WBlock* const* HWY_RESTRICT row
   return hn::Load(du32, words);
 }
 
-// The first 16 bytes of block b of each row as four word lanes (lane l of words[i] = bytes
-// 4i..4i+3 of row l's block): one TransposeWords where the K-quants and IQ4_XS keep their scales,
-// instead of a gather per word (the gathers were about a third of Q4_K's single-token samples
-// on Zen 5).
+// The 16 bytes at `offset` in block b of each row, transposed (lane l of words[i] = bytes
+// offset + 4i..offset + 4i + 3 of row l's block). At offset 0 these are the block heads where the
+// K-quants and IQ4_XS keep d and their scales: one transpose instead of a gather per word (the
+// gathers were about a third of Q4_K's single-token samples on Zen 5).
 template <class WBlock>
-HWY_INLINE void TransposeBlockHeads(const WBlock* const* HWY_RESTRICT rows, size_t b,
-                                    hn::Vec<LDU32> (&words)[4]) {
-  static_assert(sizeof(WBlock) >= 16, "a block head of 16 bytes");
-  const uint8_t* heads[kLaneRows];
-  for (size_t l = 0; l < kLaneRows; ++l) heads[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
-  QVU8Full transposed[4];
-  TransposeWords(heads, transposed);
-  for (size_t i = 0; i < 4; ++i) words[i] = hn::BitCast(LDU32(), transposed[i]);
+HWY_INLINE void TransposeBlockBytes(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                    size_t offset, QVU8Full (&words)[4]) {
+  const uint8_t* src[kLaneRows];
+  for (size_t l = 0; l < kLaneRows; ++l) {
+    src[l] = reinterpret_cast<const uint8_t*>(rows[l] + b) + offset;
+  }
+  TransposeWords(src, words);
 }
 
 #if HWY_TARGET == HWY_AVX3_DL

@@ -51,14 +51,15 @@ struct K4Scales {
 // The 6-bit scales and mins as ggml's get_scale_min_k4 lays them out, four per 32-bit lane:
 // sub-blocks 0..3 in the low six bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 from the
 // nibbles of bytes 8..11 with two high bits from the tops of bytes 0..7. The block heads of all
-// rows, transposed once (TransposeBlockHeads), decode into int16 pair lanes.
+// rows, transposed once (TransposeBlockBytes), decode into int16 pair lanes.
 template <class WBlock>
 HWY_INLINE void PackK4Scales(const WBlock* const* HWY_RESTRICT rows, size_t b, K4Scales& packed) {
   static_assert(offsetof(WBlock, d) == 0 && offsetof(WBlock, dmin) == 2, "d, dmin start the block");
   const LDU32 du32;
-  hn::Vec<LDU32> heads[4];  // d and dmin, then the three words of scales and mins
-  TransposeBlockHeads(rows, b, heads);
-  const auto w0 = heads[1], w1 = heads[2], w2 = heads[3];
+  QVU8Full heads[4];  // d and dmin, then the three words of scales and mins
+  TransposeBlockBytes(rows, b, 0, heads);
+  const auto w0 = hn::BitCast(du32, heads[1]), w1 = hn::BitCast(du32, heads[2]);
+  const auto w2 = hn::BitCast(du32, heads[3]);
   const auto low6 = hn::Set(du32, 0x3F3F3F3Fu), low4 = hn::Set(du32, 0x0F0F0F0Fu);
   const auto bits45 = hn::Set(du32, 0x30303030u);
   const LDU8 du8;
@@ -81,8 +82,9 @@ HWY_INLINE void PackK4Scales(const WBlock* const* HWY_RESTRICT rows, size_t b, K
   packed.mins[1] = pairs(mins_lo, PairIndex<2, 3>());
   packed.mins[2] = pairs(mins_hi, PairIndex<0, 1>());
   packed.mins[3] = pairs(mins_hi, PairIndex<2, 3>());
-  packed.d = HalvesToF32<false>(heads[0]);
-  packed.dmin = HalvesToF32<true>(heads[0]);
+  const auto d_words = hn::BitCast(du32, heads[0]);
+  packed.d = HalvesToF32<false>(d_words);
+  packed.dmin = HalvesToF32<true>(d_words);
 }
 
 // acc[t] += the block's contribution, from isum[t] (lanes = rows: sum over sub-blocks of scale
