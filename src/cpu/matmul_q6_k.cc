@@ -32,10 +32,11 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL take the 256-bit vpdpbusd code (PETREL_LANES_SINGLE_TOKEN_HOP, with
-  // PackDot): 8 row streams per thread read faster from a contended memory than the 512-bit
-  // code's 16 (docs/PERFORMANCE.md).
+  // Single tokens on AVX3_DL stay there, on paired lanes (PairedDot: 8 row streams per thread,
+  // which read faster from a contended memory than the 512-bit code's 16, at full width); on
+  // AVX3 they take the AVX2 code (PETREL_LANES_SINGLE_TOKEN_HOP, docs/PERFORMANCE.md).
   static constexpr bool kSingleTokenDotQuads = true;
+  static constexpr bool kSingleTokenFullWidth = true;
   struct Terms {
     float d;
     uint32_t neg_sum_pairs[8];  // -bsums 2k and 2k + 1 as an int16 pair (|bsum| <= 16 x 128)
@@ -238,6 +239,74 @@ struct Format {
     const auto d = RowScales(rows, offsets, b);
     acc[0] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Mul(d, hn::Set(df, xt.d)), acc[0]);
   }
+
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+  // A single token's terms in lane-pair order (quant_lanes_paired-inl.h): lane 2l + h takes half
+  // h of each block, whose sub-block k (0..7) is the block's 8h + k.
+  struct PairTerms {
+    int8_t qs[256];            // pair 4k + s: elements 16k + 4s..+3, then 128 + 16k + 4s..+3
+    int32_t level_offset[16];  // pair k: -32 bsums[k], -32 bsums[8 + k]
+    float d;
+  };
+
+  static HWY_INLINE void ComputePairTerms(const XBlock& x, PairTerms& terms) {
+    for (size_t k = 0; k < 8; ++k) {
+      for (size_t s = 0; s < 4; ++s) {
+        std::memcpy(terms.qs + 8 * (4 * k + s), x.qs + 16 * k + 4 * s, 4);
+        std::memcpy(terms.qs + 8 * (4 * k + s) + 4, x.qs + 128 + 16 * k + 4 * s, 4);
+      }
+      terms.level_offset[2 * k] = -32 * int32_t(x.bsums[k]);
+      terms.level_offset[2 * k + 1] = -32 * int32_t(x.bsums[8 + k]);
+    }
+    terms.d = x.d;
+  }
+
+  // Block b of 8 rows for a single token, half h of row l in lane 2l + h: PackDot's sub-block
+  // dots, the chunks of half h at their offsets in lane 2l + h. The scales come from the 16
+  // bytes at 192 (lane 2l: scales 0..7 in words 0-1) and at 194 (lane 2l + 1: scales 8..15 are
+  // bytes 6..13, and word 3's upper half is d), so no read passes the block's end.
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+    const LDI32 d32;
+    const uint8_t* base[kPairRows];
+    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+    static_assert(offsetof(WBlock, scales) == 192 && offsetof(WBlock, d) == 208, "Q6_K layout");
+    QVU8Full low_words[4], high_words[4];
+    TransposeHalves(base, 192, 192, low_words);
+    TransposeHalves(base, 194, 194, high_words);
+    const auto odd_lanes = hn::MaskFromVec(hn::BitCast(
+        d32, hn::ShiftLeft<32>(hn::Set(LDU64(), uint64_t{0xFFFFFFFF}))));
+    auto isum = hn::Zero(d32);
+    Unroll<2>([&](auto p_constant) HWY_ATTR {
+      constexpr size_t p = decltype(p_constant)::value;
+      QVU8Full a[4], bq[4], hq[4];
+      TransposeHalves(base, 16 * p, 64 + 16 * p, a);
+      TransposeHalves(base, 32 + 16 * p, 96 + 16 * p, bq);
+      TransposeHalves(base, 128 + 16 * p, 160 + 16 * p, hq);
+      Unroll<4>([&](auto r_constant) HWY_ATTR {
+        constexpr size_t r = decltype(r_constant)::value, k = 2 * r + p;
+        // Scale k of lane 2l (byte k of low_words) and 8 + k of lane 2l + 1 (byte 6 + k of
+        // high_words), sign-extended.
+        constexpr size_t kHighByte = 6 + k;
+        const auto words = hn::IfThenElse(odd_lanes, hn::BitCast(d32, high_words[kHighByte / 4]),
+                                          hn::BitCast(d32, low_words[k / 4]));
+        const auto shifts = hn::BitCast(
+            d32, hn::Set(LDU64(), uint64_t(24 - 8 * (k % 4)) | uint64_t(24 - 8 * (kHighByte % 4))
+                                                                  << 32));
+        const auto scale = hn::ShiftRight<24>(hn::Shl(words, shifts));
+        auto dot = BroadcastPair(xt.level_offset + 2 * k);
+        for (size_t s = 0; s < 4; ++s) {
+          const QVU8Full levels = Level<r>(r % 2 == 0 ? a[s] : bq[s], hq[s]);
+          dot = DotQuads<true>(dot, levels, BroadcastQuadPair(xt.qs + 8 * (4 * k + s)));
+        }
+        isum = hn::Add(isum, hn::Mul(dot, scale));
+      });
+    });
+    const auto d = OddUpperHalvesToF32(high_words[3]);
+    const hn::Vec<PDF> prod = hn::Mul(d, hn::Set(PDF(), xt.d));
+    return hn::MulAdd(hn::ConvertTo(PDF(), SumLanePairs(isum)), prod, acc);
+  }
+#endif
 #endif  // PETREL_QUANT_SIMD
 };
 

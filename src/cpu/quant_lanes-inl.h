@@ -348,11 +348,12 @@ HWY_INLINE VI32 DotQuads(VI32 sum, VU8 a, VI8 b) {
 }
 
 // One token's results: out[row_of(l)] = acc lane l + bias, for the first n lanes.
-template <class RowOf>
-HWY_INLINE void StoreLaneRows(hn::Vec<LDF> acc, size_t n, const RowOf& row_of,
+template <class VF, class RowOf>
+HWY_INLINE void StoreLaneRows(VF acc, size_t n, const RowOf& row_of,
                               const float* HWY_RESTRICT bias, float* HWY_RESTRICT out) {
-  HWY_ALIGN float lanes[kLaneRows];
-  hn::Store(acc, LDF(), lanes);
+  const hn::DFromV<VF> df;
+  HWY_ALIGN float lanes[hn::MaxLanes(df)];
+  hn::Store(acc, df, lanes);
   for (size_t l = 0; l < n; ++l) {
     const size_t row = row_of(l);
     out[row] = lanes[l] + (bias ? bias[row] : 0.0f);

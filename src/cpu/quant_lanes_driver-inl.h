@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "cpu/quant_lanes-inl.h"
+#include "cpu/quant_lanes_paired-inl.h"
 #include "cpu/simd-inl.h"  // Scratch, GrowScratch
 #include "hwy/cache_control.h"  // Prefetch
 #include "hwy/highway.h"
@@ -48,11 +49,11 @@ constexpr size_t LaneStreamAheadBytes() {
 template <class WBlock>
 constexpr size_t kBlocksPerStreamFetch = sizeof(WBlock) >= 64 ? 1 : 64 / sizeof(WBlock);
 
-// Fetches block b's lines of each lane's row kAheadBytes ahead (past a row's end this is the
-// lane's next row, the next one it reads).
-template <size_t kAheadBytes, class WBlock>
+// Fetches block b's lines of each of kRows rows kAheadBytes ahead (past a row's end this is the
+// stream's next row, the next one it reads).
+template <size_t kAheadBytes, size_t kRows = kLaneRows, class WBlock>
 HWY_INLINE void FetchLaneStreamsAhead(const WBlock* const* HWY_RESTRICT rows, size_t b) {
-  for (size_t l = 0; l < kLaneRows; ++l) {
+  for (size_t l = 0; l < kRows; ++l) {
     const uint8_t* ahead = reinterpret_cast<const uint8_t*>(rows[l] + b) + kAheadBytes;
     // Written out: GCC drops a prefetch-only lambda (docs/PERFORMANCE.md).
     for (size_t o = 0; o < sizeof(WBlock); o += 64) hwy::Prefetch(ahead + o);
@@ -112,6 +113,51 @@ HWY_NOINLINE HWY_FLATTEN void LaneMatVec(const uint8_t* w, size_t w_row_bytes, s
     }
   }
 }
+
+#if PETREL_QUANT_SIMD && HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+// A single token on paired groups of kPairRows rows `step` apart (LaneMatVec's spread streams).
+template <class F>
+HWY_NOINLINE HWY_FLATTEN void PairedLaneMatVec(const uint8_t* w, size_t w_row_bytes,
+                                               size_t n_blocks,
+                                               const typename F::PairTerms* HWY_RESTRICT terms,
+                                               const float* bias, float* out, size_t row_begin,
+                                               size_t row_end) {
+  using WBlock = typename F::WBlock;
+  const size_t step = (row_end - row_begin) / kPairRows;
+  const size_t tail_begin = row_begin + kPairRows * step;
+  const size_t n_groups = step + (tail_begin < row_end ? 1 : 0);
+  for (size_t i = 0; i < n_groups; ++i) {
+    const bool tail = i == step;
+    const size_t n_rows = tail ? row_end - tail_begin : kPairRows;
+    auto row_of = [&](size_t l) {
+      return tail ? tail_begin + std::min(l, n_rows - 1) : row_begin + i + l * step;
+    };
+    const WBlock* rows[kPairRows];
+    for (size_t l = 0; l < kPairRows; ++l) {
+      rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
+    }
+    auto acc = hn::Zero(PDF());
+    for (size_t b0 = 0; b0 < n_blocks; b0 += kBlocksPerStreamFetch<WBlock>) {
+      FetchLaneStreamsAhead<LaneStreamAheadBytes<F>(), kPairRows>(rows, b0);
+      const size_t b1 = std::min(n_blocks, b0 + kBlocksPerStreamFetch<WBlock>);
+      for (size_t b = b0; b < b1; ++b) acc = F::PairedDot(rows, b, terms[b], acc);
+    }
+    StoreLaneRows(acc, n_rows, row_of, bias, out);
+  }
+}
+
+// The mat_mul of a single token through PairedLaneMatVec.
+template <class F>
+HWY_INLINE void PairedLaneMatVecImpl(const uint8_t* w, size_t w_row_bytes, size_t n_blocks,
+                                     const typename F::XBlock* x, const float* bias, float* out,
+                                     size_t row_begin, size_t row_end) {
+  thread_local Scratch<typename F::PairTerms> terms_storage;
+  typename F::PairTerms* terms = GrowScratch(terms_storage, n_blocks);
+  for (size_t b = 0; b < n_blocks; ++b) F::ComputePairTerms(x[b], terms[b]);
+  PairedLaneMatVec<F>(w, w_row_bytes, n_blocks, terms, bias, out, row_begin, row_end);
+}
+
+#endif
 
 // The most tokens LaneMatVec takes; longer batches pack each row group once per token chunk
 // (LaneMatMat), whose tiles reuse it from L1.
@@ -267,6 +313,15 @@ HWY_INLINE void LaneMatMulImpl(const void* w, size_t w_row_bytes, size_t n_in, c
   if (row_begin >= row_end || n_tokens == 0) return;
   const uint8_t* w_bytes = static_cast<const uint8_t*>(w);
   const size_t n_blocks = n_in / F::kElems;
+#if PETREL_QUANT_SIMD && HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+  if constexpr (kHasPairedDot<F>) {
+    if (n_tokens == 1) {
+      return PairedLaneMatVecImpl<F>(w_bytes, w_row_bytes, n_blocks,
+                                     static_cast<const typename F::XBlock*>(xq), bias, out,
+                                     row_begin, row_end);
+    }
+  }
+#endif
   if (n_tokens <= kShortLaneTokens) {
     thread_local Scratch<typename F::Terms> terms_storage;
     typename F::Terms* terms = GrowScratch(terms_storage, n_tokens * n_blocks);
