@@ -31,9 +31,10 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL keep the vpmaddubsw code: the 256-bit vpdpbusd one (PackDot with
-  // kDotQuads) measured slower for this format (docs/PERFORMANCE.md).
+  // Single tokens on AVX3_DL stay there, on paired lanes (PairedDot); on AVX3 they take the AVX2
+  // code with vpmaddubsw (PETREL_LANES_SINGLE_TOKEN_HOP, docs/PERFORMANCE.md).
   static constexpr bool kSingleTokenDotQuads = false;
+  static constexpr bool kSingleTokenFullWidth = true;
   using Terms = K4Terms;
   struct Packed {
     // Defined here, inside the target region: GCC compiles the implicit constructor of a
@@ -149,6 +150,53 @@ struct Format {
     }
     AccumulateK4<T>(packed.scales, terms, b, isum, acc);
   }
+
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+  using PairTerms = K4PairTerms;
+  static HWY_INLINE void ComputePairTerms(const XBlock& x, PairTerms& terms) {
+    ComputeK4PairTerms(x, terms);
+  }
+
+  // Block b of 8 rows for a single token, half h of row l (sub-blocks 4h..4h + 3: chunks 2h,
+  // 2h + 1) in lane 2l + h: PackDot's integers. Both halves read the same qh bytes; lane 2l + 1's
+  // are shifted down 4 bits first, so that local sub-block k's bit is bit k in either lane.
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+    const LDI32 d32;
+    const LDU32 du32;
+    const uint8_t* base[kPairRows];
+    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+    PairedK4Scales scales;
+    PackPairedK4Scales(base, scales);
+    const auto high_shift = hn::BitCast(du32, hn::Set(LDU64(), uint64_t{4} << 32));
+    auto isum = hn::Zero(d32);
+    Unroll<2>([&](auto h_constant) HWY_ATTR {
+      constexpr size_t h = decltype(h_constant)::value;  // bytes 16h..16h + 15 of qh and chunks
+      constexpr size_t kQh = offsetof(WBlock, qh) + 16 * h, kQs = offsetof(WBlock, qs) + 16 * h;
+      QVU8Full high[4];
+      TransposeHalves(base, kQh, kQh, high);
+      for (size_t s = 0; s < 4; ++s) {
+        high[s] = hn::BitCast(LDU8(), hn::Shr(hn::BitCast(du32, high[s]), high_shift));
+      }
+      Unroll<2>([&](auto j_constant) HWY_ATTR {
+        constexpr size_t j = decltype(j_constant)::value;  // chunk 2h' + j of half h'
+        QVU8Full nibbles[4];
+        TransposeHalves(base, kQs + 32 * j, kQs + 64 + 32 * j, nibbles);
+        Unroll<2>([&](auto p_constant) HWY_ATTR {
+          constexpr size_t k = 2 * j + decltype(p_constant)::value;  // local sub-block
+          const int8_t* xq = xt.qs + 8 * (8 * k + 4 * h);
+          auto dot = DotQuads<true>(hn::Zero(d32), Level<k>(nibbles[0], high[0]), BroadcastQuadPair(xq));
+          auto dot_odd = DotQuads<true>(hn::Zero(d32), Level<k>(nibbles[1], high[1]),
+                                        BroadcastQuadPair(xq + 8));
+          dot = DotQuads<true>(dot, Level<k>(nibbles[2], high[2]), BroadcastQuadPair(xq + 16));
+          dot_odd = DotQuads<true>(dot_odd, Level<k>(nibbles[3], high[3]), BroadcastQuadPair(xq + 24));
+          isum = hn::Add(isum, hn::Mul(hn::Add(dot, dot_odd), PairedK4Scale<k>(scales)));
+        });
+      });
+    });
+    return AccumulatePairedK4(scales, xt, isum, acc);
+  }
+#endif
 #endif  // PETREL_QUANT_SIMD
 };
 

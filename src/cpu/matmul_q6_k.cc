@@ -250,11 +250,8 @@ struct Format {
   };
 
   static HWY_INLINE void ComputePairTerms(const XBlock& x, PairTerms& terms) {
+    InterleaveHalves(x.qs, terms.qs);
     for (size_t k = 0; k < 8; ++k) {
-      for (size_t s = 0; s < 4; ++s) {
-        std::memcpy(terms.qs + 8 * (4 * k + s), x.qs + 16 * k + 4 * s, 4);
-        std::memcpy(terms.qs + 8 * (4 * k + s) + 4, x.qs + 128 + 16 * k + 4 * s, 4);
-      }
       terms.level_offset[2 * k] = -32 * int32_t(x.bsums[k]);
       terms.level_offset[2 * k + 1] = -32 * int32_t(x.bsums[8 + k]);
     }
@@ -274,8 +271,6 @@ struct Format {
     QVU8Full low_words[4], high_words[4];
     TransposeHalves(base, 192, 192, low_words);
     TransposeHalves(base, 194, 194, high_words);
-    const auto odd_lanes = hn::MaskFromVec(hn::BitCast(
-        d32, hn::ShiftLeft<32>(hn::Set(LDU64(), uint64_t{0xFFFFFFFF}))));
     auto isum = hn::Zero(d32);
     Unroll<2>([&](auto p_constant) HWY_ATTR {
       constexpr size_t p = decltype(p_constant)::value;
@@ -288,7 +283,7 @@ struct Format {
         // Scale k of lane 2l (byte k of low_words) and 8 + k of lane 2l + 1 (byte 6 + k of
         // high_words), sign-extended.
         constexpr size_t kHighByte = 6 + k;
-        const auto words = hn::IfThenElse(odd_lanes, hn::BitCast(d32, high_words[kHighByte / 4]),
+        const auto words = hn::IfThenElse(OddLanes(), hn::BitCast(d32, high_words[kHighByte / 4]),
                                           hn::BitCast(d32, low_words[k / 4]));
         const auto shifts = hn::BitCast(
             d32, hn::Set(LDU64(), uint64_t(24 - 8 * (k % 4)) | uint64_t(24 - 8 * (kHighByte % 4))

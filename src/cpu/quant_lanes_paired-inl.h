@@ -54,6 +54,18 @@ HWY_INLINE void TransposeHalves(const uint8_t* const* HWY_RESTRICT base, size_t 
   TransposeWords(src, words);
 }
 
+// Lanes 2l + 1: the second halves.
+HWY_INLINE hn::Mask<LDI32> OddLanes() { return hn::Mask<LDI32>{__mmask16{0xAAAA}}; }
+
+// A 256-element block's activations in lane-pair order: quad pair i (8 bytes at 8i) is elements
+// 4i..4i + 3 and 128 + 4i..128 + 4i + 3, what lanes 2l and 2l + 1 multiply.
+HWY_INLINE void InterleaveHalves(const int8_t* HWY_RESTRICT qs, int8_t* HWY_RESTRICT pairs) {
+  for (size_t i = 0; i < 32; ++i) {
+    std::memcpy(pairs + 8 * i, qs + 4 * i, 4);
+    std::memcpy(pairs + 8 * i + 4, qs + 128 + 4 * i, 4);
+  }
+}
+
 // The 8 bytes at p, 4 for lane 2l and 4 for lane 2l + 1, in every lane pair.
 HWY_INLINE hn::Vec<LDI8> BroadcastQuadPair(const int8_t* HWY_RESTRICT p) {
   uint64_t word;
@@ -71,6 +83,11 @@ HWY_INLINE hn::Vec<PDI32> SumLanePairs(hn::Vec<LDI32> v) {
   const auto pairs = hn::BitCast(LDU64(), v);
   const auto sums = hn::Add(pairs, hn::ShiftRight<32>(pairs));  // low words: lo + hi
   return hn::Vec<PDI32>{_mm512_cvtepi64_epi32(sums.raw)};
+}
+
+// The even lanes (lane 2l: row l's), as 8 lanes.
+HWY_INLINE hn::Vec<hn::Full256<uint32_t>> EvenLanes(hn::Vec<LDU32> v) {
+  return hn::Vec<hn::Full256<uint32_t>>{_mm512_cvtepi64_epi32(hn::BitCast(LDU64(), v).raw)};
 }
 
 // The f16 in the upper half of each odd lane (lane 2l + 1: row l's), as 8 f32 lanes.
