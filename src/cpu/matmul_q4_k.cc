@@ -32,10 +32,10 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL stay on the 512-bit code (16-row groups) rather than hop to the
-  // AVX2 code: with the row streams fetched ahead, that measured faster for this format. Were
-  // they to hop, the 256-bit vpdpbusd step measured no faster than vpmaddubsw there
-  // (docs/PERFORMANCE.md).
+  // Single tokens on AVX3_DL stay there, on paired lanes (PairedDot) rather than hop to the AVX2
+  // code: the 512-bit code measured faster for this format, and the paired lanes compute it
+  // faster still from L2 on half the row streams. Were they to hop, the 256-bit vpdpbusd step
+  // measured no faster than vpmaddubsw there (docs/PERFORMANCE.md).
   static constexpr bool kSingleTokenDotQuads = false;
   static constexpr bool kSingleTokenFullWidth = true;
   // Each row stream fetched 512 bytes ahead rather than the driver's 1 KB: with the scales no
@@ -158,6 +158,54 @@ struct Format {
     });
     AccumulateK4<1>(scales, terms, b, isum, acc);
   }
+
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+  using PairTerms = K4PairTerms;
+  static HWY_INLINE void ComputePairTerms(const XBlock& x, PairTerms& terms) {
+    ComputeK4PairTerms(x, terms);
+  }
+
+  // Block b of 8 rows for a single token, half h of row l (sub-blocks 4h..4h + 3: chunks 2h,
+  // 2h + 1) in lane 2l + h: SubBlockDot's integers, high nibbles dotted in place and shifted down
+  // once per sub-block.
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+    const LDI32 d32;
+    const LDU8 du8;
+    const uint8_t* base[kPairRows];
+    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+    PairedK4Scales scales;
+    PackPairedK4Scales(base, scales);
+    auto isum = hn::Zero(d32);
+    Unroll<2>([&](auto j_constant) HWY_ATTR {
+      constexpr size_t j = decltype(j_constant)::value;  // chunk 2h + j of half h
+      QVU8Full q[8];
+      Unroll<2>([&](auto h_constant) HWY_ATTR {
+        constexpr size_t h = decltype(h_constant)::value;  // its bytes 16h..16h + 15
+        constexpr size_t kQs = offsetof(WBlock, qs) + 32 * j + 16 * h;
+        QVU8Full half[4];
+        TransposeHalves(base, kQs, kQs + 64, half);
+        for (size_t s = 0; s < 4; ++s) q[4 * h + s] = half[s];
+      });
+      Unroll<2>([&](auto p_constant) HWY_ATTR {
+        constexpr size_t p = decltype(p_constant)::value;  // low or high nibbles
+        constexpr size_t k = 2 * j + p;                     // local sub-block
+        const auto mask = hn::Set(du8, p == 0 ? 0x0F : 0xF0);
+        const int8_t* xq = xt.qs + 8 * (8 * k);
+        auto dot = hn::Zero(d32), dot_odd = hn::Zero(d32);
+        for (size_t s = 0; s < 8; s += 2) {
+          dot = DotQuads<true>(dot, hn::And(q[s], mask), BroadcastQuadPair(xq + 8 * s));
+          dot_odd =
+              DotQuads<true>(dot_odd, hn::And(q[s + 1], mask), BroadcastQuadPair(xq + 8 * s + 8));
+        }
+        auto sub_dot = hn::Add(dot, dot_odd);
+        if constexpr (p == 1) sub_dot = hn::ShiftRight<4>(sub_dot);
+        isum = hn::Add(isum, hn::Mul(sub_dot, PairedK4Scale<k>(scales)));
+      });
+    });
+    return AccumulatePairedK4(scales, xt, isum, acc);
+  }
+#endif
 #endif  // PETREL_QUANT_SIMD
 };
 
