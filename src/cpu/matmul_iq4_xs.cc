@@ -31,10 +31,10 @@ struct Format {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  // Single tokens on AVX3_DL stay on the 512-bit code (16-row groups) rather than hop to the
-  // AVX2 code: with the row streams fetched ahead, that measured faster for this format. Were
-  // they to hop, the 256-bit vpdpbusd step measured no faster than vpmaddubsw there
-  // (docs/PERFORMANCE.md).
+  // Single tokens on AVX3_DL stay there, on paired lanes (PairedDot) rather than hop to the AVX2
+  // code: the 512-bit code measured faster for this format, and the paired lanes compute it
+  // faster still on half the row streams. Were they to hop, the 256-bit vpdpbusd step measured
+  // no faster than vpmaddubsw there (docs/PERFORMANCE.md).
   static constexpr bool kSingleTokenDotQuads = false;
   static constexpr bool kSingleTokenFullWidth = true;
   // Each row stream fetched 512 bytes ahead rather than the driver's 1 KB: with the scales no
@@ -175,6 +175,76 @@ struct Format {
     }
     Accumulate<1>(d, terms, b, total, acc);
   }
+
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+  // A single token's terms in lane-pair order (quant_lanes_paired-inl.h): lane 2l + h takes half
+  // h of each block, sub-blocks 4h..4h + 3.
+  struct PairTerms {
+    int8_t qs[256];               // InterleaveHalves
+    int32_t unsigned_offset[8];   // pair ib: Terms' ib, then 4 + ib
+    float d;
+  };
+
+  static HWY_INLINE void ComputePairTerms(const XBlock& x, PairTerms& terms) {
+    Terms plain;
+    ComputeTerms(x, plain);
+    InterleaveHalves(x.qs, terms.qs);
+    for (size_t ib = 0; ib < 4; ++ib) {
+      terms.unsigned_offset[2 * ib] = plain.unsigned_offset[ib];
+      terms.unsigned_offset[2 * ib + 1] = plain.unsigned_offset[4 + ib];
+    }
+    terms.d = plain.d;
+  }
+
+  // Block b of 8 rows for a single token, half h of row l in lane 2l + h: PackDot's integers.
+  // PackScales' scale words are shifted by lane (16 and 8 bits more in lane 2l + 1), so local
+  // sub-block ib's bits sit where sub-block ib's do in lane 2l.
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+    const LDU32 du32;
+    const LDI32 d32;
+    const uint8_t* base[kPairRows];
+    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+    QVU8Full heads[4];
+    TransposeHalves(base, 0, 0, heads);
+    const auto w0 = hn::BitCast(du32, heads[0]);
+    const auto odd_shift = [&](uint32_t bits) {
+      return hn::BitCast(du32, hn::Set(LDU64(), uint64_t{bits} << 32));
+    };
+    const auto low_words = hn::Shr(hn::BitCast(du32, heads[1]), odd_shift(16));
+    const auto high_words = hn::Shr(hn::ShiftRight<16>(w0), odd_shift(8));
+    const auto four = hn::Set(du32, 0xF), three = hn::Set(du32, 3);
+    const auto bias = hn::Set(d32, 32);
+    const auto unsigned_bias = hn::Set(LDU8(), 0x80);
+    auto total = hn::Zero(d32);
+    Unroll<4>([&](auto ib_constant) HWY_ATTR {
+      constexpr size_t ib = decltype(ib_constant)::value;
+      const auto low = hn::And(hn::ShiftRight<4 * ib>(low_words), four);
+      const auto high = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2 * ib>(high_words), three));
+      const auto scale = hn::Sub(hn::BitCast(d32, hn::Or(low, high)), bias);
+      const uint8_t* src[kLaneRows];
+      for (size_t l = 0; l < kPairRows; ++l) {
+        src[2 * l] = base[l] + offsetof(WBlock, qs) + 16 * ib;
+        src[2 * l + 1] = base[l] + offsetof(WBlock, qs) + 64 + 16 * ib;
+      }
+      QVU8Full q[8];
+      PackGridNibbles(src, q);
+      auto isum = BroadcastPair(xt.unsigned_offset + 2 * ib), odd_sum = hn::Zero(d32);
+      for (size_t g = 0; g < 8; g += 2) {
+        const int8_t* xq = xt.qs + 8 * (8 * ib + g);
+        isum = DotQuads<true>(isum, hn::Xor(q[g], unsigned_bias), BroadcastQuadPair(xq));
+        odd_sum =
+            DotQuads<true>(odd_sum, hn::Xor(q[g + 1], unsigned_bias), BroadcastQuadPair(xq + 8));
+      }
+      total = hn::Add(total, hn::Mul(hn::Add(isum, odd_sum), scale));
+    });
+    const hn::Full256<hwy::float16_t> df16;
+    const auto d = hn::PromoteTo(
+        PDF(), hn::BitCast(hn::Half<decltype(df16)>(), TruncateTo16(EvenLanes(w0))));
+    return hn::MulAdd(hn::ConvertTo(PDF(), SumLanePairs(total)), hn::Mul(d, hn::Set(PDF(), xt.d)),
+                      acc);
+  }
+#endif
 #endif  // PETREL_QUANT_SIMD
 };
 
