@@ -35,12 +35,11 @@ struct Format {
   // Single tokens on AVX3_DL stay there, on paired lanes (PairedDot: 8 row streams per thread,
   // which read faster from a contended memory than the 512-bit code's 16, at full width); on
   // AVX3 they take the AVX2 code (PETREL_LANES_SINGLE_TOKEN_HOP, docs/PERFORMANCE.md).
-  static constexpr bool kSingleTokenDotQuads = true;
+  static constexpr bool kSingleTokenDotQuads = false;
   static constexpr bool kSingleTokenFullWidth = true;
   struct Terms {
     float d;
     uint32_t neg_sum_pairs[8];  // -bsums 2k and 2k + 1 as an int16 pair (|bsum| <= 16 x 128)
-    int32_t level_offset[16];   // -32 bsums[k]: where PackDot's dot of sub-block k starts
   };
   struct Packed {
     // Defined here, inside the target region: GCC compiles the implicit constructor of a
@@ -59,7 +58,6 @@ struct Format {
       terms.neg_sum_pairs[k] =
           uint32_t(uint16_t(-x.bsums[2 * k])) | uint32_t(uint16_t(-x.bsums[2 * k + 1])) << 16;
     }
-    for (size_t k = 0; k < 16; ++k) terms.level_offset[k] = -32 * int32_t(x.bsums[k]);
   }
 
   // The levels of sub-block k = 8h + 2r + p (h: half, r: nibble chunk and bit pair, p: which 16
@@ -97,24 +95,6 @@ struct Format {
       TransposeBlockBytes(rows, b, offsetof(WBlock, qh) + 32 * h + 16 * p, hq);
       body(std::integral_constant<size_t, h>(), std::integral_constant<size_t, p>(), a, bq, hq);
     });
-  }
-
-  // body(k, levels[4]) for each sub-block k (an integral_constant), whose levels[s] hold
-  // elements 16k + 4s..16k + 4s + 3.
-  template <class Body>
-  static HWY_INLINE void ForEachSubBlock(const WBlock* const* HWY_RESTRICT rows, size_t b,
-                                         const Body& body) {
-    ForEachQuarter(
-        rows, b, [&](auto h, auto p, const auto& a, const auto& bq, const auto& hq) HWY_ATTR {
-          Unroll<4>([&](auto r_constant) HWY_ATTR {
-            constexpr size_t r = decltype(r_constant)::value;
-            QVU8Full levels[4];
-            for (size_t s = 0; s < 4; ++s) levels[s] = Level<r>(r % 2 == 0 ? a[s] : bq[s], hq[s]);
-            body(std::integral_constant<size_t,
-                                        8 * decltype(h)::value + 2 * r + decltype(p)::value>(),
-                 levels);
-          });
-        });
   }
 
   // Each row's d (the last two bytes of the 210-byte block: the upper half of the word before).
@@ -207,39 +187,6 @@ struct Format {
     }
   }
 
-  // Pack then Dot<1>'s integers for a single token, a sub-block at a time as its levels are made
-  // (the 64 packed vectors would not fit in registers). Only with vpdpbusd: the levels (0..63)
-  // enter unsigned as they are, in a chain that starts at the offset's -32 x the sub-block's
-  // activation sum, and the sub-block's dot of level - 32 is multiplied by its scale as int32;
-  // the same exact integers as Dot's (|isum| < 16 x 128 x 16 x 64 x 128).
-  template <bool kDotQuads>
-  requires kDotQuads static HWY_INLINE void PackDot(const WBlock* const* HWY_RESTRICT rows,
-                                                    const LaneRowOffsets& offsets,
-                                                    const XBlock* const* HWY_RESTRICT x,
-                                                    const Terms* const* HWY_RESTRICT terms,
-                                                    size_t b, hn::Vec<LDF> (&acc)[1]) {
-    const LDI32 d32;
-    const LDF df;
-    QVU8Full words[4];
-    TransposeBlockBytes(rows, b, offsetof(WBlock, scales), words);
-    const int8_t* HWY_RESTRICT xq = x[0][b].qs;
-    const Terms& xt = terms[0][b];
-    auto isum = hn::Zero(d32);
-    ForEachSubBlock(rows, b, [&](auto k_constant, const QVU8Full(&levels)[4]) HWY_ATTR {
-      constexpr size_t k = decltype(k_constant)::value;
-      // Scale k, sign-extended from byte k % 4 of each lane of words[k / 4].
-      const auto scale =
-          hn::ShiftRight<24>(hn::ShiftLeft<24 - 8 * (k % 4)>(hn::BitCast(d32, words[k / 4])));
-      auto dot = hn::Set(d32, xt.level_offset[k]);
-      for (size_t s = 0; s < 4; ++s) {
-        dot = DotQuads<kDotQuads>(dot, levels[s], BroadcastQuad(xq + 16 * k + 4 * s));
-      }
-      isum = hn::Add(isum, hn::Mul(dot, scale));
-    });
-    const auto d = RowScales(rows, offsets, b);
-    acc[0] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Mul(d, hn::Set(df, xt.d)), acc[0]);
-  }
-
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
   // A single token's terms in lane-pair order (quant_lanes_paired-inl.h): lane 2l + h takes half
   // h of each block, whose sub-block k (0..7) is the block's 8h + k.
@@ -258,8 +205,11 @@ struct Format {
     terms.d = x.d;
   }
 
-  // Block b of 8 rows for a single token, half h of row l in lane 2l + h: PackDot's sub-block
-  // dots, the chunks of half h at their offsets in lane 2l + h. The scales come from the 16
+  // Block b of 8 rows for a single token, half h of row l in lane 2l + h, the chunks of half h at
+  // their offsets there: Dot<1>'s integers, a sub-block at a time as its levels are made (the 64
+  // packed vectors would not fit in registers). The levels (0..63) enter vpdpbusd unsigned as
+  // they are, in a chain that starts at the offset's -32 x the sub-block's activation sum, and
+  // the dot of level - 32 is multiplied by its scale as int32 (|isum| < 16 x 128 x 16 x 64 x 128). The scales come from the 16
   // bytes at 192 (lane 2l: scales 0..7 in words 0-1) and at 194 (lane 2l + 1: scales 8..15 are
   // bytes 6..13, and word 3's upper half is d), so no read passes the block's end.
   static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
