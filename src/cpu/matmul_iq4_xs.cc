@@ -185,10 +185,11 @@ struct Format {
     float d;
   };
 
-  static HWY_INLINE void ComputePairTerms(const XBlock& x, PairTerms& terms) {
+  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
+                                           PairTerms& terms) {
     Terms plain;
-    ComputeTerms(x, plain);
-    InterleaveHalves(x.qs, terms.qs);
+    ComputeTerms(*x, plain);
+    InterleaveHalves(x->qs, terms.qs);
     for (size_t ib = 0; ib < 4; ++ib) {
       terms.unsigned_offset[2 * ib] = plain.unsigned_offset[ib];
       terms.unsigned_offset[2 * ib + 1] = plain.unsigned_offset[4 + ib];
@@ -199,12 +200,13 @@ struct Format {
   // Block b of 8 rows for a single token, half h of row l in lane 2l + h: PackDot's integers.
   // PackScales' scale words are shifted by lane (16 and 8 bits more in lane 2l + 1), so local
   // sub-block ib's bits sit where sub-block ib's do in lane 2l.
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  template <bool kLast>
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDU32 du32;
     const LDI32 d32;
     const uint8_t* base[kPairRows];
-    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+    group.Bases(b, base);
     QVU8Full heads[4];
     TransposeHalves(base, 0, 0, heads);
     const auto w0 = hn::BitCast(du32, heads[0]);

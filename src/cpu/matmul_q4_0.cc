@@ -81,6 +81,64 @@ struct Format
                           acc[t]);
     }
   }
+
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+  // Single tokens on AVX3_DL stay there, on paired lanes two blocks at a time
+  // (quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l.
+  static constexpr bool kSingleTokenFullWidth = true;
+  static constexpr size_t kPairedBlocks = 2;
+  struct PairTerms {
+    int8_t qs[64];          // quad pair s: elements 4s..4s + 3 of block b, then of block b + 1
+    int32_t offset_sum[2];  // Terms' of blocks b and b + 1
+    float d[2];
+  };
+
+  // A last block alone (n_blocks 1) stands in for its missing second (PairedDot<true> drops it).
+  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t n_blocks, PairTerms& terms) {
+    const XBlock& second = x[n_blocks - 1];
+    for (size_t s = 0; s < 8; ++s) {
+      std::memcpy(terms.qs + 8 * s, x[0].qs + 4 * s, 4);
+      std::memcpy(terms.qs + 8 * s + 4, second.qs + 4 * s, 4);
+    }
+    Terms first_terms, second_terms;
+    ComputeTerms(x[0], first_terms);
+    ComputeTerms(second, second_terms);
+    terms.offset_sum[0] = first_terms.offset_sum;
+    terms.offset_sum[1] = second_terms.offset_sum;
+    terms.d[0] = first_terms.d;
+    terms.d[1] = second_terms.d;
+  }
+
+  // Blocks b and b + 1 (kLast: b alone) of 8 rows for a single token: Dot<1>'s integers in
+  // lanes 2l + h, then each block's float step in block order.
+  template <bool kLast>
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
+                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+    const LDI32 d32;
+    const LDU8 du8;
+    const uint8_t* base[kPairRows];
+    group.Bases(b, base);
+    constexpr size_t kSecond = kLast ? 0 : sizeof(WBlock);
+    QVU8Full q[4];
+    TransposeHalves(base, offsetof(WBlock, qs), kSecond + offsetof(WBlock, qs), q);
+    auto isum = BroadcastPair(xt.offset_sum), high_sum = hn::Zero(d32);
+    const auto low_mask = hn::Set(du8, 0x0F), high_mask = hn::Set(du8, 0xF0);
+    for (size_t s = 0; s < 4; ++s) {
+      isum = DotQuads<true>(isum, hn::And(q[s], low_mask), BroadcastQuadPair(xt.qs + 8 * s));
+      high_sum =
+          DotQuads<true>(high_sum, hn::And(q[s], high_mask), BroadcastQuadPair(xt.qs + 8 * s + 32));
+    }
+    isum = hn::Add(isum, hn::ShiftRight<4>(high_sum));
+    const auto sums = hn::ConvertTo(LDF(), isum);
+    const auto first_scales = hn::Mul(RowHalvesToF32(base, 0), hn::Set(PDF(), xt.d[0]));
+    acc = hn::MulAdd(EvenLanesF(sums), first_scales, acc);
+    if constexpr (!kLast) {
+      const auto second_scales = hn::Mul(RowHalvesToF32(base, kSecond), hn::Set(PDF(), xt.d[1]));
+      acc = hn::MulAdd(OddLanesF(sums), second_scales, acc);
+    }
+    return acc;
+  }
+#endif
 #endif  // PETREL_QUANT_SIMD
 };
 

@@ -153,19 +153,21 @@ struct Format {
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
   using PairTerms = K4PairTerms;
-  static HWY_INLINE void ComputePairTerms(const XBlock& x, PairTerms& terms) {
-    ComputeK4PairTerms(x, terms);
+  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
+                                           PairTerms& terms) {
+    ComputeK4PairTerms(*x, terms);
   }
 
   // Block b of 8 rows for a single token, half h of row l (sub-blocks 4h..4h + 3: chunks 2h,
   // 2h + 1) in lane 2l + h: PackDot's integers. Both halves read the same qh bytes; lane 2l + 1's
   // are shifted down 4 bits first, so that local sub-block k's bit is bit k in either lane.
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  template <bool kLast>
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const LDU32 du32;
     const uint8_t* base[kPairRows];
-    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+    group.Bases(b, base);
     PairedK4Scales scales;
     PackPairedK4Scales(base, scales);
     const auto high_shift = hn::BitCast(du32, hn::Set(LDU64(), uint64_t{4} << 32));

@@ -196,13 +196,14 @@ struct Format {
     float d;
   };
 
-  static HWY_INLINE void ComputePairTerms(const XBlock& x, PairTerms& terms) {
-    InterleaveHalves(x.qs, terms.qs);
+  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
+                                           PairTerms& terms) {
+    InterleaveHalves(x->qs, terms.qs);
     for (size_t k = 0; k < 8; ++k) {
-      terms.level_offset[2 * k] = -32 * int32_t(x.bsums[k]);
-      terms.level_offset[2 * k + 1] = -32 * int32_t(x.bsums[8 + k]);
+      terms.level_offset[2 * k] = -32 * int32_t(x->bsums[k]);
+      terms.level_offset[2 * k + 1] = -32 * int32_t(x->bsums[8 + k]);
     }
-    terms.d = x.d;
+    terms.d = x->d;
   }
 
   // Block b of 8 rows for a single token, half h of row l in lane 2l + h, the chunks of half h at
@@ -212,11 +213,12 @@ struct Format {
   // the dot of level - 32 is multiplied by its scale as int32 (|isum| < 16 x 128 x 16 x 64 x 128). The scales come from the 16
   // bytes at 192 (lane 2l: scales 0..7 in words 0-1) and at 194 (lane 2l + 1: scales 8..15 are
   // bytes 6..13, and word 3's upper half is d), so no read passes the block's end.
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  template <bool kLast>
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const uint8_t* base[kPairRows];
-    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+    group.Bases(b, base);
     static_assert(offsetof(WBlock, scales) == 192 && offsetof(WBlock, d) == 208, "Q6_K layout");
     QVU8Full low_words[4], high_words[4];
     TransposeHalves(base, 192, 192, low_words);

@@ -51,12 +51,12 @@ constexpr size_t kBlocksPerStreamFetch = sizeof(WBlock) >= 64 ? 1 : 64 / sizeof(
 
 // Fetches block b's lines of each of kRows rows kAheadBytes ahead (past a row's end this is the
 // stream's next row, the next one it reads).
-template <size_t kAheadBytes, size_t kRows = kLaneRows, class WBlock>
+template <size_t kAheadBytes, size_t kRows = kLaneRows, size_t kBlocks = 1, class WBlock>
 HWY_INLINE void FetchLaneStreamsAhead(const WBlock* const* HWY_RESTRICT rows, size_t b) {
   for (size_t l = 0; l < kRows; ++l) {
     const uint8_t* ahead = reinterpret_cast<const uint8_t*>(rows[l] + b) + kAheadBytes;
     // Written out: GCC drops a prefetch-only lambda (docs/PERFORMANCE.md).
-    for (size_t o = 0; o < sizeof(WBlock); o += 64) hwy::Prefetch(ahead + o);
+    for (size_t o = 0; o < kBlocks * sizeof(WBlock); o += 64) hwy::Prefetch(ahead + o);
   }
 }
 
@@ -115,7 +115,8 @@ HWY_NOINLINE HWY_FLATTEN void LaneMatVec(const uint8_t* w, size_t w_row_bytes, s
 }
 
 #if PETREL_QUANT_SIMD && HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
-// A single token on paired groups of kPairRows rows `step` apart (LaneMatVec's spread streams).
+// A single token on paired groups of kPairRows rows `step` apart (LaneMatVec's spread streams),
+// PairedBlocks<F>() blocks per PairedDot; a last block left over takes PairedDot<true>.
 template <class F>
 HWY_NOINLINE HWY_FLATTEN void PairedLaneMatVec(const uint8_t* w, size_t w_row_bytes,
                                                size_t n_blocks,
@@ -123,6 +124,8 @@ HWY_NOINLINE HWY_FLATTEN void PairedLaneMatVec(const uint8_t* w, size_t w_row_by
                                                const float* bias, float* out, size_t row_begin,
                                                size_t row_end) {
   using WBlock = typename F::WBlock;
+  constexpr size_t kStep = PairedBlocks<F>();
+  const size_t n_whole = n_blocks / kStep * kStep;
   const size_t step = (row_end - row_begin) / kPairRows;
   const size_t tail_begin = row_begin + kPairRows * step;
   const size_t n_groups = step + (tail_begin < row_end ? 1 : 0);
@@ -132,15 +135,22 @@ HWY_NOINLINE HWY_FLATTEN void PairedLaneMatVec(const uint8_t* w, size_t w_row_by
     auto row_of = [&](size_t l) {
       return tail ? tail_begin + std::min(l, n_rows - 1) : row_begin + i + l * step;
     };
-    const WBlock* rows[kPairRows];
+    PairedGroup<WBlock> group;
     for (size_t l = 0; l < kPairRows; ++l) {
-      rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
+      group.rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
     }
+    if constexpr (kStep == 2) group.SetLanes(/*second_block=*/1);
     auto acc = hn::Zero(PDF());
-    for (size_t b0 = 0; b0 < n_blocks; b0 += kBlocksPerStreamFetch<WBlock>) {
-      FetchLaneStreamsAhead<LaneStreamAheadBytes<F>(), kPairRows>(rows, b0);
-      const size_t b1 = std::min(n_blocks, b0 + kBlocksPerStreamFetch<WBlock>);
-      for (size_t b = b0; b < b1; ++b) acc = F::PairedDot(rows, b, terms[b], acc);
+    size_t b = 0;
+    for (; b < n_whole; b += kStep) {
+      FetchLaneStreamsAhead<LaneStreamAheadBytes<F>(), kPairRows, kStep>(group.rows, b);
+      acc = F::template PairedDot<false>(group, b, terms[b / kStep], acc);
+    }
+    if constexpr (kStep == 2) {
+      if (b < n_blocks) {
+        group.SetLanes(/*second_block=*/0);
+        acc = F::template PairedDot<true>(group, b, terms[b / kStep], acc);
+      }
     }
     StoreLaneRows(acc, n_rows, row_of, bias, out);
   }
@@ -151,9 +161,13 @@ template <class F>
 HWY_INLINE void PairedLaneMatVecImpl(const uint8_t* w, size_t w_row_bytes, size_t n_blocks,
                                      const typename F::XBlock* x, const float* bias, float* out,
                                      size_t row_begin, size_t row_end) {
+  constexpr size_t kStep = PairedBlocks<F>();
+  const size_t n_steps = (n_blocks + kStep - 1) / kStep;
   thread_local Scratch<typename F::PairTerms> terms_storage;
-  typename F::PairTerms* terms = GrowScratch(terms_storage, n_blocks);
-  for (size_t b = 0; b < n_blocks; ++b) F::ComputePairTerms(x[b], terms[b]);
+  typename F::PairTerms* terms = GrowScratch(terms_storage, n_steps);
+  for (size_t i = 0; i < n_steps; ++i) {
+    F::ComputePairTerms(x + i * kStep, std::min(kStep, n_blocks - i * kStep), terms[i]);
+  }
   PairedLaneMatVec<F>(w, w_row_bytes, n_blocks, terms, bias, out, row_begin, row_end);
 }
 

@@ -40,7 +40,42 @@ using PDI32 = hn::Full256<int32_t>;
 
 // Whether F provides the paired single-token step.
 template <class F>
-constexpr bool kHasPairedDot = requires { &F::PairedDot; };
+constexpr bool kHasPairedDot = requires { typename F::PairTerms; };
+
+// Blocks per paired step: 1 (a 256-element block, lane 2l + h holding its half h), or a Format's
+// kPairedBlocks, 2 for the 32-element formats (lane 2l + h holding block b + h of row l).
+template <class F>
+constexpr size_t PairedBlocks() {
+  if constexpr (requires { F::kPairedBlocks; }) {
+    return F::kPairedBlocks;
+  } else {
+    return 1;
+  }
+}
+
+// A paired group's rows, and for two-block steps its lanes: lane 2l + h is row l's block
+// b + h x second_block (second_block 0 for a last block alone), with their byte offsets for
+// gathers.
+template <class WBlock>
+struct PairedGroup {
+  HWY_INLINE PairedGroup() {}
+  const WBlock* rows[kPairRows];
+  const WBlock* lanes[kLaneRows];
+  LaneRowOffsets offsets;
+
+  HWY_INLINE void SetLanes(size_t second_block) {
+    for (size_t l = 0; l < kPairRows; ++l) {
+      lanes[2 * l] = rows[l];
+      lanes[2 * l + 1] = rows[l] + second_block;
+    }
+    offsets = RowOffsets(lanes);
+  }
+
+  // Block b's bytes of each row.
+  HWY_INLINE void Bases(size_t b, const uint8_t* (&base)[kPairRows]) const {
+    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+  }
+};
 
 // The 16 bytes at off0 (lane 2l) and off1 (lane 2l + 1) of each row's block at base[l],
 // transposed: lane 2l + h of words[i] = bytes off_h + 4i..off_h + 4i + 3 of row l's block.
@@ -88,6 +123,34 @@ HWY_INLINE hn::Vec<PDI32> SumLanePairs(hn::Vec<LDI32> v) {
 // The even lanes (lane 2l: row l's), as 8 lanes.
 HWY_INLINE hn::Vec<hn::Full256<uint32_t>> EvenLanes(hn::Vec<LDU32> v) {
   return hn::Vec<hn::Full256<uint32_t>>{_mm512_cvtepi64_epi32(hn::BitCast(LDU64(), v).raw)};
+}
+
+// The f16 at base[l] + offset of each row l, as 8 f32 lanes: inserted, not gathered (Zen 5's
+// vpgatherdd made the two-block step slower than the 256-bit code).
+HWY_INLINE hn::Vec<PDF> RowHalvesToF32(const uint8_t* const* HWY_RESTRICT base, size_t offset) {
+  auto half = [&](size_t l) {
+    uint16_t v;
+    std::memcpy(&v, base[l] + offset, 2);
+    return int(v);
+  };
+  __m128i h = _mm_cvtsi32_si128(half(0));
+  h = _mm_insert_epi16(h, half(1), 1);
+  h = _mm_insert_epi16(h, half(2), 2);
+  h = _mm_insert_epi16(h, half(3), 3);
+  h = _mm_insert_epi16(h, half(4), 4);
+  h = _mm_insert_epi16(h, half(5), 5);
+  h = _mm_insert_epi16(h, half(6), 6);
+  h = _mm_insert_epi16(h, half(7), 7);
+  return hn::Vec<PDF>{_mm256_cvtph_ps(h)};
+}
+
+// The even and the odd lanes, as 8 lanes each.
+HWY_INLINE hn::Vec<PDF> EvenLanesF(hn::Vec<LDF> v) {
+  return hn::BitCast(PDF(), EvenLanes(hn::BitCast(LDU32(), v)));
+}
+HWY_INLINE hn::Vec<PDF> OddLanesF(hn::Vec<LDF> v) {
+  return hn::BitCast(PDF(), EvenLanes(hn::BitCast(
+                                LDU32(), hn::ShiftRight<32>(hn::BitCast(LDU64(), v)))));
 }
 
 // The f16 in the upper half of each odd lane (lane 2l + 1: row l's), as 8 f32 lanes.
