@@ -89,6 +89,50 @@ struct Format
                           acc[t]);
     }
   }
+
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+  // Single tokens on AVX3_DL stay there, on paired lanes (quant_lanes_paired-inl.h): lane 2l + h
+  // holds bytes 16h..16h + 15 of row l's block.
+  static constexpr bool kSingleTokenFullWidth = true;
+  struct PairTerms {
+    int8_t qs[32];               // quad pair s: elements 4s..4s + 3, then 16 + 4s..16 + 4s + 3
+    int32_t unsigned_offset[2];  // Terms' (for lane 2l), 0
+    float d;
+  };
+
+  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
+                                          PairTerms& terms) {
+    for (size_t s = 0; s < 4; ++s) {
+      std::memcpy(terms.qs + 8 * s, x->qs + 4 * s, 4);
+      std::memcpy(terms.qs + 8 * s + 4, x->qs + 16 + 4 * s, 4);
+    }
+    Terms plain;
+    ComputeTerms(*x, plain);
+    terms.unsigned_offset[0] = plain.unsigned_offset;
+    terms.unsigned_offset[1] = 0;
+    terms.d = plain.d;
+  }
+
+  // Block b of 8 rows for a single token: Dot<1>'s integers, each row's halves added.
+  template <bool kLast>
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
+                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+    const LDI32 d32;
+    const uint8_t* base[kPairRows];
+    group.Bases(b, base);
+    QVU8Full q[4];
+    TransposeHalves(base, offsetof(WBlock, qs), offsetof(WBlock, qs) + 16, q);
+    const auto bias = hn::Set(LDU8(), 0x80);
+    auto isum = BroadcastPair(xt.unsigned_offset), odd_sum = hn::Zero(d32);
+    for (size_t s = 0; s < 4; s += 2) {
+      isum = DotQuads<true>(isum, hn::Xor(q[s], bias), BroadcastQuadPair(xt.qs + 8 * s));
+      odd_sum =
+          DotQuads<true>(odd_sum, hn::Xor(q[s + 1], bias), BroadcastQuadPair(xt.qs + 8 * s + 8));
+    }
+    const auto scales = hn::Mul(RowHalvesToF32(base, 0), hn::Set(PDF(), xt.d));
+    return hn::MulAdd(hn::ConvertTo(PDF(), SumLanePairs(hn::Add(isum, odd_sum))), scales, acc);
+  }
+#endif
 #endif  // PETREL_QUANT_SIMD
 };
 
