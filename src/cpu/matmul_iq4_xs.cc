@@ -186,7 +186,7 @@ struct Format {
   };
 
   static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
-                                           PairTerms& terms) {
+                                          PairTerms& terms) {
     Terms plain;
     ComputeTerms(*x, plain);
     InterleaveHalves(x->qs, terms.qs);
@@ -201,12 +201,12 @@ struct Format {
   // PackScales' scale words are shifted by lane (16 and 8 bits more in lane 2l + 1), so local
   // sub-block ib's bits sit where sub-block ib's do in lane 2l.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDU32 du32;
     const LDI32 d32;
     const uint8_t* base[kPairRows];
-    group.Bases(b, base);
+    PairedBases(rows, b, base);
     QVU8Full heads[4];
     TransposeHalves(base, 0, 0, heads);
     const auto w0 = hn::BitCast(du32, heads[0]);

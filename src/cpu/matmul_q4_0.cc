@@ -112,12 +112,12 @@ struct Format
   // Blocks b and b + 1 (kLast: b alone) of 8 rows for a single token: Dot<1>'s integers in
   // lanes 2l + h, then each block's float step in block order.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const LDU8 du8;
     const uint8_t* base[kPairRows];
-    group.Bases(b, base);
+    PairedBases(rows, b, base);
     constexpr size_t kSecond = kLast ? 0 : sizeof(WBlock);
     QVU8Full q[4];
     TransposeHalves(base, offsetof(WBlock, qs), kSecond + offsetof(WBlock, qs), q);

@@ -162,7 +162,7 @@ struct Format {
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
   using PairTerms = K4PairTerms;
   static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
-                                           PairTerms& terms) {
+                                          PairTerms& terms) {
     ComputeK4PairTerms(*x, terms);
   }
 
@@ -170,12 +170,12 @@ struct Format {
   // 2h + 1) in lane 2l + h: SubBlockDot's integers, high nibbles dotted in place and shifted down
   // once per sub-block.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const LDU8 du8;
     const uint8_t* base[kPairRows];
-    group.Bases(b, base);
+    PairedBases(rows, b, base);
     PairedK4Scales scales;
     PackPairedK4Scales(base, scales);
     auto isum = hn::Zero(d32);

@@ -154,7 +154,7 @@ struct Format {
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
   using PairTerms = K4PairTerms;
   static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
-                                           PairTerms& terms) {
+                                          PairTerms& terms) {
     ComputeK4PairTerms(*x, terms);
   }
 
@@ -162,12 +162,12 @@ struct Format {
   // 2h + 1) in lane 2l + h: PackDot's integers. Both halves read the same qh bytes; lane 2l + 1's
   // are shifted down 4 bits first, so that local sub-block k's bit is bit k in either lane.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const LDU32 du32;
     const uint8_t* base[kPairRows];
-    group.Bases(b, base);
+    PairedBases(rows, b, base);
     PairedK4Scales scales;
     PackPairedK4Scales(base, scales);
     const auto high_shift = hn::BitCast(du32, hn::Set(LDU64(), uint64_t{4} << 32));
@@ -187,11 +187,11 @@ struct Format {
         Unroll<2>([&](auto p_constant) HWY_ATTR {
           constexpr size_t k = 2 * j + decltype(p_constant)::value;  // local sub-block
           const int8_t* xq = xt.qs + 8 * (8 * k + 4 * h);
-          auto dot = DotQuads<true>(hn::Zero(d32), Level<k>(nibbles[0], high[0]), BroadcastQuadPair(xq));
-          auto dot_odd = DotQuads<true>(hn::Zero(d32), Level<k>(nibbles[1], high[1]),
-                                        BroadcastQuadPair(xq + 8));
-          dot = DotQuads<true>(dot, Level<k>(nibbles[2], high[2]), BroadcastQuadPair(xq + 16));
-          dot_odd = DotQuads<true>(dot_odd, Level<k>(nibbles[3], high[3]), BroadcastQuadPair(xq + 24));
+          auto level = [&](size_t s) { return Level<k>(nibbles[s], high[s]); };
+          auto dot = DotQuads<true>(hn::Zero(d32), level(0), BroadcastQuadPair(xq));
+          auto dot_odd = DotQuads<true>(hn::Zero(d32), level(1), BroadcastQuadPair(xq + 8));
+          dot = DotQuads<true>(dot, level(2), BroadcastQuadPair(xq + 16));
+          dot_odd = DotQuads<true>(dot_odd, level(3), BroadcastQuadPair(xq + 24));
           isum = hn::Add(isum, hn::Mul(hn::Add(dot, dot_odd), PairedK4Scale<k>(scales)));
         });
       });

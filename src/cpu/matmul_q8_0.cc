@@ -115,11 +115,11 @@ struct Format
 
   // Block b of 8 rows for a single token: Dot<1>'s integers, each row's halves added.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const PairedGroup<WBlock>& group, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const uint8_t* base[kPairRows];
-    group.Bases(b, base);
+    PairedBases(rows, b, base);
     QVU8Full q[4];
     TransposeHalves(base, offsetof(WBlock, qs), offsetof(WBlock, qs) + 16, q);
     const auto bias = hn::Set(LDU8(), 0x80);

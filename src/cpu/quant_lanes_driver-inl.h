@@ -135,23 +135,17 @@ HWY_NOINLINE HWY_FLATTEN void PairedLaneMatVec(const uint8_t* w, size_t w_row_by
     auto row_of = [&](size_t l) {
       return tail ? tail_begin + std::min(l, n_rows - 1) : row_begin + i + l * step;
     };
-    PairedGroup<WBlock> group;
+    const WBlock* rows[kPairRows];
     for (size_t l = 0; l < kPairRows; ++l) {
-      group.rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
+      rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
     }
-    if constexpr (kStep == 2) group.SetLanes(/*second_block=*/1);
     auto acc = hn::Zero(PDF());
     size_t b = 0;
     for (; b < n_whole; b += kStep) {
-      FetchLaneStreamsAhead<LaneStreamAheadBytes<F>(), kPairRows, kStep>(group.rows, b);
-      acc = F::template PairedDot<false>(group, b, terms[b / kStep], acc);
+      FetchLaneStreamsAhead<LaneStreamAheadBytes<F>(), kPairRows, kStep>(rows, b);
+      acc = F::template PairedDot<false>(rows, b, terms[b / kStep], acc);
     }
-    if constexpr (kStep == 2) {
-      if (b < n_blocks) {
-        group.SetLanes(/*second_block=*/0);
-        acc = F::template PairedDot<true>(group, b, terms[b / kStep], acc);
-      }
-    }
+    if (b < n_blocks) acc = F::template PairedDot<true>(rows, b, terms[b / kStep], acc);
     StoreLaneRows(acc, n_rows, row_of, bias, out);
   }
 }

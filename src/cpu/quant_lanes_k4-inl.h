@@ -171,15 +171,16 @@ HWY_INLINE void PackPairedK4Scales(const uint8_t* const* HWY_RESTRICT base,
 // The local sub-block k's (0..3) scale of each lane, as int32.
 template <size_t k>
 HWY_INLINE hn::Vec<LDI32> PairedK4Scale(const PairedK4Scales& packed) {
-  return hn::BitCast(LDI32(), hn::And(hn::ShiftRight<8 * k>(packed.scales), hn::Set(LDU32(), 0xFF)));
+  const auto byte = hn::And(hn::ShiftRight<8 * k>(packed.scales), hn::Set(LDU32(), 0xFF));
+  return hn::BitCast(LDI32(), byte);
 }
 
 // AccumulateK4 for a single token on paired lanes: each row's halves added first.
 HWY_INLINE hn::Vec<PDF> AccumulatePairedK4(const PairedK4Scales& packed, const K4PairTerms& xt,
                                            hn::Vec<LDI32> isum, hn::Vec<PDF> acc) {
-  const auto sums01 = hn::BitCast(LDI16(), BroadcastPair(reinterpret_cast<const int32_t*>(xt.sum_pairs)));
-  const auto sums23 =
-      hn::BitCast(LDI16(), BroadcastPair(reinterpret_cast<const int32_t*>(xt.sum_pairs + 2)));
+  const auto* sum_pairs = reinterpret_cast<const int32_t*>(xt.sum_pairs);
+  const auto sums01 = hn::BitCast(LDI16(), BroadcastPair(sum_pairs));
+  const auto sums23 = hn::BitCast(LDI16(), BroadcastPair(sum_pairs + 2));
   const auto min_sum =
       hn::Add(MulPairsI16(packed.mins[0], sums01), MulPairsI16(packed.mins[1], sums23));
   const auto dx = hn::Set(PDF(), xt.d);

@@ -1,18 +1,22 @@
 // Single tokens on 512-bit vectors with 8 row streams: each row's block split over a pair of
-// lanes. Lane 2l + h holds half h of row l's block, so a vector covers 8 rows, as the 256-bit
-// code's do, with twice the elements per instruction. The 512-bit shape's 16 rows per group
-// computed 1.6-1.8x faster than the 256-bit code from L2 on Q5_K and Q6_K but read slower from
-// memory (16 row streams per thread against 8); this keeps the 8 streams and the width.
+// lanes. Lane 2l + h holds half h of row l's block (a 256-element block's 128-element halves,
+// a Q8_0 block's 16-byte halves), or block b + h of row l (Q4_0, two blocks per step), so a
+// vector covers 8 rows, as the 256-bit code's do, with twice the elements per instruction. The
+// 512-bit shape's 16 rows per group computed 1.6-1.8x faster than the 256-bit code from L2 on
+// Q5_K and Q6_K but read slower from memory (16 row streams per thread against 8); this keeps
+// the 8 streams and the width.
 //
 // The halves' exact int32 dots are added (SumLanePairs) before the block's float step, which is
-// the rows-in-lanes one (convert, times d x the activation scale, fma in block order): the
-// results are bit for bit those of LaneMatVec and LaneMatMat.
+// the rows-in-lanes one (convert, times d x the activation scale, fma in block order; two blocks
+// per step take theirs in order, even lanes then odd): the results are bit for bit those of
+// LaneMatVec and LaneMatMat.
 //
-// A Format opts in by providing PairTerms, ComputePairTerms(x_block, pair_terms) (the token's
-// activations in lane-pair order: what lane 2l + h multiplies, side by side, so that one 64-bit
-// broadcast feeds both halves) and PairedDot(rows, b, pair_terms, acc): acc (8 float lanes, one
-// per row) += block b's contribution. Only AVX3_DL (512-bit vectors and vpdpbusd) runs it; the
-// driver is PairedLaneMatVec (quant_lanes_driver-inl.h), this file its layout helpers.
+// A Format opts in by providing PairTerms, ComputePairTerms(x_blocks, n_blocks, pair_terms) (a
+// step's activations in lane-pair order: what lanes 2l and 2l + 1 multiply, side by side, so
+// that one 64-bit broadcast feeds both) and PairedDot<kLast>(rows, b, pair_terms, acc): acc (8
+// float lanes, one per row) += the step's contribution from block b on (kLast: a last block
+// alone, where a step is kPairedBlocks = 2 blocks). Only AVX3_DL (512-bit vectors and vpdpbusd)
+// runs it; the driver is PairedLaneMatVec (quant_lanes_driver-inl.h), this file its helpers.
 
 #if defined(PETREL_CPU_QUANT_LANES_PAIRED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef PETREL_CPU_QUANT_LANES_PAIRED_INL_H_
@@ -53,29 +57,12 @@ constexpr size_t PairedBlocks() {
   }
 }
 
-// A paired group's rows, and for two-block steps its lanes: lane 2l + h is row l's block
-// b + h x second_block (second_block 0 for a last block alone), with their byte offsets for
-// gathers.
+// Block b's bytes of each of the group's rows.
 template <class WBlock>
-struct PairedGroup {
-  HWY_INLINE PairedGroup() {}
-  const WBlock* rows[kPairRows];
-  const WBlock* lanes[kLaneRows];
-  LaneRowOffsets offsets;
-
-  HWY_INLINE void SetLanes(size_t second_block) {
-    for (size_t l = 0; l < kPairRows; ++l) {
-      lanes[2 * l] = rows[l];
-      lanes[2 * l + 1] = rows[l] + second_block;
-    }
-    offsets = RowOffsets(lanes);
-  }
-
-  // Block b's bytes of each row.
-  HWY_INLINE void Bases(size_t b, const uint8_t* (&base)[kPairRows]) const {
-    for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
-  }
-};
+HWY_INLINE void PairedBases(const WBlock* const* HWY_RESTRICT rows, size_t b,
+                            const uint8_t* (&base)[kPairRows]) {
+  for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+}
 
 // The 16 bytes at off0 (lane 2l) and off1 (lane 2l + 1) of each row's block at base[l],
 // transposed: lane 2l + h of words[i] = bytes off_h + 4i..off_h + 4i + 3 of row l's block.
