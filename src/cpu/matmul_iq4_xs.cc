@@ -197,16 +197,14 @@ struct Format {
     terms.d = plain.d;
   }
 
-  // Block b of 8 rows for a single token, half h of row l in lane 2l + h: PackDot's integers.
-  // PackScales' scale words are shifted by lane (16 and 8 bits more in lane 2l + 1), so local
-  // sub-block ib's bits sit where sub-block ib's do in lane 2l.
+  // A single token against the block at base[l] of 8 rows, half h of row l in lane 2l + h:
+  // PackDot's integers. PackScales' scale words are shifted by lane (16 and 8 bits more in lane
+  // 2l + 1), so local sub-block ib's bits sit where sub-block ib's do in lane 2l.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDU32 du32;
     const LDI32 d32;
-    const uint8_t* base[kPairRows];
-    PairedBases(rows, b, base);
     QVU8Full heads[4];
     TransposeHalves(base, 0, 0, heads);
     const auto w0 = hn::BitCast(du32, heads[0]);

@@ -109,15 +109,13 @@ struct Format
     terms.d[1] = second_terms.d;
   }
 
-  // Blocks b and b + 1 (kLast: b alone) of 8 rows for a single token: Dot<1>'s integers in
+  // A single token against the two blocks at base[l] (kLast: one) of 8 rows: Dot<1>'s integers in
   // lanes 2l + h, then each block's float step in block order.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const LDU8 du8;
-    const uint8_t* base[kPairRows];
-    PairedBases(rows, b, base);
     constexpr size_t kSecond = kLast ? 0 : sizeof(WBlock);
     QVU8Full q[4];
     TransposeHalves(base, offsetof(WBlock, qs), kSecond + offsetof(WBlock, qs), q);

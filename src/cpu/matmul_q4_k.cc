@@ -26,7 +26,11 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format {
+struct Format
+#if PETREL_QUANT_SIMD && HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+    : K4PairedTerms  // PairTerms, ComputePairTerms
+#endif
+{
   using WBlock = quant::BlockQ4_K;
   static constexpr DType kType = DType::kQ4_K;
   static constexpr size_t kElems = quant::kQK_K;
@@ -160,22 +164,14 @@ struct Format {
   }
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
-  using PairTerms = K4PairTerms;
-  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
-                                          PairTerms& terms) {
-    ComputeK4PairTerms(*x, terms);
-  }
-
-  // Block b of 8 rows for a single token, half h of row l (sub-blocks 4h..4h + 3: chunks 2h,
-  // 2h + 1) in lane 2l + h: SubBlockDot's integers, high nibbles dotted in place and shifted down
-  // once per sub-block.
+  // A single token against the block at base[l] of 8 rows, half h of row l (sub-blocks
+  // 4h..4h + 3: chunks 2h, 2h + 1) in lane 2l + h: SubBlockDot's integers, high nibbles dotted in
+  // place and shifted down once per sub-block.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const LDU8 du8;
-    const uint8_t* base[kPairRows];
-    PairedBases(rows, b, base);
     PairedK4Scales scales;
     PackPairedK4Scales(base, scales);
     auto isum = hn::Zero(d32);

@@ -25,7 +25,11 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format {
+struct Format
+#if PETREL_QUANT_SIMD && HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+    : K4PairedTerms  // PairTerms, ComputePairTerms
+#endif
+{
   using WBlock = quant::BlockQ5_K;
   static constexpr DType kType = DType::kQ5_K;
   static constexpr size_t kElems = quant::kQK_K;
@@ -152,22 +156,15 @@ struct Format {
   }
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
-  using PairTerms = K4PairTerms;
-  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t /*n_blocks: 1*/,
-                                          PairTerms& terms) {
-    ComputeK4PairTerms(*x, terms);
-  }
-
-  // Block b of 8 rows for a single token, half h of row l (sub-blocks 4h..4h + 3: chunks 2h,
-  // 2h + 1) in lane 2l + h: PackDot's integers. Both halves read the same qh bytes; lane 2l + 1's
-  // are shifted down 4 bits first, so that local sub-block k's bit is bit k in either lane.
+  // A single token against the block at base[l] of 8 rows, half h of row l (sub-blocks
+  // 4h..4h + 3: chunks 2h, 2h + 1) in lane 2l + h: PackDot's integers. Both halves read the same
+  // qh bytes; lane 2l + 1's are shifted down 4 bits first, so that local sub-block k's bit is bit
+  // k in either lane.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
     const LDU32 du32;
-    const uint8_t* base[kPairRows];
-    PairedBases(rows, b, base);
     PairedK4Scales scales;
     PackPairedK4Scales(base, scales);
     const auto high_shift = hn::BitCast(du32, hn::Set(LDU64(), uint64_t{4} << 32));

@@ -206,20 +206,18 @@ struct Format {
     terms.d = x->d;
   }
 
-  // Block b of 8 rows for a single token, half h of row l in lane 2l + h, the chunks of half h at
-  // their offsets there: Dot<1>'s integers, a sub-block at a time as its levels are made (the 64
-  // packed vectors would not fit in registers). The levels (0..63) enter vpdpbusd unsigned as
-  // they are, in a chain that starts at the offset's -32 x the sub-block's activation sum, and
-  // the dot of level - 32 is multiplied by its scale as int32 (|isum| < 16 x 128 x 16 x 64 x
-  // 128). The scales come from the 16 bytes at 192 (lane 2l: scales 0..7 in words 0-1) and at
-  // 194 (lane 2l + 1: scales 8..15 are bytes 6..13, and word 3's upper half is d), so no read
-  // passes the block's end.
+  // A single token against the block at base[l] of 8 rows, half h of row l in lane 2l + h, the
+  // chunks of half h at their offsets there: Dot<1>'s integers, a sub-block at a time as its
+  // levels are made (the 64 packed vectors would not fit in registers). The levels (0..63) enter
+  // vpdpbusd unsigned as they are, in a chain that starts at the offset's -32 x the sub-block's
+  // activation sum, and the dot of level - 32 is multiplied by its scale as int32 (|isum| < 16 x
+  // 128 x 16 x 64 x 128). The scales come from the 16 bytes at 192 (lane 2l: scales 0..7 in
+  // words 0-1) and at 194 (lane 2l + 1: scales 8..15 are bytes 6..13, and word 3's upper half is
+  // d), so no read passes the block's end.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
-    const uint8_t* base[kPairRows];
-    PairedBases(rows, b, base);
     static_assert(offsetof(WBlock, scales) == 192 && offsetof(WBlock, d) == 208, "Q6_K layout");
     QVU8Full low_words[4], high_words[4];
     TransposeHalves(base, 192, 192, low_words);

@@ -113,13 +113,12 @@ struct Format
     terms.d = plain.d;
   }
 
-  // Block b of 8 rows for a single token: Dot<1>'s integers, each row's halves added.
+  // A single token against the block at base[l] of 8 rows: Dot<1>'s integers, each row's halves
+  // added.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const WBlock* const* HWY_RESTRICT rows, size_t b,
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
                                            const PairTerms& xt, hn::Vec<PDF> acc) {
     const LDI32 d32;
-    const uint8_t* base[kPairRows];
-    PairedBases(rows, b, base);
     QVU8Full q[4];
     TransposeHalves(base, offsetof(WBlock, qs), offsetof(WBlock, qs) + 16, q);
     const auto bias = hn::Set(LDU8(), 0x80);

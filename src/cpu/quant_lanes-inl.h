@@ -294,6 +294,27 @@ HWY_INLINE hn::Vec<LDF> HalvesToF32(hn::Vec<LDU32> words) {
 #endif
 }
 
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3_DL)
+// The f16 at address_of(l) for l = 0..7, as 8 f32: the halves inserted one by one, then widened.
+template <class AddressOf>
+HWY_INLINE __m256 InsertHalvesToF32(const AddressOf& address_of) {
+  auto half = [&](size_t l) {
+    uint16_t v;
+    std::memcpy(&v, address_of(l), 2);
+    return int(v);
+  };
+  __m128i h = _mm_cvtsi32_si128(half(0));
+  h = _mm_insert_epi16(h, half(1), 1);
+  h = _mm_insert_epi16(h, half(2), 2);
+  h = _mm_insert_epi16(h, half(3), 3);
+  h = _mm_insert_epi16(h, half(4), 4);
+  h = _mm_insert_epi16(h, half(5), 5);
+  h = _mm_insert_epi16(h, half(6), 6);
+  h = _mm_insert_epi16(h, half(7), 7);
+  return _mm256_cvtph_ps(h);
+}
+#endif
+
 // The f16 scales `d` (a block's first two bytes) of block b of each row, as f32 lanes.
 template <class WBlock>
 HWY_INLINE hn::Vec<LDF> LaneScales(const WBlock* const* HWY_RESTRICT rows,
@@ -302,20 +323,7 @@ HWY_INLINE hn::Vec<LDF> LaneScales(const WBlock* const* HWY_RESTRICT rows,
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
   if constexpr (kLaneRows == 8) {
     // As GatherBlockWords, but the halves themselves inserted: no truncation of words.
-    auto half = [&](size_t l) {
-      uint16_t v;
-      std::memcpy(&v, &rows[l][b].d, 2);
-      return int(v);
-    };
-    __m128i h = _mm_cvtsi32_si128(half(0));
-    h = _mm_insert_epi16(h, half(1), 1);
-    h = _mm_insert_epi16(h, half(2), 2);
-    h = _mm_insert_epi16(h, half(3), 3);
-    h = _mm_insert_epi16(h, half(4), 4);
-    h = _mm_insert_epi16(h, half(5), 5);
-    h = _mm_insert_epi16(h, half(6), 6);
-    h = _mm_insert_epi16(h, half(7), 7);
-    return hn::Vec<LDF>{_mm256_cvtph_ps(h)};
+    return hn::Vec<LDF>{InsertHalvesToF32([&](size_t l) { return &rows[l][b].d; })};
   }
 #endif
   return HalvesToF32<false>(GatherBlockWords<0>(rows, offsets, b));

@@ -60,6 +60,26 @@ HWY_INLINE void FetchLaneStreamsAhead(const WBlock* const* HWY_RESTRICT rows, si
   }
 }
 
+// Rows [row_begin, row_end) in groups of kRows rows `step` apart, so that each of a group's
+// streams reads rows one after another: body(row_of, n_rows) per group, row_of(l) its row l.
+// Group i < step takes rows row_begin + i + l * step; the last, partial one the rows left over
+// (its missing lanes repeat its last row and are not stored: n_rows says how many are real).
+template <size_t kRows, class Body>
+HWY_INLINE void ForEachSpreadGroup(size_t row_begin, size_t row_end, const Body& body) {
+  const size_t step = (row_end - row_begin) / kRows;
+  const size_t tail_begin = row_begin + kRows * step;
+  const size_t n_groups = step + (tail_begin < row_end ? 1 : 0);
+  for (size_t i = 0; i < n_groups; ++i) {
+    const bool tail = i == step;
+    const size_t n_rows = tail ? row_end - tail_begin : kRows;
+    body(
+        [&](size_t l) {
+          return tail ? tail_begin + std::min(l, n_rows - 1) : row_begin + i + l * step;
+        },
+        n_rows);
+  }
+}
+
 // Single tokens and short batches (up to kShortLaneTokens): groups of kLaneRows rows `step`
 // apart, so each lane reads a long sequential stream (the hardware prefetcher follows those at
 // full bandwidth), packed in registers and used there by all T tokens. A short batch (a
@@ -77,17 +97,7 @@ HWY_NOINLINE HWY_FLATTEN void LaneMatVec(const uint8_t* w, size_t w_row_bytes, s
                                          float* out, size_t out_stride, size_t row_begin,
                                          size_t row_end) {
   using WBlock = typename F::WBlock;
-  const size_t step = (row_end - row_begin) / kLaneRows;
-  const size_t tail_begin = row_begin + kLaneRows * step;
-  const size_t n_groups = step + (tail_begin < row_end ? 1 : 0);
-  for (size_t i = 0; i < n_groups; ++i) {
-    // Group i < step takes rows row_begin + i + l * step; the last, partial one the rows left
-    // over (its missing lanes repeat its last row and are not stored).
-    const bool tail = i == step;
-    const size_t n_lanes = tail ? row_end - tail_begin : kLaneRows;
-    auto row_of = [&](size_t l) {
-      return tail ? tail_begin + std::min(l, n_lanes - 1) : row_begin + i + l * step;
-    };
+  ForEachSpreadGroup<kLaneRows>(row_begin, row_end, [&](const auto& row_of, size_t n_lanes) {
     const WBlock* rows[kLaneRows];
     for (size_t l = 0; l < kLaneRows; ++l) {
       rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
@@ -111,7 +121,7 @@ HWY_NOINLINE HWY_FLATTEN void LaneMatVec(const uint8_t* w, size_t w_row_bytes, s
     for (size_t k = 0; k < T; ++k) {
       StoreLaneRows(acc[k], n_lanes, row_of, bias, out + k * out_stride);
     }
-  }
+  });
 }
 
 #if PETREL_QUANT_SIMD && HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
@@ -126,28 +136,31 @@ HWY_NOINLINE HWY_FLATTEN void PairedLaneMatVec(const uint8_t* w, size_t w_row_by
   using WBlock = typename F::WBlock;
   constexpr size_t kStep = PairedBlocks<F>();
   const size_t n_whole = n_blocks / kStep * kStep;
-  const size_t step = (row_end - row_begin) / kPairRows;
-  const size_t tail_begin = row_begin + kPairRows * step;
-  const size_t n_groups = step + (tail_begin < row_end ? 1 : 0);
-  for (size_t i = 0; i < n_groups; ++i) {
-    const bool tail = i == step;
-    const size_t n_rows = tail ? row_end - tail_begin : kPairRows;
-    auto row_of = [&](size_t l) {
-      return tail ? tail_begin + std::min(l, n_rows - 1) : row_begin + i + l * step;
-    };
+  ForEachSpreadGroup<kPairRows>(row_begin, row_end, [&](const auto& row_of, size_t n_rows) {
     const WBlock* rows[kPairRows];
     for (size_t l = 0; l < kPairRows; ++l) {
       rows[l] = reinterpret_cast<const WBlock*>(w + row_of(l) * w_row_bytes);
     }
+    // Block b of each row, as bytes.
+    const uint8_t* base[kPairRows];
+    auto bases = [&](size_t b) {
+      for (size_t l = 0; l < kPairRows; ++l) {
+        base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
+      }
+    };
     auto acc = hn::Zero(PDF());
     size_t b = 0;
     for (; b < n_whole; b += kStep) {
       FetchLaneStreamsAhead<LaneStreamAheadBytes<F>(), kPairRows, kStep>(rows, b);
-      acc = F::template PairedDot<false>(rows, b, terms[b / kStep], acc);
+      bases(b);
+      acc = F::template PairedDot<false>(base, terms[b / kStep], acc);
     }
-    if (b < n_blocks) acc = F::template PairedDot<true>(rows, b, terms[b / kStep], acc);
+    if (b < n_blocks) {
+      bases(b);
+      acc = F::template PairedDot<true>(base, terms[b / kStep], acc);
+    }
     StoreLaneRows(acc, n_rows, row_of, bias, out);
-  }
+  });
 }
 
 // The mat_mul of a single token through PairedLaneMatVec.

@@ -131,16 +131,21 @@ struct K4PairTerms {
   float d;
 };
 
-HWY_INLINE void ComputeK4PairTerms(const quant::BlockQ8_K& x, K4PairTerms& terms) {
-  K4Terms plain;
-  ComputeK4Terms(x, plain);
-  InterleaveHalves(x.qs, terms.qs);
-  terms.sum_pairs[0] = plain.sum_pairs[0];
-  terms.sum_pairs[1] = plain.sum_pairs[2];
-  terms.sum_pairs[2] = plain.sum_pairs[1];
-  terms.sum_pairs[3] = plain.sum_pairs[3];
-  terms.d = plain.d;
-}
+// The paired lanes' terms of Q4_K and Q5_K (their Formats derive from it on AVX3_DL).
+struct K4PairedTerms {
+  using PairTerms = K4PairTerms;
+  static HWY_INLINE void ComputePairTerms(const quant::BlockQ8_K* x, size_t /*n_blocks: 1*/,
+                                          K4PairTerms& terms) {
+    K4Terms plain;
+    ComputeK4Terms(*x, plain);
+    InterleaveHalves(x->qs, terms.qs);
+    terms.sum_pairs[0] = plain.sum_pairs[0];
+    terms.sum_pairs[1] = plain.sum_pairs[2];
+    terms.sum_pairs[2] = plain.sum_pairs[1];
+    terms.sum_pairs[3] = plain.sum_pairs[3];
+    terms.d = plain.d;
+  }
+};
 
 // Block b's scales and mins in lane-pair order, and each row's d and dmin.
 struct PairedK4Scales {

@@ -13,10 +13,11 @@
 //
 // A Format opts in by providing PairTerms, ComputePairTerms(x_blocks, n_blocks, pair_terms) (a
 // step's activations in lane-pair order: what lanes 2l and 2l + 1 multiply, side by side, so
-// that one 64-bit broadcast feeds both) and PairedDot<kLast>(rows, b, pair_terms, acc): acc (8
-// float lanes, one per row) += the step's contribution from block b on (kLast: a last block
-// alone, where a step is kPairedBlocks = 2 blocks). Only AVX3_DL (512-bit vectors and vpdpbusd)
-// runs it; the driver is PairedLaneMatVec (quant_lanes_driver-inl.h), this file its helpers.
+// that one 64-bit broadcast feeds both) and PairedDot<kLast>(base, pair_terms, acc): acc (8
+// float lanes, one per row) += the step's contribution, from the blocks at base[l] on (kLast: a
+// last block alone, where a step is kPairedBlocks = 2 blocks). Only AVX3_DL (512-bit vectors
+// and vpdpbusd) runs it; the driver is PairedLaneMatVec (quant_lanes_driver-inl.h), this file
+// its helpers.
 
 #if defined(PETREL_CPU_QUANT_LANES_PAIRED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef PETREL_CPU_QUANT_LANES_PAIRED_INL_H_
@@ -55,13 +56,6 @@ constexpr size_t PairedBlocks() {
   } else {
     return 1;
   }
-}
-
-// Block b's bytes of each of the group's rows.
-template <class WBlock>
-HWY_INLINE void PairedBases(const WBlock* const* HWY_RESTRICT rows, size_t b,
-                            const uint8_t* (&base)[kPairRows]) {
-  for (size_t l = 0; l < kPairRows; ++l) base[l] = reinterpret_cast<const uint8_t*>(rows[l] + b);
 }
 
 // The 16 bytes at off0 (lane 2l) and off1 (lane 2l + 1) of each row's block at base[l],
@@ -113,22 +107,9 @@ HWY_INLINE hn::Vec<hn::Full256<uint32_t>> EvenLanes(hn::Vec<LDU32> v) {
 }
 
 // The f16 at base[l] + offset of each row l, as 8 f32 lanes: inserted, not gathered (Zen 5's
-// vpgatherdd made the two-block step slower than the 256-bit code).
+// vpgatherdd made Q4_0's two-block step slower than the 256-bit code).
 HWY_INLINE hn::Vec<PDF> RowHalvesToF32(const uint8_t* const* HWY_RESTRICT base, size_t offset) {
-  auto half = [&](size_t l) {
-    uint16_t v;
-    std::memcpy(&v, base[l] + offset, 2);
-    return int(v);
-  };
-  __m128i h = _mm_cvtsi32_si128(half(0));
-  h = _mm_insert_epi16(h, half(1), 1);
-  h = _mm_insert_epi16(h, half(2), 2);
-  h = _mm_insert_epi16(h, half(3), 3);
-  h = _mm_insert_epi16(h, half(4), 4);
-  h = _mm_insert_epi16(h, half(5), 5);
-  h = _mm_insert_epi16(h, half(6), 6);
-  h = _mm_insert_epi16(h, half(7), 7);
-  return hn::Vec<PDF>{_mm256_cvtph_ps(h)};
+  return hn::Vec<PDF>{InsertHalvesToF32([&](size_t l) { return base[l] + offset; })};
 }
 
 // The even and the odd lanes, as 8 lanes each.
