@@ -16,9 +16,13 @@
 namespace petrel::cpu {
 namespace {
 
-// Spin iterations before a worker parks; with ~100-cycle pauses this is some tens of
-// microseconds, longer than the gap between the kernels of one decode step.
-constexpr int kWorkerSpins = 4000;
+// Spin iterations before a worker parks: ~11 us of 22 ns pauses (Zen 5), longer than the
+// longest gap between the parallel ops of a decode step (~7 us before attention: RoPE and the
+// K/V row writes run on the caller alone), so a step wakes no parked worker. Not much longer:
+// when the caller is descheduled on a shared host, a spinning worker holds a CPU it may need
+// (small Q4_0 decode with one CPU busy elsewhere: 4000 spins 176 t/s, 1000 218, 500 and 250
+// ~235, alternated runs).
+constexpr int kWorkerSpins = 500;
 // Spin iterations before the caller starts yielding while it waits for the workers.
 constexpr int kCallerSpins = 1000;
 
