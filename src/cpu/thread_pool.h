@@ -17,7 +17,8 @@ namespace petrel::cpu {
 // last), and the threads claim chunks from a shared counter until none are left; it returns
 // when all are done.
 // Claiming instead of a fixed split keeps every core busy when one thread is preempted on a
-// shared host: the others take its share. Kernels must therefore not depend on which thread
+// shared host: the others take its share, and a worker that has not joined the call by the time
+// every chunk is claimed is not waited for. Kernels must therefore not depend on which thread
 // runs a chunk (ours do not: a row's result depends only on the row).
 //
 // Between calls workers spin briefly (a decode step issues many small ParallelFor calls back to
