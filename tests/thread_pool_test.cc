@@ -96,6 +96,23 @@ TEST(ThreadPoolTest, ManyCallsDoNotHang) {
   }
 }
 
+// A worker that comes late to a call (still waking, or descheduled: four threads on fewer CPUs)
+// either joins it before ParallelFor returns or stays out of it, never runs its `fn` afterwards.
+TEST(ThreadPoolTest, LateWorkersNeverRunAFinishedCall) {
+  ThreadPool pool(4);
+  std::atomic<int> current_call{0}, stale{0};
+  for (int call = 0; call < 20000; ++call) {
+    current_call.store(call);
+    std::atomic<size_t> covered{0};
+    pool.ParallelFor(2, [&, call](size_t begin, size_t end) {
+      if (current_call.load() != call) stale.fetch_add(1);
+      covered.fetch_add(end - begin);
+    });
+    ASSERT_EQ(covered.load(), 2u) << "call " << call;
+  }
+  EXPECT_EQ(stale.load(), 0);
+}
+
 // Workers that park between calls (long gaps) still wake up for the next call.
 TEST(ThreadPoolTest, WakesParkedWorkers) {
   ThreadPool pool(3);

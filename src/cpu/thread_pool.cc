@@ -1,4 +1,4 @@
-// ThreadPool: spin-then-park workers, a generation counter to start jobs, a counter to end them.
+// ThreadPool: spin-then-park workers, one state word to start jobs, let workers join and end them.
 #include "cpu/thread_pool.h"
 
 #include <pthread.h>
@@ -16,11 +16,21 @@
 namespace petrel::cpu {
 namespace {
 
-// Spin iterations before a worker parks; with ~100-cycle pauses this is some tens of
-// microseconds, longer than the gap between the kernels of one decode step.
-constexpr int kWorkerSpins = 4000;
+// Spin iterations before a worker parks: ~11 us of 22 ns pauses (Zen 5), longer than the
+// longest gap between the parallel ops of a decode step (~7 us before attention: RoPE and the
+// K/V row writes run on the caller alone), so a step wakes no parked worker. Not much longer:
+// when the caller is descheduled on a shared host, a spinning worker holds a CPU it may need
+// (small Q4_0 decode with one CPU busy elsewhere: 4000 spins 176 t/s, 1000 218, 500 and 250
+// ~235, alternated runs).
+constexpr int kWorkerSpins = 500;
 // Spin iterations before the caller starts yielding while it waits for the workers.
 constexpr int kCallerSpins = 1000;
+
+constexpr int kJobShift = 32;
+constexpr uint64_t kJobClosed = uint64_t{1} << 31;
+constexpr uint64_t kJobWorkersMask = kJobClosed - 1;
+
+inline uint64_t JobNumber(uint64_t state) { return state >> kJobShift; }
 
 inline void Pause() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -55,7 +65,7 @@ void ThreadPool::StopWorkers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
-    generation_.fetch_add(1, std::memory_order_seq_cst);
+    state_.fetch_add(uint64_t{1} << kJobShift, std::memory_order_seq_cst);
   }
   wake_.notify_all();
   for (std::thread& worker : workers_) worker.join();
@@ -81,28 +91,35 @@ size_t ThreadPool::MaxChunk(size_t n, size_t grain, size_t chunks_per_thread) co
 
 void ThreadPool::Run(size_t n, size_t grain, size_t chunks_per_thread, const void* ctx,
                      ChunkFn fn) {
-  PETREL_DCHECK(pending_.load(std::memory_order_relaxed) == 0);
+  // The previous job is closed and empty: no worker reads the job fields written here.
+  PETREL_DCHECK((state_.load(std::memory_order_relaxed) & kJobWorkersMask) == 0);
   job_chunk_ = std::max<size_t>(MaxChunk(n, grain, chunks_per_thread), 1);
   next_chunk_.store(0, std::memory_order_relaxed);
   job_n_ = n;
   job_ctx_ = ctx;
   job_fn_ = fn;
-  pending_.store(workers_.size(), std::memory_order_relaxed);
+  // Opens the next job (open, no workers inside). Only this thread changes the job number.
   // seq_cst pairs with the worker's seq_cst `sleepers_` increment: either the worker sees the
-  // new generation before it waits, or we see it parked and wake it.
-  generation_.fetch_add(1, std::memory_order_seq_cst);
+  // new job before it waits, or we see it parked and wake it.
+  const uint64_t job = JobNumber(state_.load(std::memory_order_relaxed)) + 1;
+  state_.store(job << kJobShift, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) != 0) {
     // Taking the mutex orders this notify after a parking worker's predicate check.
     { std::lock_guard<std::mutex> lock(mutex_); }
     wake_.notify_all();
   }
   RunChunks();
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+  // Every chunk is claimed. Closing the job keeps out the workers that have not joined yet (a
+  // worker still waking, or descheduled before it saw the job: it would only find no chunk
+  // left, and waiting for it cost the whole time it was off the CPU); wait for those inside.
+  uint64_t state = state_.fetch_or(kJobClosed, std::memory_order_acq_rel);
+  for (int spin = 0; (state & kJobWorkersMask) != 0; ++spin) {
     if (spin < kCallerSpins) {
       Pause();
     } else {
       std::this_thread::yield();
     }
+    state = state_.load(std::memory_order_acquire);
   }
 }
 
@@ -114,23 +131,31 @@ size_t ThreadPool::ThreadIndex() { return t_thread_index; }
 
 void ThreadPool::WorkerLoop(size_t thread_index) {
   t_thread_index = thread_index;
-  uint64_t seen = 0;
+  uint64_t seen = 0;  // the last job number this worker saw
   for (;;) {
-    uint64_t generation = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; generation == seen && spin < kWorkerSpins; ++spin) {
+    uint64_t state = state_.load(std::memory_order_acquire);
+    for (int spin = 0; JobNumber(state) == seen && spin < kWorkerSpins; ++spin) {
       Pause();
-      generation = generation_.load(std::memory_order_acquire);
+      state = state_.load(std::memory_order_acquire);
     }
-    if (generation == seen) {
+    if (JobNumber(state) == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      while ((generation = generation_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
+      while (JobNumber(state = state_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
       sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
-    seen = generation;
+    seen = JobNumber(state);
     if (stop_) return;
-    RunChunks();
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // Join the job unless Run has closed it (then every chunk is taken) or opened a newer one
+    // (the outer loop picks that up).
+    while (JobNumber(state) == seen && (state & kJobClosed) == 0) {
+      if (state_.compare_exchange_weak(state, state + 1, std::memory_order_acquire,
+                                       std::memory_order_relaxed)) {
+        RunChunks();
+        state_.fetch_sub(1, std::memory_order_release);
+        break;
+      }
+    }
   }
 }
 

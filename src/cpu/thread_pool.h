@@ -17,7 +17,8 @@ namespace petrel::cpu {
 // last), and the threads claim chunks from a shared counter until none are left; it returns
 // when all are done.
 // Claiming instead of a fixed split keeps every core busy when one thread is preempted on a
-// shared host: the others take its share. Kernels must therefore not depend on which thread
+// shared host: the others take its share, and a worker that has not joined the call by the time
+// every chunk is claimed is not waited for. Kernels must therefore not depend on which thread
 // runs a chunk (ours do not: a row's result depends only on the row).
 //
 // Between calls workers spin briefly (a decode step issues many small ParallelFor calls back to
@@ -71,16 +72,20 @@ class ThreadPool {
   std::string start_error_;
   std::vector<std::thread> workers_;  // (n_threads - 1)
 
-  // The current job, written by Run before `generation_` is bumped (release) and read by the
-  // workers after they observe the new generation (acquire).
+  // The current job, written by Run before it opens the job in `state_` (release) and read by
+  // the workers after they join it (acquire).
   size_t job_n_ = 0;
   size_t job_chunk_ = 1;  // elements per claimed chunk
   const void* job_ctx_ = nullptr;
   ChunkFn job_fn_ = nullptr;
   bool stop_ = false;
 
-  alignas(64) std::atomic<uint64_t> generation_{0};
-  alignas(64) std::atomic<size_t> pending_{0};   // workers still running the current job
+  // One word for a job's start and end: the job number (bits 32-63, bumped by Run to start a
+  // job), `kJobClosed` (bit 31, set by Run once every chunk is claimed) and the number of
+  // workers inside the job (bits 0-30). A worker joins only an open job, so Run waits only for
+  // workers that joined, never for one that is still waking or was descheduled before it saw
+  // the job.
+  alignas(64) std::atomic<uint64_t> state_{0};
   alignas(64) std::atomic<size_t> next_chunk_{0};  // first unclaimed chunk of the current job
   alignas(64) std::atomic<size_t> sleepers_{0};  // workers parked (or parking) on `wake_`
   std::mutex mutex_;
