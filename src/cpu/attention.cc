@@ -463,34 +463,14 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
 }
 
 void AttentionT(const AttentionArgs& args, size_t head_begin, size_t head_end) {
-  switch (args.kv->dtype) {
-    case DType::kF32:
-      return AttentionRows<float>(args, head_begin, head_end);
-    case DType::kF16:
-      return AttentionRows<hwy::float16_t>(args, head_begin, head_end);
-    case DType::kQ8_0:
-      return AttentionRows<quant::BlockQ8_0>(args, head_begin, head_end);
-    case DType::kBF16:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;
+  // The KV cache types this backend reads (the cache's row per type): anything else is refused
+  // by Supports before it gets here.
+  if (args.kv->dtype == DType::kF32) return AttentionRows<float>(args, head_begin, head_end);
+  if (args.kv->dtype == DType::kF16) {
+    return AttentionRows<hwy::float16_t>(args, head_begin, head_end);
+  }
+  if (args.kv->dtype == DType::kQ8_0) {
+    return AttentionRows<quant::BlockQ8_0>(args, head_begin, head_end);
   }
   PETREL_CHECK(false && "attention: KV cache must be F32, F16 or Q8_0");
 }

@@ -72,77 +72,29 @@ HWY_EXPORT(F16ToF32T);
 HWY_EXPORT(F32ToF16T);
 HWY_EXPORT(BF16ToF32T);
 
+// The float types by Highway; every block type by its scalar decoder or encoder (codec table),
+// which is enough for one row per token in embedding lookups and the Q8_0 KV cache, and keeps
+// every backend's stored bytes the same.
 void RowToF32(DType type, const void* row, size_t n, float* out) {
-  switch (type) {
-    case DType::kF32:
-      std::memcpy(out, row, n * sizeof(float));
-      return;
-    case DType::kF16:
-      return HWY_DYNAMIC_DISPATCH(F16ToF32T)(static_cast<const uint16_t*>(row), out, n);
-    case DType::kBF16:
-      return HWY_DYNAMIC_DISPATCH(BF16ToF32T)(static_cast<const uint16_t*>(row), out, n);
-    // Block formats: one row per token in embedding lookups, so the scalar decoder is enough.
-    // The others fail the check below.
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;
+  if (type == DType::kF32) {
+    std::memcpy(out, row, n * sizeof(float));
+  } else if (type == DType::kF16) {
+    HWY_DYNAMIC_DISPATCH(F16ToF32T)(static_cast<const uint16_t*>(row), out, n);
+  } else if (type == DType::kBF16) {
+    HWY_DYNAMIC_DISPATCH(BF16ToF32T)(static_cast<const uint16_t*>(row), out, n);
+  } else {
+    PETREL_CHECK(DequantizeRow(type, row, out, n) && "row_to_f32: unsupported element type");
   }
-  PETREL_CHECK(DequantizeRow(type, row, out, n) && "row_to_f32: unsupported element type");
 }
 
 void RowFromF32(DType type, const float* row, size_t n, void* out) {
-  switch (type) {
-    case DType::kF32:
-      std::memcpy(out, row, n * sizeof(float));
-      return;
-    case DType::kF16:
-      return HWY_DYNAMIC_DISPATCH(F32ToF16T)(row, static_cast<uint16_t*>(out), n);
-    case DType::kBF16:  // Rare (no bf16 KV cache yet), so the scalar code is enough.
-      return F32ToBF16Row(row, static_cast<uint16_t*>(out), n);
-    // Block types (the Q8_0 KV cache): the reference quantizer, so every backend stores the same
-    // bytes. The others fail the check below.
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;
+  if (type == DType::kF32) {
+    std::memcpy(out, row, n * sizeof(float));
+  } else if (type == DType::kF16) {
+    HWY_DYNAMIC_DISPATCH(F32ToF16T)(row, static_cast<uint16_t*>(out), n);
+  } else {
+    PETREL_CHECK(QuantizeRow(type, row, out, n) && "row_from_f32: unsupported element type");
   }
-  if (QuantizeRow(type, row, out, n)) return;
-  PETREL_CHECK(false && "row_from_f32: unsupported element type");
 }
 
 }  // namespace petrel::cpu

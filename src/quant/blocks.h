@@ -8,7 +8,7 @@
 namespace petrel::quant {
 
 constexpr size_t kQK = 32;     // elements per block of the 32-block formats
-constexpr size_t kQK_K = 256;  // elements per super-block of the K-quants and IQ4_XS
+constexpr size_t kQK_K = 256;  // elements per super-block of the K-quants, IQ and TQ formats
 
 // Scales `d` (and mins `m`) are IEEE half bit patterns, as in ggml's `ggml_half`.
 struct BlockQ4_0 {
@@ -84,6 +84,85 @@ struct BlockIQ4_XS {
   uint8_t qs[kQK_K / 2];
 };
 
+// The IQ1/IQ2/IQ3 super-blocks index the codebooks of iq_grids.h; field comments give the layout.
+struct BlockIQ2_XXS {
+  uint16_t d;
+  // Per 32 elements two uint32 (little-endian): four 8-bit grid indices (8 elements each), then
+  // four 7-bit sign groups and a 4-bit scale (bits 28..31).
+  uint16_t qs[kQK_K / 8];
+};
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[kQK_K / 8];         // per 8 elements: 9-bit grid index, 7 sign bits
+  uint8_t scales[kQK_K / 32];     // two 4-bit scales per 32 elements (one per 16)
+};
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];          // 32 low grid-index bytes, then 32 bytes of 8 sign bits each
+  uint8_t qh[kQK_K / 32];         // 2 high grid-index bits per 8 elements
+  uint8_t scales[kQK_K / 32];     // two 4-bit scales per 32 elements
+};
+struct BlockIQ3_XXS {
+  uint16_t d;
+  // 64 grid-index bytes (4 elements each), then per 32 elements a uint32 of four 7-bit sign
+  // groups and a 4-bit scale (bits 28..31).
+  uint8_t qs[3 * kQK_K / 8];
+};
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];          // low 8 bits of the 9-bit grid indices (4 elements each)
+  uint8_t qh[kQK_K / 32];         // their ninth bits
+  uint8_t signs[kQK_K / 8];       // one sign bit per element
+  uint8_t scales[kQK_K / 64];     // two 4-bit scales per 64 elements
+};
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 8];          // low 8 bits of the 11-bit grid indices (8 elements each)
+  // Per 32 elements: 3 high index bits per 8 elements (bits 0..11), a 3-bit scale (12..14) and
+  // the sign of the group's delta (15).
+  uint16_t qh[kQK_K / 32];
+};
+struct BlockIQ1_M {
+  uint8_t qs[kQK_K / 8];          // low 8 bits of the grid indices
+  uint8_t qh[kQK_K / 16];         // per 16 elements: 3 high bits and a delta sign per 8
+  // Four 3-bit scales per 64 elements, and across the four uint16 the f16 super-block scale's
+  // bits in the top nibbles.
+  uint8_t scales[kQK_K / 32];
+};
+
+// Ternary formats: levels -1, 0, +1 times one scale per 256 elements.
+struct BlockTQ1_0 {
+  uint8_t qs[(kQK_K - 4 * kQK_K / 64) / 5];  // 5 base-3 digits per byte (240 elements)
+  uint8_t qh[kQK_K / 64];                    // 4 base-3 digits per byte (16 elements)
+  uint16_t d;
+};
+struct BlockTQ2_0 {
+  uint8_t qs[kQK_K / 4];  // 2 bits per element, level + 1
+  uint16_t d;
+};
+
+// MXFP4 (OCP microscaling): 32 E2M1 values sharing one power-of-two (E8M0) scale.
+struct BlockMXFP4 {
+  uint8_t e;            // E8M0 exponent
+  uint8_t qs[kQK / 2];  // indices into kMXFP4Values, nibbles as in Q4_0
+};
+
+// Q1_0 and Q2_0: sign bits (+-d) per 128 elements, and 2-bit levels (level - 1) x d per 64.
+constexpr size_t kQK1_0 = 128;
+constexpr size_t kQK2_0 = 64;
+struct BlockQ1_0 {
+  uint16_t d;
+  uint8_t qs[kQK1_0 / 8];
+};
+struct BlockQ2_0 {
+  uint16_t d;
+  uint8_t qs[kQK2_0 / 4];
+};
+
+// E2M1 values, doubled (the E8M0 scale is halved to match): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their
+// negatives.
+inline constexpr int8_t kMXFP4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 // The non-linear 4-bit grid of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
@@ -95,6 +174,11 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82);
+static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110);
+static_assert(sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56);
+static_assert(sizeof(BlockTQ1_0) == 54 && sizeof(BlockTQ2_0) == 66 && sizeof(BlockMXFP4) == 17);
+static_assert(sizeof(BlockQ1_0) == 18 && sizeof(BlockQ2_0) == 18);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block.
 inline void ScaleMinK4(size_t j, const uint8_t* scales, uint8_t* scale, uint8_t* min) {

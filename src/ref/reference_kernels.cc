@@ -38,39 +38,19 @@ void RowToF32(DType type, const void* row, size_t n, float* out) {
 }
 
 void RowFromF32(DType type, const float* row, size_t n, void* out) {
-  switch (type) {
-    case DType::kF32:
-      std::memcpy(out, row, n * sizeof(float));
-      return;
-    case DType::kF16:
-      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = F32ToF16(row[i]);
-      return;
-    case DType::kBF16:
-      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = F32ToBF16(row[i]);
-      return;
-    // Block types: the reference quantizer. The others fail the check below.
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;
+  if (type == DType::kF32) {
+    std::memcpy(out, row, n * sizeof(float));
+    return;
   }
+  if (type == DType::kF16) {
+    for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = F32ToF16(row[i]);
+    return;
+  }
+  if (type == DType::kBF16) {
+    for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = F32ToBF16(row[i]);
+    return;
+  }
+  // Block types: the reference quantizer.
   if (QuantizeRow(type, row, out, n)) return;
   PETREL_CHECK(false && "row_from_f32: unsupported element type");
 }

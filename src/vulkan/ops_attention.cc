@@ -21,35 +21,9 @@ constexpr size_t kAttentionSharedBytes =
 
 // The shader name suffix of a KV element type, or null when there is no shader for it.
 const char* KvSuffix(DType type) {
-  switch (type) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kQ8_0:
-      return "q8_0";
-    case DType::kBF16:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;
-  }
+  if (type == DType::kF32) return "f32";
+  if (type == DType::kF16) return "f16";
+  if (type == DType::kQ8_0) return "q8_0";
   return nullptr;
 }
 

@@ -8,34 +8,35 @@
 namespace petrel::vk {
 namespace {
 
-// The shader-name suffix of a weight type with shaders (shaders/meson.build lists the same
-// types), or null.
+// The device's row per weight type: the shader-name suffix of the types with shaders of their own
+// (shaders/meson.build lists the same types).
+struct WeightShaders {
+  DType type;
+  const char* suffix;
+};
+constexpr WeightShaders kWeightShaders[] = {
+    {DType::kF32, "f32"},       {DType::kF16, "f16"},       {DType::kBF16, "bf16"},
+    {DType::kQ4_0, "q4_0"},     {DType::kQ4_1, "q4_1"},     {DType::kQ5_0, "q5_0"},
+    {DType::kQ5_1, "q5_1"},     {DType::kQ8_0, "q8_0"},     {DType::kQ2_K, "q2_k"},
+    {DType::kQ3_K, "q3_k"},     {DType::kQ4_K, "q4_k"},     {DType::kQ5_K, "q5_k"},
+    {DType::kQ6_K, "q6_k"},     {DType::kIQ4_NL, "iq4_nl"}, {DType::kIQ4_XS, "iq4_xs"},
+};
+
+// The types without shaders that are converted at upload (dequantized on the host, then
+// encoded as the type named here), or nothing.
+struct UploadConversion {
+  DType type;
+  DType upload;
+};
+constexpr UploadConversion kUploadConversions[] = {
+    // 8-bit block formats of whole 32-element blocks: Q8_0 keeps their precision.
+    {DType::kQ8_1, DType::kQ8_0},
+    {DType::kQ8_K, DType::kQ8_0},
+};
+
 const char* TypeSuffix(DType type) {
-  switch (type) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kQ4_0: return "q4_0";
-    case DType::kQ4_1: return "q4_1";
-    case DType::kQ5_0: return "q5_0";
-    case DType::kQ5_1: return "q5_1";
-    case DType::kQ8_0: return "q8_0";
-    case DType::kQ2_K: return "q2_k";
-    case DType::kQ3_K: return "q3_k";
-    case DType::kQ4_K: return "q4_k";
-    case DType::kQ5_K: return "q5_k";
-    case DType::kQ6_K: return "q6_k";
-    case DType::kIQ4_NL: return "iq4_nl";
-    case DType::kIQ4_XS: return "iq4_xs";
-    case DType::kQ8_1:
-    case DType::kQ8_K:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      return nullptr;
+  for (const WeightShaders& row : kWeightShaders) {
+    if (row.type == type) return row.suffix;
   }
   return nullptr;
 }
@@ -112,33 +113,8 @@ bool HasWeightShaders(DType type) { return TypeSuffix(type) != nullptr; }
 
 DType UploadType(DType type) {
   if (HasWeightShaders(type)) return type;
-  switch (type) {
-    // 8-bit block formats of whole 32-element blocks: Q8_0 keeps their precision.
-    case DType::kQ8_1:
-    case DType::kQ8_K:
-      return DType::kQ8_0;
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;
+  for (const UploadConversion& row : kUploadConversions) {
+    if (row.type == type) return row.upload;
   }
   return DType::kF32;
 }

@@ -51,44 +51,28 @@ std::optional<QuantMix> ParseQuantMix(const std::string& name) {
   return mix;
 }
 
+// The type llama-quantize writes instead when a row is not a whole number of the type's blocks
+// (types without a row fall back to F16).
+struct RowFallback {
+  DType type;
+  DType fallback;
+};
+constexpr RowFallback kRowFallbacks[] = {
+    {DType::kQ2_K, DType::kQ4_0},    {DType::kQ3_K, DType::kQ4_0},
+    {DType::kQ4_K, DType::kQ5_0},    {DType::kQ5_K, DType::kQ5_1},
+    {DType::kQ6_K, DType::kQ8_0},    {DType::kIQ4_XS, DType::kIQ4_NL},
+    {DType::kIQ1_S, DType::kIQ4_NL}, {DType::kIQ1_M, DType::kIQ4_NL},
+    {DType::kIQ2_XXS, DType::kIQ4_NL}, {DType::kIQ2_XS, DType::kIQ4_NL},
+    {DType::kIQ2_S, DType::kIQ4_NL}, {DType::kIQ3_XXS, DType::kIQ4_NL},
+    {DType::kIQ3_S, DType::kIQ4_NL}, {DType::kTQ1_0, DType::kQ4_0},
+    {DType::kTQ2_0, DType::kQ4_0},   {DType::kQ2_0, DType::kQ4_0},
+};
+
 DType FallbackForRow(DType type, int64_t n_in) {
   if (n_in % Traits(type).block_elems == 0) return type;
   DType fallback = type;
-  switch (type) {
-    case DType::kQ4_K:
-      fallback = DType::kQ5_0;
-      break;
-    case DType::kQ5_K:
-      fallback = DType::kQ5_1;
-      break;
-    case DType::kQ6_K:
-      fallback = DType::kQ8_0;
-      break;
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-      fallback = DType::kQ4_0;
-      break;
-    case DType::kIQ4_XS:
-      fallback = DType::kIQ4_NL;
-      break;
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ8_1:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;  // no fallback of their own: F16 when their blocks do not fit the row
+  for (const RowFallback& row : kRowFallbacks) {
+    if (row.type == type) fallback = row.fallback;
   }
   return n_in % Traits(fallback).block_elems == 0 ? fallback : DType::kF16;
 }
@@ -138,6 +122,21 @@ DType ChooseTensorType(const QuantMix& mix, const std::string& name, int64_t n_i
   return FallbackForRow(type, n_in);
 }
 
+// llama.cpp's `llama_ftype` of a file whose 2-D weights are all of one type.
+struct PlainFileType {
+  DType type;
+  uint32_t ftype;
+};
+constexpr PlainFileType kPlainFileTypes[] = {
+    {DType::kF32, 0},      {DType::kF16, 1},     {DType::kQ4_0, 2},    {DType::kQ4_1, 3},
+    {DType::kQ8_0, 7},     {DType::kQ5_0, 8},    {DType::kQ5_1, 9},    {DType::kQ2_K, 10},
+    {DType::kQ3_K, 12},    {DType::kQ4_K, 15},   {DType::kQ5_K, 17},   {DType::kQ6_K, 18},
+    {DType::kIQ2_XXS, 19}, {DType::kIQ2_XS, 20}, {DType::kIQ3_XXS, 23}, {DType::kIQ1_S, 24},
+    {DType::kIQ4_NL, 25},  {DType::kIQ3_S, 26},  {DType::kIQ2_S, 28}, {DType::kIQ4_XS, 30},
+    {DType::kIQ1_M, 31},   {DType::kBF16, 32},   {DType::kTQ1_0, 36}, {DType::kTQ2_0, 37},
+    {DType::kMXFP4, 38},
+};
+
 uint32_t GgufFileType(const QuantMix& mix) {
   switch (mix.kind) {
     case QuantMix::Kind::kQ3_K_M:
@@ -149,46 +148,8 @@ uint32_t GgufFileType(const QuantMix& mix) {
     case QuantMix::Kind::kPlain:
       break;
   }
-  switch (mix.base) {
-    case DType::kF32:
-      return 0;
-    case DType::kF16:
-      return 1;
-    case DType::kQ4_0:
-      return 2;
-    case DType::kQ4_1:
-      return 3;
-    case DType::kQ8_0:
-      return 7;
-    case DType::kQ5_0:
-      return 8;
-    case DType::kQ5_1:
-      return 9;
-    case DType::kQ2_K:
-      return 10;
-    case DType::kQ3_K:
-      return 12;
-    case DType::kQ4_K:
-      return 15;
-    case DType::kQ5_K:
-      return 17;
-    case DType::kQ6_K:
-      return 18;
-    case DType::kIQ4_NL:
-      return 25;
-    case DType::kIQ4_XS:
-      return 30;
-    case DType::kBF16:
-      return 32;
-    case DType::kQ8_1:
-    case DType::kQ8_K:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;  // not a file type of its own (ParseQuantMix never yields them)
+  for (const PlainFileType& row : kPlainFileTypes) {
+    if (row.type == mix.base) return row.ftype;
   }
   return 0;
 }

@@ -54,38 +54,13 @@ void FillRandom(void* dst, DType type, size_t n, uint64_t seed, float mean, floa
   for (size_t done = 0; done < n; done += row.size()) {
     const size_t count = std::min(row.size(), n - done);
     for (size_t i = 0; i < count; ++i) row[i] = mean + stddev * normal.Next();
-    switch (type) {
-      case DType::kF32:
-        std::memcpy(static_cast<float*>(dst) + done, row.data(), count * sizeof(float));
-        break;
-      case DType::kF16:
-        F32ToF16Row(row.data(), static_cast<uint16_t*>(dst) + done, count);
-        break;
-      case DType::kBF16:
-        F32ToBF16Row(row.data(), static_cast<uint16_t*>(dst) + done, count);
-        break;
-      case DType::kQ4_0:
-      case DType::kQ4_1:
-      case DType::kQ5_0:
-      case DType::kQ5_1:
-      case DType::kQ8_0:
-      case DType::kQ8_1:
-      case DType::kQ2_K:
-      case DType::kQ3_K:
-      case DType::kQ4_K:
-      case DType::kQ5_K:
-      case DType::kQ6_K:
-      case DType::kQ8_K:
-      case DType::kIQ4_NL:
-      case DType::kIQ4_XS:
-      case DType::kI8:
-      case DType::kI16:
-      case DType::kI32:
-      case DType::kI64:
-      case DType::kF64:
-      case DType::kCount:
-        break;  // rejected in WriteSynthModel
-    }
+    if (type == DType::kF32) {
+      std::memcpy(static_cast<float*>(dst) + done, row.data(), count * sizeof(float));
+    } else if (type == DType::kF16) {
+      F32ToF16Row(row.data(), static_cast<uint16_t*>(dst) + done, count);
+    } else if (type == DType::kBF16) {
+      F32ToBF16Row(row.data(), static_cast<uint16_t*>(dst) + done, count);
+    }  // block types are rejected in WriteSynthModel
   }
 }
 

@@ -25,37 +25,14 @@ namespace {
 Result<TensorView> ConvertToF32(const TensorView& view, LoadedModel& model,
                                 const std::string& where) {
   void (*convert)(const uint16_t* in, float* out, size_t n) = nullptr;
-  switch (view.desc.dtype) {
-    case DType::kF32:
-      return view;  // used in place
-    case DType::kF16:
-      convert = &F16ToF32Row;
-      break;
-    case DType::kBF16:
-      convert = &BF16ToF32Row;
-      break;
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      return Error("%s: tensor of type %s cannot be used as a norm weight or bias", where.c_str(),
-                   DTypeName(view.desc.dtype));
+  if (view.desc.dtype == DType::kF32) return view;  // used in place
+  if (view.desc.dtype == DType::kF16) {
+    convert = &F16ToF32Row;
+  } else if (view.desc.dtype == DType::kBF16) {
+    convert = &BF16ToF32Row;
+  } else {
+    return Error("%s: tensor of type %s cannot be used as a norm weight or bias", where.c_str(),
+                 DTypeName(view.desc.dtype));
   }
   const size_t n = size_t(view.desc.n_elems());
   std::vector<float>& buffer = model.owned.emplace_back(n);

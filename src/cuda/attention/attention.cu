@@ -11,35 +11,9 @@
 namespace petrel::cuda {
 namespace {
 
+// The KV cache types the kernels read: the cache's row per type on this device.
 bool IsKvType(DType type) {
-  switch (type) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kQ8_0:
-      return true;
-    case DType::kBF16:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;
-  }
-  return false;
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0;
 }
 
 bool UsesSplitK(const AttentionArgs& args) { return args.n_tokens <= attn::kDecodeMaxTokens; }
@@ -47,34 +21,8 @@ bool UsesSplitK(const AttentionArgs& args) { return args.n_tokens <= attn::kDeco
 }  // namespace
 
 attn::KvKind KvKindOf(DType kv_type) {
-  switch (kv_type) {
-    case DType::kF16:
-      return attn::KvKind::kF16;
-    case DType::kQ8_0:
-      return attn::KvKind::kQ8_0;
-    case DType::kF32:
-    case DType::kBF16:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      break;
-  }
+  if (kv_type == DType::kF16) return attn::KvKind::kF16;
+  if (kv_type == DType::kQ8_0) return attn::KvKind::kQ8_0;
   return attn::KvKind::kF32;
 }
 

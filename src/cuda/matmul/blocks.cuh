@@ -587,98 +587,31 @@ struct WeightBF16 {
   }
 };
 
+// The device's row per weight type: the block formats it decodes, one Weight struct each.
+template <class... Weights>
+struct WeightList {
+  // Calls visit(W{}) for the W whose kType is `type` and returns true; false when none is.
+  template <class Visit>
+  static bool Visit(DType type, Visit&& visit) {
+    return ((Weights::kType == type ? (visit(Weights{}), true) : false) || ...);
+  }
+};
+using BlockWeights =
+    WeightList<WeightQ4_0, WeightQ4_1, WeightQ5_0, WeightQ5_1, WeightQ8_0, WeightQ2_K, WeightQ3_K,
+               WeightQ4_K, WeightQ5_K, WeightQ6_K, WeightIQ4_NL, WeightIQ4_XS>;
+using FloatWeights = WeightList<WeightF32, WeightF16, WeightBF16>;
+
 // Calls visit(WeightX{}) for a block type and returns true; false for every other type.
 template <class Visit>
 bool VisitBlockType(DType type, Visit&& visit) {
-  switch (type) {
-    case DType::kQ4_0:
-      visit(WeightQ4_0{});
-      return true;
-    case DType::kQ4_1:
-      visit(WeightQ4_1{});
-      return true;
-    case DType::kQ5_0:
-      visit(WeightQ5_0{});
-      return true;
-    case DType::kQ5_1:
-      visit(WeightQ5_1{});
-      return true;
-    case DType::kQ8_0:
-      visit(WeightQ8_0{});
-      return true;
-    case DType::kQ2_K:
-      visit(WeightQ2_K{});
-      return true;
-    case DType::kQ3_K:
-      visit(WeightQ3_K{});
-      return true;
-    case DType::kQ4_K:
-      visit(WeightQ4_K{});
-      return true;
-    case DType::kQ5_K:
-      visit(WeightQ5_K{});
-      return true;
-    case DType::kQ6_K:
-      visit(WeightQ6_K{});
-      return true;
-    case DType::kIQ4_NL:
-      visit(WeightIQ4_NL{});
-      return true;
-    case DType::kIQ4_XS:
-      visit(WeightIQ4_XS{});
-      return true;
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_1:  // activation formats, never weights
-    case DType::kQ8_K:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      return false;
-  }
-  return false;
+  return BlockWeights::Visit(type, visit);
 }
 
-// Calls visit(WeightF32{} / WeightF16{} / WeightBF16{}) for a float type and returns true.
+// Calls visit(WeightF32{}), visit(WeightF16{}) or visit(WeightBF16{}) for a float type and
+// returns true; false for every other type.
 template <class Visit>
 bool VisitFloatType(DType type, Visit&& visit) {
-  switch (type) {
-    case DType::kF32:
-      visit(WeightF32{});
-      return true;
-    case DType::kF16:
-      visit(WeightF16{});
-      return true;
-    case DType::kBF16:
-      visit(WeightBF16{});
-      return true;
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ8_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      return false;
-  }
-  return false;
+  return FloatWeights::Visit(type, visit);
 }
 
 }  // namespace petrel::cuda

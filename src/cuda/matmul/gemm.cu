@@ -71,34 +71,10 @@ int64_t GemmTileRows(int64_t n_rows, int64_t n_cols) {
 
 size_t GemmScratchBytes(DType type, int64_t n_rows, int64_t n_cols, int64_t n_tokens) {
   const size_t x_half_bytes = AlignUp(size_t(n_tokens) * size_t(n_cols) * 2);
-  switch (type) {
-    case DType::kF32:
-      return 0;
-    case DType::kF16:
-    case DType::kBF16:
-      return x_half_bytes;
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-      return x_half_bytes + size_t(GemmTileRows(n_rows, n_cols)) * size_t(n_cols) * 2;
-    case DType::kQ8_1:
-    case DType::kQ8_K:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      return 0;
+  if (type == DType::kF32) return 0;
+  if (type == DType::kF16 || type == DType::kBF16) return x_half_bytes;
+  if (VisitBlockType(type, [](auto) {})) {
+    return x_half_bytes + size_t(GemmTileRows(n_rows, n_cols)) * size_t(n_cols) * 2;
   }
   return 0;
 }
@@ -111,60 +87,35 @@ cudaError_t LaunchGemm(cudaStream_t stream, cublasHandle_t cublas, DType type, c
   }
   PETREL_RETURN_IF_CUDA_ERROR(FromCublas(cublasSetStream(cublas, stream)));
   auto* bytes = static_cast<uint8_t*>(scratch);
-  switch (type) {
-    case DType::kF32: {
-      const float alpha = 1.f, beta = 0.f;
-      PETREL_RETURN_IF_CUDA_ERROR(FromCublas(
-          cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(n_rows), int(n_tokens), int(n_cols),
-                      &alpha, static_cast<const float*>(w), int(row_bytes / sizeof(float)), x,
-                      int(n_cols), &beta, y, int(n_rows))));
-      break;
+  if (type == DType::kF32) {
+    const float alpha = 1.f, beta = 0.f;
+    PETREL_RETURN_IF_CUDA_ERROR(FromCublas(
+        cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(n_rows), int(n_tokens), int(n_cols),
+                    &alpha, static_cast<const float*>(w), int(row_bytes / sizeof(float)), x,
+                    int(n_cols), &beta, y, int(n_rows))));
+  } else if (type == DType::kF16) {
+    PETREL_RETURN_IF_CUDA_ERROR(LaunchConvertToF16(stream, x, n_tokens * n_cols, bytes));
+    PETREL_RETURN_IF_CUDA_ERROR(Gemm(cublas, w, CUDA_R_16F, row_bytes / 2, bytes, CUDA_R_16F,
+                                     n_rows, n_cols, n_tokens, y, n_rows));
+  } else if (type == DType::kBF16) {
+    PETREL_RETURN_IF_CUDA_ERROR(LaunchConvertToBF16(stream, x, n_tokens * n_cols, bytes));
+    PETREL_RETURN_IF_CUDA_ERROR(Gemm(cublas, w, CUDA_R_16BF, row_bytes / 2, bytes, CUDA_R_16BF,
+                                     n_rows, n_cols, n_tokens, y, n_rows));
+  } else if (VisitBlockType(type, [](auto) {})) {
+    PETREL_RETURN_IF_CUDA_ERROR(LaunchConvertToF16(stream, x, n_tokens * n_cols, bytes));
+    uint8_t* tile = bytes + AlignUp(size_t(n_tokens) * size_t(n_cols) * 2);
+    const int64_t tile_rows = GemmTileRows(n_rows, n_cols);
+    // The tile is reused: each GEMM is ordered on `stream` before the next tile's decode.
+    for (int64_t r0 = 0; r0 < n_rows; r0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, n_rows - r0);
+      PETREL_RETURN_IF_CUDA_ERROR(LaunchDequantizeToF16(
+          stream, type, static_cast<const uint8_t*>(w) + size_t(r0) * row_bytes, row_bytes, rows,
+          n_cols, tile));
+      PETREL_RETURN_IF_CUDA_ERROR(Gemm(cublas, tile, CUDA_R_16F, n_cols, bytes, CUDA_R_16F, rows,
+                                       n_cols, n_tokens, y + r0, n_rows));
     }
-    case DType::kF16:
-      PETREL_RETURN_IF_CUDA_ERROR(LaunchConvertToF16(stream, x, n_tokens * n_cols, bytes));
-      PETREL_RETURN_IF_CUDA_ERROR(Gemm(cublas, w, CUDA_R_16F, row_bytes / 2, bytes, CUDA_R_16F,
-                                       n_rows, n_cols, n_tokens, y, n_rows));
-      break;
-    case DType::kBF16:
-      PETREL_RETURN_IF_CUDA_ERROR(LaunchConvertToBF16(stream, x, n_tokens * n_cols, bytes));
-      PETREL_RETURN_IF_CUDA_ERROR(Gemm(cublas, w, CUDA_R_16BF, row_bytes / 2, bytes, CUDA_R_16BF,
-                                       n_rows, n_cols, n_tokens, y, n_rows));
-      break;
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS: {
-      PETREL_RETURN_IF_CUDA_ERROR(LaunchConvertToF16(stream, x, n_tokens * n_cols, bytes));
-      uint8_t* tile = bytes + AlignUp(size_t(n_tokens) * size_t(n_cols) * 2);
-      const int64_t tile_rows = GemmTileRows(n_rows, n_cols);
-      // The tile is reused: each GEMM is ordered on `stream` before the next tile's decode.
-      for (int64_t r0 = 0; r0 < n_rows; r0 += tile_rows) {
-        const int64_t rows = std::min(tile_rows, n_rows - r0);
-        PETREL_RETURN_IF_CUDA_ERROR(LaunchDequantizeToF16(
-            stream, type, static_cast<const uint8_t*>(w) + size_t(r0) * row_bytes, row_bytes, rows,
-            n_cols, tile));
-        PETREL_RETURN_IF_CUDA_ERROR(Gemm(cublas, tile, CUDA_R_16F, n_cols, bytes, CUDA_R_16F, rows,
-                                         n_cols, n_tokens, y + r0, n_rows));
-      }
-      break;
-    }
-    case DType::kQ8_1:
-    case DType::kQ8_K:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kF64:
-    case DType::kCount:
-      return cudaErrorInvalidValue;
+  } else {
+    return cudaErrorInvalidValue;
   }
   if (bias) PETREL_RETURN_IF_CUDA_ERROR(LaunchAddBias(stream, bias, n_tokens, n_rows, y));
   return cudaSuccess;
