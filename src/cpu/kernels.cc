@@ -2,7 +2,9 @@
 #include "cpu/kernels.h"
 
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "core/base/log.h"
 #include "core/base/status.h"         // PETREL_CHECK
@@ -12,13 +14,39 @@
 #include "cpu/matmul_table.h"         // FindMatMulKernel
 #include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
 #include "hwy/targets.h"              // SupportedTargets, DisableTargets, TargetName
+#include "quant/quantize.h"           // CanDequantize, DequantizeRow
 
 namespace petrel::cpu {
 namespace {
 
+// Block types with a decoder (the quant codec table) but no row of their own in the mat_mul
+// table: each weight row is decoded to f32 once per call and multiplied by the f32 kernel, one row
+// at a time. Every (row, token) pair takes the same operations whatever the batch, so results stay
+// batch-invariant; the cost is a decode per row per call, which a kernel row removes.
+bool RunsDecodedRows(DType type) {
+  return FindMatMulKernel(type) == nullptr && Traits(type).block_elems > 1 && CanDequantize(type);
+}
+
+void MatMulDecodedRows(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                       const float* x, size_t x_stride, size_t n_tokens, const float* bias,
+                       float* out, size_t out_stride, size_t row_begin, size_t row_end) {
+  thread_local std::vector<float> row;  // (n_in), reused across calls
+  if (row.size() < n_in) row.resize(n_in);
+  for (size_t r = row_begin; r < row_end; ++r) {
+    PETREL_CHECK(DequantizeRow(w_type, static_cast<const uint8_t*>(w) + r * w_row_bytes,
+                               row.data(), n_in));
+    MatMulF32(row.data(), n_in * sizeof(float), n_in, x, x_stride, n_tokens,
+              bias ? bias + r : nullptr, out + r, out_stride, 0, 1);
+  }
+}
+
 void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const float* x,
             size_t x_stride, size_t n_tokens, const float* bias, float* out, size_t out_stride,
             size_t row_begin, size_t row_end) {
+  if (RunsDecodedRows(w_type)) {
+    return MatMulDecodedRows(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out,
+                             out_stride, row_begin, row_end);
+  }
   const MatMulKernel* kernel = FindMatMulKernel(w_type);
   PETREL_CHECK(kernel != nullptr &&
                "cpu mat_mul: unsupported weight type (see SupportsWeightType)");
@@ -71,9 +99,12 @@ std::string SimdTargetName() {
   return name;
 }
 
-bool SupportsWeightType(DType type) { return FindMatMulKernel(type) != nullptr; }
+bool SupportsWeightType(DType type) {
+  return FindMatMulKernel(type) != nullptr || RunsDecodedRows(type);
+}
 
 std::string MatMulPathName(DType type) {
+  if (RunsDecodedRows(type)) return "decoded to f32 row by row (no kernel of its own)";
   const MatMulKernel* kernel = FindMatMulKernel(type);
   if (kernel == nullptr) return "unsupported";
   const std::string activations =

@@ -25,7 +25,8 @@ uint64_t StreamRead(const void* data, size_t n);
 std::string SimdTargetName();
 
 // Whether `mat_mul` accepts weights of `type`: whether the mat_mul table (kMatMulKernels in
-// matmul_table.h: F32, F16, BF16 and the block formats with a Highway kernel) has a row for it.
+// matmul_table.h: F32, F16, BF16 and the block formats with a Highway kernel) has a row for it,
+// or the type is a block format the quant layer decodes (run row by row through f32; slower).
 // The engine checks this when it loads a model; calling `mat_mul` with any other type is a bug
 // and fails a PETREL_CHECK.
 bool SupportsWeightType(DType type);

@@ -1,9 +1,11 @@
 // GGUF/ggml-compatible block layouts of the quantized weight formats, byte for byte.
-// Sizes are checked against the DType traits table in types.cc.
+// Sizes are checked against the DType traits table in types.h.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "quant/types.h"  // Traits, DType
 
 namespace petrel::quant {
 
@@ -167,18 +169,36 @@ inline constexpr int8_t kMXFP4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
-static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
-static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110);
-static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176);
-static_assert(sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
-static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
-static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82);
-static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110);
-static_assert(sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56);
-static_assert(sizeof(BlockTQ1_0) == 54 && sizeof(BlockTQ2_0) == 66 && sizeof(BlockMXFP4) == 17);
-static_assert(sizeof(BlockQ1_0) == 18 && sizeof(BlockQ2_0) == 18);
+// Each struct is exactly the block size of its row in the traits table (types.h).
+#define PETREL_BLOCK_MATCHES_TRAITS(name) \
+  static_assert(sizeof(Block##name) == Traits(DType::k##name).block_bytes, #name " block size");
+PETREL_BLOCK_MATCHES_TRAITS(Q4_0)
+PETREL_BLOCK_MATCHES_TRAITS(Q4_1)
+PETREL_BLOCK_MATCHES_TRAITS(Q5_0)
+PETREL_BLOCK_MATCHES_TRAITS(Q5_1)
+PETREL_BLOCK_MATCHES_TRAITS(Q8_0)
+PETREL_BLOCK_MATCHES_TRAITS(Q8_1)
+PETREL_BLOCK_MATCHES_TRAITS(Q2_K)
+PETREL_BLOCK_MATCHES_TRAITS(Q3_K)
+PETREL_BLOCK_MATCHES_TRAITS(Q4_K)
+PETREL_BLOCK_MATCHES_TRAITS(Q5_K)
+PETREL_BLOCK_MATCHES_TRAITS(Q6_K)
+PETREL_BLOCK_MATCHES_TRAITS(Q8_K)
+PETREL_BLOCK_MATCHES_TRAITS(IQ4_NL)
+PETREL_BLOCK_MATCHES_TRAITS(IQ4_XS)
+PETREL_BLOCK_MATCHES_TRAITS(IQ2_XXS)
+PETREL_BLOCK_MATCHES_TRAITS(IQ2_XS)
+PETREL_BLOCK_MATCHES_TRAITS(IQ2_S)
+PETREL_BLOCK_MATCHES_TRAITS(IQ3_XXS)
+PETREL_BLOCK_MATCHES_TRAITS(IQ3_S)
+PETREL_BLOCK_MATCHES_TRAITS(IQ1_S)
+PETREL_BLOCK_MATCHES_TRAITS(IQ1_M)
+PETREL_BLOCK_MATCHES_TRAITS(TQ1_0)
+PETREL_BLOCK_MATCHES_TRAITS(TQ2_0)
+PETREL_BLOCK_MATCHES_TRAITS(MXFP4)
+PETREL_BLOCK_MATCHES_TRAITS(Q1_0)
+PETREL_BLOCK_MATCHES_TRAITS(Q2_0)
+#undef PETREL_BLOCK_MATCHES_TRAITS
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block.
 inline void ScaleMinK4(size_t j, const uint8_t* scales, uint8_t* scale, uint8_t* min) {

@@ -8,44 +8,53 @@
 
 namespace petrel {
 
-// Dense enum; the GGUF/ggml type id lives in the traits table. Adding a type: one enum value,
-// one table row (the static_assert in types.cc counts them).
+// Every element type, one row each: enum name, name as GGUF tools print it, the type id stored in
+// GGUF tensor infos, elements per block (1 for plain types) and bytes per block. The enum and the
+// traits table below are both made from this list, so a type's traits cannot drift from its
+// enum value; block structs check their sizes against it (blocks.h). Adding a weight type: a row
+// here, its block struct, and its row in each layer's table that should handle it (the quant
+// codec table, a backend's kernel table; docs/ARCHITECTURE.md, "What adding X touches").
+#define PETREL_DTYPES(X)                \
+  X(F32, "F32", 0, 1, 4)                \
+  X(F16, "F16", 1, 1, 2)                \
+  X(BF16, "BF16", 30, 1, 2)             \
+  X(Q4_0, "Q4_0", 2, 32, 18)            \
+  X(Q4_1, "Q4_1", 3, 32, 20)            \
+  X(Q5_0, "Q5_0", 6, 32, 22)            \
+  X(Q5_1, "Q5_1", 7, 32, 24)            \
+  X(Q8_0, "Q8_0", 8, 32, 34)            \
+  X(Q8_1, "Q8_1", 9, 32, 36)            \
+  X(Q2_K, "Q2_K", 10, 256, 84)          \
+  X(Q3_K, "Q3_K", 11, 256, 110)         \
+  X(Q4_K, "Q4_K", 12, 256, 144)         \
+  X(Q5_K, "Q5_K", 13, 256, 176)         \
+  X(Q6_K, "Q6_K", 14, 256, 210)         \
+  X(Q8_K, "Q8_K", 15, 256, 292)         \
+  X(IQ4_NL, "IQ4_NL", 20, 32, 18)       \
+  X(IQ4_XS, "IQ4_XS", 23, 256, 136)     \
+  X(IQ1_S, "IQ1_S", 19, 256, 50)        \
+  X(IQ1_M, "IQ1_M", 29, 256, 56)        \
+  X(IQ2_XXS, "IQ2_XXS", 16, 256, 66)    \
+  X(IQ2_XS, "IQ2_XS", 17, 256, 74)      \
+  X(IQ2_S, "IQ2_S", 22, 256, 82)        \
+  X(IQ3_XXS, "IQ3_XXS", 18, 256, 98)    \
+  X(IQ3_S, "IQ3_S", 21, 256, 110)       \
+  X(TQ1_0, "TQ1_0", 34, 256, 54)        \
+  X(TQ2_0, "TQ2_0", 35, 256, 66)        \
+  X(MXFP4, "MXFP4", 39, 32, 17)         \
+  X(Q1_0, "Q1_0", 41, 128, 18)          \
+  X(Q2_0, "Q2_0", 42, 64, 18)           \
+  X(I8, "I8", 24, 1, 1)                 \
+  X(I16, "I16", 25, 1, 2)               \
+  X(I32, "I32", 26, 1, 4)               \
+  X(I64, "I64", 27, 1, 8)               \
+  X(F64, "F64", 28, 1, 8)
+
 enum class DType : uint8_t {
-  kF32,
-  kF16,
-  kBF16,
-  kQ4_0,
-  kQ4_1,
-  kQ5_0,
-  kQ5_1,
-  kQ8_0,
-  kQ8_1,
-  kQ2_K,
-  kQ3_K,
-  kQ4_K,
-  kQ5_K,
-  kQ6_K,
-  kQ8_K,
-  kIQ4_NL,
-  kIQ4_XS,
-  kIQ1_S,
-  kIQ1_M,
-  kIQ2_XXS,
-  kIQ2_XS,
-  kIQ2_S,
-  kIQ3_XXS,
-  kIQ3_S,
-  kTQ1_0,
-  kTQ2_0,
-  kMXFP4,
-  kQ1_0,
-  kQ2_0,
-  kI8,
-  kI16,
-  kI32,
-  kI64,
-  kF64,
-  kCount
+#define PETREL_DTYPE_ENUM(id, name, ggml_id, block_elems, block_bytes) k##id,
+  PETREL_DTYPES(PETREL_DTYPE_ENUM)
+#undef PETREL_DTYPE_ENUM
+      kCount
 };
 
 struct DTypeTraits {
@@ -55,7 +64,16 @@ struct DTypeTraits {
   uint32_t block_bytes;   // bytes per block
 };
 
-const DTypeTraits& Traits(DType type);
+inline constexpr DTypeTraits kDTypeTraits[] = {
+#define PETREL_DTYPE_TRAITS(id, name, ggml_id, block_elems, block_bytes) \
+  {name, ggml_id, block_elems, block_bytes},
+    PETREL_DTYPES(PETREL_DTYPE_TRAITS)
+#undef PETREL_DTYPE_TRAITS
+};
+static_assert(sizeof(kDTypeTraits) / sizeof(kDTypeTraits[0]) == size_t(DType::kCount));
+
+constexpr const DTypeTraits& Traits(DType type) { return kDTypeTraits[size_t(type)]; }
+
 inline const char* DTypeName(DType type) { return Traits(type).name; }
 
 // Maps a GGUF type id to our enum; nullopt for ids we do not know (a load error, not a crash).
