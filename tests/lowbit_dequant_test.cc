@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/format/gguf.h"
+#include "core/format/gguf_writer.h"
 #include "gtest/gtest.h"
 #include "quant/quantize.h"
 #include "util/sha256.h"
@@ -285,6 +286,70 @@ TEST(LowbitDequantTest, RefusesPartialBlocks) {
   // The types with a plain reference quantizer.
   for (DType type : {DType::kTQ1_0, DType::kTQ2_0, DType::kMXFP4, DType::kQ1_0, DType::kQ2_0}) {
     EXPECT_TRUE(CanQuantize(type)) << DTypeName(type);
+  }
+}
+
+// (d) Hostile files: a GGUF whose tensor row is not a whole number of the type's blocks, or whose
+// data is cut short, is refused at open; an intact one decodes as the bytes written.
+TEST(LowbitDequantTest, ReaderRefusesPartialBlockRowsAndTruncation) {
+  for (DType type : kLowbitTypes) {
+    SCOPED_TRACE(DTypeName(type));
+    const size_t block = Traits(type).block_elems;
+    const size_t cols = 2 * block, n_rows = 3;
+    const TensorDesc desc = TensorDesc::Make(type, {int64_t(cols), int64_t(n_rows)});
+    std::vector<uint8_t> payload(desc.bytes());
+    for (size_t i = 0; i < payload.size(); ++i) payload[i] = uint8_t(i * 37 + 11);
+    GgufWriter writer;
+    writer.AddTensor("lowbit.weight", desc,
+                     [&](void* dst) { std::memcpy(dst, payload.data(), payload.size()); });
+    const std::vector<uint8_t> good = writer.WriteToMemory();
+
+    const std::string path = testing::ScratchDir() + "/lowbit_hostile_" + DTypeName(type) + ".gguf";
+    auto write_file = [&](const std::vector<uint8_t>& bytes) {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    };
+
+    write_file(good);
+    uint64_t data_offset = 0;
+    {
+      auto file = GgufFile::Open(path);
+      ASSERT_TRUE(file.ok()) << file.status().message();
+      const GgufTensorInfo* info = (*file)->FindTensor("lowbit.weight");
+      ASSERT_NE(info, nullptr);
+      ASSERT_EQ(info->desc.dtype, type);
+      data_offset = (*file)->data_offset() + info->offset;
+      std::vector<float> from_file, from_payload(cols * n_rows);
+      ASSERT_TRUE(DequantizeTensor(*info, &from_file));
+      ASSERT_TRUE(DequantizeRow(type, payload.data(), from_payload.data(), cols * n_rows));
+      ASSERT_EQ(from_file.size(), from_payload.size());
+      EXPECT_EQ(
+          std::memcmp(from_file.data(), from_payload.data(), from_file.size() * sizeof(float)), 0);
+    }
+
+    // The tensor's ne0 sits right after its name and dimension count: make it 1.5 blocks.
+    const std::string name = "lowbit.weight";
+    const auto name_at = std::search(good.begin(), good.end(), name.begin(), name.end());
+    ASSERT_NE(name_at, good.end());
+    const size_t ne0_at = size_t(name_at - good.begin()) + name.size() + sizeof(uint32_t);
+    uint64_t ne0;
+    std::memcpy(&ne0, good.data() + ne0_at, sizeof(ne0));
+    ASSERT_EQ(ne0, cols);
+    for (uint64_t bad_ne0 : {uint64_t(block + block / 2), uint64_t(block - 1), uint64_t{1}}) {
+      std::vector<uint8_t> bad = good;
+      std::memcpy(bad.data() + ne0_at, &bad_ne0, sizeof(bad_ne0));
+      write_file(bad);
+      auto file = GgufFile::Open(path);
+      ASSERT_FALSE(file.ok()) << bad_ne0;
+      EXPECT_NE(file.status().message().find("whole number"), std::string::npos)
+          << file.status().message();
+    }
+
+    // The tensor's data cut short by one byte.
+    std::vector<uint8_t> truncated(good.begin(), good.begin() + data_offset + payload.size() - 1);
+    write_file(truncated);
+    EXPECT_FALSE(GgufFile::Open(path).ok());
+    std::remove(path.c_str());
   }
 }
 
