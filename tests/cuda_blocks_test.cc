@@ -12,8 +12,10 @@
 #include "cuda/matmul/blocks.cuh"
 #include "gtest/gtest.h"
 #include "quant/f16.h"
+#include "quant/iq_grids.h"
 #include "quant/quantize.h"
 #include "quant/types.h"
+#include "util/random_blocks.h"
 
 namespace petrel::cuda {
 namespace {
@@ -26,33 +28,15 @@ uint32_t FloatBits(float value) {
   return bits;
 }
 
-// A random non-zero f16 scale of magnitude 2^-12 .. 2^-2 (either sign when `signed_scale`): small
-// enough that no product overflows, varied enough to exercise the f16 exponent.
-uint16_t RandomScale(std::mt19937& rng, bool signed_scale) {
-  std::uniform_real_distribution<float> exponent(-12.f, -2.f);
-  float value = std::exp2(exponent(rng));
-  if (signed_scale && (rng() & 1)) value = -value;
-  return F32ToF16(value);
-}
-
-// A block of random bytes with valid, non-zero scales.
-template <class Weight>
-typename Weight::Block RandomBlock(std::mt19937& rng) {
-  typename Weight::Block block;
-  auto* bytes = reinterpret_cast<uint8_t*>(&block);
-  for (size_t i = 0; i < sizeof(block); ++i) bytes[i] = uint8_t(rng());
-  block.d = RandomScale(rng, /*signed_scale=*/true);
-  if constexpr (requires { block.dmin; }) block.dmin = RandomScale(rng, /*signed_scale=*/false);
-  if constexpr (requires { block.m; }) block.m = RandomScale(rng, /*signed_scale=*/true);
-  return block;
-}
-
 // Calls test(WeightX{}) for every block type, with the type's name as the trace.
 template <class Test>
 void ForEachBlockType(Test&& test) {
-  const DType types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
-                         DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
-                         DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+  const DType types[] = {DType::kQ4_0,  DType::kQ4_1,    DType::kQ5_0,    DType::kQ5_1,
+                         DType::kQ8_0,  DType::kQ2_K,    DType::kQ3_K,    DType::kQ4_K,
+                         DType::kQ5_K,  DType::kQ6_K,    DType::kIQ4_NL,  DType::kIQ4_XS,
+                         DType::kIQ1_S, DType::kIQ1_M,   DType::kIQ2_XXS, DType::kIQ2_XS,
+                         DType::kIQ2_S, DType::kIQ3_XXS, DType::kIQ3_S,   DType::kTQ1_0,
+                         DType::kTQ2_0, DType::kMXFP4,   DType::kQ1_0,    DType::kQ2_0};
   for (DType type : types) {
     SCOPED_TRACE(DTypeName(type));
     ASSERT_TRUE(VisitBlockType(type, test));
@@ -94,6 +78,65 @@ TEST(CudaBlocksTest, DecodersMatchTheDequantizersBitForBit) {
   });
 }
 
+// Every E8M0 exponent, subnormal and overflowing scales included, decodes as the dequantizer does.
+TEST(CudaBlocksTest, MXFP4ScaleCoversEveryExponent) {
+  std::mt19937 rng(17);
+  int mismatches = 0;
+  for (int e = 0; e < 256; ++e) {
+    quant::BlockMXFP4 block = RandomBlock<WeightMXFP4>(rng);
+    block.e = uint8_t(e);
+    float expected[kSubBlockElems], decoded[kSubBlockElems];
+    ASSERT_TRUE(DequantizeRow(DType::kMXFP4, &block, expected, kSubBlockElems));
+    WeightMXFP4::Decode(block, 0, decoded);
+    for (int j = 0; j < kSubBlockElems; ++j) {
+      if (FloatBits(decoded[j]) != FloatBits(expected[j]) && ++mismatches <= 3) {
+        ADD_FAILURE() << "e " << e << " element " << j << ": decoded " << decoded[j]
+                      << ", dequantizer " << expected[j];
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+// The codebooks the decoders read on the host are the quant layer's; the device's are built from
+// the same values (iq_grids.cuh), and every entry is reached through its accessor here.
+TEST(CudaBlocksTest, CodebookAccessorsReadTheCodebooks) {
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(IQ2XXSGrid(i), quant::kIQ2XXSGrid[i]) << i;
+  for (int i = 0; i < 512; ++i) EXPECT_EQ(IQ2XSGrid(i), quant::kIQ2XSGrid[i]) << i;
+  for (int i = 0; i < 1024; ++i) EXPECT_EQ(IQ2SGrid(i), quant::kIQ2SGrid[i]) << i;
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(IQ3XXSGrid(i), quant::kIQ3XXSGrid[i]) << i;
+  for (int i = 0; i < 512; ++i) EXPECT_EQ(IQ3SGrid(i), quant::kIQ3SGrid[i]) << i;
+  for (int i = 0; i < 2048; ++i) EXPECT_EQ(IQ1SGrid(i), quant::kIQ1SGrid[i]) << i;
+}
+
+// The device computes IQ2/IQ3's eighth sign bit with a population count; the host reads
+// quant::IQ2Signs. Both are the parity of the seven stored bits.
+TEST(CudaBlocksTest, IQSignByteMakesTheNegativesEven) {
+  for (uint32_t seven = 0; seven < 128; ++seven) {
+    const uint32_t signs = IQSignByte(seven);
+    EXPECT_EQ(signs & 127, seven);
+    EXPECT_EQ(__builtin_popcount(signs) % 2, 0) << seven;
+  }
+}
+
+TEST(CudaBlocksTest, ByteHelpersMatchTheirDefinitions) {
+  std::mt19937 rng(12);
+  for (int i = 0; i < 1000; ++i) {
+    const uint32_t bytes = uint32_t(rng()) & 0x7F7F7F7F, bits = uint32_t(rng()) & 0xF;
+    const uint32_t mask = ByteMask(bits), spread = SpreadBits(bits);
+    const uint32_t negated = uint32_t(NegateBytes(bytes, mask));
+    for (int k = 0; k < 4; ++k) {
+      const bool set = (bits >> k) & 1;
+      EXPECT_EQ((spread >> (8 * k)) & 0xFF, set ? 1u : 0u);
+      EXPECT_EQ((mask >> (8 * k)) & 0xFF, set ? 0xFFu : 0u);
+      const int8_t value = int8_t(bytes >> (8 * k));
+      EXPECT_EQ(int8_t(negated >> (8 * k)), set ? -value : value);
+    }
+  }
+  const uint8_t odd[5] = {0x11, 0x22, 0x33, 0x44, 0x55};
+  EXPECT_EQ(Load32Bytes(odd + 1), 0x55443322u);
+}
+
 TEST(CudaBlocksTest, FloatLoadsMatchTheConverters) {
   std::vector<uint16_t> all(65536);
   for (uint32_t i = 0; i < all.size(); ++i) all[i] = uint16_t(i);
@@ -130,8 +173,11 @@ TEST(CudaBlocksTest, EightAtATimeLoadsMatchElementLoads) {
   }
 }
 
-TEST(CudaBlocksTest, IQ4NLGridMatchesTheTable) {
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(IQ4NLValue(i), quant::kIQ4NLValues[i]) << i;
+TEST(CudaBlocksTest, PackedGridsMatchTheTables) {
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(IQ4NLValue(i), quant::kIQ4NLValues[i]) << i;
+    EXPECT_EQ((PackedNibbleValue<kMXFP4Low, kMXFP4High>(i)), quant::kMXFP4Values[i]) << i;
+  }
 }
 
 TEST(CudaBlocksTest, Dp4aIsTheSignedByteDotProduct) {

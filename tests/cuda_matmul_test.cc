@@ -18,14 +18,17 @@
 #include "quant/f16.h"
 #include "quant/quantize.h"
 #include "quant/types.h"
+#include "util/random_blocks.h"
 
 namespace petrel::cuda {
 namespace {
 
-const DType kWeightTypes[] = {DType::kF32,  DType::kF16,    DType::kBF16,  DType::kQ4_0,
-                              DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,  DType::kQ8_0,
-                              DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,  DType::kQ5_K,
-                              DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+const DType kWeightTypes[] = {
+    DType::kF32,    DType::kF16,    DType::kBF16,    DType::kQ4_0,  DType::kQ4_1,  DType::kQ5_0,
+    DType::kQ5_1,   DType::kQ8_0,   DType::kQ2_K,    DType::kQ3_K,  DType::kQ4_K,  DType::kQ5_K,
+    DType::kQ6_K,   DType::kIQ4_NL, DType::kIQ4_XS,  DType::kIQ1_S, DType::kIQ1_M, DType::kIQ2_XXS,
+    DType::kIQ2_XS, DType::kIQ2_S,  DType::kIQ3_XXS, DType::kIQ3_S, DType::kTQ1_0, DType::kTQ2_0,
+    DType::kMXFP4,  DType::kQ1_0,   DType::kQ2_0};
 
 bool IsFloat(DType type) {
   return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
@@ -141,7 +144,7 @@ class CudaMatMulDeviceTest : public ::testing::Test {
 };
 
 // A random weight matrix (n_rows, n_cols) of `type`: its bytes and its values as the CPU decodes
-// them.
+// them. Rows of a type without a plain quantizer (the IQ1-IQ3 codebook formats) are random blocks.
 struct Weights {
   std::vector<uint8_t> bytes;
   std::vector<float> values;
@@ -164,8 +167,8 @@ Weights RandomWeights(DType type, int64_t n_rows, int64_t n_cols, std::mt19937& 
       F32ToF16Row(row.data(), reinterpret_cast<uint16_t*>(dst), n_cols);
     } else if (type == DType::kBF16) {
       F32ToBF16Row(row.data(), reinterpret_cast<uint16_t*>(dst), n_cols);
-    } else {
-      EXPECT_TRUE(QuantizeRow(type, row.data(), dst, n_cols));
+    } else if (!QuantizeRow(type, row.data(), dst, n_cols)) {
+      EXPECT_TRUE(FillRandomBlocks(type, rng, dst, n_cols / Traits(type).block_elems));
     }
     EXPECT_TRUE(DequantizeRow(type, dst, w.values.data() + r * n_cols, n_cols));
   }

@@ -3,7 +3,7 @@
 // is tested on machines without a GPU (tests/cuda_blocks_test.cc).
 //
 // Every block type is seen as sub-blocks of 32 elements (1 per block for the 32-element formats,
-// 8 per super-block for the K-quants and IQ4_XS). Per sub-block a type has:
+// 2 for Q2_0, 4 for Q1_0, 8 per 256-element super-block). Per sub-block a type has:
 //   Decode(block, sub, out)  out (32) = the f32 values, bit for bit those of src/quant's
 //                            dequantizers (the same operations in the same order; on the device
 //                            the products that feed a sum are rounded on their own, so nvcc
@@ -11,143 +11,28 @@
 //   Dot(block, sub, act)     sum over the 32 elements of weight times activation, where the
 //                            activations are an ActivationBlock (int8 values + scale + sum): the
 //                            products are integer (dp4a on the device), the scales applied last.
-// No CUDA header is needed by the host compiler.
+// This file has the scalar formats, the K-quants and IQ4; iq_blocks.cuh the codebook formats
+// (IQ1-IQ3), lowbit_blocks.cuh the few-level ones (TQ1_0, TQ2_0, Q1_0, Q2_0, MXFP4); the list of
+// them all, BlockWeights, is here. No CUDA header is needed by the host compiler.
 #pragma once
 
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
-#include "cuda/kernels_common.cuh"  // PETREL_HD
-#include "quant/blocks.h"           // the block layouts
-#include "quant/types.h"            // DType
-
-#if defined(__CUDACC__)
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#endif
-#if !defined(__CUDA_ARCH__)
-#include "quant/f16.h"  // F16ToF32, BF16ToF32: the host's ground truth
-#endif
+#include "cuda/matmul/block_common.cuh"   // ActivationBlock, the scalar helpers
+#include "cuda/matmul/iq_blocks.cuh"      // WeightIQ1_S .. WeightIQ3_S
+#include "cuda/matmul/lowbit_blocks.cuh"  // WeightTQ1_0 .. WeightMXFP4
+#include "quant/blocks.h"                 // the block layouts
+#include "quant/types.h"                  // DType
 
 namespace petrel::cuda {
 
-constexpr int kSubBlockElems = 32;
+// The IQ4_NL grid, packed for PackedNibbleValue.
+constexpr uint64_t kIQ4NLLow = 0xF6'EA'DD'CF'BF'AD'98'81ull;   // -127 -104 -83 -65 -49 -35 -22 -10
+constexpr uint64_t kIQ4NLHigh = 0x71'59'45'35'26'19'0D'01ull;  // 1 13 25 38 53 69 89 113
 
-// 32 activations quantized to 8 bits: x[j] ~ d * qs[j]; `s` = d * sum(qs), which folds the
-// offset of the formats with a min (Q4_1, Q5_1, K-quants) or a bias (Q4_0: -8) into one product.
-// 40 bytes, so the int8 values of every block in an array are 4-byte aligned for word loads.
-struct ActivationBlock {
-  float d;
-  float s;
-  int8_t qs[kSubBlockElems];
-};
-static_assert(sizeof(ActivationBlock) == 40);
-
-// ---- Scalars shared by host and device ----
-
-PETREL_HD float HalfToFloat(uint16_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __half2float(__ushort_as_half(bits));
-#else
-  return F16ToF32(bits);
-#endif
-}
-
-PETREL_HD float BFloat16ToFloat(uint16_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __bfloat162float(__ushort_as_bfloat16(bits));
-#else
-  return BF16ToF32(bits);
-#endif
-}
-
-// a * b rounded on its own: keeps `a * b + c` from being fused into an FMA on the device, which
-// would round differently from the host dequantizers.
-PETREL_HD float MulRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-// Four bytes at `p`, little-endian. Every field read this way sits at an even offset of its block
-// and blocks have even sizes, so on the device two 16-bit loads are always aligned.
-PETREL_HD uint32_t Load32(const uint8_t* p) {
-#if defined(__CUDA_ARCH__)
-  const uint16_t* halves = reinterpret_cast<const uint16_t*>(p);
-  return uint32_t(halves[0]) | (uint32_t(halves[1]) << 16);
-#else
-  uint32_t word;
-  std::memcpy(&word, p, sizeof(word));
-  return word;
-#endif
-}
-
-// Activations j..j+3 of a block (j a multiple of 4) as one word.
-PETREL_HD int ActivationWord(const ActivationBlock& act, int j) {
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const int*>(act.qs + j);
-#else
-  int word;
-  std::memcpy(&word, act.qs + j, sizeof(word));
-  return word;
-#endif
-}
-
-// acc + the dot product of the four signed bytes of a and b.
-PETREL_HD int Dp4a(int a, int b, int acc) {
-#if defined(__CUDA_ARCH__)
-  return __dp4a(a, b, acc);
-#else
-  for (int i = 0; i < 4; ++i)
-    acc += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
-  return acc;
-#endif
-}
-
-// Sum of the 16 activations j..j+15 (j a multiple of 4).
-PETREL_HD int ActivationSum16(const ActivationBlock& act, int j) {
-  int sum = 0;
-  for (int w = 0; w < 4; ++w) sum = Dp4a(0x01010101, ActivationWord(act, j + 4 * w), sum);
-  return sum;
-}
-
-// Quantizes 32 activations: d = max|x| / 127, qs = round-half-even(x / d) (all zero when x is),
-// s = d * sum(qs). The device kernel (quantize_activations.cu) computes the same values with warp
-// reductions; max and integer sums are exact, so the two agree bit for bit.
-PETREL_HD void QuantizeActivationBlock(const float* x /* (32) */, ActivationBlock* out) {
-  float amax = 0.f;
-  for (int j = 0; j < kSubBlockElems; ++j) amax = fmaxf(amax, fabsf(x[j]));
-  const float d = amax / 127.f;
-  const float inv_d = d != 0.f ? 1.f / d : 0.f;
-  int sum = 0;
-  for (int j = 0; j < kSubBlockElems; ++j) {
-    const int q = int(rintf(x[j] * inv_d));
-    out->qs[j] = int8_t(q);
-    sum += q;
-  }
-  out->d = d;
-  out->s = d * float(sum);
-}
-
-// The 16 IQ4_NL grid values packed into two words (indices 0-7, 8-15), so that host and device
-// read them without a table in device memory.
-PETREL_HD int IQ4NLValue(int index) {
-  constexpr uint64_t kLow = 0xF6'EA'DD'CF'BF'AD'98'81ull;   // -127 -104 -83 -65 -49 -35 -22 -10
-  constexpr uint64_t kHigh = 0x71'59'45'35'26'19'0D'01ull;  // 1 13 25 38 53 69 89 113
-  return int8_t(((index < 8 ? kLow : kHigh) >> (8 * (index & 7))) & 0xFF);
-}
+PETREL_HD int IQ4NLValue(int index) { return PackedNibbleValue<kIQ4NLLow, kIQ4NLHigh>(index); }
 
 // Four nibbles (the low ones of `word`'s bytes, after `shift`) mapped through the IQ4_NL grid.
 PETREL_HD int IQ4NLWord(uint32_t word, int shift) {
-  uint32_t packed = 0;
-  for (int i = 0; i < 4; ++i) {
-    const int index = (word >> (8 * i + shift)) & 0xF;
-    packed |= uint32_t(uint8_t(IQ4NLValue(index))) << (8 * i);
-  }
-  return int(packed);
+  return PackedNibbleWord<kIQ4NLLow, kIQ4NLHigh>(word, shift);
 }
 
 // Scale and min (6 bits each) of sub-block j of a Q4_K/Q5_K super-block; quant::ScaleMinK4.
@@ -591,14 +476,16 @@ struct WeightBF16 {
 template <class... Weights>
 struct WeightList {
   // Calls visit(W{}) for the W whose kType is `type` and returns true; false when none is.
-  template <class Visit>
-  static bool Visit(DType type, Visit&& visit) {
+  template <class Visitor>
+  static bool Visit(DType type, Visitor&& visit) {
     return ((Weights::kType == type ? (visit(Weights{}), true) : false) || ...);
   }
 };
 using BlockWeights =
     WeightList<WeightQ4_0, WeightQ4_1, WeightQ5_0, WeightQ5_1, WeightQ8_0, WeightQ2_K, WeightQ3_K,
-               WeightQ4_K, WeightQ5_K, WeightQ6_K, WeightIQ4_NL, WeightIQ4_XS>;
+               WeightQ4_K, WeightQ5_K, WeightQ6_K, WeightIQ4_NL, WeightIQ4_XS, WeightIQ1_S,
+               WeightIQ1_M, WeightIQ2_XXS, WeightIQ2_XS, WeightIQ2_S, WeightIQ3_XXS, WeightIQ3_S,
+               WeightTQ1_0, WeightTQ2_0, WeightMXFP4, WeightQ1_0, WeightQ2_0>;
 using FloatWeights = WeightList<WeightF32, WeightF16, WeightBF16>;
 
 // Calls visit(WeightX{}) for a block type and returns true; false for every other type.
