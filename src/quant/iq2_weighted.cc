@@ -41,16 +41,26 @@ int GridIndex(const IQ2SearchTable& table, const int8_t* levels) {
   return index < 0 ? 0 : index;
 }
 
-// The weighted least-squares scale of `n` magnitudes at `levels`; `scale` if it has none.
-float FitScale(int n, const float* xval, const float* weight, const int8_t* levels, float scale) {
+// The sums of a weighted least-squares fit of `n` magnitudes by levels (values 2l + 1) times a
+// scale: the scale is sumqx / sumq2, and the larger sumqx^2 / sumq2, the smaller the error.
+struct FitSums {
   float sumqx = 0, sumq2 = 0;
+};
+FitSums Fit(int n, const float* xval, const float* weight, const int8_t* levels) {
+  FitSums fit;
   for (int i = 0; i < n; ++i) {
     const float w = weight[i];
     const float q = 2 * levels[i] + 1;
-    sumqx += w * xval[i] * q;
-    sumq2 += w * q * q;
+    fit.sumqx += w * xval[i] * q;
+    fit.sumq2 += w * q * q;
   }
-  return sumq2 > 0 ? sumqx / sumq2 : scale;
+  return fit;
+}
+
+// The least-squares scale of `n` magnitudes at `levels`; `scale` if it has none.
+float FitScale(int n, const float* xval, const float* weight, const int8_t* levels, float scale) {
+  const FitSums fit = Fit(n, xval, weight, levels);
+  return fit.sumq2 > 0 ? fit.sumqx / fit.sumq2 : scale;
 }
 
 // IQ2_XXS and IQ2_XS keep 7 sign bits per 8 elements, the count of negatives being even: with an
@@ -113,16 +123,10 @@ float SearchScale16(const IQ2SearchTable& table, const float* xval, const float*
     const float id = (2 * kMaxQ - 1 + is * 0.1f) / max;
     const float this_scale = 1 / id;
     GridLevels(table, 2, id, this_scale, xval, waux, trial, trial_on_grid);
-    float sumqx = 0, sumq2 = 0;
-    for (int i = 0; i < 16; ++i) {
-      const float w = weight[i];
-      const float q = 2 * trial[i] + 1;
-      sumqx += w * xval[i] * q;
-      sumq2 += w * q * q;
-    }
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      scale = sumqx / sumq2;
-      best = scale * sumqx;
+    const FitSums fit = Fit(16, xval, weight, trial);
+    if (fit.sumq2 > 0 && fit.sumqx * fit.sumqx > best * fit.sumq2) {
+      scale = fit.sumqx / fit.sumq2;
+      best = scale * fit.sumqx;
       std::memcpy(levels, trial, 16);
       on_grid[0] = trial_on_grid[0];
       on_grid[1] = trial_on_grid[1];
@@ -198,16 +202,10 @@ void QuantizeIQ2_XXSWeighted(const float* src, void* dst, size_t n, const float*
         const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
         const float this_scale = 1 / id;
         GridLevels(table, 4, id, this_scale, xval, waux, trial, nullptr);
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; ++i) {
-          const float w = weight[i];
-          const float q = 2 * trial[i] + 1;
-          sumqx += w * xval[i] * q;
-          sumq2 += w * q * q;
-        }
-        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-          scale = sumqx / sumq2;
-          best = scale * sumqx;
+        const FitSums fit = Fit(32, xval, weight, trial);
+        if (fit.sumq2 > 0 && fit.sumqx * fit.sumqx > best * fit.sumq2) {
+          scale = fit.sumqx / fit.sumq2;
+          best = scale * fit.sumqx;
           std::memcpy(levels, trial, 32);
         }
       }
