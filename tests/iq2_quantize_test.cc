@@ -3,6 +3,7 @@
 // byte-identical. Also: these types refuse to be written without an importance matrix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "core/eval/imatrix_file.h"
 #include "core/format/gguf.h"
+#include "quant/iq2_search.h"
 #include "quant/quantize.h"
 #include "quant/quantize_weighted.h"
 #include "util/test_data.h"
@@ -96,6 +98,61 @@ TEST(IQ2Quantize, FirstUseFromManyThreads) {
     SCOPED_TRACE(DTypeName(kTypes[type]));
     const std::vector<uint8_t> want = QuantizeAll(kTypes[type], data, data.importance.data());
     for (size_t t = 0; t < kThreads; ++t) EXPECT_EQ(results[t * std::size(kTypes) + type], want);
+  }
+}
+
+// The search tables: every grid point maps to itself; every other pattern of levels 0..2 has
+// neighbours, those at its `shells` nearest distinct distances, in (distance, index) order.
+TEST(IQ2Quantize, SearchTablesAreConsistent) {
+  struct Case {
+    quant::IQ2Codebook codebook;
+    size_t size;
+    int shells;
+  };
+  const Case kCases[] = {{quant::IQ2Codebook::kIQ2XXS, 256, 2},
+                         {quant::IQ2Codebook::kIQ2XS, 512, 2},
+                         {quant::IQ2Codebook::kIQ2S, 1024, 1},
+                         {quant::IQ2Codebook::kIQ1S, 2048, 3}};
+  for (const Case& c : kCases) {
+    const quant::IQ2SearchTable& table = quant::IQ2SearchTable::For(c.codebook);
+    ASSERT_EQ(table.size(), c.size);
+    const auto key_of = [](const int8_t* point) {
+      quant::IQ2Key key = 0;
+      for (int i = 0; i < 8; ++i) key = quant::IQ2Key(key | (((point[i] - 1) / 2) << (2 * i)));
+      return key;
+    };
+    for (size_t j = 0; j < table.size(); ++j) {
+      ASSERT_EQ(table.IndexOf(key_of(table.Point(int(j)))), int(j));
+      ASSERT_TRUE(table.Neighbours(key_of(table.Point(int(j)))).empty());
+    }
+    for (int pattern = 0; pattern < 6561; ++pattern) {
+      int8_t pos[8];
+      for (int i = 0, rest = pattern; i < 8; ++i, rest /= 3) pos[i] = int8_t(2 * (rest % 3) + 1);
+      const quant::IQ2Key key = key_of(pos);
+      if (table.IndexOf(key) >= 0) continue;
+      const auto distance = [&](int index) {
+        int d2 = 0;
+        for (int i = 0; i < 8; ++i) {
+          d2 += (table.Point(index)[i] - pos[i]) * (table.Point(index)[i] - pos[i]);
+        }
+        return d2;
+      };
+      // The distances of the whole grid, to find the nearest `shells` of them.
+      std::vector<int> all;
+      for (size_t j = 0; j < table.size(); ++j) all.push_back(distance(int(j)));
+      std::sort(all.begin(), all.end());
+      all.erase(std::unique(all.begin(), all.end()), all.end());
+      const int limit = all[std::min(all.size(), size_t(c.shells)) - 1];
+      size_t want = 0;
+      for (size_t j = 0; j < table.size(); ++j) want += distance(int(j)) <= limit;
+      const std::span<const uint16_t> neighbours = table.Neighbours(key);
+      ASSERT_EQ(neighbours.size(), want) << pattern;
+      for (size_t j = 1; j < neighbours.size(); ++j) {
+        const int a = distance(neighbours[j - 1]), b = distance(neighbours[j]);
+        ASSERT_TRUE(a < b || (a == b && neighbours[j - 1] < neighbours[j])) << pattern;
+      }
+      ASSERT_LE(distance(neighbours.back()), limit);
+    }
   }
 }
 
