@@ -214,35 +214,54 @@ void QuantizeIQ1_MWeighted(const float* src, void* dst, size_t n, const float* i
       int order[kBlock];
       SortedOrder<kBlock>(xb, order);
       // Each split under the four shift codes: (first group, second group) = 0: up, up;
-      // 1: up, down; 2: down, up; 3: down, down.
+      // 1: up, down; 2: down, up; 3: down, down. A split's sums add, in sorted order, level 0
+      // terms over [0, i1), level 1 over [i1, i2), level 2 over [i2, n), each from zero, as
+      // ggml's do (float addition is not associative, so the order is kept); the sums over
+      // [0, i1) and then [i1, i2) are shared by the splits that extend them.
+      struct Sums {
+        float qx[4] = {}, q2[4] = {};
+      };
+      Sums terms[kBlock][3];  // (sorted position, level): the contribution under each code
+      for (int j = 0; j < kBlock; ++j) {
+        const int i = order[j];
+        // The first group's elements take code bit 1, the second group's code bit 0.
+        const bool first = i < kBlock / 2;
+        for (int level = 0; level < 3; ++level) {
+          for (int code = 0; code < 4; ++code) {
+            const bool shifted_down = first ? code >= 2 : code % 2 == 1;
+            const float xs = shifted_down ? kShiftDown[level] : kShiftUp[level];
+            terms[j][level].qx[code] = weight[i] * xs * xb[i];
+            terms[j][level].q2[code] = weight[i] * xs * xs;
+          }
+        }
+      }
+      const auto add = [](Sums& sums, const Sums& term) {
+        for (int code = 0; code < 4; ++code) {
+          sums.qx[code] += term.qx[code];
+          sums.q2[code] += term.q2[code];
+        }
+      };
       float best_score = -FLT_MAX, scale = max;
       int besti1 = -1, besti2 = -1, best_code = -1;
+      Sums low;  // level 0 over [0, i1)
       for (int i1 = 0; i1 <= kBlock; ++i1) {
+        Sums low_mid = low;  // and level 1 over [i1, i2)
         for (int i2 = i1; i2 <= kBlock; ++i2) {
-          float sumqx[4] = {}, sumq2[4] = {};
-          for (int j = 0; j < kBlock; ++j) {
-            const int i = order[j];
-            const int level = j < i1 ? 0 : j < i2 ? 1 : 2;
-            const float up = kShiftUp[level], down = kShiftDown[level];
-            // The first group's elements take code bit 1, the second group's code bit 0.
-            const bool first = i < kBlock / 2;
-            for (int code = 0; code < 4; ++code) {
-              const bool shifted_down = first ? code >= 2 : code % 2 == 1;
-              const float xs = shifted_down ? down : up;
-              sumqx[code] += weight[i] * xs * xb[i];
-              sumq2[code] += weight[i] * xs * xs;
-            }
-          }
+          Sums sums = low_mid;
+          for (int j = i2; j < kBlock; ++j) add(sums, terms[j][2]);
           for (int code = 0; code < 4; ++code) {
-            if (sumq2[code] > 0 && sumqx[code] * sumqx[code] > best_score * sumq2[code]) {
-              scale = sumqx[code] / sumq2[code];
-              best_score = scale * sumqx[code];
+            const float sumqx = sums.qx[code], sumq2 = sums.q2[code];
+            if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
+              scale = sumqx / sumq2;
+              best_score = scale * sumqx;
               besti1 = i1;
               besti2 = i2;
               best_code = code;
             }
           }
+          if (i2 < kBlock) add(low_mid, terms[i2][1]);
         }
+        if (i1 < kBlock) add(low, terms[i1][0]);
       }
       if (besti1 < 0 || besti2 < 0 || best_code < 0) {
         scales[ib] = 0;
