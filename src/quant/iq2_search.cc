@@ -10,8 +10,9 @@
 namespace petrel::quant {
 namespace {
 
-// Keys hold levels 0..2 only (every search clamps to them), so the largest is 0xAAAA.
-constexpr size_t kKeys = 0xAAAA + 1;
+// Every 16-bit key has an entry, so no key reads outside the map; the searches only make keys
+// of levels 0..2 (up to 0xAAAA).
+constexpr size_t kKeys = size_t{1} << 16;
 // The largest squared distance between two patterns of odd values 1, 3, 5: 8 * 4^2.
 constexpr int kMaxDistance = 8 * 16;
 
@@ -47,7 +48,7 @@ int LevelOfByte(uint8_t byte, bool signed_levels) {
 IQ2SearchTable::IQ2SearchTable(IQ2Codebook codebook) {
   const CodebookSpec spec = Spec(codebook);
   points_.resize(spec.size * 8);
-  // Off-grid keys outside the searched range point at an empty list at offset 0.
+  // Keys with a level 3 are never searched: they keep -1, the empty list at offset 0.
   map_.assign(kKeys, -1);
   neighbours_.push_back(0);
   for (size_t j = 0; j < spec.size; ++j) {
