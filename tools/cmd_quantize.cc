@@ -1,5 +1,6 @@
 // `petrel quantize IN OUT TYPE`: re-encode a GGUF model's (or a Hugging Face folder's) weights
 // into a block type or a mix, as a GGUF file.
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -54,9 +55,12 @@ Runner AddQuantizeCommand(CLI::App& app) {
     // matrix: refused here in one line (per-tensor cases, such as IQ3_XS's IQ3_XXS layers, are
     // refused by the writer before any output).
     if (args->imatrix.empty() && NeedsImportance(mix->base)) {
+      std::string named = args->type;
+      for (char& c : named) c = char(std::toupper(static_cast<unsigned char>(c)));
+      if (named != DTypeName(mix->base)) named += std::string(" (") + DTypeName(mix->base) + ")";
       return Fail(Error("quantize: %s needs an importance matrix: pass --imatrix FILE (from "
                         "petrel imatrix or llama-imatrix)",
-                        DTypeName(mix->base)));
+                        named.c_str()));
     }
     struct stat info;
     const bool folder = stat(args->input.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
