@@ -142,14 +142,28 @@ TEST(QuantMixTest, RulesOnAWideModel) {
 }
 
 // `petrel quantize F32 OUT IQ3_M --imatrix ...` end to end (QuantizeGgufModel): every tensor's
-// type and bytes as in llama-quantize's file, for the mixes whose types all have encoders here.
+// type and bytes as in llama-quantize's file, for each mix whose types all have encoders in this
+// build (IQ2_M needs the IQ2_S one).
 TEST(QuantMixTest, QuantizedMixFilesAreLlamaQuantizesBytes) {
   auto imatrix = ReadImatrix(testing::SharedDir() + "/golden/synth-tiny/imatrix-tiny-v2048.gguf");
   ASSERT_TRUE(imatrix.ok()) << imatrix.status().message();
   const std::string base = testing::SharedDir() + "/models/synth-tiny/tiny-v2048-f32.gguf";
+  int n_skipped = 0;
   for (const auto& [file_name, mix_name] :
-       {std::pair{"iq3_m", "IQ3_M"}, std::pair{"iq4_xs_mix", "IQ4_XS"}}) {
+       {std::pair{"iq3_m", "IQ3_M"}, std::pair{"iq4_xs_mix", "IQ4_XS"},
+        std::pair{"iq2_m", "IQ2_M"}}) {
     SCOPED_TRACE(file_name);
+    auto theirs = GgufFile::Open(LowbitPath(file_name));
+    ASSERT_TRUE(theirs.ok()) << theirs.status().message();
+    bool encodable = true;
+    for (const GgufTensorInfo& info : (*theirs)->tensors()) {
+      encodable = encodable && CheckCanWrite(info.desc.dtype, info.name, true).ok();
+    }
+    if (!encodable) {
+      std::printf("%s: not every type has an encoder in this build; skipped\n", file_name);
+      ++n_skipped;
+      continue;
+    }
     const std::string out = testing::ScratchDir() + "/quant_mix_test_" + std::to_string(getpid()) +
                             "_" + file_name + ".gguf";
     ASSERT_TRUE(QuantizeGgufModel(base, out, *ParseQuantMix(mix_name), false, {}, &*imatrix,
@@ -157,8 +171,6 @@ TEST(QuantMixTest, QuantizedMixFilesAreLlamaQuantizesBytes) {
                     .ok());
     auto ours = GgufFile::Open(out);
     ASSERT_TRUE(ours.ok()) << ours.status().message();
-    auto theirs = GgufFile::Open(LowbitPath(file_name));
-    ASSERT_TRUE(theirs.ok()) << theirs.status().message();
     EXPECT_EQ(*(*ours)->GetUint("general.file_type"), *(*theirs)->GetUint("general.file_type"));
     ASSERT_EQ((*ours)->tensors().size(), (*theirs)->tensors().size());
     for (const GgufTensorInfo& expected : (*theirs)->tensors()) {
@@ -170,6 +182,7 @@ TEST(QuantMixTest, QuantizedMixFilesAreLlamaQuantizesBytes) {
     }
     std::remove(out.c_str());
   }
+  EXPECT_LE(n_skipped, 1);  // IQ3_M and IQ4_XS are always written here
 }
 
 TEST(QuantMixTest, TypesThatNeedImportanceAreRefusedWithoutIt) {
