@@ -74,6 +74,21 @@ std::string MiB(size_t bytes) {
   return text;
 }
 
+// A tensor's shape as its safetensors header writes it (PyTorch order, outermost first), which
+// is how the layouts above and the checkpoints' documentation state them.
+std::string HfShape(const TensorDesc& desc) {
+  std::string text = "[";
+  for (int d = desc.n_dims - 1; d >= 0; --d) {
+    text += std::to_string(desc.ne[size_t(d)]) + (d > 0 ? ", " : "");
+  }
+  return text + "]";
+}
+
+// A tensor's dtype as its header names it.
+const char* HfDType(const SafetensorsTensor& tensor) {
+  return tensor.f8_e4m3 ? "F8_E4M3" : DTypeName(tensor.desc.dtype);
+}
+
 // The first of `keys` present in `q`, or nullptr.
 const nlohmann::json* Field(const nlohmann::json& q, std::initializer_list<const char*> keys,
                             const char** found) {
@@ -211,7 +226,7 @@ Result<std::vector<float>> ReadFloats(const SafetensorsTensor& tensor) {
       return values;
     default:
       return Error("tensor %s is %s, expected F32, F16 or BF16", tensor.name.c_str(),
-                   tensor.f8_e4m3 ? "F8_E4M3" : DTypeName(tensor.desc.dtype));
+                   HfDType(tensor));
   }
 }
 
@@ -424,8 +439,8 @@ Result<TensorView> HfQuantReader::ReadInt4(const std::string& prefix,
   PETREL_ASSIGN_OR_RETURN(const SafetensorsTensor* g_idx, find(".g_idx", false));
   if (qweight->desc.dtype != DType::kI32 || qweight->f8_e4m3 || qweight->desc.n_dims != 2 ||
       qweight->desc.n_elems() == 0) {
-    return Error("tensor %s.qweight is %s %s, expected I32 %s", prefix.c_str(),
-                 DTypeName(qweight->desc.dtype), qweight->desc.ShapeString().c_str(), layout);
+    return Error("tensor %s.qweight is %s %s, expected I32 %s", prefix.c_str(), HfDType(*qweight),
+                 HfShape(qweight->desc).c_str(), layout);
   }
   // Safetensors [a, b] is ne = {b, a}.
   m.n_out = m.awq ? qweight->desc.ne[0] * 8 : qweight->desc.ne[0];
@@ -448,12 +463,12 @@ Result<TensorView> HfQuantReader::ReadInt4(const std::string& prefix,
   if (qzeros->desc.dtype != DType::kI32 || qzeros->f8_e4m3 || qzeros->desc.n_dims != 2 ||
       qzeros->desc.ne[0] != m.n_out / 8 || qzeros->desc.ne[1] != n_groups) {
     return Error("tensor %s.qzeros is %s %s, expected I32 [%lld, %lld] (groups, out/8)",
-                 prefix.c_str(), DTypeName(qzeros->desc.dtype), qzeros->desc.ShapeString().c_str(),
+                 prefix.c_str(), HfDType(*qzeros), HfShape(qzeros->desc).c_str(),
                  (long long)n_groups, (long long)(m.n_out / 8));
   }
   if (scales->desc.n_dims != 2 || scales->desc.ne[0] != m.n_out || scales->desc.ne[1] != n_groups) {
     return Error("tensor %s.scales has shape %s, expected [%lld, %lld] (groups, out)",
-                 prefix.c_str(), scales->desc.ShapeString().c_str(), (long long)n_groups,
+                 prefix.c_str(), HfShape(scales->desc).c_str(), (long long)n_groups,
                  (long long)m.n_out);
   }
   PETREL_ASSIGN_OR_RETURN(m.scales, ReadFloats(*scales));
@@ -463,9 +478,8 @@ Result<TensorView> HfQuantReader::ReadInt4(const std::string& prefix,
   m.group.resize(size_t(m.n_in));
   if (g_idx && !m.awq) {
     if (g_idx->desc.dtype != DType::kI32 || g_idx->f8_e4m3 || g_idx->desc.n_elems() != m.n_in) {
-      return Error("tensor %s.g_idx is %s %s, expected I32 [%lld]", prefix.c_str(),
-                   DTypeName(g_idx->desc.dtype), g_idx->desc.ShapeString().c_str(),
-                   (long long)m.n_in);
+      return Error("tensor %s.g_idx is %s %s, expected I32 [%lld]", prefix.c_str(), HfDType(*g_idx),
+                   HfShape(g_idx->desc).c_str(), (long long)m.n_in);
     }
     std::memcpy(m.group.data(), g_idx->data, m.group.size() * sizeof(int32_t));
     for (size_t i = 0; i < m.group.size(); ++i) {
@@ -528,7 +542,7 @@ Result<TensorView> HfQuantReader::ReadFp8(const std::string& prefix,
                                           std::deque<std::vector<float>>& owned) {
   if (weight.desc.n_dims != 2 || weight.desc.n_elems() == 0) {
     return Error("tensor %s.weight has shape %s, expected a matrix", prefix.c_str(),
-                 weight.desc.ShapeString().c_str());
+                 HfShape(weight.desc).c_str());
   }
   const int64_t n_in = weight.desc.ne[0], n_out = weight.desc.ne[1];
   const SafetensorsTensor* scale = tensors_.Find(prefix + ".weight_scale_inv");
@@ -558,7 +572,7 @@ Result<TensorView> HfQuantReader::ReadFp8(const std::string& prefix,
       return Error(
           "tensor %s.%s has shape %s, expected [%lld, %lld] for %s [%lld, %lld] in "
           "quantization_config.weight_block_size [%lld, %lld]",
-          prefix.c_str(), scale_name, scale->desc.ShapeString().c_str(), (long long)rows,
+          prefix.c_str(), scale_name, HfShape(scale->desc).c_str(), (long long)rows,
           (long long)cols, prefix.c_str(), (long long)n_out, (long long)n_in, (long long)block_out,
           (long long)block_in);
     }
@@ -566,7 +580,7 @@ Result<TensorView> HfQuantReader::ReadFp8(const std::string& prefix,
     return Error(
         "tensor %s.%s has shape %s: not one scale, one per output row, or blocks of "
         "quantization_config.weight_block_size (absent)",
-        prefix.c_str(), scale_name, scale->desc.ShapeString().c_str());
+        prefix.c_str(), scale_name, HfShape(scale->desc).c_str());
   }
   PETREL_ASSIGN_OR_RETURN(const std::vector<float> scales, ReadFloats(*scale));
   const int64_t scale_cols = (n_in + block_in - 1) / block_in;

@@ -87,7 +87,9 @@ class SafetensorsSource final : public WeightSource {
   bool UsesHfNames() const override { return true; }
   Result<const TensorView*> Find(const std::string& name) override {
     if (auto it = unpacked_.find(name); it != unpacked_.end()) return it->second;
-    PETREL_ASSIGN_OR_RETURN(const TensorView unpacked, quant_->Read(name, model_.owned));
+    auto read = quant_->Read(name, model_.owned);
+    if (!read.ok()) return read.status().Wrap(Describe());
+    const TensorView unpacked = *read;
     if (unpacked.data) {
       const TensorView* view = &model_.views.emplace_back(unpacked);
       unpacked_.emplace(name, view);
