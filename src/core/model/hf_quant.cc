@@ -260,28 +260,29 @@ struct Int4Matrix {
   std::vector<int32_t> group;            // (n_in) each input's group
 };
 
-// The values of output rows [row0, row0 + n_rows) into `q` (n_rows, n_in), 0..15 each.
-void UnpackTile(const Int4Matrix& m, int64_t row0, int64_t n_rows, uint8_t* q) {
-  const size_t n_in = size_t(m.n_in);
+// The values of output rows [row0, row0 + n_rows) into `q` (n_rows rows of `q_stride` bytes,
+// n_in used), 0..15 each.
+void UnpackTile(const Int4Matrix& m, int64_t row0, int64_t n_rows, uint8_t* q, size_t q_stride) {
   if (!m.awq) {
     for (int64_t r = 0; r < m.n_in / 8; ++r) {
       const uint32_t* words = m.qweight + size_t(r) * size_t(m.n_out) + size_t(row0);
       for (int64_t t = 0; t < n_rows; ++t) {
         const uint32_t word = words[t];
-        uint8_t* dst = q + size_t(t) * n_in + size_t(r) * 8;
+        uint8_t* dst = q + size_t(t) * q_stride + size_t(r) * 8;
         for (int k = 0; k < 8; ++k) dst[k] = uint8_t((word >> (4 * k)) & 15);
       }
     }
     return;
   }
   const size_t words_per_input = size_t(m.n_out / 8);
-  for (size_t i = 0; i < n_in; ++i) {
-    const uint32_t* words = m.qweight + i * words_per_input + size_t(row0 / 8);
+  for (int64_t i = 0; i < m.n_in; ++i) {
+    const uint32_t* words = m.qweight + size_t(i) * words_per_input + size_t(row0 / 8);
     for (int64_t c = 0; c < n_rows / 8; ++c) {
       const uint32_t word = words[c];
-      uint8_t* dst = q + size_t(c) * 8 * n_in + i;
-      for (int k = 0; k < 8; ++k)
-        dst[size_t(kAwqOrder[size_t(k)]) * n_in] = uint8_t((word >> (4 * k)) & 15);
+      uint8_t* dst = q + size_t(c) * 8 * q_stride + size_t(i);
+      for (int k = 0; k < 8; ++k) {
+        dst[size_t(kAwqOrder[size_t(k)]) * q_stride] = uint8_t((word >> (4 * k)) & 15);
+      }
     }
   }
 }
@@ -301,14 +302,21 @@ DType NativeType(const Int4Matrix& m) {
 
 // Writes row `t` of the tile (output `o`) as `type`: f32 values, or blocks with d = the scale and
 // value q - zero + 8 (Q4_0, every zero 8) or q - zero + 16 (Q5_0, 0..31 for zeros 0..16).
-void EmitRow(const Int4Matrix& m, DType type, const uint8_t* q, int64_t o, void* dst) {
+// `lut` is scratch of 16 floats per group.
+void EmitRow(const Int4Matrix& m, DType type, const uint8_t* q, int64_t o, void* dst, float* lut) {
   const size_t n_out = size_t(m.n_out);
   if (type == DType::kF32) {
-    float* out = static_cast<float*>(dst);
-    for (int64_t i = 0; i < m.n_in; ++i) {
-      const size_t g = size_t(m.group[size_t(i)]) * n_out + size_t(o);
-      out[i] = m.scales[g] * float(int(q[i]) - int(m.zeros[g]));
+    // Each of a group's 16 values once, so that the loop over the row is one lookup per weight
+    // (the same product, so the same bits).
+    for (int64_t g = 0; g < m.n_groups; ++g) {
+      const size_t at = size_t(g) * n_out + size_t(o);
+      for (int value = 0; value < 16; ++value) {
+        lut[g * 16 + value] = m.scales[at] * float(value - int(m.zeros[at]));
+      }
     }
+    float* out = static_cast<float*>(dst);
+    const int32_t* group = m.group.data();
+    for (int64_t i = 0; i < m.n_in; ++i) out[i] = lut[size_t(group[i]) * 16 + q[i]];
     return;
   }
   for (int64_t b = 0; b < m.n_in / kBlockElems; ++b) {
@@ -516,14 +524,18 @@ Result<TensorView> HfQuantReader::ReadInt4(const std::string& prefix,
   out.data = buffer.data();
   const int64_t n_tiles = (m.n_out + kTileRows - 1) / kTileRows;
   ParallelTiles(size_t(n_tiles), [&](size_t begin, size_t end) {
-    std::vector<uint8_t> q(size_t(kTileRows * m.n_in));  // (tile rows, n_in)
+    // Rows a cache line longer than n_in: at a power-of-two stride the tile's rows would share
+    // one cache set, and unpacking writes to all of them at once.
+    const size_t q_stride = size_t(m.n_in) + 64;
+    std::vector<uint8_t> q(size_t(kTileRows) * q_stride);  // (tile rows, q_stride)
+    std::vector<float> lut(size_t(m.n_groups) * 16);
     for (size_t tile = begin; tile < end; ++tile) {
       const int64_t row0 = int64_t(tile) * kTileRows;
       const int64_t n_rows = std::min(kTileRows, m.n_out - row0);
-      UnpackTile(m, row0, n_rows, q.data());
+      UnpackTile(m, row0, n_rows, q.data(), q_stride);
       for (int64_t t = 0; t < n_rows; ++t) {
-        EmitRow(m, type, q.data() + size_t(t * m.n_in), row0 + t,
-                static_cast<char*>(out.data) + size_t(row0 + t) * row_bytes);
+        EmitRow(m, type, q.data() + size_t(t) * q_stride, row0 + t,
+                static_cast<char*>(out.data) + size_t(row0 + t) * row_bytes, lut.data());
       }
     }
   });
