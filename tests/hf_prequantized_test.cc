@@ -447,9 +447,28 @@ Checkpoint MakeAwq(const std::string& name, int64_t group_size) {
   });
 }
 
-Checkpoint MakeFp8(const std::string& name, Fp8Scales kind, const std::string& base = kStory) {
+// compressed-tensors' float-quantized form of the same tensors (its config names the scales'
+// strategy instead of the method fp8).
+nlohmann::json CompressedTensorsFp8(const char* strategy) {
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "float-quantized"},
+          {"ignore", {"lm_head"}},
+          {"config_groups",
+           {{"group_0",
+             {{"targets", {"Linear"}},
+              {"weights",
+               {{"num_bits", 8}, {"type", "float"}, {"strategy", strategy}, {"symmetric", true}}},
+              {"input_activations",
+               {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"dynamic", true}}}}}}}};
+}
+
+Checkpoint MakeFp8(const std::string& name, Fp8Scales kind, const std::string& base = kStory,
+                   bool compressed_tensors = false) {
   nlohmann::json q = {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
   if (kind == Fp8Scales::kBlock) q["weight_block_size"] = {128, 128};
+  if (compressed_tensors) {
+    q = CompressedTensorsFp8(kind == Fp8Scales::kChannel ? "channel" : "tensor");
+  }
   return MakeCheckpoint(
       name, q,
       [&](const std::string& prefix, const Matrix& w, TensorMap* out) {
@@ -601,6 +620,8 @@ TEST(HfPrequantized, Fp8BlockChannelAndTensorScales) {
   CheckCheckpoint(MakeFp8("fp8_block", Fp8Scales::kBlock), {DType::kF32});
   CheckCheckpoint(MakeFp8("fp8_channel", Fp8Scales::kChannel), {DType::kF32});
   CheckCheckpoint(MakeFp8("fp8_tensor", Fp8Scales::kTensor), {DType::kF32});
+  CheckCheckpoint(MakeFp8("ct_fp8_channel", Fp8Scales::kChannel, kStory, true), {DType::kF32});
+  CheckCheckpoint(MakeFp8("ct_fp8_tensor", Fp8Scales::kTensor, kStory, true), {DType::kF32});
 }
 
 // ---- Hostile configs and tensors ---------------------------------------------------------------
@@ -670,6 +691,12 @@ TEST(HfPrequantized, HostileConfigsAreOneLineErrors) {
   ExpectLoadError("awq_nozero",
                   {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 32}, {"zero_point", false}},
                   keep, "zero_point");
+  nlohmann::json int4_groups = CompressedTensorsFp8("group");
+  int4_groups["config_groups"]["group_0"]["weights"]["num_bits"] = 4;
+  ExpectLoadError("ct_int4", int4_groups, keep, "config_groups.group_0.weights: only num_bits 8");
+  nlohmann::json packed = CompressedTensorsFp8("channel");
+  packed["format"] = "pack-quantized";
+  ExpectLoadError("ct_packed", packed, keep, "quantization_config.format 'pack-quantized'");
   ExpectLoadError("block0", {{"quant_method", "fp8"}, {"weight_block_size", {0, 128}}}, keep,
                   "weight_block_size");
   // Tensors that do not match the config.

@@ -210,6 +210,49 @@ Status ParseFp8Fields(const nlohmann::json& q, HfQuantConfig* config) {
   return Status::Ok();
 }
 
+// compressed-tensors' "float-quantized" format is FP8 under another config: `weight` F8_E4M3 and
+// `weight_scale` per tensor or channel (or per block with `block_structure`). Every group of
+// `config_groups` must quantize its weights to 8-bit floats.
+Status ParseCompressedFp8Fields(const nlohmann::json& q, HfQuantConfig* config) {
+  std::string format;
+  PETREL_RETURN_IF_ERROR(ReadString(q, {"format"}, "", &format));
+  if (format != "float-quantized") {
+    return Error(
+        "quantization_config.format '%s' is not supported: compressed-tensors only as "
+        "float-quantized (fp8) weights",
+        format.c_str());
+  }
+  auto groups = q.find("config_groups");
+  if (groups == q.end() || !groups->is_object() || groups->empty()) {
+    return Error("quantization_config.config_groups is missing or empty");
+  }
+  for (auto group = groups->begin(); group != groups->end(); ++group) {
+    const std::string where = "quantization_config.config_groups." + group.key() + ".weights";
+    auto weights = group->find("weights");
+    if (!group->is_object() || weights == group->end() || !weights->is_object()) {
+      return Error("%s is missing", where.c_str());
+    }
+    auto bits = weights->find("num_bits");
+    auto type = weights->find("type");
+    if (bits == weights->end() || !bits->is_number_integer() || bits->get<int64_t>() != 8 ||
+        type == weights->end() || !type->is_string() || type->get<std::string>() != "float") {
+      return Error("%s: only num_bits 8 of type float (e4m3) is supported", where.c_str());
+    }
+    auto block = weights->find("block_structure");
+    if (block != weights->end() && !block->is_null()) {
+      if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
+          !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 ||
+          (*block)[1].get<int64_t>() <= 0) {
+        return Error("%s.block_structure is %s, expected [out, in] of two positive integers",
+                     where.c_str(), block->dump().c_str());
+      }
+      config->block_out = (*block)[0].get<int64_t>();
+      config->block_in = (*block)[1].get<int64_t>();
+    }
+  }
+  return Status::Ok();
+}
+
 // A small F32/F16/BF16 tensor as floats.
 Result<std::vector<float>> ReadFloats(const SafetensorsTensor& tensor) {
   const size_t n = size_t(tensor.desc.n_elems());
@@ -396,12 +439,15 @@ Result<HfQuantConfig> ParseHfQuantConfig(const nlohmann::json& config) {
   } else if (method == "gptq" || method == "awq") {
     out.method = method == "gptq" ? HfQuantMethod::kGptq : HfQuantMethod::kAwq;
     PETREL_RETURN_IF_ERROR(ParseInt4Fields(q, &out));
+  } else if (method == "compressed-tensors") {
+    out.method = HfQuantMethod::kFp8;
+    PETREL_RETURN_IF_ERROR(ParseCompressedFp8Fields(q, &out));
   } else if (method.empty()) {
     return Error("quantization_config.quant_method is missing");
   } else {
     return Error(
         "quantization_config.quant_method '%s' is not supported (supported: fp8, gptq, "
-        "awq)",
+        "awq, compressed-tensors with float-quantized weights)",
         method.c_str());
   }
   return out;
