@@ -697,6 +697,11 @@ TEST(HfPrequantized, HostileConfigsAreOneLineErrors) {
   nlohmann::json packed = CompressedTensorsFp8("channel");
   packed["format"] = "pack-quantized";
   ExpectLoadError("ct_packed", packed, keep, "quantization_config.format 'pack-quantized'");
+  // Sizes far beyond any tensor: a mismatch with the tensors, never an overflow.
+  ExpectLoadError("group_huge", Gptq({{"group_size", INT64_MAX}}), keep, ".qzeros is I32");
+  ExpectLoadError("block_huge",
+                  {{"quant_method", "fp8"}, {"weight_block_size", {INT64_MAX, INT64_MAX}}}, keep,
+                  ".weight_scale_inv has shape", true);
   ExpectLoadError("block0", {{"quant_method", "fp8"}, {"weight_block_size", {0, 128}}}, keep,
                   "weight_block_size");
   // Tensors that do not match the config.

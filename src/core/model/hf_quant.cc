@@ -74,6 +74,10 @@ std::string MiB(size_t bytes) {
   return text;
 }
 
+// ceil(n / d) for n >= 0, d > 0, without the overflow of n + d - 1 (a config's group or block
+// size may be any integer).
+int64_t CeilDiv(int64_t n, int64_t d) { return n / d + (n % d != 0); }
+
 // A tensor's shape as its safetensors header writes it (PyTorch order, outermost first), which
 // is how the layouts above and the checkpoints' documentation state them.
 std::string HfShape(const TensorDesc& desc) {
@@ -513,7 +517,7 @@ Result<TensorView> HfQuantReader::ReadInt4(const std::string& prefix,
         "group_size %lld",
         prefix.c_str(), (long long)m.n_in, (long long)group_size);
   }
-  const int64_t n_groups = group_size < 0 ? 1 : (m.n_in + group_size - 1) / group_size;
+  const int64_t n_groups = group_size < 0 ? 1 : CeilDiv(m.n_in, group_size);
   if (qzeros->desc.dtype != DType::kI32 || qzeros->f8_e4m3 || qzeros->desc.n_dims != 2 ||
       qzeros->desc.ne[0] != m.n_out / 8 || qzeros->desc.ne[1] != n_groups) {
     return Error("tensor %s.qzeros is %s %s, expected I32 [%lld, %lld] (groups, out/8)",
@@ -624,8 +628,8 @@ Result<TensorView> HfQuantReader::ReadFp8(const std::string& prefix,
   } else if (config_.block_out > 0) {
     block_out = config_.block_out;
     block_in = config_.block_in;
-    const int64_t rows = (n_out + block_out - 1) / block_out;
-    const int64_t cols = (n_in + block_in - 1) / block_in;
+    const int64_t rows = CeilDiv(n_out, block_out);
+    const int64_t cols = CeilDiv(n_in, block_in);
     if (scale->desc.n_dims != 2 || scale->desc.ne[0] != cols || scale->desc.ne[1] != rows) {
       return Error(
           "tensor %s.%s has shape %s, expected [%lld, %lld] for %s [%lld, %lld] in "
@@ -641,7 +645,7 @@ Result<TensorView> HfQuantReader::ReadFp8(const std::string& prefix,
         prefix.c_str(), scale_name, HfShape(scale->desc).c_str());
   }
   PETREL_ASSIGN_OR_RETURN(const std::vector<float> scales, ReadFloats(*scale));
-  const int64_t scale_cols = (n_in + block_in - 1) / block_in;
+  const int64_t scale_cols = CeilDiv(n_in, block_in);
   TensorView out{TensorDesc::Make(DType::kF32, {n_in, n_out}), nullptr, 0};
   std::vector<float>& buffer = owned.emplace_back(size_t(n_in * n_out));
   out.data = buffer.data();
