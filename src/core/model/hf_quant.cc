@@ -78,6 +78,13 @@ std::string MiB(size_t bytes) {
 // size may be any integer).
 int64_t CeilDiv(int64_t n, int64_t d) { return n / d + (n % d != 0); }
 
+// Word `index` of little-endian int32 data that a safetensors file may place at any byte.
+uint32_t LoadWord(const uint8_t* words, size_t index) {
+  uint32_t word;
+  std::memcpy(&word, words + index * 4, sizeof(word));
+  return word;
+}
+
 // A tensor's shape as its safetensors header writes it (PyTorch order, outermost first), which
 // is how the layouts above and the checkpoints' documentation state them.
 std::string HfShape(const TensorDesc& desc) {
@@ -261,20 +268,19 @@ Status ParseCompressedFp8Fields(const nlohmann::json& q, HfQuantConfig* config) 
 Result<std::vector<float>> ReadFloats(const SafetensorsTensor& tensor) {
   const size_t n = size_t(tensor.desc.n_elems());
   std::vector<float> values(n);
-  switch (tensor.desc.dtype) {
-    case DType::kF32:
-      std::memcpy(values.data(), tensor.data, n * sizeof(float));
-      return values;
-    case DType::kF16:
-      F16ToF32Row(static_cast<const uint16_t*>(tensor.data), values.data(), n);
-      return values;
-    case DType::kBF16:
-      BF16ToF32Row(static_cast<const uint16_t*>(tensor.data), values.data(), n);
-      return values;
-    default:
-      return Error("tensor %s is %s, expected F32, F16 or BF16", tensor.name.c_str(),
-                   HfDType(tensor));
+  const DType dtype = tensor.desc.dtype;
+  if (dtype == DType::kF32 && !tensor.f8_e4m3) {
+    std::memcpy(values.data(), tensor.data, n * sizeof(float));
+    return values;
   }
+  if (dtype != DType::kF16 && dtype != DType::kBF16) {
+    return Error("tensor %s is %s, expected F32, F16 or BF16", tensor.name.c_str(),
+                 HfDType(tensor));
+  }
+  std::vector<uint16_t> bits(n);  // aligned: the file may place the tensor at any byte
+  std::memcpy(bits.data(), tensor.data, n * sizeof(uint16_t));
+  (dtype == DType::kF16 ? F16ToF32Row : BF16ToF32Row)(bits.data(), values.data(), n);
+  return values;
 }
 
 // Runs `body(begin, end)` over [0, n) split across a few threads: unpacking is independent per
@@ -300,11 +306,11 @@ void ParallelTiles(size_t n, const Body& body) {
 struct Int4Matrix {
   bool awq = false;
   int64_t n_in = 0, n_out = 0, n_groups = 0;
-  const uint32_t* qweight = nullptr;     // GPTQ (in/8, out), AWQ (in, out/8)
-  std::vector<uint8_t> zeros;            // (n_groups, n_out), offset applied: 0..16
-  std::vector<float> scales;             // (n_groups, n_out)
-  const uint16_t* scale_bits = nullptr;  // the F16 scales as stored, or nullptr
-  std::vector<int32_t> group;            // (n_in) each input's group
+  const uint8_t* qweight = nullptr;  // int32 words: GPTQ (in/8, out), AWQ (in, out/8)
+  std::vector<uint8_t> zeros;        // (n_groups, n_out), offset applied: 0..16
+  std::vector<float> scales;         // (n_groups, n_out)
+  std::vector<uint16_t> scale_bits;  // the F16 scales as stored; empty for BF16/F32
+  std::vector<int32_t> group;        // (n_in) each input's group
 };
 
 // The values of output rows [row0, row0 + n_rows) into `q` (n_rows rows of `q_stride` bytes,
@@ -312,9 +318,9 @@ struct Int4Matrix {
 void UnpackTile(const Int4Matrix& m, int64_t row0, int64_t n_rows, uint8_t* q, size_t q_stride) {
   if (!m.awq) {
     for (int64_t r = 0; r < m.n_in / 8; ++r) {
-      const uint32_t* words = m.qweight + size_t(r) * size_t(m.n_out) + size_t(row0);
+      const uint8_t* words = m.qweight + (size_t(r) * size_t(m.n_out) + size_t(row0)) * 4;
       for (int64_t t = 0; t < n_rows; ++t) {
-        const uint32_t word = words[t];
+        const uint32_t word = LoadWord(words, size_t(t));
         uint8_t* dst = q + size_t(t) * q_stride + size_t(r) * 8;
         for (int k = 0; k < 8; ++k) dst[k] = uint8_t((word >> (4 * k)) & 15);
       }
@@ -323,9 +329,9 @@ void UnpackTile(const Int4Matrix& m, int64_t row0, int64_t n_rows, uint8_t* q, s
   }
   const size_t words_per_input = size_t(m.n_out / 8);
   for (int64_t i = 0; i < m.n_in; ++i) {
-    const uint32_t* words = m.qweight + size_t(i) * words_per_input + size_t(row0 / 8);
+    const uint8_t* words = m.qweight + (size_t(i) * words_per_input + size_t(row0 / 8)) * 4;
     for (int64_t c = 0; c < n_rows / 8; ++c) {
-      const uint32_t word = words[c];
+      const uint32_t word = LoadWord(words, size_t(c));
       uint8_t* dst = q + size_t(c) * 8 * q_stride + size_t(i);
       for (int k = 0; k < 8; ++k) {
         dst[size_t(kAwqOrder[size_t(k)]) * q_stride] = uint8_t((word >> (4 * k)) & 15);
@@ -336,7 +342,7 @@ void UnpackTile(const Int4Matrix& m, int64_t row0, int64_t n_rows, uint8_t* q, s
 
 // Which block type holds `m` exactly, or kF32 when none does.
 DType NativeType(const Int4Matrix& m) {
-  if (!m.scale_bits || m.n_in % kBlockElems != 0) return DType::kF32;
+  if (m.scale_bits.empty() || m.n_in % kBlockElems != 0) return DType::kF32;
   for (int64_t b = 0; b < m.n_in; b += kBlockElems) {
     for (int64_t i = b + 1; i < b + kBlockElems; ++i) {
       if (m.group[size_t(i)] != m.group[size_t(b)]) return DType::kF32;
@@ -503,7 +509,7 @@ Result<TensorView> HfQuantReader::ReadInt4(const std::string& prefix,
   // Safetensors [a, b] is ne = {b, a}.
   m.n_out = m.awq ? qweight->desc.ne[0] * 8 : qweight->desc.ne[0];
   m.n_in = m.awq ? qweight->desc.ne[1] : qweight->desc.ne[1] * 8;
-  m.qweight = static_cast<const uint32_t*>(qweight->data);
+  m.qweight = static_cast<const uint8_t*>(qweight->data);
   if (m.n_out % 8 != 0) {
     return Error(
         "tensor %s.qweight has %lld outputs, not a multiple of the 8 that %s.qzeros "
@@ -530,7 +536,10 @@ Result<TensorView> HfQuantReader::ReadInt4(const std::string& prefix,
                  (long long)m.n_out);
   }
   PETREL_ASSIGN_OR_RETURN(m.scales, ReadFloats(*scales));
-  if (scales->desc.dtype == DType::kF16) m.scale_bits = static_cast<const uint16_t*>(scales->data);
+  if (scales->desc.dtype == DType::kF16) {
+    m.scale_bits.resize(m.scales.size());
+    std::memcpy(m.scale_bits.data(), scales->data, m.scale_bits.size() * sizeof(uint16_t));
+  }
   m.n_groups = n_groups;
 
   m.group.resize(size_t(m.n_in));
@@ -557,11 +566,11 @@ Result<TensorView> HfQuantReader::ReadInt4(const std::string& prefix,
 
   // Zero points, unpacked once: (n_groups, n_out).
   const int zero_offset = !m.awq && config_.zero_minus_one ? 1 : 0;
-  const uint32_t* zero_words = static_cast<const uint32_t*>(qzeros->data);
+  const uint8_t* zero_words = static_cast<const uint8_t*>(qzeros->data);
   m.zeros.resize(size_t(n_groups * m.n_out));
   for (int64_t g = 0; g < n_groups; ++g) {
     for (int64_t o = 0; o < m.n_out; ++o) {
-      const uint32_t word = zero_words[size_t(g * (m.n_out / 8) + o / 8)];
+      const uint32_t word = LoadWord(zero_words, size_t(g * (m.n_out / 8) + o / 8));
       const int slot = m.awq ? kAwqSlot[size_t(o % 8)] : int(o % 8);
       m.zeros[size_t(g * m.n_out + o)] = uint8_t(((word >> (4 * slot)) & 15) + zero_offset);
     }
