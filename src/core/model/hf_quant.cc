@@ -353,7 +353,7 @@ DType NativeType(const Int4Matrix& m) {
   return all_eight ? DType::kQ4_0 : DType::kQ5_0;
 }
 
-// Writes row `t` of the tile (output `o`) as `type`: f32 values, or blocks with d = the scale and
+// Writes output row `o`, unpacked in `q`, as `type`: f32 values, or blocks with d = the scale and
 // value q - zero + 8 (Q4_0, every zero 8) or q - zero + 16 (Q5_0, 0..31 for zeros 0..16).
 // `lut` is scratch of 16 floats per group.
 void EmitRow(const Int4Matrix& m, DType type, const uint8_t* q, int64_t o, void* dst, float* lut) {

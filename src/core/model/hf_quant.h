@@ -1,6 +1,7 @@
 // Pre-quantized Hugging Face checkpoints: config.json's `quantization_config` (FP8 e4m3fn with
-// block, per-channel or per-tensor scales; GPTQ and AWQ 4-bit) and the reader that turns the
-// tensors of one quantized linear layer into one weight matrix the graph reads.
+// block, per-channel or per-tensor scales, as quant_method "fp8" or compressed-tensors'
+// "float-quantized" format; GPTQ and AWQ 4-bit) and the reader that turns the tensors of one
+// quantized linear layer into one weight matrix the graph reads.
 //
 // Layouts (safetensors shapes, row-major, `out` and `in` features of the layer `P`):
 // - FP8: `P.weight` F8_E4M3 [out, in]; w = fp8 * `P.weight_scale_inv`[o / bo][i / bi] (F32
