@@ -195,10 +195,16 @@ Runner AddInfoCommand(CLI::App& app) {
       std::printf("  %-14s %-12s mat_mul: %s\n", type.c_str(), Bytes(double(bytes)).c_str(),
                   dtype ? cpu::MatMulPathName(*dtype).c_str() : "unsupported");
     }
+    if (!model.prequantized.empty()) {
+      std::printf("pre-quantized    %s\n", model.prequantized.c_str());
+    }
     std::printf(
-        "memory           weights %s (mapped from the file), KV cache for %zu tokens (%s) %s\n",
-        Bytes(double(model.weight_bytes)).c_str(), context, args->kv_type.c_str(),
-        Bytes(kv_bytes).c_str());
+        "memory           weights %s (%s), KV cache for %zu tokens (%s) %s\n",
+        Bytes(double(model.weight_bytes)).c_str(),
+        model.prequantized_bytes > 0
+            ? (Bytes(double(model.prequantized_bytes)) + " of them unpacked at load").c_str()
+            : "mapped from the file",
+        context, args->kv_type.c_str(), Bytes(kv_bytes).c_str());
     std::printf(
         "matmul path      Highway kernels (batch-invariant), SIMD target %s; no BLAS (no\n"
         "                 faster than the f32 tiles here, see docs/PERFORMANCE.md)\n",

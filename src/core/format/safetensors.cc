@@ -30,7 +30,9 @@ std::optional<DType> DTypeFromSafetensors(std::string_view name) {
   if (name == "I16") return DType::kI16;
   if (name == "I32") return DType::kI32;
   if (name == "I64") return DType::kI64;
-  // U8, BOOL and the F8 types have no DType; the caller reports them.
+  // F8_E4M3 is read as bytes (SafetensorsTensor::f8_e4m3). U8, BOOL and F8_E5M2 have no
+  // DType; the caller reports them.
+  if (name == "F8_E4M3") return DType::kI8;
   return std::nullopt;
 }
 
@@ -142,6 +144,7 @@ class SafetensorsParser {
     tensor.name = name;
     tensor.file = file_.file_->path();
     tensor.desc.dtype = *dtype;
+    tensor.f8_e4m3 = dtype_name == "F8_E4M3";
     // A 0-dim scalar is stored as one element; keep it as shape [1].
     tensor.desc.n_dims = n_dims == 0 ? 1 : int(n_dims);
     for (size_t d = 0; d < n_dims; ++d) {

@@ -20,12 +20,15 @@ struct SafetensorsTensor {
   const void* data = nullptr; // into the mapped file
   uint64_t bytes = 0;
   std::string file;           // which shard holds it (for messages)
+  // Float8 e4m3fn bytes (dtype F8_E4M3), which have no DType: `desc.dtype` is kI8 (one byte per
+  // element) and only the pre-quantized weight path (core/model/hf_quant.h) decodes them.
+  bool f8_e4m3 = false;
 };
 
 class SafetensorsFile {
  public:
-  // Parses the 8-byte header length, the JSON header (bounded size), dtypes (F32, F16, BF16 and
-  // the integer/F64 types, which load but no model uses), shapes and data_offsets, which must lie
+  // Parses the 8-byte header length, the JSON header (bounded size), dtypes (F32, F16, BF16,
+  // F8_E4M3 and the integer/F64 types, which only pre-quantized checkpoints use), shapes and data_offsets, which must lie
   // in the data section, match shape x dtype size, and not overlap.
   static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
 

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/base/log.h"
 #include "core/format/gguf.h"
 #include "core/format/safetensors.h"
+#include "core/model/hf_quant.h"
 #include "core/tokenizer/tokenizer.h"
 #include "quant/f16.h"
 
@@ -49,8 +51,9 @@ class WeightSource {
   virtual ~WeightSource() = default;
   // Which of a weight's two names this source uses.
   virtual bool UsesHfNames() const = 0;
-  // nullptr when absent.
-  virtual const TensorView* Find(const std::string& name) = 0;
+  // nullptr when absent; an error when the tensor is there but cannot be read (a pre-quantized
+  // layer whose tensors do not match its `quantization_config`).
+  virtual Result<const TensorView*> Find(const std::string& name) = 0;
   virtual std::string Describe() const = 0;  // for messages: the file or folder
   // A copy of `view` converted to f32 and owned by the model (for norms and biases).
   virtual Result<TensorView> ToF32(const TensorView& view) = 0;
@@ -62,7 +65,7 @@ class GgufSource final : public WeightSource {
  public:
   GgufSource(LoadedModel& model) : model_(model) {}
   bool UsesHfNames() const override { return false; }
-  const TensorView* Find(const std::string& name) override {
+  Result<const TensorView*> Find(const std::string& name) override {
     const GgufTensorInfo* info = model_.gguf->FindTensor(name);
     if (!info) return nullptr;
     return &model_.views.emplace_back(TensorView{info->desc, const_cast<void*>(info->data), 0});
@@ -79,9 +82,19 @@ class GgufSource final : public WeightSource {
 
 class SafetensorsSource final : public WeightSource {
  public:
-  SafetensorsSource(LoadedModel& model) : model_(model) {}
+  // `quant` reads the layers a pre-quantized checkpoint stores packed (null: none are).
+  SafetensorsSource(LoadedModel& model, HfQuantReader* quant) : model_(model), quant_(quant) {}
   bool UsesHfNames() const override { return true; }
-  const TensorView* Find(const std::string& name) override {
+  Result<const TensorView*> Find(const std::string& name) override {
+    if (auto it = unpacked_.find(name); it != unpacked_.end()) return it->second;
+    auto read = quant_->Read(name, model_.owned);
+    if (!read.ok()) return read.status().Wrap(Describe());
+    const TensorView unpacked = *read;
+    if (unpacked.data) {
+      const TensorView* view = &model_.views.emplace_back(unpacked);
+      unpacked_.emplace(name, view);
+      return view;
+    }
     const SafetensorsTensor* tensor = model_.safetensors->Find(name);
     if (!tensor) return nullptr;
     return &model_.views.emplace_back(TensorView{tensor->desc, const_cast<void*>(tensor->data), 0});
@@ -94,6 +107,9 @@ class SafetensorsSource final : public WeightSource {
 
  private:
   LoadedModel& model_;
+  HfQuantReader* quant_;
+  // Unpacked layers by name, so that looking a name up twice unpacks it once.
+  std::map<std::string, const TensorView*> unpacked_;
 };
 
 // Binds the weights an architecture declares, checking each one's shape against the config.
@@ -106,7 +122,10 @@ class Binder {
   std::string Name(const WeightSpec& spec, int layer) const {
     return source_.UsesHfNames() ? HfWeightName(arch_, spec, layer) : GgufWeightName(spec, layer);
   }
-  bool Has(const WeightSpec& spec, int layer) { return source_.Find(Name(spec, layer)) != nullptr; }
+  Result<bool> Has(const WeightSpec& spec, int layer) {
+    PETREL_ASSIGN_OR_RETURN(const TensorView* view, source_.Find(Name(spec, layer)));
+    return view != nullptr;
+  }
 
   // Binds `spec` of block `layer` into `out`; an absent weight that is not required leaves
   // `out` empty.
@@ -115,7 +134,7 @@ class Binder {
       return BindStackedExperts(spec, layer, out);
     }
     const std::string name = Name(spec, layer);
-    const TensorView* view = source_.Find(name);
+    PETREL_ASSIGN_OR_RETURN(const TensorView* view, source_.Find(name));
     if (!view) {
       if (spec.IsRequired(config_)) {
         return Error("%s: tensor %s is missing", source_.Describe().c_str(), name.c_str());
@@ -182,7 +201,7 @@ class Binder {
     for (int64_t e = 0; e < config_.n_experts; ++e) {
       const std::string name = pattern.substr(0, star) + std::to_string(e) +
                                pattern.substr(star + 1);
-      const TensorView* view = source_.Find(name);
+      PETREL_ASSIGN_OR_RETURN(const TensorView* view, source_.Find(name));
       if (!view) {
         if (!spec.IsRequired(config_) && e == 0) {
           *out = TensorView{};
@@ -253,8 +272,12 @@ Status BindWeights(const Architecture& arch, const ModelConfig& c, WeightSource&
   Binder binder(arch, c, source);
   // Tied checkpoints may store the matrix under either name (the story model keeps only
   // `lm_head.weight`), so look for the embedding under both.
-  const bool embd_in_output =
-      c.tied_embeddings && !binder.Has(arch.token_embd, -1) && binder.Has(arch.output, -1);
+  bool embd_in_output = false;
+  if (c.tied_embeddings) {
+    PETREL_ASSIGN_OR_RETURN(const bool has_embd, binder.Has(arch.token_embd, -1));
+    PETREL_ASSIGN_OR_RETURN(const bool has_output, binder.Has(arch.output, -1));
+    embd_in_output = !has_embd && has_output;
+  }
   PETREL_RETURN_IF_ERROR(
       binder.Bind(embd_in_output ? arch.output : arch.token_embd, -1, &w->token_embd));
   PETREL_RETURN_IF_ERROR(binder.Bind(arch.output, -1, &w->output));
@@ -350,6 +373,8 @@ Status LoadHfFolder(const std::string& folder, const LoadOptions& options, Loade
   }
   auto parsed = model.arch->config_from_hf(config, *model.arch);
   if (!parsed.ok()) return parsed.status().Wrap(folder);
+  auto quant_config = ParseHfQuantConfig(config);
+  if (!quant_config.ok()) return quant_config.status().Wrap(folder + "/config.json");
   model.config = std::move(parsed).value();
   PETREL_RETURN_IF_ERROR(CheckConfig(model.config, folder));
   PETREL_ASSIGN_OR_RETURN(model.safetensors, SafetensorsSet::OpenFolder(folder));
@@ -360,8 +385,19 @@ Status LoadHfFolder(const std::string& folder, const LoadOptions& options, Loade
     if (!tokenizer.ok()) return tokenizer.status().Wrap(folder);
     model.tokenizer = std::move(tokenizer).value();
   }
-  SafetensorsSource source(model);
-  return BindWeights(*model.arch, model.config, source, &model.weights);
+  HfQuantReader quant(*quant_config, *model.safetensors, options.prequantized_as_f32);
+  SafetensorsSource source(model, &quant);
+  PETREL_RETURN_IF_ERROR(BindWeights(*model.arch, model.config, source, &model.weights));
+  if (quant.config().active()) {
+    const HfQuantStats& stats = quant.stats();
+    model.prequantized = quant.config().Describe() + ": " + stats.Summary();
+    model.prequantized_bytes = stats.native_bytes + stats.f32_bytes;
+    // A warning when f32 copies cost memory beyond the checkpoint's own size.
+    Log(stats.f32_matrices > 0 ? LogLevel::kWarning : LogLevel::kInfo,
+        "%s: %s checkpoint: %s at load, in owned memory", folder.c_str(),
+        quant.config().Describe().c_str(), stats.Summary().c_str());
+  }
+  return Status::Ok();
 }
 
 }  // namespace

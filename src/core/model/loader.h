@@ -23,6 +23,10 @@ struct LoadOptions {
   bool load_tokenizer = true;
   MapOptions map;  // how the weight files are brought in (mapped or read, locked, progress)
   std::vector<LoraFile> lora;  // adapters applied at run time (`LoadedModel::lora`)
+  // A pre-quantized Hugging Face checkpoint (GPTQ/AWQ) is dequantized to f32 throughout instead
+  // of repacked exactly into Q4_0/Q5_0 where its groups allow (hf_quant.h): 4x the memory of
+  // Q4_0, but f32 activations, so the logits match the checkpoint's f32 dequantization.
+  bool prequantized_as_f32 = false;
 };
 
 struct LoadedModel {
@@ -36,6 +40,11 @@ struct LoadedModel {
   size_t weight_bytes = 0;        // bytes of the tensors the model uses
   size_t n_tensors = 0;
   std::vector<std::pair<std::string, size_t>> bytes_by_type;  // dtype name -> bytes
+  // A pre-quantized Hugging Face checkpoint: its quantization and what loading made of it
+  // ("gptq 4-bit, group 128: 14 matrices repacked exactly into Q4_0/Q5_0 (1.2 MiB)"), and the
+  // bytes of the weights it unpacked into owned memory. Empty and 0 otherwise.
+  std::string prequantized;
+  size_t prequantized_bytes = 0;
   // The LoRA adapters of LoadOptions::lora, checked against the weights; null when none. The
   // graph gets their nodes through `LoraSet::AddToGraph`; the weights stay as mapped.
   std::unique_ptr<LoraSet> lora;

@@ -113,6 +113,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   load_options.load_tokenizer = opts.load_tokenizer;
   load_options.map = opts.map;
   load_options.lora = opts.lora;
+  load_options.prequantized_as_f32 = opts.prequantized_as_f32;
   PETREL_ASSIGN_OR_RETURN(engine->model_, LoadModel(path, load_options));
   const ModelConfig& config = engine->model_->config;
   const size_t n_layers = size_t(config.n_layers);

@@ -48,6 +48,7 @@ struct EngineOptions {
   bool load_tokenizer = true;
   MapOptions map;  // weight files: mapped (default) or read into memory, locked, load progress
   std::vector<LoraFile> lora;  // LoRA adapters added to every pass (LoraSet::AddToGraph)
+  bool prequantized_as_f32 = false;  // LoadOptions::prequantized_as_f32
 };
 
 // The longest pass, a power of two from 64 (or max_batch_tokens if shorter) up to
