@@ -388,7 +388,8 @@ TEST_F(MalformedGguf, TensorInfoFields) {
   Bytes partial_block = base_;
   Poke(partial_block, dims_at + 4, 8, 33);
   CheckGguf(partial_block, "row not whole blocks", Expect::kFail, "blocks");
-  for (uint64_t type : {4u, 5u, 16u, 99u, 0xffffffffu}) {
+  // Ids ggml retired (4, 5, 31: Q4_2, Q4_3, Q4_0_4_4), the first id after the last type, and junk.
+  for (uint64_t type : {4u, 5u, 31u, 43u, 99u, 0xffffffffu}) {
     Bytes bytes = base_;
     Poke(bytes, layout_.offset_at.at("t.b") - 4, 4, type);
     CheckGguf(bytes, "ggml type " + std::to_string(type), Expect::kFail, "type");
