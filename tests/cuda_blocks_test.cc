@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,16 +29,18 @@ uint32_t FloatBits(float value) {
   return bits;
 }
 
+// Every block type of the device, named here so that a type added to BlockWeights without being
+// added here fails EveryBlockTypeIsVisitedAsItself.
+constexpr DType kBlockTypes[] = {
+    DType::kQ4_0,  DType::kQ4_1,  DType::kQ5_0,    DType::kQ5_1,   DType::kQ8_0,   DType::kQ2_K,
+    DType::kQ3_K,  DType::kQ4_K,  DType::kQ5_K,    DType::kQ6_K,   DType::kIQ4_NL, DType::kIQ4_XS,
+    DType::kIQ1_S, DType::kIQ1_M, DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S,  DType::kIQ3_XXS,
+    DType::kIQ3_S, DType::kTQ1_0, DType::kTQ2_0,   DType::kMXFP4,  DType::kQ1_0,   DType::kQ2_0};
+
 // Calls test(WeightX{}) for every block type, with the type's name as the trace.
 template <class Test>
 void ForEachBlockType(Test&& test) {
-  const DType types[] = {DType::kQ4_0,  DType::kQ4_1,    DType::kQ5_0,    DType::kQ5_1,
-                         DType::kQ8_0,  DType::kQ2_K,    DType::kQ3_K,    DType::kQ4_K,
-                         DType::kQ5_K,  DType::kQ6_K,    DType::kIQ4_NL,  DType::kIQ4_XS,
-                         DType::kIQ1_S, DType::kIQ1_M,   DType::kIQ2_XXS, DType::kIQ2_XS,
-                         DType::kIQ2_S, DType::kIQ3_XXS, DType::kIQ3_S,   DType::kTQ1_0,
-                         DType::kTQ2_0, DType::kMXFP4,   DType::kQ1_0,    DType::kQ2_0};
-  for (DType type : types) {
+  for (DType type : kBlockTypes) {
     SCOPED_TRACE(DTypeName(type));
     ASSERT_TRUE(VisitBlockType(type, test));
   }
@@ -49,6 +52,9 @@ TEST(CudaBlocksTest, EveryBlockTypeIsVisitedAsItself) {
     EXPECT_EQ(sizeof(typename Weight::Block), Traits(Weight::kType).block_bytes);
     EXPECT_EQ(size_t(Weight::kSubBlocks * kSubBlockElems), Traits(Weight::kType).block_elems);
   });
+  int n_visited = 0;
+  for (int i = 0; i < int(DType::kCount); ++i) n_visited += VisitBlockType(DType(i), [](auto) {});
+  EXPECT_EQ(n_visited, int(std::size(kBlockTypes)));
   for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_1, DType::kQ8_K}) {
     EXPECT_FALSE(VisitBlockType(type, [](auto) {})) << DTypeName(type);
   }

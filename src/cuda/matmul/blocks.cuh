@@ -481,11 +481,19 @@ struct WeightList {
     return ((Weights::kType == type ? (visit(Weights{}), true) : false) || ...);
   }
 };
-using BlockWeights =
+template <class... First, class... Second>
+WeightList<First..., Second...> Concat(WeightList<First...>, WeightList<Second...>);
+
+// The block types in two halves, which the matrix-vector kernels instantiate in two files
+// (matvec_blocks.cu, matvec_blocks_lowbit.cu), so that nvcc compiles them in parallel: that
+// kernel inlines a type's dot once per token slot, which makes it the largest file by far.
+using ClassicBlockWeights =
     WeightList<WeightQ4_0, WeightQ4_1, WeightQ5_0, WeightQ5_1, WeightQ8_0, WeightQ2_K, WeightQ3_K,
-               WeightQ4_K, WeightQ5_K, WeightQ6_K, WeightIQ4_NL, WeightIQ4_XS, WeightIQ1_S,
-               WeightIQ1_M, WeightIQ2_XXS, WeightIQ2_XS, WeightIQ2_S, WeightIQ3_XXS, WeightIQ3_S,
-               WeightTQ1_0, WeightTQ2_0, WeightMXFP4, WeightQ1_0, WeightQ2_0>;
+               WeightQ4_K, WeightQ5_K, WeightQ6_K, WeightIQ4_NL, WeightIQ4_XS>;
+using LowBitBlockWeights =
+    WeightList<WeightIQ1_S, WeightIQ1_M, WeightIQ2_XXS, WeightIQ2_XS, WeightIQ2_S, WeightIQ3_XXS,
+               WeightIQ3_S, WeightTQ1_0, WeightTQ2_0, WeightMXFP4, WeightQ1_0, WeightQ2_0>;
+using BlockWeights = decltype(Concat(ClassicBlockWeights{}, LowBitBlockWeights{}));
 using FloatWeights = WeightList<WeightF32, WeightF16, WeightBF16>;
 
 // Calls visit(WeightX{}) for a block type and returns true; false for every other type.

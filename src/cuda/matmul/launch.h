@@ -28,6 +28,11 @@ cudaError_t LaunchQuantizeActivations(cudaStream_t stream, const float* x, int64
 cudaError_t LaunchBlockMatVec(cudaStream_t stream, DType type, const void* w, size_t row_bytes,
                               int64_t n_rows, int64_t n_cols, const ActivationBlock* act,
                               int64_t n_tokens, const float* bias, float* y);
+// matvec_blocks_lowbit.cu: the same for the types of LowBitBlockWeights, launched after
+// LaunchBlockMatVec's checks; false, launching nothing, for any other type.
+bool LaunchLowBitBlockMatVec(cudaStream_t stream, DType type, const void* w, size_t row_bytes,
+                             int64_t n_rows, int64_t n_cols, const ActivationBlock* act,
+                             int64_t n_tokens, const float* bias, float* y);
 
 // matvec_float.cu: the same for F32, F16 and BF16 weights, from x in f32.
 cudaError_t LaunchFloatMatVec(cudaStream_t stream, DType type, const void* w, size_t row_bytes,
