@@ -1,8 +1,10 @@
 // `petrel quantize` end to end for every low-bit type and IQ mix: from the F32 synth-tiny model
 // and llama-imatrix's importance matrix, each file's tensors are those of llama-quantize's file
 // of the same command (models/synth-tiny-lowbit) byte for byte, and the file then runs: `petrel
-// logits` meets the type's row of parity.json against the float64 reference of that file. TQ1_0,
-// TQ2_0, Q2_0 and Q1_0 take the ternary base, which is rebuilt losslessly from its TQ2_0 file.
+// logits` meets the type's row of parity.json against the float64 reference of that file. IQ3_XS,
+// which has no file of its own, is checked against the ones whose tensors it shares. TQ1_0,
+// TQ2_0, Q2_0 and Q1_0 take the ternary base, rebuilt losslessly from its TQ2_0 file, and give
+// llama-quantize's whole files.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -33,7 +35,7 @@ struct LowBitCommand {
   const char* fixture;  // llama-quantize's file of the same tensors: tiny-v2048-<fixture>.gguf
   // The type's key in parity.json and the reference logits of the fixture (<reference>.f32).
   const char* reference;
-  // Where the command's file type differs from the fixture's: llama.cpp's IQ2_S file type
+  // False where the command's file type is not the fixture's: llama.cpp's IQ2_S file type
   // writes IQ2_XS tensors, so `IQ2_S --pure` gives the tensors of the pure IQ2_XS file.
   bool same_file_type;
   // A fixture whose output.weight this command's is (IQ3_XS on rows of 288 is IQ3_S's pure
