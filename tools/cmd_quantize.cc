@@ -28,10 +28,12 @@ Runner AddQuantizeCommand(CLI::App& app) {
   cmd->add_option("input", args->input, "source GGUF (F32, F16, BF16 or quantized) or Hugging Face folder")->required();
   cmd->add_option("output", args->output, "GGUF file to write")->required();
   cmd->add_option("type", args->type,
-                  "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL F16 BF16 F32, or a "
-                  "mix as llama-quantize names them: Q3_K_M Q4_K_M Q5_K_M IQ1_S IQ1_M IQ2_XXS "
-                  "IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE "
-                  "(IQ1_*, IQ2_* and IQ3_XXS need --imatrix)")
+                  "a block type: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL MXFP4 "
+                  "Q1_0 Q2_0 F16 BF16 F32; or a mix as llama-quantize names them: Q3_K_M Q4_K_M "
+                  "Q5_K_M IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M "
+                  "IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE (with --pure, its main type everywhere: IQ2_S's "
+                  "is IQ2_XS, IQ2_M's IQ2_S, MXFP4_MOE's MXFP4). IQ1_S IQ1_M IQ2_XXS IQ2_XS "
+                  "IQ2_S IQ2_M IQ3_XXS need --imatrix, and IQ3_XS where it writes IQ3_XXS")
       ->required();
   cmd->add_flag("--pure", args->pure,
                 "every 2-D weight in TYPE (rows that hold no whole block still fall back)");

@@ -327,7 +327,7 @@ constexpr PlainFileType kPlainFileTypes[] = {
     {DType::kIQ2_XXS, 19}, {DType::kIQ2_XS, 20}, {DType::kIQ3_XXS, 23}, {DType::kIQ1_S, 24},
     {DType::kIQ4_NL, 25},  {DType::kIQ3_S, 26},  {DType::kIQ2_S, 29},   {DType::kIQ4_XS, 30},
     {DType::kIQ1_M, 31},   {DType::kBF16, 32},   {DType::kTQ1_0, 36},   {DType::kTQ2_0, 37},
-    {DType::kMXFP4, 38},
+    {DType::kMXFP4, 38},   {DType::kQ1_0, 40},   {DType::kQ2_0, 41},
 };
 
 uint32_t GgufFileType(const QuantMix& mix) {

@@ -103,8 +103,9 @@ Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path
     }
     writer.CopyValue(key, value);
   }
-  writer.SetU32("general.file_type", GgufFileType(mix));
+  // In llama-quantize's order: a file whose tensors are its own is then its bytes too.
   writer.SetU32("general.quantization_version", 2);
+  writer.SetU32("general.file_type", GgufFileType(mix));
   // `in` outlives Write(): the fill callbacks read the mapped source tensors.
   for (size_t t = 0; t < in->tensors().size(); ++t) {
     const GgufTensorInfo& info = in->tensors()[t];
