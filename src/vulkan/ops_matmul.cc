@@ -20,6 +20,10 @@ constexpr WeightShaders kWeightShaders[] = {
     {DType::kQ5_1, "q5_1"},     {DType::kQ8_0, "q8_0"},     {DType::kQ2_K, "q2_k"},
     {DType::kQ3_K, "q3_k"},     {DType::kQ4_K, "q4_k"},     {DType::kQ5_K, "q5_k"},
     {DType::kQ6_K, "q6_k"},     {DType::kIQ4_NL, "iq4_nl"}, {DType::kIQ4_XS, "iq4_xs"},
+    {DType::kIQ1_S, "iq1_s"},   {DType::kIQ1_M, "iq1_m"},   {DType::kIQ2_XXS, "iq2_xxs"},
+    {DType::kIQ2_XS, "iq2_xs"}, {DType::kIQ2_S, "iq2_s"},   {DType::kIQ3_XXS, "iq3_xxs"},
+    {DType::kIQ3_S, "iq3_s"},   {DType::kTQ1_0, "tq1_0"},   {DType::kTQ2_0, "tq2_0"},
+    {DType::kMXFP4, "mxfp4"},   {DType::kQ1_0, "q1_0"},     {DType::kQ2_0, "q2_0"},
 };
 
 // The types without shaders that are converted at upload (dequantized on the host, then
