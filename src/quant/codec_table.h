@@ -69,6 +69,18 @@ inline constexpr QuantCodec kQuantCodecs[] = {
     Plain(DType::kQ8_K, DequantizeQ8_K, QuantizeQ8_K),
     Weighted(DType::kIQ4_NL, DequantizeIQ4_NL, QuantizeIQ4_NL, QuantizeIQ4_NLWeighted),
     Weighted(DType::kIQ4_XS, DequantizeIQ4_XS, QuantizeIQ4_XS, QuantizeIQ4_XSWeighted),
+    DecodeOnly(DType::kIQ1_S, DequantizeIQ1_S),
+    DecodeOnly(DType::kIQ1_M, DequantizeIQ1_M),
+    DecodeOnly(DType::kIQ2_XXS, DequantizeIQ2_XXS),
+    DecodeOnly(DType::kIQ2_XS, DequantizeIQ2_XS),
+    DecodeOnly(DType::kIQ2_S, DequantizeIQ2_S),
+    DecodeOnly(DType::kIQ3_XXS, DequantizeIQ3_XXS),
+    DecodeOnly(DType::kIQ3_S, DequantizeIQ3_S),
+    Plain(DType::kTQ1_0, DequantizeTQ1_0, QuantizeTQ1_0),
+    Plain(DType::kTQ2_0, DequantizeTQ2_0, QuantizeTQ2_0),
+    Plain(DType::kMXFP4, DequantizeMXFP4, QuantizeMXFP4),
+    Plain(DType::kQ1_0, DequantizeQ1_0, QuantizeQ1_0),
+    Plain(DType::kQ2_0, DequantizeQ2_0, QuantizeQ2_0),
 };
 
 // The row for `type`, or nullptr. A linear search of a few rows.

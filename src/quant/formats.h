@@ -26,7 +26,24 @@ PETREL_QUANT_FORMAT(Q6_K)
 PETREL_QUANT_FORMAT(Q8_K)
 PETREL_QUANT_FORMAT(IQ4_NL)
 PETREL_QUANT_FORMAT(IQ4_XS)
+PETREL_QUANT_FORMAT(TQ1_0)  // ternary_quants.cc
+PETREL_QUANT_FORMAT(TQ2_0)
+PETREL_QUANT_FORMAT(Q1_0)
+PETREL_QUANT_FORMAT(Q2_0)
+PETREL_QUANT_FORMAT(MXFP4)  // mxfp4.cc
 #undef PETREL_QUANT_FORMAT
+
+// Decoders of the IQ1/IQ2/IQ3 formats (iq1_quants.cc, iq2_quants.cc, iq3_quants.cc); their
+// quantizers are the importance-matrix searches.
+#define PETREL_DECODE_FORMAT(name) void Dequantize##name(const void* src, float* dst, size_t n);
+PETREL_DECODE_FORMAT(IQ1_S)
+PETREL_DECODE_FORMAT(IQ1_M)
+PETREL_DECODE_FORMAT(IQ2_XXS)
+PETREL_DECODE_FORMAT(IQ2_XS)
+PETREL_DECODE_FORMAT(IQ2_S)
+PETREL_DECODE_FORMAT(IQ3_XXS)
+PETREL_DECODE_FORMAT(IQ3_S)
+#undef PETREL_DECODE_FORMAT
 
 // ggml's `nearest_int`: round half to even through the float mantissa (valid for |x| < 2^22).
 inline int NearestInt(float value) {
