@@ -48,17 +48,17 @@ bool IsBlockType(DType type) { return Traits(type).block_elems > 1; }
 
 // Where a block format without a plain quantizer keeps its scale, so random blocks get a sane
 // one: the byte offset of its f16 `d`, or one of the special layouts.
-constexpr int kScaleIQ1M = -1;   // f16 bits in the top nibbles of the four uint16 at byte 48
-constexpr int kScaleE8M0 = -2;   // MXFP4: an E8M0 exponent at byte 0
+constexpr int kScaleIQ1M = -1;  // f16 bits in the top nibbles of the four uint16 at byte 48
+constexpr int kScaleE8M0 = -2;  // MXFP4: an E8M0 exponent at byte 0
 struct RandomBlockScale {
   DType type;
   int offset;
 };
 constexpr RandomBlockScale kRandomBlockScales[] = {
-    {DType::kIQ2_XXS, 0}, {DType::kIQ2_XS, 0},  {DType::kIQ2_S, 0},
-    {DType::kIQ3_XXS, 0}, {DType::kIQ3_S, 0},   {DType::kIQ1_S, 0},
+    {DType::kIQ2_XXS, 0},        {DType::kIQ2_XS, 0}, {DType::kIQ2_S, 0},
+    {DType::kIQ3_XXS, 0},        {DType::kIQ3_S, 0},  {DType::kIQ1_S, 0},
     {DType::kIQ1_M, kScaleIQ1M}, {DType::kTQ1_0, 52}, {DType::kTQ2_0, 64},
-    {DType::kMXFP4, kScaleE8M0}, {DType::kQ1_0, 0},  {DType::kQ2_0, 0},
+    {DType::kMXFP4, kScaleE8M0}, {DType::kQ1_0, 0},   {DType::kQ2_0, 0},
 };
 
 // Fills `row` (whole blocks of `type`) with random bytes, then gives every block a random scale
@@ -82,7 +82,8 @@ void RandomBlocks(DType type, uint8_t* row, size_t row_bytes, std::mt19937& gen)
     const uint16_t half = F32ToF16(d(gen));
     if (scale->offset == kScaleIQ1M) {
       for (size_t k = 0; k < 4; ++k) {  // nibble k of the f16 in the top of uint16 k
-        block[48 + 2 * k + 1] = uint8_t((block[48 + 2 * k + 1] & 0x0F) | (((half >> (4 * k)) & 15) << 4));
+        block[48 + 2 * k + 1] =
+            uint8_t((block[48 + 2 * k + 1] & 0x0F) | (((half >> (4 * k)) & 15) << 4));
       }
     } else {
       std::memcpy(block + scale->offset, &half, sizeof(half));

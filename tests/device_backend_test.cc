@@ -145,8 +145,8 @@ TEST_P(DeviceBackend, StoryF32LogitsWithAllAndHalfTheBlocks) {
 struct SynthCase {
   const char* type;
   Tolerance tolerance;
-  const char* model = nullptr;   // under models/, when not the default
-  const char* golden = nullptr;  // under golden/synth-tiny/, when not the default
+  const char* model = nullptr;     // under models/, when not the default
+  const char* golden = nullptr;    // under golden/synth-tiny/, when not the default
   const char* ids = "tiny_v2048";  // the key of parity.json holding the token ids
 };
 
@@ -195,28 +195,27 @@ INSTANTIATE_TEST_SUITE_P(
     Types, DeviceSynthParity,
     ::testing::Combine(
         ::testing::ValuesIn(DeviceBackends()),
-        ::testing::Values(SynthCase{"F32", testing::kF32Tolerance},
-                          SynthCase{"F16", testing::kF16Tolerance},
-                          SynthCase{"Q8_0", kQ8ActTolerance}, SynthCase{"Q4_0", kQ8ActTolerance},
-                          SynthCase{"Q4_K", kQ8KActTolerance},
-                          SynthCase{"IQ4_XS", kQ8KActTolerance},
-                          // The low-bit types (only ffn_down holds the IQ type in these files).
-                          LowBit("IQ1_S", "synth-tiny-lowbit/tiny-v2048-iq1_s.gguf", kIQLowBitTolerance),
-                          LowBit("IQ1_M", "synth-tiny-lowbit/tiny-v2048-iq1_m.gguf", kIQLowBitTolerance),
-                          LowBit("IQ2_XXS", "synth-tiny-lowbit/tiny-v2048-iq2_xxs.gguf", kIQLowBitTolerance),
-                          LowBit("IQ2_XS", "synth-tiny-lowbit/tiny-v2048-iq2_xs.gguf", kIQLowBitTolerance),
-                          LowBit("IQ2_S", "synth-tiny-lowbit/tiny-v2048-iq2_s.gguf", kIQLowBitTolerance),
-                          LowBit("IQ3_XXS", "synth-tiny-lowbit/tiny-v2048-iq3_xxs.gguf", kIQLowBitTolerance),
-                          LowBit("IQ3_S", "synth-tiny-lowbit/tiny-v2048-iq3_s.gguf", kIQLowBitTolerance),
-                          LowBit("MXFP4", "synth-tiny-lowbit/tiny-v2048-mxfp4.gguf", kMXFP4Tolerance),
-                          Ternary("TQ1_0", "synth-tiny-lowbit/tiny-tern-v2048-tq1_0.gguf",
-                                  "tern-TQ1_0.f32", kTernaryTolerance),
-                          Ternary("TQ2_0", "synth-tiny-lowbit/tiny-tern-v2048-tq2_0.gguf",
-                                  "tern-TQ2_0.f32", kTernaryTolerance),
-                          Ternary("Q2_0", "synth-tiny-lowbit/tiny-tern-v2048-q2_0.gguf",
-                                  "tern-Q2_0.f32", kTernaryTolerance),
-                          Ternary("Q1_0", "synth-tiny-lowbit/tiny-tern-v2048-q1_0.gguf",
-                                  "tern-Q1_0.f32", kQ1_0Tolerance))),
+        ::testing::Values(
+            SynthCase{"F32", testing::kF32Tolerance}, SynthCase{"F16", testing::kF16Tolerance},
+            SynthCase{"Q8_0", kQ8ActTolerance}, SynthCase{"Q4_0", kQ8ActTolerance},
+            SynthCase{"Q4_K", kQ8KActTolerance}, SynthCase{"IQ4_XS", kQ8KActTolerance},
+            // The low-bit types (only ffn_down holds the IQ type in these files).
+            LowBit("IQ1_S", "synth-tiny-lowbit/tiny-v2048-iq1_s.gguf", kIQLowBitTolerance),
+            LowBit("IQ1_M", "synth-tiny-lowbit/tiny-v2048-iq1_m.gguf", kIQLowBitTolerance),
+            LowBit("IQ2_XXS", "synth-tiny-lowbit/tiny-v2048-iq2_xxs.gguf", kIQLowBitTolerance),
+            LowBit("IQ2_XS", "synth-tiny-lowbit/tiny-v2048-iq2_xs.gguf", kIQLowBitTolerance),
+            LowBit("IQ2_S", "synth-tiny-lowbit/tiny-v2048-iq2_s.gguf", kIQLowBitTolerance),
+            LowBit("IQ3_XXS", "synth-tiny-lowbit/tiny-v2048-iq3_xxs.gguf", kIQLowBitTolerance),
+            LowBit("IQ3_S", "synth-tiny-lowbit/tiny-v2048-iq3_s.gguf", kIQLowBitTolerance),
+            LowBit("MXFP4", "synth-tiny-lowbit/tiny-v2048-mxfp4.gguf", kMXFP4Tolerance),
+            Ternary("TQ1_0", "synth-tiny-lowbit/tiny-tern-v2048-tq1_0.gguf", "tern-TQ1_0.f32",
+                    kTernaryTolerance),
+            Ternary("TQ2_0", "synth-tiny-lowbit/tiny-tern-v2048-tq2_0.gguf", "tern-TQ2_0.f32",
+                    kTernaryTolerance),
+            Ternary("Q2_0", "synth-tiny-lowbit/tiny-tern-v2048-q2_0.gguf", "tern-Q2_0.f32",
+                    kTernaryTolerance),
+            Ternary("Q1_0", "synth-tiny-lowbit/tiny-tern-v2048-q1_0.gguf", "tern-Q1_0.f32",
+                    kQ1_0Tolerance))),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + std::string(std::get<1>(info.param).type);
     });

@@ -2,7 +2,9 @@
 // Shaders: shaders/embed.comp and shaders/mat_mul.comp, one variant per weight type, all
 // decoding blocks with shaders/dequant.glsl.
 #include <string>
+#include <vector>
 
+#include "quant/iq_grids.h"  // kIQ2XXSGrid ... kIQ1SGrid
 #include "vulkan/ops.h"
 
 namespace petrel::vk {
@@ -115,6 +117,29 @@ Status CheckMatMulShapes(const Node& node, const TensorView& w, const ValueView&
 
 bool HasWeightShaders(DType type) { return TypeSuffix(type) != nullptr; }
 
+std::span<const uint32_t> WeightGridWords() {
+  static const std::vector<uint32_t> words = [] {
+    std::vector<uint32_t> out;
+    auto add = [&](const auto& grid) {
+      for (const auto entry : grid) {
+        out.push_back(uint32_t(entry));
+        if constexpr (sizeof(entry) == 8) out.push_back(uint32_t(uint64_t(entry) >> 32));
+      }
+    };
+    // The order and offsets of dequant.glsl's kIQ2XXSGrid ... kIQ1SGrid.
+    add(quant::kIQ2XXSGrid);
+    add(quant::kIQ2XSGrid);
+    add(quant::kIQ2SGrid);
+    add(quant::kIQ3XXSGrid);
+    add(quant::kIQ3SGrid);
+    PETREL_CHECK(out.size() == 4352);
+    add(quant::kIQ1SGrid);
+    PETREL_CHECK(out.size() == 8448);
+    return out;
+  }();
+  return words;
+}
+
 DType UploadType(DType type) {
   if (HasWeightShaders(type)) return type;
   for (const UploadConversion& row : kUploadConversions) {
@@ -138,7 +163,8 @@ Status RecordEmbed(const OpContext& ctx, const Node& node, const ValueView* valu
   const uint32_t groups_per_token = CeilDiv(CeilDiv(dim, 8), kEmbedGroup);
   const EmbedPush push = {uint32_t(dim), uint32_t(table.desc.n_rows()), uint32_t(n_tokens),
                           uint32_t(table.desc.row_bytes()), groups_per_token};
-  const BufferRange bindings[] = {WeightWords(table), ctx.device_batch.tokens, ValueRange(out)};
+  const BufferRange bindings[] = {WeightWords(table), ctx.device_batch.tokens, ValueRange(out),
+                                  ctx.weight_grids};
   const uint32_t spec[] = {kEmbedGroup};
   return ctx.recorder.Dispatch(node.op, std::string("embed_") + suffix, spec, bindings, push,
                                FoldGroups(n_tokens * groups_per_token, ctx.caps));
@@ -163,7 +189,7 @@ Status RecordMatMul(const OpContext& ctx, const Node& node, const ValueView* val
   // Without a bias the binding still needs a buffer: the output's, which the shader never reads.
   const BufferRange bindings[] = {WeightWords(w), ValueRange(x),
                                   node.bias != nullptr ? WeightRange(*node.bias) : ValueRange(out),
-                                  ValueRange(out)};
+                                  ValueRange(out), ctx.weight_grids};
   const MatMulShape shape = MatMulShapeFor(ctx.caps);
   const uint32_t spec[] = {shape.group};
   return ctx.recorder.Dispatch(
@@ -189,7 +215,7 @@ Status RecordGatedFfn(const OpContext& ctx, const Node& node, const ValueView* v
   const MatMulPush push = {uint32_t(gate.desc.ne[0]), uint32_t(n_rows), uint32_t(n_tokens),
                            uint32_t(gate.desc.row_bytes()), token_groups, 0u};
   const BufferRange bindings[] = {WeightWords(gate), WeightWords(up), ValueRange(x),
-                                  ValueRange(out)};
+                                  ValueRange(out), ctx.weight_grids};
   const MatMulShape shape = MatMulShapeFor(ctx.caps);
   const uint32_t spec[] = {shape.group};
   return ctx.recorder.Dispatch(

@@ -6,8 +6,9 @@
 //
 // Included once per weight buffer: the includer defines the type (WEIGHT_F32, WEIGHT_Q4_K, ...),
 // WORDS (the uint array of the weight buffer) and DECODE8 (the function's name), so one shader
-// can decode two buffers (gated_ffn's gate and up). Layouts: quant/blocks.h (ggml's, byte for
-// byte); bytes are read from uint words (common.glsl), so no 8/16-bit storage is needed.
+// can decode two buffers (gated_ffn's gate and up); it also declares `grids`, the IQ codebooks
+// (below). Layouts: quant/blocks.h (ggml's, byte for byte); bytes are read from uint words
+// (common.glsl), so no 8/16-bit storage is needed.
 
 #ifndef PETREL_DEQUANT_GLSL
 #define PETREL_DEQUANT_GLSL
@@ -22,25 +23,20 @@ int SignExtend8(uint b) { return bitfieldExtract(int(b), 0, 8); }
 // count of negatives even.
 uint IQ2Signs(uint seven_bits) { return seven_bits | ((bitCount(seven_bits) & 1u) << 7); }
 float SignOf(uint signs, uint i) { return ((signs >> i) & 1u) != 0u ? -1.0 : 1.0; }
-// Byte i of entry `index` of a grid of 8-byte entries stored as word pairs (iq_grids_glsl.py).
-#define GRID8_BYTE(grid, index, i) (((grid)[2u * (index) + ((i) >> 2)] >> (((i) & 3u) * 8u)) & 0xFFu)
-// Byte i of entry `index` of a grid of 4-byte entries.
-#define GRID4_BYTE(grid, index, i) (((grid)[(index)] >> ((i) * 8u)) & 0xFFu)
-// The IQ codebooks this shader decodes with (generated from quant/iq_grids.cc).
-#if defined(WEIGHT_IQ2_XXS)
-#define GRID_kIQ2XXSGrid
-#elif defined(WEIGHT_IQ2_XS)
-#define GRID_kIQ2XSGrid
-#elif defined(WEIGHT_IQ2_S)
-#define GRID_kIQ2SGrid
-#elif defined(WEIGHT_IQ3_XXS)
-#define GRID_kIQ3XXSGrid
-#elif defined(WEIGHT_IQ3_S)
-#define GRID_kIQ3SGrid
-#elif defined(WEIGHT_IQ1_S) || defined(WEIGHT_IQ1_M)
-#define GRID_kIQ1SGrid
-#endif
-#include "iq_grids.glsl"
+// The IQ codebooks (quant/iq_grids.h) are one storage buffer of uint words, `grids`, which the
+// includer declares; these are the word offsets of each grid in it (ops_matmul.cc's
+// WeightGridWords() lays them out in this order). A grid of 8-byte entries takes two words per
+// entry, low half first; one of 4-byte entries one word.
+const uint kIQ2XXSGrid = 0u;     // 256 entries of 8 bytes
+const uint kIQ2XSGrid = 512u;    // 512 of 8
+const uint kIQ2SGrid = 1536u;    // 1024 of 8
+const uint kIQ3XXSGrid = 3584u;  // 256 of 4
+const uint kIQ3SGrid = 3840u;    // 512 of 4
+const uint kIQ1SGrid = 4352u;    // 2048 of 8 (int8 levels), to word 8448
+// Byte i of entry `index` of the 8-byte grid at word `grid`.
+#define GRID8_BYTE(grid, index, i) ((grids[(grid) + 2u * (index) + ((i) >> 2)] >> (((i) & 3u) * 8u)) & 0xFFu)
+// Byte i of entry `index` of the 4-byte grid at word `grid`.
+#define GRID4_BYTE(grid, index, i) ((grids[(grid) + (index)] >> ((i) * 8u)) & 0xFFu)
 // IQ1's shift of every grid level (quant/iq_grids.h kIQ1Delta).
 const float kIQ1Delta = 0.125;
 #endif
