@@ -17,8 +17,8 @@
 #include "core/runtime/backend_registry.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/kv_cache.h"
-#include "quant/f16.h"  // F32ToF16
 #include "quant/quantize.h"
+#include "util/random_weights.h"  // CanMakeWeightRows, RandomBlocks
 
 namespace petrel {
 namespace {
@@ -31,65 +31,19 @@ uint32_t TestSeed() {
   return seed;
 }
 
-// Weight types with a scalar decoder: every type a backend may be asked to multiply. Those
-// without a plain quantizer (the IQ1/IQ2/IQ3 grids need an importance matrix; some formats are
-// decode-only) get random valid blocks.
+// Weight types the test can write (by a scalar quantizer, or as random valid blocks for the
+// decode-only formats) and read back: every type a backend may be asked to multiply.
 std::vector<DType> WeightTypes() {
   std::vector<DType> types;
   for (size_t i = 0; i < size_t(DType::kCount); ++i) {
     const DType type = DType(i);
     if (type == DType::kQ8_1 || type == DType::kQ8_K) continue;  // activation-only formats
-    if (CanDequantize(type)) types.push_back(type);
+    if (test::CanMakeWeightRows(type) && CanDequantize(type)) types.push_back(type);
   }
   return types;
 }
 
 bool IsBlockType(DType type) { return Traits(type).block_elems > 1; }
-
-// Where a block format without a plain quantizer keeps its scale, so random blocks get a sane
-// one: the byte offset of its f16 `d`, or one of the special layouts.
-constexpr int kScaleIQ1M = -1;  // f16 bits in the top nibbles of the four uint16 at byte 48
-constexpr int kScaleE8M0 = -2;  // MXFP4: an E8M0 exponent at byte 0
-struct RandomBlockScale {
-  DType type;
-  int offset;
-};
-constexpr RandomBlockScale kRandomBlockScales[] = {
-    {DType::kIQ2_XXS, 0},        {DType::kIQ2_XS, 0}, {DType::kIQ2_S, 0},
-    {DType::kIQ3_XXS, 0},        {DType::kIQ3_S, 0},  {DType::kIQ1_S, 0},
-    {DType::kIQ1_M, kScaleIQ1M}, {DType::kTQ1_0, 52}, {DType::kTQ2_0, 64},
-    {DType::kMXFP4, kScaleE8M0}, {DType::kQ1_0, 0},   {DType::kQ2_0, 0},
-};
-
-// Fills `row` (whole blocks of `type`) with random bytes, then gives every block a random scale
-// in [0.01, 0.1) (MXFP4: 2^-8 .. 2^1), so the values are finite and of a usual size. Every byte
-// pattern of these formats' quants decodes (grid indices cover their grids).
-void RandomBlocks(DType type, uint8_t* row, size_t row_bytes, std::mt19937& gen) {
-  const RandomBlockScale* scale = nullptr;
-  for (const RandomBlockScale& entry : kRandomBlockScales) {
-    if (entry.type == type) scale = &entry;
-  }
-  ASSERT_NE(scale, nullptr) << DTypeName(type) << " has no quantizer and no random-block layout";
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> d(0.01f, 0.1f);
-  for (size_t i = 0; i < row_bytes; ++i) row[i] = uint8_t(byte(gen));
-  const size_t block_bytes = Traits(type).block_bytes;
-  for (uint8_t* block = row; block < row + row_bytes; block += block_bytes) {
-    if (scale->offset == kScaleE8M0) {
-      block[0] = uint8_t(std::uniform_int_distribution<int>(120, 129)(gen));
-      continue;
-    }
-    const uint16_t half = F32ToF16(d(gen));
-    if (scale->offset == kScaleIQ1M) {
-      for (size_t k = 0; k < 4; ++k) {  // nibble k of the f16 in the top of uint16 k
-        block[48 + 2 * k + 1] =
-            uint8_t((block[48 + 2 * k + 1] & 0x0F) | (((half >> (4 * k)) & 15) << 4));
-      }
-    } else {
-      std::memcpy(block + scale->offset, &half, sizeof(half));
-    }
-  }
-}
 
 // A weight matrix (n_in x n_rows) of `type` with random values, and its dequantized f32 copy.
 struct Weight {
@@ -111,7 +65,7 @@ Weight MakeWeight(DType type, size_t n_in, size_t n_rows, std::mt19937& gen) {
       for (float& v : row) v = normal(gen);
       EXPECT_TRUE(QuantizeRow(type, row.data(), w.bytes.data() + r * row_bytes, n_in));
     } else {
-      RandomBlocks(type, w.bytes.data() + r * row_bytes, row_bytes, gen);
+      EXPECT_TRUE(test::RandomBlocks(type, n_in, gen, w.bytes.data() + r * row_bytes));
     }
     EXPECT_TRUE(DequantizeRow(type, w.bytes.data() + r * row_bytes, w.f32.data() + r * n_in, n_in));
   }
