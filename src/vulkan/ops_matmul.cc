@@ -1,6 +1,7 @@
 // Weight ops: embed (dequantize table rows), mat_mul and gated_ffn over every weight type.
 // Shaders: shaders/embed.comp and shaders/mat_mul.comp, one variant per weight type, all
 // decoding blocks with shaders/dequant.glsl.
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,13 @@ Status CheckMatMulShapes(const Node& node, const TensorView& w, const ValueView&
 
 bool HasWeightShaders(DType type) { return TypeSuffix(type) != nullptr; }
 
+// dequant.glsl's offsets: kIQ1SGrid starts at word 4352, and the buffer ends at 8448.
+static_assert(2 * (std::size(quant::kIQ2XXSGrid) + std::size(quant::kIQ2XSGrid) +
+                   std::size(quant::kIQ2SGrid)) +
+                  std::size(quant::kIQ3XXSGrid) + std::size(quant::kIQ3SGrid) ==
+              4352);
+static_assert(2 * std::size(quant::kIQ1SGrid) == 8448 - 4352);
+
 std::span<const uint32_t> WeightGridWords() {
   static const std::vector<uint32_t> words = [] {
     std::vector<uint32_t> out;
@@ -132,9 +140,7 @@ std::span<const uint32_t> WeightGridWords() {
     add(quant::kIQ2SGrid);
     add(quant::kIQ3XXSGrid);
     add(quant::kIQ3SGrid);
-    PETREL_CHECK(out.size() == 4352);
     add(quant::kIQ1SGrid);
-    PETREL_CHECK(out.size() == 8448);
     return out;
   }();
   return words;
