@@ -139,10 +139,29 @@ TEST_P(DeviceBackend, StoryF32LogitsWithAllAndHalfTheBlocks) {
   }
 }
 
+// One synthetic model and its reference logits: by default models/synth-tiny/tiny-v2048-<type>.gguf
+// and golden/synth-tiny/<type>.f32; the low-bit types' files are in models/synth-tiny-lowbit
+// (golden/synth-tiny/README.md), the ternary ones on their own base with its own ids.
 struct SynthCase {
   const char* type;
   Tolerance tolerance;
+  const char* model = nullptr;     // under models/, when not the default
+  const char* golden = nullptr;    // under golden/synth-tiny/, when not the default
+  const char* ids = "tiny_v2048";  // the key of parity.json holding the token ids
 };
+
+// golden/synth-tiny/README.md, "Tolerances": per family of the low-bit types.
+constexpr Tolerance kIQLowBitTolerance{1.5, 0.06, 0.85};
+constexpr Tolerance kMXFP4Tolerance{0.8, 0.04, 0.85};
+constexpr Tolerance kTernaryTolerance{1.0, 0.04, 0.90};
+constexpr Tolerance kQ1_0Tolerance{0.15, 0.0015, 0.95};
+
+SynthCase LowBit(const char* type, const char* model, Tolerance tolerance) {
+  return SynthCase{type, tolerance, model};
+}
+SynthCase Ternary(const char* type, const char* model, const char* golden, Tolerance tolerance) {
+  return SynthCase{type, tolerance, model, golden, "tiny_tern_v2048"};
+}
 
 void PrintTo(const SynthCase& c, std::ostream* os) { *os << c.type; }
 
@@ -155,10 +174,13 @@ TEST_P(DeviceSynthParity, LogitsWithAllAndHalfTheBlocks) {
   const SynthCase c = std::get<1>(GetParam());
   std::string lower = c.type;
   for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  const std::string model = SharedDir() + "/models/synth-tiny/tiny-v2048-" + lower + ".gguf";
+  const std::string model =
+      SharedDir() + "/models/" +
+      (c.model ? std::string(c.model) : "synth-tiny/tiny-v2048-" + lower + ".gguf");
   const nlohmann::json parity = testing::ReadJson(Golden("synth-tiny/parity.json"));
-  const auto ids = parity["tiny_v2048"]["ids"].get<std::vector<int32_t>>();
-  const auto want = ReadF32File(Golden("synth-tiny/" + std::string(c.type) + ".f32"));
+  const auto ids = parity[c.ids]["ids"].get<std::vector<int32_t>>();
+  const auto want = ReadF32File(
+      Golden("synth-tiny/" + (c.golden ? std::string(c.golden) : std::string(c.type) + ".f32")));
   ASSERT_FALSE(want.empty());
   for (const std::string layers : {"all", "half"}) {
     const auto stats = CompareLogits(DeviceLogits(device, model, ids, layers), want, 2048);
@@ -173,11 +195,27 @@ INSTANTIATE_TEST_SUITE_P(
     Types, DeviceSynthParity,
     ::testing::Combine(
         ::testing::ValuesIn(DeviceBackends()),
-        ::testing::Values(SynthCase{"F32", testing::kF32Tolerance},
-                          SynthCase{"F16", testing::kF16Tolerance},
-                          SynthCase{"Q8_0", kQ8ActTolerance}, SynthCase{"Q4_0", kQ8ActTolerance},
-                          SynthCase{"Q4_K", kQ8KActTolerance},
-                          SynthCase{"IQ4_XS", kQ8KActTolerance})),
+        ::testing::Values(
+            SynthCase{"F32", testing::kF32Tolerance}, SynthCase{"F16", testing::kF16Tolerance},
+            SynthCase{"Q8_0", kQ8ActTolerance}, SynthCase{"Q4_0", kQ8ActTolerance},
+            SynthCase{"Q4_K", kQ8KActTolerance}, SynthCase{"IQ4_XS", kQ8KActTolerance},
+            // The low-bit types (only ffn_down holds the IQ type in these files).
+            LowBit("IQ1_S", "synth-tiny-lowbit/tiny-v2048-iq1_s.gguf", kIQLowBitTolerance),
+            LowBit("IQ1_M", "synth-tiny-lowbit/tiny-v2048-iq1_m.gguf", kIQLowBitTolerance),
+            LowBit("IQ2_XXS", "synth-tiny-lowbit/tiny-v2048-iq2_xxs.gguf", kIQLowBitTolerance),
+            LowBit("IQ2_XS", "synth-tiny-lowbit/tiny-v2048-iq2_xs.gguf", kIQLowBitTolerance),
+            LowBit("IQ2_S", "synth-tiny-lowbit/tiny-v2048-iq2_s.gguf", kIQLowBitTolerance),
+            LowBit("IQ3_XXS", "synth-tiny-lowbit/tiny-v2048-iq3_xxs.gguf", kIQLowBitTolerance),
+            LowBit("IQ3_S", "synth-tiny-lowbit/tiny-v2048-iq3_s.gguf", kIQLowBitTolerance),
+            LowBit("MXFP4", "synth-tiny-lowbit/tiny-v2048-mxfp4.gguf", kMXFP4Tolerance),
+            Ternary("TQ1_0", "synth-tiny-lowbit/tiny-tern-v2048-tq1_0.gguf", "tern-TQ1_0.f32",
+                    kTernaryTolerance),
+            Ternary("TQ2_0", "synth-tiny-lowbit/tiny-tern-v2048-tq2_0.gguf", "tern-TQ2_0.f32",
+                    kTernaryTolerance),
+            Ternary("Q2_0", "synth-tiny-lowbit/tiny-tern-v2048-q2_0.gguf", "tern-Q2_0.f32",
+                    kTernaryTolerance),
+            Ternary("Q1_0", "synth-tiny-lowbit/tiny-tern-v2048-q1_0.gguf", "tern-Q1_0.f32",
+                    kQ1_0Tolerance))),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + std::string(std::get<1>(info.param).type);
     });

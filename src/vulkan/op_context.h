@@ -49,6 +49,8 @@ struct OpContext {
   // and frequency table (as the CPU backend does), so every backend rotates by the same angles.
   Result<BufferRange> (*rope_table)(void* backend, const double* inv_freq, size_t pairs);
   void* backend;
+  // The IQ codebooks (WeightGridWords()), bound by every weight op after its own buffers.
+  BufferRange weight_grids;
   Result<BufferRange> RopeTable(const double* inv_freq, size_t pairs) const {
     return rope_table(backend, inv_freq, pairs);
   }

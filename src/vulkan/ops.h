@@ -2,6 +2,9 @@
 // it. One file per group of ops (ops_*.cc), each with its shaders in shaders/.
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "core/graph/graph.h"
 #include "vulkan/op_context.h"
 #include "vulkan/vulkan_device.h"
@@ -13,6 +16,9 @@ namespace petrel::vk {
 bool HasWeightShaders(DType type);
 // The native type a weight of `type` is uploaded as (type itself when HasWeightShaders).
 DType UploadType(DType type);
+// The IQ codebooks as the weight shaders read them (shaders/dequant.glsl's offsets): the backend
+// uploads them once and passes them as OpContext::weight_grids.
+std::span<const uint32_t> WeightGridWords();
 
 // Per-op support beyond the weight type (parameters, device limits).
 bool SupportsAttention(const AttentionParams& params, const DeviceCaps& caps);

@@ -1,8 +1,11 @@
 // Weight ops: embed (dequantize table rows), mat_mul and gated_ffn over every weight type.
 // Shaders: shaders/embed.comp and shaders/mat_mul.comp, one variant per weight type, all
 // decoding blocks with shaders/dequant.glsl.
+#include <iterator>
 #include <string>
+#include <vector>
 
+#include "quant/iq_grids.h"  // kIQ2XXSGrid ... kIQ1SGrid
 #include "vulkan/ops.h"
 
 namespace petrel::vk {
@@ -20,6 +23,10 @@ constexpr WeightShaders kWeightShaders[] = {
     {DType::kQ5_1, "q5_1"},     {DType::kQ8_0, "q8_0"},     {DType::kQ2_K, "q2_k"},
     {DType::kQ3_K, "q3_k"},     {DType::kQ4_K, "q4_k"},     {DType::kQ5_K, "q5_k"},
     {DType::kQ6_K, "q6_k"},     {DType::kIQ4_NL, "iq4_nl"}, {DType::kIQ4_XS, "iq4_xs"},
+    {DType::kIQ1_S, "iq1_s"},   {DType::kIQ1_M, "iq1_m"},   {DType::kIQ2_XXS, "iq2_xxs"},
+    {DType::kIQ2_XS, "iq2_xs"}, {DType::kIQ2_S, "iq2_s"},   {DType::kIQ3_XXS, "iq3_xxs"},
+    {DType::kIQ3_S, "iq3_s"},   {DType::kTQ1_0, "tq1_0"},   {DType::kTQ2_0, "tq2_0"},
+    {DType::kMXFP4, "mxfp4"},   {DType::kQ1_0, "q1_0"},     {DType::kQ2_0, "q2_0"},
 };
 
 // The types without shaders that are converted at upload (dequantized on the host, then
@@ -111,6 +118,34 @@ Status CheckMatMulShapes(const Node& node, const TensorView& w, const ValueView&
 
 bool HasWeightShaders(DType type) { return TypeSuffix(type) != nullptr; }
 
+// dequant.glsl's offsets: kIQ1SGrid starts at word 4352, and the buffer ends at 8448.
+static_assert(2 * (std::size(quant::kIQ2XXSGrid) + std::size(quant::kIQ2XSGrid) +
+                   std::size(quant::kIQ2SGrid)) +
+                  std::size(quant::kIQ3XXSGrid) + std::size(quant::kIQ3SGrid) ==
+              4352);
+static_assert(2 * std::size(quant::kIQ1SGrid) == 8448 - 4352);
+
+std::span<const uint32_t> WeightGridWords() {
+  static const std::vector<uint32_t> words = [] {
+    std::vector<uint32_t> out;
+    auto add = [&](const auto& grid) {
+      for (const auto entry : grid) {
+        out.push_back(uint32_t(entry));
+        if constexpr (sizeof(entry) == 8) out.push_back(uint32_t(uint64_t(entry) >> 32));
+      }
+    };
+    // The order and offsets of dequant.glsl's kIQ2XXSGrid ... kIQ1SGrid.
+    add(quant::kIQ2XXSGrid);
+    add(quant::kIQ2XSGrid);
+    add(quant::kIQ2SGrid);
+    add(quant::kIQ3XXSGrid);
+    add(quant::kIQ3SGrid);
+    add(quant::kIQ1SGrid);
+    return out;
+  }();
+  return words;
+}
+
 DType UploadType(DType type) {
   if (HasWeightShaders(type)) return type;
   for (const UploadConversion& row : kUploadConversions) {
@@ -134,7 +169,8 @@ Status RecordEmbed(const OpContext& ctx, const Node& node, const ValueView* valu
   const uint32_t groups_per_token = CeilDiv(CeilDiv(dim, 8), kEmbedGroup);
   const EmbedPush push = {uint32_t(dim), uint32_t(table.desc.n_rows()), uint32_t(n_tokens),
                           uint32_t(table.desc.row_bytes()), groups_per_token};
-  const BufferRange bindings[] = {WeightWords(table), ctx.device_batch.tokens, ValueRange(out)};
+  const BufferRange bindings[] = {WeightWords(table), ctx.device_batch.tokens, ValueRange(out),
+                                  ctx.weight_grids};
   const uint32_t spec[] = {kEmbedGroup};
   return ctx.recorder.Dispatch(node.op, std::string("embed_") + suffix, spec, bindings, push,
                                FoldGroups(n_tokens * groups_per_token, ctx.caps));
@@ -159,7 +195,7 @@ Status RecordMatMul(const OpContext& ctx, const Node& node, const ValueView* val
   // Without a bias the binding still needs a buffer: the output's, which the shader never reads.
   const BufferRange bindings[] = {WeightWords(w), ValueRange(x),
                                   node.bias != nullptr ? WeightRange(*node.bias) : ValueRange(out),
-                                  ValueRange(out)};
+                                  ValueRange(out), ctx.weight_grids};
   const MatMulShape shape = MatMulShapeFor(ctx.caps);
   const uint32_t spec[] = {shape.group};
   return ctx.recorder.Dispatch(
@@ -185,7 +221,7 @@ Status RecordGatedFfn(const OpContext& ctx, const Node& node, const ValueView* v
   const MatMulPush push = {uint32_t(gate.desc.ne[0]), uint32_t(n_rows), uint32_t(n_tokens),
                            uint32_t(gate.desc.row_bytes()), token_groups, 0u};
   const BufferRange bindings[] = {WeightWords(gate), WeightWords(up), ValueRange(x),
-                                  ValueRange(out)};
+                                  ValueRange(out), ctx.weight_grids};
   const MatMulShape shape = MatMulShapeFor(ctx.caps);
   const uint32_t spec[] = {shape.group};
   return ctx.recorder.Dispatch(

@@ -97,6 +97,8 @@ class VulkanBackend final : public Backend {
   vk::Pipelines pipelines_;
   vk::Recorder recorder_;
   std::vector<std::unique_ptr<DeviceBuffer>> weights_;
+  // The IQ codebooks every weight op binds (vk::WeightGridWords()), uploaded with the first weight.
+  std::unique_ptr<DeviceBuffer> weight_grids_;
   std::set<DType> converted_;  // weight types already reported as converted
   // The current batch: its host arrays, their device copies, and RoPE tables made for it.
   BatchContext batch_;
@@ -173,6 +175,11 @@ Status VulkanBackend::Upload(const void* host, DeviceBuffer& dst, size_t bytes) 
 }
 
 Result<TensorView> VulkanBackend::PrepareWeight(const TensorView& host_view) {
+  if (!weight_grids_) {
+    const std::span<const uint32_t> words = vk::WeightGridWords();
+    PETREL_ASSIGN_OR_RETURN(weight_grids_, device_pool_.Allocate(words.size_bytes()));
+    PETREL_RETURN_IF_ERROR(Upload(words.data(), *weight_grids_, words.size_bytes()));
+  }
   TensorView view = host_view;
   const DType type = host_view.desc.dtype;
   const DType upload_type = vk::UploadType(type);
@@ -259,7 +266,13 @@ Result<BufferRange> VulkanBackend::RopeTableOf(void* opaque, const double* inv_f
 }
 
 Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLayerView* kv) {
-  const vk::OpContext ctx{recorder_, device_->caps(), batch_, device_batch_, &RopeTableOf, this};
+  const vk::OpContext ctx{recorder_,
+                          device_->caps(),
+                          batch_,
+                          device_batch_,
+                          &RopeTableOf,
+                          this,
+                          weight_grids_ ? weight_grids_->Whole() : BufferRange{}};
   recorder_.CountNode(node.op);
   switch (node.op) {
     case OpKind::kEmbed: return vk::RecordEmbed(ctx, node, values);

@@ -6,6 +6,7 @@
 layout(std430, binding = 0) readonly buffer Table { uint table[]; };
 layout(std430, binding = 1) readonly buffer Tokens { int tokens[]; };
 layout(std430, binding = 2) writeonly buffer Out { float out_[]; };
+layout(std430, binding = 3) readonly buffer Grids { uint grids[]; };  // dequant.glsl's codebooks
 layout(push_constant) uniform Push {
   uint dim;              // elements per row
   uint n_rows;           // rows of the table

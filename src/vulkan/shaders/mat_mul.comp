@@ -26,6 +26,7 @@ layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) writeonly buffer Out { float out_[]; };
 #endif
+layout(std430, binding = 4) readonly buffer Grids { uint grids[]; };  // dequant.glsl's codebooks
 
 // Mirrors MatMulPush in ops_matmul.cc.
 layout(push_constant) uniform Push {
