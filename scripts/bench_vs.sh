@@ -74,14 +74,14 @@ imatrix_text=${IMATRIX_TEXT:-$shared/golden/perplexity/stories.txt}
 vocab=$shared/golden/tokenizer/ggml-vocab-llama-spm.gguf
 out=${OUT:-/tmp/petrel-bench-vs.jsonl}
 # A dry run checks the arguments and prints the plan, so it needs neither engine built yet.
-need_executable() {  # PATH WHAT
+need_executable() {  # PATH WHAT HINT
   [ -x "$1" ] && return 0
-  ((dry_run)) && { echo "bench_vs.sh: (dry run) $2 is not at $1 yet" >&2; return 0; }
-  echo "bench_vs.sh: no $2 at $1" >&2
+  ((dry_run)) && { echo "bench_vs.sh: (dry run) no $2 at $1 yet" >&2; return 0; }
+  echo "bench_vs.sh: no $2 at $1${3:+ ($3)}" >&2
   exit 2
 }
-need_executable "$llama" "llama-bench"
-need_executable "$petrel" "petrel (build it, or set PETREL)"
+need_executable "$llama" llama-bench
+need_executable "$petrel" petrel "build it, or set PETREL"
 
 # Runs a command, or with -n prints it (shell-quoted) instead.
 run() {
@@ -165,7 +165,7 @@ quantized_file() {  # SHAPE NAME BASE PETREL_TYPE LLAMA_TYPE FLAGS...
     echo "bench_vs.sh: petrel cannot write $petrel_type yet; llama-quantize writes $theirs" >&2
   fi
   made=$theirs
-  need_executable "$llama_quantize" "llama-quantize (set LLAMA_QUANTIZE)"
+  need_executable "$llama_quantize" llama-quantize "set LLAMA_QUANTIZE"
   local log=$dir/$shape-$name.lq.log
   if ((dry_run)); then
     echo "$(run "$llama_quantize" "$@" "$base" "$theirs" "$llama_type" "$threads") >$log" >&2
