@@ -15,8 +15,8 @@
 #     over IMATRIX_TEXT (default SHARED/golden/perplexity/stories.txt).
 #   TQ1_0, TQ2_0: quantized from SHAPE-ternary-f16.gguf (`petrel synth --weights ternary`, which
 #     they hold without loss).
-#   MXFP4 (or MXFP4_MOE): every matrix MXFP4 (llama-quantize --pure ... MXFP4_MOE; petrel
-#     quantize --pure ... MXFP4), from SHAPE-f16.gguf.
+#   MXFP4 (or MXFP4_MOE): every matrix MXFP4 (quantize --pure ... MXFP4_MOE), from
+#     SHAPE-f16.gguf.
 # -Q: who quantizes those: auto (default: `petrel quantize`, and llama-quantize where petrel
 # cannot write the type yet), petrel, or llama. llama-quantize's files are named
 # DIR/SHAPE-TYPE.lq.gguf; both engines always read the same file.
@@ -154,9 +154,11 @@ quantized_file() {  # SHAPE NAME BASE PETREL_TYPE LLAMA_TYPE FLAGS...
       rm -f "$log"
       return
     fi
-    # Only "not a type or mix we can write" hands the type to llama-quantize; any other
-    # failure of petrel's quantizer is a failure of the run.
-    if [ "$quantizer" = petrel ] || ! grep -q "not a type or mix we can write" "$log"; then
+    # Only petrel's refusals of the type ("not a type or mix we can write", "petrel cannot
+    # write TYPE": no encoder built in) hand it to llama-quantize; any other failure of petrel's
+    # quantizer is a failure of the run.
+    if [ "$quantizer" = petrel ] ||
+        ! grep -q -e "not a type or mix we can write" -e "petrel cannot write" "$log"; then
       cat "$log" >&2
       rm -f "$log"
       exit 1
@@ -193,7 +195,7 @@ model_file() {  # SHAPE TYPE
       ;;
     MXFP4 | MXFP4_MOE)
       synth_file "$shape" f16 --type f16
-      quantized_file "$shape" mxfp4 "$made" MXFP4 MXFP4_MOE --pure
+      quantized_file "$shape" mxfp4 "$made" MXFP4_MOE MXFP4_MOE --pure
       ;;
     *) synth_file "$shape" "$name" --type "$name" ;;
   esac
