@@ -173,6 +173,22 @@ TEST(Cli, SynthWritesARunnableModel) {
   std::remove(path.c_str());
 }
 
+// Ternary weights (their rows checked in quantize_model_test) in TQ2_0 run; the option names
+// its values when given another.
+TEST(Cli, SynthTernaryWeightsRun) {
+  const std::string path = testing::ScratchDir() + "/petrel_cli_synth_ternary.gguf";
+  const Output synth = Petrel({"synth", "--shape", "256x1x4x2x512", "--type", "tq2_0", "--weights",
+                               "ternary", "--n-vocab", "300", "-o", path});
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const Output run =
+      Petrel({"run", "-m", path, "-p", "Once", "-n", "4", "--temp", "0", "-t", "2", "--json"});
+  std::remove(path.c_str());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(nlohmann::json::parse(run.out)["new_ids"].empty()) << run.out;
+  ExpectOneLineError(Petrel({"synth", "--shape", "small", "--weights", "binary", "-o", path}),
+                     "--weights");
+}
+
 // A 1.1B-parameter F16 model (2.2 GB): the weights must be used from the mapping, so peak RSS
 // stays below the file size + 15 % (a copy would double it).
 TEST(Cli, TinyllamaF16WeightsAreMappedNotCopied) {

@@ -11,6 +11,7 @@ Runner AddSynthCommand(CLI::App& app) {
   struct Args {
     std::string shape = "small";
     std::string type = "f16";
+    std::string weights = "normal";
     std::string vocab;
     std::string output;
     uint64_t seed = 1;
@@ -22,6 +23,10 @@ Runner AddSynthCommand(CLI::App& app) {
                   "small, tinyllama, moe (8 experts, top-2, dim 2048), moe-dense (a dense model of "
                   "its total size), moe-tiny or DIMxLAYERSxHEADSxKV_HEADSxFFN[xEXPERTSxUSED]");
   cmd->add_option("--type", args->type, "weight type: f32, f16, bf16, a block type (q4_0, q8_0, q4_k, iq4_xs, ...) or a mix (q4_k_m, q5_k_m, q3_k_m); default f16");
+  cmd->add_option("--weights", args->weights,
+                  "normal (N(0, 1/n_in), the default) or ternary (each row t * s, t in "
+                  "{-1, 0, +1}, one f16 scale s per row: F16, TQ1_0 and TQ2_0 hold it exactly)")
+      ->check(CLI::IsMember({"normal", "ternary"}));
   CLI::Option* vocab = cmd->add_option("--vocab", args->vocab, "GGUF whose tokenizer to copy (default: a byte vocabulary)");
   CLI::Option* n_vocab =
       cmd->add_option("--n-vocab", args->n_vocab,
@@ -43,6 +48,7 @@ Runner AddSynthCommand(CLI::App& app) {
         return Fail(Error("--type '%s' is not a known type or mix", args->type.c_str()));
       }
     }
+    spec->weights = args->weights == "ternary" ? SynthWeights::kTernary : SynthWeights::kNormal;
     spec->vocab_gguf = args->vocab;
     spec->n_vocab = args->n_vocab;
     spec->seed = args->seed;

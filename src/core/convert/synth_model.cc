@@ -1,6 +1,7 @@
 // WriteSynthModel: metadata of a Llama GGUF, a vocabulary, and the weights the llama
 // architecture declares, drawn as embeddings N(0,1), projections N(0, 1/n_in) (1/dim, and 1/ffn
-// for ffn_down), norms 1 + N(0, 0.01), output N(0, 16/dim) — the recipe of the baseline files.
+// for ffn_down), norms 1 + N(0, 0.01), output N(0, 16/dim) — the recipe of the baseline files —
+// or, for ternary weights, each matrix row as t * s with the same variance per element.
 #include "core/convert/synth_model.h"
 
 #include <cmath>
@@ -34,6 +35,10 @@ class Normal {
     has_spare_ = true;
     return float(r * std::cos(2.0 * M_PI * u2));
   }
+  // Uniform in [0, 1).
+  double Uniform() { return double(Bits() >> 11) * (1.0 / 9007199254740992.0); }
+  // -1, 0 or +1, each with probability 1/3 (the bias of `% 3` on 64 bits is 2^-64).
+  float Ternary() { return float(int(Bits() % 3) - 1); }
 
  private:
   uint64_t Bits() {
@@ -64,16 +69,35 @@ void FillRandom(void* dst, DType type, size_t n, uint64_t seed, float mean, floa
   }
 }
 
-// Rows of `n_in` values drawn as stddev * N(0,1) (the same stream as FillRandom), each
-// quantized to `type` as it is drawn, so a large model never exists in f32.
-void FillRandomQuantized(void* dst, DType type, size_t n_in, size_t n_rows, uint64_t seed,
-                         float stddev) {
-  Normal normal(seed);
-  std::vector<float> row(n_in);
+// A scale near `stddev * sqrt(3/2)` (ternary values of that scale have variance stddev^2),
+// varied by +-25 % from row to row and rounded so that both f16 and bf16 hold it exactly: a
+// bf16 value has 8 significant bits, f16 has 11, and the scales stay inside f16's normal range.
+float TernaryScale(Normal& rng, float stddev) {
+  const double scale = double(stddev) * std::sqrt(1.5) * (0.75 + 0.5 * rng.Uniform());
+  return F16ToF32(F32ToF16(BF16ToF32(F32ToBF16(float(scale)))));
+}
+
+// Rows of `n_in` values, each encoded as `type` as it is drawn, so a large model never exists
+// in f32. kNormal: stddev * N(0,1), the same stream as FillRandom; kTernary: t * s per row.
+void FillRows(void* dst, DType type, size_t n_in, size_t n_rows, uint64_t seed, float stddev,
+              SynthWeights weights) {
+  Normal rng(seed);
+  std::vector<float> row(n_in);  // (n_in)
   const size_t row_bytes = *RowBytes(type, n_in);
   for (size_t r = 0; r < n_rows; ++r) {
-    for (float& v : row) v = stddev * normal.Next();
-    QuantizeRow(type, row.data(), static_cast<char*>(dst) + r * row_bytes, n_in);
+    switch (weights) {
+      case SynthWeights::kNormal:
+        for (float& v : row) v = stddev * rng.Next();
+        break;
+      case SynthWeights::kTernary: {
+        const float scale = TernaryScale(rng, stddev);
+        for (float& v : row) v = scale * rng.Ternary();
+        break;
+      }
+    }
+    const bool encoded =
+        QuantizeRow(type, row.data(), static_cast<char*>(dst) + r * row_bytes, n_in);
+    PETREL_CHECK(encoded);  // ChooseTensorType and WriteSynthModel only pick encodable types
   }
 }
 
@@ -226,12 +250,15 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
       return n_mats > 0 ? TensorDesc::Make(type, {n_in, n_out, n_mats})
                         : TensorDesc::Make(type, {n_in, n_out});
     };
-    if (spec.quant_mix) {
-      const DType type = ChooseTensorType(*spec.quant_mix, name, n_in, n_dims, int(spec.n_layers));
+    const SynthWeights weights = spec.weights;
+    if (spec.quant_mix || weights != SynthWeights::kNormal) {
+      const DType type =
+          spec.quant_mix ? ChooseTensorType(*spec.quant_mix, name, n_in, n_dims, int(spec.n_layers))
+                         : spec.type;
       writer.AddTensor(name, desc(type), [=](void* dst) {
-        FillRandomQuantized(dst, type, size_t(n_in), size_t(n_rows), seed, stddev);
+        FillRows(dst, type, size_t(n_in), size_t(n_rows), seed, stddev, weights);
       });
-    } else {
+    } else {  // the float files of the baselines, byte for byte as they have always been
       const DType type = spec.type;
       writer.AddTensor(name, desc(type), [=](void* dst) {
         FillRandom(dst, type, size_t(n_in * n_rows), seed, 0.0f, stddev);

@@ -13,6 +13,11 @@
 
 namespace petrel {
 
+// How the 2-D weights are drawn. kTernary: every row is t * s with t uniform in {-1, 0, +1} and
+// one positive scale s per row that f16 and bf16 hold exactly, so F16, BF16, TQ1_0 and TQ2_0
+// store the weights without loss (benchmark files of the ternary types that mean something).
+enum class SynthWeights { kNormal, kTernary };
+
 struct SynthSpec {
   int64_t dim = 768;
   int64_t n_layers = 12;
@@ -23,6 +28,7 @@ struct SynthSpec {
   // When set, 2-D weights are drawn in f32 and quantized row by row with the type
   // ChooseTensorType picks (block types, Q4_K_M and the other mixes); `type` is then unused.
   std::optional<QuantMix> quant_mix;
+  SynthWeights weights = SynthWeights::kNormal;  // norms are drawn the same either way
   std::string vocab_gguf;        // copy tokenizer.* keys from here; empty: a tiny byte vocabulary
   int64_t n_vocab = 0;           // used when vocab_gguf is empty (>= 259)
   uint64_t seed = 1;
