@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "quant/formats.h"
+#include "quant/iq2_weighted.h"
 #include "quant/types.h"
 
 namespace petrel::quant {
@@ -69,11 +70,11 @@ inline constexpr QuantCodec kQuantCodecs[] = {
     Plain(DType::kQ8_K, DequantizeQ8_K, QuantizeQ8_K),
     Weighted(DType::kIQ4_NL, DequantizeIQ4_NL, QuantizeIQ4_NL, QuantizeIQ4_NLWeighted),
     Weighted(DType::kIQ4_XS, DequantizeIQ4_XS, QuantizeIQ4_XS, QuantizeIQ4_XSWeighted),
-    DecodeOnly(DType::kIQ1_S, DequantizeIQ1_S),
-    DecodeOnly(DType::kIQ1_M, DequantizeIQ1_M),
-    DecodeOnly(DType::kIQ2_XXS, DequantizeIQ2_XXS),
-    DecodeOnly(DType::kIQ2_XS, DequantizeIQ2_XS),
-    DecodeOnly(DType::kIQ2_S, DequantizeIQ2_S),
+    NeedsImportance(DType::kIQ1_S, DequantizeIQ1_S, QuantizeIQ1_SWeighted),
+    NeedsImportance(DType::kIQ1_M, DequantizeIQ1_M, QuantizeIQ1_MWeighted),
+    NeedsImportance(DType::kIQ2_XXS, DequantizeIQ2_XXS, QuantizeIQ2_XXSWeighted),
+    NeedsImportance(DType::kIQ2_XS, DequantizeIQ2_XS, QuantizeIQ2_XSWeighted),
+    NeedsImportance(DType::kIQ2_S, DequantizeIQ2_S, QuantizeIQ2_SWeighted),
     DecodeOnly(DType::kIQ3_XXS, DequantizeIQ3_XXS),
     DecodeOnly(DType::kIQ3_S, DequantizeIQ3_S),
     Plain(DType::kTQ1_0, DequantizeTQ1_0, QuantizeTQ1_0),
