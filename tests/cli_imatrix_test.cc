@@ -151,5 +151,15 @@ TEST_F(ImatrixCli, BadArgumentsAreOneLineErrors) {
                      "cannot open");
 }
 
+// A type whose search needs an importance matrix is refused without one, in one line naming the
+// type and the flag, before anything is written.
+TEST(QuantizeCli, TypeThatNeedsAnImportanceMatrixIsRefusedWithoutOne) {
+  const std::string out = Scratch("iq3_xxs.gguf");
+  const Output result = Petrel({"quantize", StoryF32Gguf(), out, "iq3_xxs"});
+  ExpectOneLineError(result, "--imatrix");
+  EXPECT_NE(result.err.find("IQ3_XXS"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::ifstream(out).good());
+}
+
 }  // namespace
 }  // namespace petrel

@@ -1,5 +1,6 @@
 // `petrel quantize IN OUT TYPE`: re-encode a GGUF model's (or a Hugging Face folder's) weights
 // into a block type or a mix, as a GGUF file.
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "core/convert/quantize_hf.h"
 #include "core/convert/quantize_model.h"
 #include "core/eval/imatrix_file.h"
+#include "quant/quantize_weighted.h"  // NeedsImportance
 #include "tools/common.h"
 
 namespace petrel::tools {
@@ -26,8 +28,10 @@ Runner AddQuantizeCommand(CLI::App& app) {
   cmd->add_option("input", args->input, "source GGUF (F32, F16, BF16 or quantized) or Hugging Face folder")->required();
   cmd->add_option("output", args->output, "GGUF file to write")->required();
   cmd->add_option("type", args->type,
-                  "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS F16 BF16 F32, "
-                  "or a mix: Q3_K_M Q4_K_M Q5_K_M")
+                  "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL F16 BF16 F32, or a "
+                  "mix as llama-quantize names them: Q3_K_M Q4_K_M Q5_K_M IQ1_S IQ1_M IQ2_XXS "
+                  "IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE "
+                  "(IQ1_*, IQ2_* and IQ3_XXS need --imatrix)")
       ->required();
   cmd->add_flag("--pure", args->pure,
                 "every 2-D weight in TYPE (rows that hold no whole block still fall back)");
@@ -47,6 +51,17 @@ Runner AddQuantizeCommand(CLI::App& app) {
     if (!mix)
       return Fail(Error("quantize: '%s' is not a type or mix we can write", args->type.c_str()));
     mix->pure = args->pure;
+    // The grids of the lowest-bit types have nothing to choose points by without an importance
+    // matrix: refused here in one line (per-tensor cases, such as IQ3_XS's IQ3_XXS layers, are
+    // refused by the writer before any output).
+    if (args->imatrix.empty() && NeedsImportance(mix->base)) {
+      std::string named = args->type;
+      for (char& c : named) c = char(std::toupper(static_cast<unsigned char>(c)));
+      if (named != DTypeName(mix->base)) named += std::string(" (") + DTypeName(mix->base) + ")";
+      return Fail(Error("quantize: %s needs an importance matrix: pass --imatrix FILE (from "
+                        "petrel imatrix or llama-imatrix)",
+                        named.c_str()));
+    }
     struct stat info;
     const bool folder = stat(args->input.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
     std::optional<Imatrix> imatrix;

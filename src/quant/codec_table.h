@@ -8,6 +8,7 @@
 
 #include "quant/formats.h"
 #include "quant/iq2_weighted.h"
+#include "quant/iq3_quantize.h"
 #include "quant/types.h"
 
 namespace petrel::quant {
@@ -75,8 +76,8 @@ inline constexpr QuantCodec kQuantCodecs[] = {
     NeedsImportance(DType::kIQ2_XXS, DequantizeIQ2_XXS, QuantizeIQ2_XXSWeighted),
     NeedsImportance(DType::kIQ2_XS, DequantizeIQ2_XS, QuantizeIQ2_XSWeighted),
     NeedsImportance(DType::kIQ2_S, DequantizeIQ2_S, QuantizeIQ2_SWeighted),
-    DecodeOnly(DType::kIQ3_XXS, DequantizeIQ3_XXS),
-    DecodeOnly(DType::kIQ3_S, DequantizeIQ3_S),
+    NeedsImportance(DType::kIQ3_XXS, DequantizeIQ3_XXS, QuantizeIQ3_XXSWeighted),
+    Weighted(DType::kIQ3_S, DequantizeIQ3_S, QuantizeIQ3_S, QuantizeIQ3_SWeighted),
     Plain(DType::kTQ1_0, DequantizeTQ1_0, QuantizeTQ1_0),
     Plain(DType::kTQ2_0, DequantizeTQ2_0, QuantizeTQ2_0),
     Plain(DType::kMXFP4, DequantizeMXFP4, QuantizeMXFP4),

@@ -12,8 +12,9 @@ namespace petrel {
 // takes `quant_weights` (the K-quants, the IQ types, Q4_0, Q4_1, Q5_0, Q5_1). Others (Q8_0,
 // the float types) ignore it.
 bool TakesImportance(DType type);
-// Whether `type` can only be written with an importance matrix (the IQ1/IQ2 grids): QuantizeRow
-// refuses it, QuantizeRowWeighted needs a non-null `importance`.
+// Whether `type` can only be written with an importance matrix (the IQ1/IQ2 grids and IQ3_XXS,
+// as llama-quantize requires one for them): QuantizeRow refuses it, QuantizeRowWeighted needs a
+// non-null `importance`.
 bool NeedsImportance(DType type);
 // Whether QuantizeRowWeighted can write `type` given an importance matrix.
 bool CanQuantizeWithImportance(DType type);

@@ -68,12 +68,20 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
   // their biases) are permuted when this family's GGUF files rotate interleaved pairs.
   const bool permute = model->arch->gguf_rope_style == RopeStyle::kInterleaved &&
                        c.rope.style == RopeStyle::kHalfSplit;
+  QuantModelInfo model_info;
+  model_info.n_layers = int(c.n_layers);
+  model_info.n_gqa = c.n_kv_heads > 0 ? int(c.n_heads / c.n_kv_heads) : 1;
+  model_info.n_experts = int(c.n_experts);
+  model_info.has_output = !c.tied_embeddings;
+  Status unwritable;  // the first tensor whose type cannot be written (no importance matrix here)
   auto add = [&](const WeightSpec& spec, int layer, const TensorView& view) {
-    if (!view.data) return;
+    if (!view.data || !unwritable.ok()) return;
     const std::string name = GgufWeightName(spec, layer);
     const bool permute_rows = permute && spec.rope_rows;
     TensorDesc desc = view.desc;
-    desc.dtype = ChooseTensorType(mix, name, desc.ne[0], desc.n_dims, int(c.n_layers));
+    desc.dtype = ChooseTensorType(mix, name, desc.ne[0], desc.n_dims, model_info);
+    unwritable = CheckCanWrite(desc.dtype, name, /*has_importance=*/false);
+    if (!unwritable.ok()) return;
     if (verbose) std::fprintf(stderr, "%-32s %-6s -> %s\n", name.c_str(), DTypeName(view.desc.dtype), DTypeName(desc.dtype));
     const TensorDesc src = view.desc;
     const char* src_data = static_cast<const char*>(view.data);
@@ -116,6 +124,7 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
     writer.AddTensor("rope_freqs.weight", TensorDesc::Make(DType::kF32, {int64_t(factors->size())}),
                      [factors](void* dst) { std::memcpy(dst, factors->data(), factors->size() * sizeof(float)); });
   }
+  PETREL_RETURN_IF_ERROR(unwritable);
   writer.SetProgress(progress);
   return writer.Write(out_path);
 }

@@ -40,7 +40,36 @@ Status CheckImatrixMatchesModel(const Imatrix& imatrix, const std::string& imatr
   return Status::Ok();
 }
 
+// A count that is one number, or one per layer (the first layer's is used, as llama.cpp's
+// `n_gqa()` does); `fallback` where the key is absent.
+Result<uint64_t> ReadCount(const GgufFile& file, const std::string& key, uint64_t fallback) {
+  const GgufValue* value = file.Find(key);
+  if (value && value->type == GgufType::kArray && value->count > 0 &&
+      value->elem_type != GgufType::kString) {
+    const int64_t first = value->IntAt(0);
+    if (first < 0) return Error("%s: %s[0] is negative", file.path().c_str(), key.c_str());
+    return uint64_t(first);
+  }
+  return file.GetUintOr(key, fallback);
+}
+
 }  // namespace
+
+Result<QuantModelInfo> ReadQuantModelInfo(const GgufFile& file) {
+  PETREL_ASSIGN_OR_RETURN(std::string_view arch_view, file.GetString("general.architecture"));
+  const std::string arch(arch_view);
+  PETREL_ASSIGN_OR_RETURN(uint64_t n_layers, file.GetUint(arch + ".block_count"));
+  PETREL_ASSIGN_OR_RETURN(uint64_t n_heads, ReadCount(file, arch + ".attention.head_count", 1));
+  PETREL_ASSIGN_OR_RETURN(uint64_t n_kv_heads,
+                          ReadCount(file, arch + ".attention.head_count_kv", n_heads));
+  PETREL_ASSIGN_OR_RETURN(uint64_t n_experts, file.GetUintOr(arch + ".expert_count", 0));
+  QuantModelInfo model;
+  model.n_layers = int(n_layers);
+  model.n_gqa = n_kv_heads > 0 ? int(n_heads / n_kv_heads) : 1;
+  model.n_experts = int(n_experts);
+  model.has_output = file.FindTensor("output.weight") != nullptr;
+  return model;
+}
 
 Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path,
                          const QuantMix& mix, bool verbose,
@@ -57,8 +86,15 @@ Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path
     options.lora.assign(lora.begin(), lora.end());
     PETREL_ASSIGN_OR_RETURN(base, LoadModel(in_path, options));
   }
-  PETREL_ASSIGN_OR_RETURN(std::string_view arch, in->GetString("general.architecture"));
-  PETREL_ASSIGN_OR_RETURN(uint64_t n_layers, in->GetUint(std::string(arch) + ".block_count"));
+  PETREL_ASSIGN_OR_RETURN(QuantModelInfo model, ReadQuantModelInfo(*in));
+  model.with_importance = imatrix != nullptr;
+  // Every tensor's type first: one that cannot be written is refused before any output.
+  std::vector<DType> types;
+  for (const GgufTensorInfo& info : in->tensors()) {
+    types.push_back(ChooseTensorType(mix, info.name, info.desc.ne[0], info.desc.n_dims, model));
+    const bool has_importance = imatrix && imatrix->entries.count(info.name) > 0;
+    PETREL_RETURN_IF_ERROR(CheckCanWrite(types.back(), info.name, has_importance));
+  }
   GgufWriter writer;
   for (const auto& [key, value] : in->metadata()) {
     if (key == "general.file_type" || key == "general.alignment" ||
@@ -70,13 +106,13 @@ Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path
   writer.SetU32("general.file_type", GgufFileType(mix));
   writer.SetU32("general.quantization_version", 2);
   // `in` outlives Write(): the fill callbacks read the mapped source tensors.
-  for (const GgufTensorInfo& info : in->tensors()) {
+  for (size_t t = 0; t < in->tensors().size(); ++t) {
+    const GgufTensorInfo& info = in->tensors()[t];
     if (!CanDequantize(info.desc.dtype)) {
       return Error("%s: tensor %s has type %s, which cannot be converted", in_path.c_str(),
                    info.name.c_str(), DTypeName(info.desc.dtype));
     }
-    const int64_t n_in = info.desc.ne[0];
-    const DType type = ChooseTensorType(mix, info.name, n_in, info.desc.n_dims, int(n_layers));
+    const DType type = types[t];
     if (verbose) {
       std::fprintf(stderr, "%-32s %-6s -> %s\n", info.name.c_str(), DTypeName(info.desc.dtype),
                    DTypeName(type));
