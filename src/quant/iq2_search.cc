@@ -10,8 +10,9 @@
 namespace petrel::quant {
 namespace {
 
-// Keys hold levels 0..2 only (every search clamps to them), so the largest is 0xAAAA.
-constexpr size_t kKeys = 0xAAAA + 1;
+// Every 16-bit key has an entry, so no key reads outside the map; the searches only make keys
+// of levels 0..2 (up to 0xAAAA).
+constexpr size_t kKeys = size_t{1} << 16;
 // The largest squared distance between two patterns of odd values 1, 3, 5: 8 * 4^2.
 constexpr int kMaxDistance = 8 * 16;
 
@@ -47,7 +48,7 @@ int LevelOfByte(uint8_t byte, bool signed_levels) {
 IQ2SearchTable::IQ2SearchTable(IQ2Codebook codebook) {
   const CodebookSpec spec = Spec(codebook);
   points_.resize(spec.size * 8);
-  // Off-grid keys outside the searched range point at an empty list at offset 0.
+  // Keys with a level 3 are never searched: they keep -1, the empty list at offset 0.
   map_.assign(kKeys, -1);
   neighbours_.push_back(0);
   for (size_t j = 0; j < spec.size; ++j) {
@@ -135,26 +136,49 @@ void LevelsOf(const IQ2SearchTable& table, int index, int8_t* levels) {
   for (int i = 0; i < 8; ++i) levels[i] = int8_t((point[i] - 1) / 2);
 }
 
-}  // namespace
+// Element i's term of the weighted squared distance at each level l:
+// weight[i] * (scale * values[l] - xval[i])^2, rounded as ggml computes it ((w * diff) * diff),
+// so that adding a point's terms in element order gives ggml's distance bit for bit, and each
+// of the many candidate points costs 8 additions.
+struct LevelTerms {
+  float term[8][3];
+  LevelTerms(const float* xval, const float* weight, float scale, const float* values) {
+    for (int i = 0; i < 8; ++i) {
+      for (int l = 0; l < 3; ++l) {
+        const float diff = scale * values[l] - xval[i];
+        term[i][l] = weight[i] * diff * diff;
+      }
+    }
+  }
+  float Distance(const int8_t* point) const {
+    float d2 = 0;
+    for (int i = 0; i < 8; ++i) d2 += term[i][point[i] >> 1];
+    return d2;
+  }
+};
 
-int IQ2BestNeighbour(const IQ2SearchTable& table, IQ2Key key, const float* xval,
-                     const float* weight, float scale, int8_t* levels) {
-  const std::span<const uint16_t> neighbours = table.Neighbours(key);
+// The candidate of least distance (the first on ties), or -1 where none is below FLT_MAX.
+int Nearest(const IQ2SearchTable& table, std::span<const uint16_t> candidates,
+            const LevelTerms& terms) {
   float best_d2 = FLT_MAX;
   int best = -1;
-  for (const uint16_t index : neighbours) {
-    const int8_t* point = table.Point(index);
-    float d2 = 0;
-    for (int i = 0; i < 8; ++i) {
-      const float q = point[i];
-      const float diff = scale * q - xval[i];
-      d2 += weight[i] * diff * diff;
-    }
+  for (const uint16_t index : candidates) {
+    const float d2 = terms.Distance(table.Point(index));
     if (d2 < best_d2) {
       best_d2 = d2;
       best = index;
     }
   }
+  return best;
+}
+
+}  // namespace
+
+int IQ2BestNeighbour(const IQ2SearchTable& table, IQ2Key key, const float* xval,
+                     const float* weight, float scale, int8_t* levels) {
+  static constexpr float kValues[3] = {1, 3, 5};
+  const std::span<const uint16_t> neighbours = table.Neighbours(key);
+  int best = Nearest(table, neighbours, LevelTerms(xval, weight, scale, kValues));
   // Only non-finite inputs leave every distance unbeaten: take the nearest point.
   if (best < 0) best = neighbours.empty() ? 0 : neighbours[0];
   LevelsOf(table, best, levels);
@@ -163,31 +187,14 @@ int IQ2BestNeighbour(const IQ2SearchTable& table, IQ2Key key, const float* xval,
 
 int IQ1BestNeighbour(const IQ2SearchTable& table, IQ2Key key, const float* xval,
                      const float* weight, float scale, const float* level_values, int8_t* levels) {
-  const auto distance = [&](int index) {
-    const int8_t* point = table.Point(index);
-    float d2 = 0;
-    for (int i = 0; i < 8; ++i) {
-      const float q = level_values[(point[i] - 1) / 2];
-      const float w = weight[i];
-      const float diff = scale * q - xval[i];
-      d2 += w * diff * diff;
-    }
-    return d2;
-  };
+  const LevelTerms terms(xval, weight, scale, level_values);
   const std::span<const uint16_t> neighbours = table.Neighbours(key);
-  float best_d2 = FLT_MAX;
-  int best = -1;
-  for (const uint16_t index : neighbours) {
-    const float d2 = distance(index);
-    if (d2 < best_d2) {
-      best_d2 = d2;
-      best = index;
-    }
-  }
+  int best = Nearest(table, neighbours, terms);
   // As ggml does, a whole-grid scan where no neighbour scored (non-finite inputs only).
   if (best < 0) {
+    float best_d2 = FLT_MAX;
     for (int index = 0; index < int(table.size()); ++index) {
-      const float d2 = distance(index);
+      const float d2 = terms.Distance(table.Point(index));
       if (d2 < best_d2) {
         best_d2 = d2;
         best = index;
