@@ -1,11 +1,18 @@
 // The named mixes (`petrel quantize IN OUT IQ3_M`): each tensor's type and the file type as
-// llama-quantize chose them for the synth-tiny mix fixtures (made without --pure), and the
-// refusal of types that need an importance matrix.
+// llama-quantize chose them for the synth-tiny mix fixtures (made without --pure), the files
+// themselves byte for byte where every type has an encoder, and the refusal of types that need
+// an importance matrix.
 #include "core/convert/quant_mix.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "core/convert/quantize_model.h"
+#include "core/eval/imatrix_file.h"
 #include "core/format/gguf.h"
 #include "gtest/gtest.h"
 #include "util/test_data.h"
@@ -132,6 +139,50 @@ TEST(QuantMixTest, RulesOnAWideModel) {
   model.n_gqa = 1;
   model.has_output = false;  // tied: token_embd is the output head
   EXPECT_EQ(type("IQ3_M", "token_embd.weight"), DType::kQ6_K);
+}
+
+// `petrel quantize F32 OUT IQ3_M --imatrix ...` end to end (QuantizeGgufModel): every tensor's
+// type and bytes as in llama-quantize's file, for each mix whose types all have encoders in this
+// build (IQ2_M needs the IQ2_S one).
+TEST(QuantMixTest, QuantizedMixFilesAreLlamaQuantizesBytes) {
+  auto imatrix = ReadImatrix(testing::SharedDir() + "/golden/synth-tiny/imatrix-tiny-v2048.gguf");
+  ASSERT_TRUE(imatrix.ok()) << imatrix.status().message();
+  const std::string base = testing::SharedDir() + "/models/synth-tiny/tiny-v2048-f32.gguf";
+  int n_skipped = 0;
+  for (const auto& [file_name, mix_name] :
+       {std::pair{"iq3_m", "IQ3_M"}, std::pair{"iq4_xs_mix", "IQ4_XS"},
+        std::pair{"iq2_m", "IQ2_M"}}) {
+    SCOPED_TRACE(file_name);
+    auto theirs = GgufFile::Open(LowbitPath(file_name));
+    ASSERT_TRUE(theirs.ok()) << theirs.status().message();
+    bool encodable = true;
+    for (const GgufTensorInfo& info : (*theirs)->tensors()) {
+      encodable = encodable && CheckCanWrite(info.desc.dtype, info.name, true).ok();
+    }
+    if (!encodable) {
+      std::printf("%s: not every type has an encoder in this build; skipped\n", file_name);
+      ++n_skipped;
+      continue;
+    }
+    const std::string out = testing::ScratchDir() + "/quant_mix_test_" + std::to_string(getpid()) +
+                            "_" + file_name + ".gguf";
+    ASSERT_TRUE(QuantizeGgufModel(base, out, *ParseQuantMix(mix_name), false, {}, &*imatrix,
+                                  "imatrix-tiny-v2048.gguf")
+                    .ok());
+    auto ours = GgufFile::Open(out);
+    ASSERT_TRUE(ours.ok()) << ours.status().message();
+    EXPECT_EQ(*(*ours)->GetUint("general.file_type"), *(*theirs)->GetUint("general.file_type"));
+    ASSERT_EQ((*ours)->tensors().size(), (*theirs)->tensors().size());
+    for (const GgufTensorInfo& expected : (*theirs)->tensors()) {
+      const GgufTensorInfo* got = (*ours)->FindTensor(expected.name);
+      ASSERT_NE(got, nullptr) << expected.name;
+      EXPECT_EQ(got->desc.dtype, expected.desc.dtype) << expected.name;
+      ASSERT_EQ(got->desc.bytes(), expected.desc.bytes()) << expected.name;
+      EXPECT_EQ(std::memcmp(got->data, expected.data, expected.desc.bytes()), 0) << expected.name;
+    }
+    std::remove(out.c_str());
+  }
+  EXPECT_LE(n_skipped, 1);  // IQ3_M and IQ4_XS are always written here
 }
 
 TEST(QuantMixTest, TypesThatNeedImportanceAreRefusedWithoutIt) {

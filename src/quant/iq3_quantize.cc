@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/base/status.h"  // PETREL_CHECK
 #include "quant/blocks.h"
 #include "quant/f16.h"
 #include "quant/formats.h"  // NearestInt
@@ -118,7 +117,7 @@ int IndexOf(const IQ3SearchTables& tables, const int8_t* levels) {
   int code = 0;
   for (int i = 0; i < 4; ++i) code |= levels[i] << (3 * i);
   const int index = tables.index_of_code[size_t(code)];
-  PETREL_CHECK(index >= 0);
+  IQ3Check(index >= 0, "IQ3 levels off the codebook after the search");
   return index;
 }
 

@@ -5,7 +5,6 @@
 #include <cfloat>
 #include <utility>
 
-#include "core/base/status.h"  // PETREL_CHECK
 #include "quant/iq_grids.h"
 
 namespace petrel::quant {
@@ -28,12 +27,12 @@ IQ3SearchTables BuildTables(const uint32_t* codebook, int grid_size,
     for (int i = 0; i < 4; ++i) {
       const uint8_t byte = uint8_t(codebook[entry] >> (8 * i));
       const uint8_t* found = std::find(level_bytes, level_bytes + 8, byte);
-      PETREL_CHECK(found != level_bytes + 8);
+      IQ3Check(found != level_bytes + 8, "IQ3 codebook byte that is no level");
       const int level = int(found - level_bytes);
       tables.grid[size_t(4 * entry + i)] = int8_t(2 * level + 1);
       code |= level << (3 * i);
     }
-    PETREL_CHECK(tables.index_of_code[size_t(code)] < 0);
+    IQ3Check(tables.index_of_code[size_t(code)] < 0, "IQ3 codebook entry twice");
     tables.index_of_code[size_t(code)] = int16_t(entry);
   }
   tables.neighbour_begin.assign(IQ3SearchTables::kCodes + 1, 0);
@@ -81,7 +80,7 @@ int IQ3BestNeighbour(const IQ3SearchTables& tables, int code, const float* xval,
                      const float* weight, float scale, int8_t* levels) {
   const uint32_t begin = tables.neighbour_begin[size_t(code)];
   const uint32_t end = tables.neighbour_begin[size_t(code) + 1];
-  PETREL_CHECK(begin < end);
+  IQ3Check(begin < end, "IQ3 code without neighbours");
   float best_d2 = FLT_MAX;
   int best = -1;
   for (uint32_t n = begin; n < end; ++n) {
@@ -96,7 +95,7 @@ int IQ3BestNeighbour(const IQ3SearchTables& tables, int code, const float* xval,
       best = tables.neighbours[n];
     }
   }
-  PETREL_CHECK(best >= 0);
+  IQ3Check(best >= 0, "IQ3 neighbour search found none");
   const int8_t* chosen = tables.Levels(best);
   for (int i = 0; i < 4; ++i) levels[i] = int8_t((chosen[i] - 1) / 2);
   return best;

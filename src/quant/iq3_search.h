@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace petrel::quant {
@@ -37,5 +39,14 @@ const IQ3SearchTables& IQ3SSearchTables();
 // `weight`; the first of equals wins. Writes its levels l to `levels` and returns its index.
 int IQ3BestNeighbour(const IQ3SearchTables& tables, int code, const float* xval,
                      const float* weight, float scale, int8_t* levels);
+
+// For what only a bug can break in the IQ3 tables and searches: prints `what` and aborts. (The
+// quant layer sits below core/base and its PETREL_CHECK.)
+inline void IQ3Check(bool ok, const char* what = "IQ3 search invariant") {
+  if (!ok) {
+    std::fprintf(stderr, "check failed: %s\n", what);
+    std::abort();
+  }
+}
 
 }  // namespace petrel::quant
