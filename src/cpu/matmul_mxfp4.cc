@@ -46,16 +46,16 @@ struct Format
 
   // Lanes32Format's Pack with the E8M0 scales: 2^(e - 128) (half of 2^(e - 127)), as float bits
   // (e - 1) << 23, or the subnormals 2^-128 and 2^-127 for e = 0 and 1.
-  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows,
-                              const LaneRowOffsets& offsets, size_t b, Packed& packed) {
+  static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
+                              size_t b, Packed& packed) {
     const LDI32 d32;
     PackQuants(rows, offsets, b, packed.q);
     static_assert(offsetof(WBlock, e) == 0, "the exponent starts the block");
-    const auto e = hn::And(hn::BitCast(d32, GatherBlockWords<0>(rows, offsets, b)),
-                           hn::Set(d32, 0xFF));
+    const auto e =
+        hn::And(hn::BitCast(d32, GatherBlockWords<0>(rows, offsets, b)), hn::Set(d32, 0xFF));
     const auto normal = hn::ShiftLeft<23>(hn::Sub(e, hn::Set(d32, 1)));
-    const auto subnormal =
-        hn::IfThenElse(hn::Eq(e, hn::Zero(d32)), hn::Set(d32, 0x00200000), hn::Set(d32, 0x00400000));
+    const auto subnormal = hn::IfThenElse(hn::Eq(e, hn::Zero(d32)), hn::Set(d32, 0x00200000),
+                                          hn::Set(d32, 0x00400000));
     packed.d = hn::BitCast(LDF(), hn::IfThenElse(hn::Lt(e, hn::Set(d32, 2)), subnormal, normal));
   }
 

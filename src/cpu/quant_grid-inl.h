@@ -41,8 +41,8 @@ inline constexpr std::array<uint8_t, 128> kIQ2SignBytes = MakeIQ2SignBytes();
 HWY_INLINE void RowsToChunk(const uint64_t (&rows)[4], QVU8 (&out)[kQVecs]) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   static_assert(kQVecs == 1);
-  out[0] = QVU8{_mm256_set_epi64x(int64_t(rows[3]), int64_t(rows[2]), int64_t(rows[1]),
-                                  int64_t(rows[0]))};
+  out[0] = QVU8{
+      _mm256_set_epi64x(int64_t(rows[3]), int64_t(rows[2]), int64_t(rows[1]), int64_t(rows[0]))};
 #elif HWY_ARCH_X86
   static_assert(kQVecs == 2);
   out[0] = QVU8{_mm_set_epi64x(int64_t(rows[1]), int64_t(rows[0]))};
@@ -113,7 +113,8 @@ HWY_INLINE hn::Vec<D> TernaryDigit(D d, hn::Vec<D> v) {
   // (byte * kPow3 mod 256) << 8 for the even and the odd bytes.
   const auto even = hn::Mul(hn::ShiftLeft<8>(v16), pow3);
   const auto odd = hn::Mul(hn::And(v16, hn::Set(d16, 0xFF00)), pow3);
-  return hn::BitCast(d, hn::Or(hn::MulHigh(even, three), hn::ShiftLeft<8>(hn::MulHigh(odd, three))));
+  return hn::BitCast(d,
+                     hn::Or(hn::MulHigh(even, three), hn::ShiftLeft<8>(hn::MulHigh(odd, three))));
 }
 
 // Stores the five base-3 digits of the 16 bytes at `src`: digit n (0..4) of byte m at
