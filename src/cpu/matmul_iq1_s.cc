@@ -20,27 +20,27 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format : SuperBlockPairFormat<0, false, true> {
+struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ1_S;
   static constexpr DType kType = DType::kIQ1_S;
 #if PETREL_QUANT_SIMD
-  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
-    int16_t scale32[8];
-    for (size_t c = 0; c < 8; ++c) {
-      const uint32_t high = block.qh[c];
-      const int8_t sign = (high & 0x8000) ? -1 : 1;
-      const int8_t delta[4] = {sign, sign, sign, sign};
-      uint64_t rows[4];
-      for (size_t l = 0; l < 4; ++l) {
-        rows[l] = quant::kIQ1SGrid[block.qs[4 * c + l] | (((high >> 3 * l) & 7) << 8)];
-      }
-      StoreIQ1Chunk(rows, delta, w.q + 32 * c);
-      scale32[c] = int16_t(2 * ((high >> 12) & 7) + 1);
+  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
+                               QVI8 (&levels)[kQVecs]) {
+    const uint32_t high = block.qh[c];
+    const int8_t sign = (high & 0x8000) ? -1 : 1;
+    const int8_t delta[4] = {sign, sign, sign, sign};
+    uint64_t rows[4];
+    for (size_t l = 0; l < 4; ++l) {
+      rows[l] = quant::kIQ1SGrid[block.qs[4 * c + l] | (((high >> 3 * l) & 7) << 8)];
     }
-    SetChunkScales32(scale32, w);
-    w.d = HalfToF32(block.d) * 0.125f;
-    w.dmin = 0.0f;
+    IQ1Chunk(rows, delta, mags, levels);
   }
+  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
+    for (size_t c = 0; c < 8; ++c) {
+      scale16[2 * c] = scale16[2 * c + 1] = int16_t(2 * ((block.qh[c] >> 12) & 7) + 1);
+    }
+  }
+  static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
 #endif  // PETREL_QUANT_SIMD
 };
 

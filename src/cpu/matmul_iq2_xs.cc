@@ -20,28 +20,28 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format : SuperBlockPairFormat<0, false, true> {
+struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ2_XS;
   static constexpr DType kType = DType::kIQ2_XS;
 #if PETREL_QUANT_SIMD
-  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
-    int16_t scale16[16];
+  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
+                               QVI8 (&signs)[kQVecs]) {
+    uint64_t rows[4], sign_rows[4];
+    for (size_t l = 0; l < 4; ++l) {
+      const uint32_t packed = block.qs[4 * c + l];
+      rows[l] = quant::kIQ2XSGrid[packed & 0x1FF];
+      sign_rows[l] = kIQ2SignUnits[packed >> 9];
+    }
+    RowsToChunk(rows, mags);
+    SignRowsToChunk(sign_rows, signs);
+  }
+  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
     for (size_t c = 0; c < 8; ++c) {
-      uint64_t rows[4];
-      uint8_t signs[4];
-      for (size_t l = 0; l < 4; ++l) {
-        const uint32_t packed = block.qs[4 * c + l];
-        rows[l] = quant::kIQ2XSGrid[packed & 0x1FF];
-        signs[l] = kIQ2SignBytes[packed >> 9];
-      }
-      StoreGridChunk(rows, signs, w.q + 32 * c);
       scale16[2 * c] = int16_t(2 * (block.scales[c] & 0xF) + 1);
       scale16[2 * c + 1] = int16_t(2 * (block.scales[c] >> 4) + 1);
     }
-    SetChunkScales16(scale16, w);
-    w.d = HalfToF32(block.d) * 0.125f;
-    w.dmin = 0.0f;
   }
+  static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
 #endif  // PETREL_QUANT_SIMD
 };
 

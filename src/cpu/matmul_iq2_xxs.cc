@@ -22,28 +22,34 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format : SuperBlockPairFormat<0, false, true> {
+struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ2_XXS;
   static constexpr DType kType = DType::kIQ2_XXS;
 #if PETREL_QUANT_SIMD
-  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
-    int16_t scale32[8];
-    for (size_t c = 0; c < 8; ++c) {
-      uint32_t aux[2];  // the indices, then the sign groups and the scale
-      std::memcpy(aux, block.qs + 4 * c, sizeof(aux));
-      uint64_t rows[4];
-      uint8_t signs[4];
-      for (size_t l = 0; l < 4; ++l) {
-        rows[l] = quant::kIQ2XXSGrid[(aux[0] >> 8 * l) & 0xFF];
-        signs[l] = kIQ2SignBytes[(aux[1] >> 7 * l) & 0x7F];
-      }
-      StoreGridChunk(rows, signs, w.q + 32 * c);
-      scale32[c] = int16_t(2 * (aux[1] >> 28) + 1);
-    }
-    SetChunkScales32(scale32, w);
-    w.d = HalfToF32(block.d) * 0.125f;
-    w.dmin = 0.0f;
+  // Chunk c's two uint32: the four indices, then the sign groups and the scale.
+  static HWY_INLINE void Aux(const WBlock& block, size_t c, uint32_t (&aux)[2]) {
+    std::memcpy(aux, block.qs + 4 * c, sizeof(aux));
   }
+  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
+                               QVI8 (&signs)[kQVecs]) {
+    uint32_t aux[2];
+    Aux(block, c, aux);
+    uint64_t rows[4], sign_rows[4];
+    for (size_t l = 0; l < 4; ++l) {
+      rows[l] = quant::kIQ2XXSGrid[(aux[0] >> 8 * l) & 0xFF];
+      sign_rows[l] = kIQ2SignUnits[(aux[1] >> 7 * l) & 0x7F];
+    }
+    RowsToChunk(rows, mags);
+    SignRowsToChunk(sign_rows, signs);
+  }
+  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
+    for (size_t c = 0; c < 8; ++c) {
+      uint32_t aux[2];
+      Aux(block, c, aux);
+      scale16[2 * c] = scale16[2 * c + 1] = int16_t(2 * (aux[1] >> 28) + 1);
+    }
+  }
+  static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
 #endif  // PETREL_QUANT_SIMD
 };
 

@@ -20,28 +20,31 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format : SuperBlockPairFormat<0, false, true> {
+struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ3_S;
   static constexpr DType kType = DType::kIQ3_S;
 #if PETREL_QUANT_SIMD
-  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
-    int16_t scale32[8];
-    for (size_t c = 0; c < 8; ++c) {
-      const uint32_t high = block.qh[c];
-      uint64_t rows[4];
-      for (size_t l = 0; l < 4; ++l) {
-        const uint8_t* index = block.qs + 8 * c + 2 * l;
-        const uint32_t i0 = index[0] | ((high << (8 - 2 * l)) & 0x100);
-        const uint32_t i1 = index[1] | ((high << (7 - 2 * l)) & 0x100);
-        rows[l] = quant::kIQ3SGrid[i0] | uint64_t(quant::kIQ3SGrid[i1]) << 32;
-      }
-      StoreGridChunk(rows, block.signs + 4 * c, w.q + 32 * c);
-      scale32[c] = int16_t(2 * ((block.scales[c / 2] >> (4 * (c % 2))) & 0xF) + 1);
+  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
+                               QVI8 (&signs)[kQVecs]) {
+    const uint32_t high = block.qh[c];
+    uint64_t rows[4], sign_rows[4];
+    for (size_t l = 0; l < 4; ++l) {
+      const uint8_t* index = block.qs + 8 * c + 2 * l;
+      const uint32_t i0 = index[0] | ((high << (8 - 2 * l)) & 0x100);
+      const uint32_t i1 = index[1] | ((high << (7 - 2 * l)) & 0x100);
+      rows[l] = quant::kIQ3SGrid[i0] | uint64_t(quant::kIQ3SGrid[i1]) << 32;
+      sign_rows[l] = kSignUnits[block.signs[4 * c + l]];
     }
-    SetChunkScales32(scale32, w);
-    w.d = HalfToF32(block.d);
-    w.dmin = 0.0f;
+    RowsToChunk(rows, mags);
+    SignRowsToChunk(sign_rows, signs);
   }
+  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
+    for (size_t c = 0; c < 8; ++c) {
+      const int16_t scale = int16_t(2 * ((block.scales[c / 2] >> (4 * (c % 2))) & 0xF) + 1);
+      scale16[2 * c] = scale16[2 * c + 1] = scale;
+    }
+  }
+  static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d); }
 #endif  // PETREL_QUANT_SIMD
 };
 

@@ -22,31 +22,34 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-struct Format : SuperBlockPairFormat<0, false, true> {
+struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ3_XXS;
   static constexpr DType kType = DType::kIQ3_XXS;
 #if PETREL_QUANT_SIMD
-  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
-    const uint8_t* indices = block.qs;
-    const uint8_t* signs_and_scales = block.qs + quant::kQK_K / 4;
-    int16_t scale32[8];
-    for (size_t c = 0; c < 8; ++c) {
-      uint32_t aux;
-      std::memcpy(&aux, signs_and_scales + 4 * c, sizeof(aux));
-      uint64_t rows[4];
-      uint8_t signs[4];
-      for (size_t l = 0; l < 4; ++l) {
-        const uint8_t* index = indices + 8 * c + 2 * l;
-        rows[l] = quant::kIQ3XXSGrid[index[0]] | uint64_t(quant::kIQ3XXSGrid[index[1]]) << 32;
-        signs[l] = kIQ2SignBytes[(aux >> 7 * l) & 0x7F];
-      }
-      StoreGridChunk(rows, signs, w.q + 32 * c);
-      scale32[c] = int16_t(2 * (aux >> 28) + 1);
-    }
-    SetChunkScales32(scale32, w);
-    w.d = HalfToF32(block.d) * 0.25f;
-    w.dmin = 0.0f;
+  // Chunk c's uint32 of four sign groups and the scale, after the 64 index bytes.
+  static HWY_INLINE uint32_t SignsAndScale(const WBlock& block, size_t c) {
+    uint32_t aux;
+    std::memcpy(&aux, block.qs + quant::kQK_K / 4 + 4 * c, sizeof(aux));
+    return aux;
   }
+  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
+                               QVI8 (&signs)[kQVecs]) {
+    const uint32_t aux = SignsAndScale(block, c);
+    uint64_t rows[4], sign_rows[4];
+    for (size_t l = 0; l < 4; ++l) {
+      const uint8_t* index = block.qs + 8 * c + 2 * l;
+      rows[l] = quant::kIQ3XXSGrid[index[0]] | uint64_t(quant::kIQ3XXSGrid[index[1]]) << 32;
+      sign_rows[l] = kIQ2SignUnits[(aux >> 7 * l) & 0x7F];
+    }
+    RowsToChunk(rows, mags);
+    SignRowsToChunk(sign_rows, signs);
+  }
+  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
+    for (size_t c = 0; c < 8; ++c) {
+      scale16[2 * c] = scale16[2 * c + 1] = int16_t(2 * (SignsAndScale(block, c) >> 28) + 1);
+    }
+  }
+  static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.25f; }
 #endif  // PETREL_QUANT_SIMD
 };
 

@@ -10,6 +10,9 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include <array>
+#include <cstring>
+
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul_entry.h"
 #include "cpu/quant_grid-inl.h"
@@ -19,15 +22,18 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-// The four 2-bit levels of each byte as the four bytes of a uint32.
-constexpr std::array<uint32_t, 256> MakeSpreadLevels() {
-  std::array<uint32_t, 256> spread{};
-  for (uint32_t b = 0; b < 256; ++b) {
-    for (uint32_t i = 0; i < 4; ++i) spread[b] |= ((b >> (2 * i)) & 3) << (8 * i);
+// Byte tables for Decode: element j of a sub-block takes byte j / 4 of its 8 bytes (kind 0) and
+// bits 2 (j % 4) (kind 1) and 2 (j % 4) + 1 (kind 2) of it.
+constexpr std::array<uint8_t, 32> MakeQ2_0Table(int kind) {
+  std::array<uint8_t, 32> table{};
+  for (size_t j = 0; j < 32; ++j) {
+    table[j] = kind == 0 ? uint8_t(j / 4) : uint8_t(kind << (2 * (j % 4)));
   }
-  return spread;
+  return table;
 }
-inline constexpr std::array<uint32_t, 256> kSpreadLevels = MakeSpreadLevels();
+alignas(32) inline constexpr std::array<uint8_t, 32> kQ2_0ByteOf = MakeQ2_0Table(0);
+alignas(32) inline constexpr std::array<uint8_t, 32> kQ2_0LowBit = MakeQ2_0Table(1);
+alignas(32) inline constexpr std::array<uint8_t, 32> kQ2_0HighBit = MakeQ2_0Table(2);
 
 struct Format {
   using WBlock = quant::BlockQ2_0;
@@ -42,13 +48,22 @@ struct Format {
   static constexpr size_t kTileRows = kQuantTileRows32;
   static constexpr size_t kTileTokens = kQuantTileTokens32;
 
+  // The sub-block's 8 bytes in every 64-bit lane, spread one byte to four elements by a byte
+  // shuffle (within each 128-bit block, which holds all 8), and each element's two bits tested.
   static HWY_INLINE void Decode(const WBlock& block, size_t sub, Decoded32<false>& w) {
-    const uint8_t* bytes = block.qs + 8 * sub;
-    uint64_t rows[4];
-    for (size_t i = 0; i < 4; ++i) {
-      rows[i] = kSpreadLevels[bytes[2 * i]] | uint64_t(kSpreadLevels[bytes[2 * i + 1]]) << 32;
+    const QDU8 du8;
+    constexpr size_t kLanes = hn::MaxLanes(QDU8());
+    uint64_t word;
+    std::memcpy(&word, block.qs + 8 * sub, sizeof(word));
+    const auto bytes = hn::BitCast(du8, hn::Set(hn::Repartition<uint64_t, QDU8>(), word));
+    const auto one = hn::Set(du8, 1), two = hn::Set(du8, 2);
+    for (size_t v = 0; v < kQVecs; ++v) {
+      const size_t i = v * kLanes;
+      const auto spread = hn::TableLookupBytes(bytes, hn::Load(du8, kQ2_0ByteOf.data() + i));
+      const auto low = hn::TestBit(spread, hn::Load(du8, kQ2_0LowBit.data() + i));
+      const auto high = hn::TestBit(spread, hn::Load(du8, kQ2_0HighBit.data() + i));
+      w.q[v] = hn::Or(hn::IfThenElseZero(low, one), hn::IfThenElseZero(high, two));
     }
-    RowsToChunk(rows, w.q);
     w.d = HalfToF32(block.d);
     w.m = 0.0f;
   }

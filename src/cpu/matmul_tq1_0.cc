@@ -29,13 +29,7 @@ struct Format : SuperBlockPairFormat<1, false> {
     StoreTernaryDigits16(block.qs, 32, w.q);
     StoreTernaryDigits16(block.qs + 16, 32, w.q + 16);
     StoreTernaryDigits16(block.qs + 32, 16, w.q + 160);
-    constexpr uint8_t kPow3[4] = {1, 3, 9, 27};
-    for (size_t n = 0; n < 4; ++n) {
-      for (size_t m = 0; m < 4; ++m) {
-        const uint8_t shifted = uint8_t(block.qh[m] * kPow3[n]);
-        w.q[240 + 4 * n + m] = uint8_t((uint32_t(shifted) * 3) >> 8);
-      }
-    }
+    StoreTernaryDigits4(block.qh, w.q + 240);
     const int16_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     SetChunkScales32(ones, w);
     w.d = HalfToF32(block.d);
