@@ -18,6 +18,7 @@
 #include "core/runtime/executor.h"
 #include "core/runtime/kv_cache.h"
 #include "quant/quantize.h"
+#include "util/random_weights.h"  // CanMakeWeightRows, RandomBlocks
 
 namespace petrel {
 namespace {
@@ -30,13 +31,14 @@ uint32_t TestSeed() {
   return seed;
 }
 
-// Weight types with a scalar quantizer: every type a backend may be asked to multiply.
+// Weight types the test can write (by a scalar quantizer, or as random valid blocks for the
+// decode-only formats) and read back: every type a backend may be asked to multiply.
 std::vector<DType> WeightTypes() {
   std::vector<DType> types;
   for (size_t i = 0; i < size_t(DType::kCount); ++i) {
     const DType type = DType(i);
     if (type == DType::kQ8_1 || type == DType::kQ8_K) continue;  // activation-only formats
-    if (CanQuantize(type) && CanDequantize(type)) types.push_back(type);
+    if (test::CanMakeWeightRows(type) && CanDequantize(type)) types.push_back(type);
   }
   return types;
 }
@@ -59,8 +61,12 @@ Weight MakeWeight(DType type, size_t n_in, size_t n_rows, std::mt19937& gen) {
   std::vector<float> row(n_in);
   const size_t row_bytes = w.view.desc.row_bytes();
   for (size_t r = 0; r < n_rows; ++r) {
-    for (float& v : row) v = normal(gen);
-    EXPECT_TRUE(QuantizeRow(type, row.data(), w.bytes.data() + r * row_bytes, n_in));
+    if (CanQuantize(type)) {
+      for (float& v : row) v = normal(gen);
+      EXPECT_TRUE(QuantizeRow(type, row.data(), w.bytes.data() + r * row_bytes, n_in));
+    } else {
+      EXPECT_TRUE(test::RandomBlocks(type, n_in, gen, w.bytes.data() + r * row_bytes));
+    }
     EXPECT_TRUE(DequantizeRow(type, w.bytes.data() + r * row_bytes, w.f32.data() + r * n_in, n_in));
   }
   w.view.data = w.bytes.data();
