@@ -41,14 +41,12 @@ struct Format : GridFormat<Format> {
     IQ1Chunk(rows, delta, mags, levels);
   }
   // The four uint16 of scales: 3-bit scales per 16 elements in bits 0..11, d's bits on top.
-  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
-    uint16_t sc[4];
-    std::memcpy(sc, block.scales, sizeof(sc));
-    for (size_t c = 0; c < 8; ++c) {
-      const uint32_t scales = sc[c / 2] >> (6 * (c % 2));
-      scale16[2 * c] = int16_t(2 * (scales & 7) + 1);
-      scale16[2 * c + 1] = int16_t(2 * ((scales >> 3) & 7) + 1);
-    }
+  static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
+    uint16_t sc;
+    std::memcpy(&sc, block.scales + 2 * (c / 2), sizeof(sc));
+    const uint32_t scales = uint32_t(sc) >> (6 * (c % 2));
+    s0 = int16_t(2 * (scales & 7) + 1);
+    s1 = int16_t(2 * ((scales >> 3) & 7) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) {
     uint16_t sc[4];

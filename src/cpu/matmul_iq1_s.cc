@@ -35,10 +35,8 @@ struct Format : GridFormat<Format> {
     }
     IQ1Chunk(rows, delta, mags, levels);
   }
-  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
-    for (size_t c = 0; c < 8; ++c) {
-      scale16[2 * c] = scale16[2 * c + 1] = int16_t(2 * ((block.qh[c] >> 12) & 7) + 1);
-    }
+  static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
+    s0 = s1 = int16_t(2 * ((block.qh[c] >> 12) & 7) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
 #endif  // PETREL_QUANT_SIMD

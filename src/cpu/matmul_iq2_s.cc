@@ -11,6 +11,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include <cstring>
+
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul_entry.h"
 #include "cpu/quant_grid-inl.h"
@@ -26,21 +28,22 @@ struct Format : GridFormat<Format> {
 #if PETREL_QUANT_SIMD
   static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
                                QVI8 (&signs)[kQVecs]) {
-    const uint8_t* sign_bytes = block.qs + quant::kQK_K / 8 + 4 * c;
+    uint32_t low, sign_bytes;  // the chunk's four index bytes and four sign bytes, one read each
+    std::memcpy(&low, block.qs + 4 * c, sizeof(low));
+    std::memcpy(&sign_bytes, block.qs + quant::kQK_K / 8 + 4 * c, sizeof(sign_bytes));
+    const uint32_t high = block.qh[c];
     uint64_t rows[4], sign_rows[4];
     for (size_t l = 0; l < 4; ++l) {
-      const uint32_t high = (uint32_t(block.qh[c]) << (8 - 2 * l)) & 0x300;
-      rows[l] = quant::kIQ2SGrid[block.qs[4 * c + l] | high];
-      sign_rows[l] = kSignUnits[sign_bytes[l]];
+      const uint32_t index = ((low >> 8 * l) & 0xFF) | ((high << (8 - 2 * l)) & 0x300);
+      rows[l] = quant::kIQ2SGrid[index];
+      sign_rows[l] = kSignUnits[(sign_bytes >> 8 * l) & 0xFF];
     }
     RowsToChunk(rows, mags);
     SignRowsToChunk(sign_rows, signs);
   }
-  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
-    for (size_t c = 0; c < 8; ++c) {
-      scale16[2 * c] = int16_t(2 * (block.scales[c] & 0xF) + 1);
-      scale16[2 * c + 1] = int16_t(2 * (block.scales[c] >> 4) + 1);
-    }
+  static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
+    s0 = int16_t(2 * (block.scales[c] & 0xF) + 1);
+    s1 = int16_t(2 * (block.scales[c] >> 4) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
 #endif  // PETREL_QUANT_SIMD

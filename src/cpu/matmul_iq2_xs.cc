@@ -11,6 +11,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include <cstring>
+
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul_entry.h"
 #include "cpu/quant_grid-inl.h"
@@ -26,20 +28,20 @@ struct Format : GridFormat<Format> {
 #if PETREL_QUANT_SIMD
   static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
                                QVI8 (&signs)[kQVecs]) {
+    uint64_t packed;  // the chunk's four uint16, one read
+    std::memcpy(&packed, block.qs + 4 * c, sizeof(packed));
     uint64_t rows[4], sign_rows[4];
     for (size_t l = 0; l < 4; ++l) {
-      const uint32_t packed = block.qs[4 * c + l];
-      rows[l] = quant::kIQ2XSGrid[packed & 0x1FF];
-      sign_rows[l] = kIQ2SignUnits[packed >> 9];
+      const uint32_t word = uint32_t(packed >> 16 * l);
+      rows[l] = quant::kIQ2XSGrid[word & 0x1FF];
+      sign_rows[l] = kIQ2SignUnits[(word >> 9) & 0x7F];
     }
     RowsToChunk(rows, mags);
     SignRowsToChunk(sign_rows, signs);
   }
-  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
-    for (size_t c = 0; c < 8; ++c) {
-      scale16[2 * c] = int16_t(2 * (block.scales[c] & 0xF) + 1);
-      scale16[2 * c + 1] = int16_t(2 * (block.scales[c] >> 4) + 1);
-    }
+  static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
+    s0 = int16_t(2 * (block.scales[c] & 0xF) + 1);
+    s1 = int16_t(2 * (block.scales[c] >> 4) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
 #endif  // PETREL_QUANT_SIMD

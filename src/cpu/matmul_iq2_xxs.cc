@@ -42,12 +42,10 @@ struct Format : GridFormat<Format> {
     RowsToChunk(rows, mags);
     SignRowsToChunk(sign_rows, signs);
   }
-  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
-    for (size_t c = 0; c < 8; ++c) {
-      uint32_t aux[2];
-      Aux(block, c, aux);
-      scale16[2 * c] = scale16[2 * c + 1] = int16_t(2 * (aux[1] >> 28) + 1);
-    }
+  static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
+    uint32_t aux[2];
+    Aux(block, c, aux);
+    s0 = s1 = int16_t(2 * (aux[1] >> 28) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
 #endif  // PETREL_QUANT_SIMD

@@ -11,6 +11,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include <cstring>
+
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul_entry.h"
 #include "cpu/quant_grid-inl.h"
@@ -26,23 +28,24 @@ struct Format : GridFormat<Format> {
 #if PETREL_QUANT_SIMD
   static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
                                QVI8 (&signs)[kQVecs]) {
+    uint64_t indices;  // the chunk's eight low index bytes, one read
+    std::memcpy(&indices, block.qs + 8 * c, sizeof(indices));
+    uint32_t sign_bytes;
+    std::memcpy(&sign_bytes, block.signs + 4 * c, sizeof(sign_bytes));
     const uint32_t high = block.qh[c];
     uint64_t rows[4], sign_rows[4];
     for (size_t l = 0; l < 4; ++l) {
-      const uint8_t* index = block.qs + 8 * c + 2 * l;
-      const uint32_t i0 = index[0] | ((high << (8 - 2 * l)) & 0x100);
-      const uint32_t i1 = index[1] | ((high << (7 - 2 * l)) & 0x100);
-      rows[l] = quant::kIQ3SGrid[i0] | uint64_t(quant::kIQ3SGrid[i1]) << 32;
-      sign_rows[l] = kSignUnits[block.signs[4 * c + l]];
+      const uint32_t i0 = uint32_t(indices >> 16 * l) & 0xFF;
+      const uint32_t i1 = uint32_t(indices >> (16 * l + 8)) & 0xFF;
+      rows[l] = quant::kIQ3SGrid[i0 | ((high << (8 - 2 * l)) & 0x100)] |
+                uint64_t(quant::kIQ3SGrid[i1 | ((high << (7 - 2 * l)) & 0x100)]) << 32;
+      sign_rows[l] = kSignUnits[(sign_bytes >> 8 * l) & 0xFF];
     }
     RowsToChunk(rows, mags);
     SignRowsToChunk(sign_rows, signs);
   }
-  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
-    for (size_t c = 0; c < 8; ++c) {
-      const int16_t scale = int16_t(2 * ((block.scales[c / 2] >> (4 * (c % 2))) & 0xF) + 1);
-      scale16[2 * c] = scale16[2 * c + 1] = scale;
-    }
+  static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
+    s0 = s1 = int16_t(2 * ((block.scales[c / 2] >> (4 * (c % 2))) & 0xF) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d); }
 #endif  // PETREL_QUANT_SIMD

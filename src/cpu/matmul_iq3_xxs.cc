@@ -35,19 +35,20 @@ struct Format : GridFormat<Format> {
   static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
                                QVI8 (&signs)[kQVecs]) {
     const uint32_t aux = SignsAndScale(block, c);
+    uint64_t indices;  // the chunk's eight index bytes, one read
+    std::memcpy(&indices, block.qs + 8 * c, sizeof(indices));
     uint64_t rows[4], sign_rows[4];
     for (size_t l = 0; l < 4; ++l) {
-      const uint8_t* index = block.qs + 8 * c + 2 * l;
-      rows[l] = quant::kIQ3XXSGrid[index[0]] | uint64_t(quant::kIQ3XXSGrid[index[1]]) << 32;
+      const uint32_t pair = uint32_t(indices >> 16 * l);
+      rows[l] = quant::kIQ3XXSGrid[pair & 0xFF] | uint64_t(quant::kIQ3XXSGrid[(pair >> 8) & 0xFF])
+                                                      << 32;
       sign_rows[l] = kIQ2SignUnits[(aux >> 7 * l) & 0x7F];
     }
     RowsToChunk(rows, mags);
     SignRowsToChunk(sign_rows, signs);
   }
-  static HWY_INLINE void Scales16(const WBlock& block, int16_t (&scale16)[16]) {
-    for (size_t c = 0; c < 8; ++c) {
-      scale16[2 * c] = scale16[2 * c + 1] = int16_t(2 * (SignsAndScale(block, c) >> 28) + 1);
-    }
+  static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
+    s0 = s1 = int16_t(2 * (SignsAndScale(block, c) >> 28) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.25f; }
 #endif  // PETREL_QUANT_SIMD

@@ -101,8 +101,8 @@ HWY_INLINE void IQ1Chunk(const uint64_t (&rows)[4], const int8_t (&delta)[4], QV
 }
 
 // The codebook formats (IQ1, IQ2, IQ3) as one shape: a Format provides Chunk(block, c, mags,
-// signs), the magnitudes and the +-1 signs of elements 32c..32c+31; Scales16(block, scale16),
-// the integer scale of each 16 elements; and Scale(block), the float super-block scale.
+// signs), the magnitudes and the +-1 signs of elements 32c..32c+31; ChunkScales(block, c, s0,
+// s1), the integer scales of its two halves; and Scale(block), the float super-block scale.
 // DecodeGridK fills DecodedK from them (prompt tiles); DotGridK dots a super-block with one
 // token's activations straight from the block (single tokens), with the int32 lanes DotK gives
 // for DecodeGridK's levels: element 4i..4i+3 of each chunk vector into lane i, products and
@@ -122,7 +122,7 @@ HWY_INLINE void DecodeGridK(const typename F::WBlock& block, DecodedK& w) {
     }
   }
   int16_t scale16[16];
-  F::Scales16(block, scale16);
+  for (size_t c = 0; c < 8; ++c) F::ChunkScales(block, c, scale16[2 * c], scale16[2 * c + 1]);
   SetChunkScales16(scale16, w);
   w.d = F::Scale(block);
   w.dmin = 0.0f;
@@ -132,15 +132,15 @@ template <class F>
 HWY_INLINE QVI32 DotGridK(const typename F::WBlock& block, const int8_t* HWY_RESTRICT x) {
   const QDI8 d8;
   constexpr size_t kLanes = hn::MaxLanes(QDI8());
-  int16_t scale16[16];
-  F::Scales16(block, scale16);
   QVI32 sum0 = hn::Zero(QDI32()), sum1 = hn::Zero(QDI32());
   for (size_t c = 0; c < 8; ++c) {
     QVU8 mags[kQVecs];
     QVI8 signs[kQVecs];
     F::Chunk(block, c, mags, signs);
+    int16_t s0, s1;
+    F::ChunkScales(block, c, s0, s1);
     QVI16 scales[kQVecs];
-    ChunkScales16(scale16[2 * c], scale16[2 * c + 1], scales);
+    ChunkScales16(s0, s1, scales);
     for (size_t v = 0; v < kQVecs; ++v) {
       const auto xv = hn::LoadU(d8, x + 32 * c + v * kLanes);
       const auto prod = MulPairsI16(MulPairsU8I8(mags[v], ApplySign(xv, signs[v])), scales[v]);
