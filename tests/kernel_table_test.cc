@@ -18,6 +18,7 @@
 #include "hwy/targets.h"       // SupportedAndGeneratedTargets, SetSupportedTargetsForTest
 #include "quant/quantize.h"    // QuantizeRow, DequantizeRow, CanDequantize
 #include "ref/reference_kernels.h"
+#include "util/random_weights.h"  // RandomWeightRow
 
 namespace petrel {
 namespace {
@@ -184,10 +185,9 @@ TEST(KernelTableTest, EveryRowsKernelMatchesTheReference) {
     std::vector<float> w_abs_sum(n_rows), w_norm(n_rows);  // (n_rows) each
     std::vector<float> x(n_tokens * n_in);                 // (n_tokens, n_in)
     std::vector<float> bias(n_rows);                       // (n_rows)
-    std::vector<float> values(n_in), dequantized(n_in);
+    std::vector<float> dequantized(n_in);
     for (size_t r = 0; r < n_rows; ++r) {
-      for (float& v : values) v = normal(rng);
-      ASSERT_TRUE(QuantizeRow(type, values.data(), w.data() + r * row_bytes, n_in));
+      ASSERT_TRUE(test::RandomWeightRow(type, n_in, rng, w.data() + r * row_bytes));
       ASSERT_TRUE(DequantizeRow(type, w.data() + r * row_bytes, dequantized.data(), n_in));
       for (float v : dequantized) {
         w_abs_sum[r] += std::fabs(v);

@@ -1,5 +1,6 @@
-// The CPU backend's quantized mat_mul against the reference, for every weight format and every
-// Highway target this machine supports: exactly the math of the blocks (weights and quantized
+// The CPU backend's quantized mat_mul against the reference, for every weight format of the
+// mat_mul table (random valid blocks for the formats without a quantizer) and every Highway
+// target this machine supports: exactly the math of the blocks (weights and quantized
 // activations dequantized, dotted in double) to float rounding, the exact-f32 `ref` path within
 // the activation-rounding error, batch invariance, and the same bits on every x86 target with
 // FMA (the AVX512-VNNI dot step included).
@@ -21,6 +22,7 @@
 #include "quant/f16.h"
 #include "quant/quantize.h"
 #include "ref/reference_kernels.h"
+#include "util/random_weights.h"  // RandomWeightRow, RandomBlocks
 
 namespace petrel {
 namespace {
@@ -50,9 +52,15 @@ void ForEachTarget(const Body& body) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
-const DType kWeightTypes[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
-                              DType::kQ8_0, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
-                              DType::kQ4_K, DType::kQ5_K,   DType::kQ6_K, DType::kIQ4_XS};
+// Every weight format the mat_mul table gives an integer kernel.
+std::vector<DType> QuantWeightTypes() {
+  std::vector<DType> types;
+  for (const cpu::MatMulKernel& kernel : cpu::kMatMulKernels) {
+    if (kernel.activation != DType::kF32) types.push_back(kernel.weight);
+  }
+  return types;
+}
+const std::vector<DType> kWeightTypes = QuantWeightTypes();
 
 struct Problem {
   DType type;
@@ -76,11 +84,16 @@ Problem MakeProblem(DType type, size_t n_blocks, size_t n_rows, size_t n_tokens,
   p.act_type = Cpu().activation_type(type);
   p.xq_row_bytes = *RowBytes(p.act_type, p.n_in);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> row(p.n_in);
   p.w.resize(n_rows * p.row_bytes);
   for (size_t r = 0; r < n_rows; ++r) {
-    for (float& v : row) v = normal(rng);
-    EXPECT_TRUE(QuantizeRow(type, row.data(), p.w.data() + r * p.row_bytes, p.n_in));
+    // Odd rows of the formats with random blocks are random bytes even where the format has a
+    // quantizer: every bit pattern of the levels, not only those the quantizer writes.
+    uint8_t* w_row = p.w.data() + r * p.row_bytes;
+    if (r % 2 == 1 && test::FindRandomBlockScale(type) != nullptr) {
+      EXPECT_TRUE(test::RandomBlocks(type, p.n_in, rng, w_row));
+    } else {
+      EXPECT_TRUE(test::RandomWeightRow(type, p.n_in, rng, w_row));
+    }
   }
   p.x.resize(n_tokens * p.n_in);
   for (float& v : p.x) v = normal(rng);
@@ -144,7 +157,7 @@ TEST(QuantKernelsTest, MatchesBlockMathOnEveryTarget) {
   std::mt19937 rng(TestSeed());
   for (DType type : kWeightTypes) {
     SCOPED_TRACE(DTypeName(type));
-    const bool k_quant = Traits(type).block_elems == 256;
+    const bool k_quant = Traits(type).block_elems >= 128;
     // Block counts: 1, odd, and the 288- and 768-wide rows of synth-tiny; tokens 1..11 cover the
     // tiles (4 or 8 tokens) and their tails, 70 a chunk of 64 and its tail; row counts below
     // and above a group of 8, with a tail.

@@ -22,7 +22,7 @@ void MatMulBF16(const void* w, size_t w_row_bytes, size_t n_in, const float* x, 
                 size_t n_tokens, const float* bias, float* out, size_t out_stride, size_t row_begin,
                 size_t row_end);
 
-// matmul_q*.cc, matmul_iq4_*.cc: `w` holds rows of blocks of the format in the name; `xq` holds
+// matmul_q*.cc, matmul_iq*.cc, matmul_tq*.cc, matmul_mxfp4.cc: `w` holds rows of blocks of the format in the name; `xq` holds
 // n_tokens rows of activation blocks (Q8_0, Q8_1 or Q8_K, as kMatMulKernels in matmul_table.h
 // says), `xq_row_bytes` apart.
 #define PETREL_QUANT_MATMUL(name)                                                           \
@@ -41,6 +41,18 @@ PETREL_QUANT_MATMUL(Q4_K)
 PETREL_QUANT_MATMUL(Q5_K)
 PETREL_QUANT_MATMUL(Q6_K)
 PETREL_QUANT_MATMUL(IQ4_XS)
+PETREL_QUANT_MATMUL(IQ1_S)
+PETREL_QUANT_MATMUL(IQ1_M)
+PETREL_QUANT_MATMUL(IQ2_XXS)
+PETREL_QUANT_MATMUL(IQ2_XS)
+PETREL_QUANT_MATMUL(IQ2_S)
+PETREL_QUANT_MATMUL(IQ3_XXS)
+PETREL_QUANT_MATMUL(IQ3_S)
+PETREL_QUANT_MATMUL(TQ1_0)
+PETREL_QUANT_MATMUL(TQ2_0)
+PETREL_QUANT_MATMUL(MXFP4)
+PETREL_QUANT_MATMUL(Q1_0)
+PETREL_QUANT_MATMUL(Q2_0)
 #undef PETREL_QUANT_MATMUL
 
 // convert.cc

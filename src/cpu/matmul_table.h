@@ -51,8 +51,10 @@ constexpr MatMulKernel QuantMatMulKernel(DType weight, DType activation, MatMulD
 }
 
 // Formats with a min per block (Q4_1, Q5_1) take Q8_1, whose stored block sums the min
-// multiplies; the other 32-element formats take Q8_0; the 256-element super-block formats take
-// Q8_K, whose 16-element sums serve the K-quants' mins and offsets.
+// multiplies; the other 32-element formats take Q8_0, and so do Q1_0 and Q2_0, whose 128- and
+// 64-element blocks are whole numbers of Q8_0 blocks sharing one scale; the 256-element
+// super-block formats (K-quants, IQ, TQ) take Q8_K, whose 16-element sums serve the K-quants'
+// mins and offsets.
 inline constexpr MatMulKernel kMatMulKernels[] = {
     FloatMatMulKernel(DType::kF32, MatMulDriver::kF32Tiles, MatMulF32),
     FloatMatMulKernel(DType::kF16, MatMulDriver::kWidenedF32Tiles, MatMulF16),
@@ -69,6 +71,18 @@ inline constexpr MatMulKernel kMatMulKernels[] = {
     QuantMatMulKernel(DType::kQ5_K, DType::kQ8_K, MatMulDriver::kRowsInLanes, MatMulQ5_K),
     QuantMatMulKernel(DType::kQ6_K, DType::kQ8_K, MatMulDriver::kRowsInLanes, MatMulQ6_K),
     QuantMatMulKernel(DType::kIQ4_XS, DType::kQ8_K, MatMulDriver::kRowsInLanes, MatMulIQ4_XS),
+    QuantMatMulKernel(DType::kIQ1_S, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulIQ1_S),
+    QuantMatMulKernel(DType::kIQ1_M, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulIQ1_M),
+    QuantMatMulKernel(DType::kIQ2_XXS, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulIQ2_XXS),
+    QuantMatMulKernel(DType::kIQ2_XS, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulIQ2_XS),
+    QuantMatMulKernel(DType::kIQ2_S, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulIQ2_S),
+    QuantMatMulKernel(DType::kIQ3_XXS, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulIQ3_XXS),
+    QuantMatMulKernel(DType::kIQ3_S, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulIQ3_S),
+    QuantMatMulKernel(DType::kTQ1_0, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulTQ1_0),
+    QuantMatMulKernel(DType::kTQ2_0, DType::kQ8_K, MatMulDriver::kPairPerBlock, MatMulTQ2_0),
+    QuantMatMulKernel(DType::kMXFP4, DType::kQ8_0, MatMulDriver::kRowsInLanes, MatMulMXFP4),
+    QuantMatMulKernel(DType::kQ1_0, DType::kQ8_0, MatMulDriver::kPairPerBlock, MatMulQ1_0),
+    QuantMatMulKernel(DType::kQ2_0, DType::kQ8_0, MatMulDriver::kPairPerBlock, MatMulQ2_0),
 };
 
 // The row for weights of `type`, or nullptr when the CPU backend has no kernel for them. A

@@ -280,8 +280,11 @@ HWY_INLINE QVI32 DotSigned32(const QVI8 (&w)[kQVecs], const QVI8 (&x)[kQVecs]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 32-element block formats. A Format provides WBlock, XBlock (BlockQ8_0 or BlockQ8_1), kSigned,
-// kOffset, kHasMin, and Decode(block, Decoded32<kSigned>&), which fills the levels, d and m.
+// Block formats against 32-element activation blocks. A Format provides WBlock, XBlock
+// (BlockQ8_0 or BlockQ8_1), kSigned, kOffset, kHasMin, and Decode(block, sub,
+// Decoded32<kSigned>&), which fills the levels of the block's 32-element sub-block `sub`, d and
+// m. A weight block holds kElems / 32 such sub-blocks sharing its scale (Q1_0: 4, Q2_0: 2); each
+// meets its own activation block.
 
 template <bool kSigned>
 struct Decoded32 {
@@ -302,13 +305,16 @@ HWY_INLINE void QuantTile32(const uint8_t* const* HWY_RESTRICT w_rows,
   const QDI8 d8;
   const QDF df;
   constexpr size_t kLanes = hn::MaxLanes(QDI8());
-  for (size_t b = 0; b < n_blocks; ++b) {
+  constexpr size_t kSubBlocks = F::kElems / quant::kQK;
+  static_assert(F::kElems % quant::kQK == 0, "a whole number of 32-element sub-blocks");
+  for (size_t i = 0; i < n_blocks * kSubBlocks; ++i) {
+    const size_t b = i / kSubBlocks, sub = i % kSubBlocks;
     Decoded32<F::kSigned> w[R];
     for (size_t r = 0; r < R; ++r) {
-      F::Decode(reinterpret_cast<const WBlock*>(w_rows[r])[b], w[r]);
+      F::Decode(reinterpret_cast<const WBlock*>(w_rows[r])[b], sub, w[r]);
     }
     for (size_t t = 0; t < T; ++t) {
-      const XBlock& xb = reinterpret_cast<const XBlock*>(x_rows[t])[b];
+      const XBlock& xb = reinterpret_cast<const XBlock*>(x_rows[t])[i];
       QVI8 x[kQVecs];
       QVI16 xo[kQVecs];
       for (size_t v = 0; v < kQVecs; ++v) {
@@ -462,6 +468,24 @@ HWY_INLINE void QuantTileK(const uint8_t* const* HWY_RESTRICT w_rows,
   const QDF df;
   const QDI8 d8;
   constexpr size_t kLanes = hn::MaxLanes(QDI8());
+  if constexpr (T == 1 && requires(const WBlock& block, const int8_t* x) {
+                  F::DotBlock(block, x);
+                  F::Scale(block);
+                }) {
+    // A single token: the Format dots each block straight from its bytes, with the int32 lanes
+    // and the float scale Decode and DotK give it in a tile (see DotGridK).
+    static_assert(F::kSigned && F::kOffset == 0 && !F::kHasMins, "DotBlock: signed levels only");
+    for (size_t b = 0; b < n_blocks; ++b) {
+      const XBlock& xb = reinterpret_cast<const XBlock*>(x_rows[0])[b];
+      for (size_t r = 0; r < R; ++r) {
+        const WBlock& block = reinterpret_cast<const WBlock*>(w_rows[r])[b];
+        const QVI32 isum = F::DotBlock(block, xb.qs);
+        acc[r][0] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, F::Scale(block) * xb.d),
+                               acc[r][0]);
+      }
+    }
+    return;
+  }
   for (size_t b = 0; b < n_blocks; ++b) {
     const XBlock* xb[T];
     for (size_t t = 0; t < T; ++t) xb[t] = reinterpret_cast<const XBlock*>(x_rows[t]) + b;
@@ -510,7 +534,7 @@ HWY_INLINE void QuantTile(const uint8_t* HWY_RESTRICT w, size_t w_row_bytes, siz
       acc_scalar[r][t] = 0.0f;
     }
   }
-  if constexpr (F::kElems == quant::kQK) {
+  if constexpr (F::kElems != quant::kQK_K) {
     QuantTile32<F, R, T>(w_rows, x_rows, n_blocks, acc, acc_scalar);
   } else {
     QuantTileK<F, R, T>(w_rows, x_rows, n_blocks, acc, acc_scalar);
@@ -593,15 +617,16 @@ HWY_NOINLINE void MatMulQuantScalar(const void* w, size_t w_row_bytes, size_t n_
   }
 }
 
-// The traits the super-block formats on this driver share (Q2_K, Q3_K, against Q8_K
-// activations): unsigned levels, kOffset subtracted from each (or a min per sub-block when
-// kHasMins), two decode rows per pass and 1 x 4 prompt tiles.
-template <int kLevelOffset, bool kMins>
+// The traits the super-block formats on this driver share (Q2_K, Q3_K, the IQ1/IQ2/IQ3 and TQ
+// formats, against Q8_K activations): unsigned levels with kOffset subtracted from each (or a
+// min per sub-block when kHasMins), or signed levels; two decode rows per pass and 1 x 4 prompt
+// tiles.
+template <int kLevelOffset, bool kMins, bool kSignedLevels = false>
 struct SuperBlockPairFormat {
   static constexpr size_t kElems = quant::kQK_K;
 #if PETREL_QUANT_SIMD
   using XBlock = quant::BlockQ8_K;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = kSignedLevels;
   static constexpr int kOffset = kLevelOffset;
   static constexpr bool kHasMins = kMins;
   static constexpr size_t kDecodeRows = 2;  // see MatMulQuantImpl

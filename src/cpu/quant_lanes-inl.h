@@ -387,15 +387,16 @@ constexpr std::array<uint8_t, 16> MakeIQ4Grid() {
 alignas(16) inline constexpr std::array<uint8_t, 16> kIQ4Grid = MakeIQ4Grid();
 
 // 16 nibble bytes at each src[l] (low nibbles elements 0..15, high 16..31 of a 32-element
-// block), transposed as PackNibbles and mapped through the IQ4 grid by one byte shuffle each:
-// p[g] holds signed levels of element group g.
-HWY_INLINE void PackGridNibbles(const uint8_t* const* HWY_RESTRICT src, QVU8Full (&p)[8]) {
+// block), transposed as PackNibbles and mapped through a 16-entry grid (the IQ4 one unless
+// given; 16 aligned bytes) by one byte shuffle each: p[g] holds signed levels of element group g.
+HWY_INLINE void PackGridNibbles(const uint8_t* const* HWY_RESTRICT src, QVU8Full (&p)[8],
+                                const uint8_t* HWY_RESTRICT grid16 = kIQ4Grid.data()) {
   const LDU8 du8;
   const hn::Repartition<uint16_t, LDU8> du16;
   QVU8Full nibbles[4];
   TransposeWords(src, nibbles);
   const auto mask = hn::Set(du8, 0x0F);
-  const auto grid = hn::LoadDup128(du8, kIQ4Grid.data());
+  const auto grid = hn::LoadDup128(du8, grid16);
   for (size_t s = 0; s < 4; ++s) {
     const auto lo = hn::And(nibbles[s], mask);
     const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, nibbles[s]))), mask);

@@ -12,6 +12,7 @@
 #include "cpu/compute_roof.h"
 #include "cpu/kernels.h"
 #include "quant/quantize.h"
+#include "util/random_weights.h"  // RandomWeightRow
 
 namespace petrel {
 namespace {
@@ -27,10 +28,7 @@ void BM_QuantMatMul(benchmark::State& state, DType type) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> row(n_in), out(rows);
   std::vector<uint8_t> w(rows * row_bytes), xq(*RowBytes(act, n_in));
-  for (size_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = normal(gen);
-    QuantizeRow(type, row.data(), w.data() + r * row_bytes, n_in);
-  }
+  for (size_t r = 0; r < rows; ++r) test::RandomWeightRow(type, n_in, gen, w.data() + r * row_bytes);
   for (float& v : row) v = normal(gen);
   cpu.quantize_activation(act, row.data(), n_in, xq.data());
   for (auto _ : state) {
@@ -56,10 +54,7 @@ void BM_QuantMatVecFromMemory(benchmark::State& state, DType type) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> row(n_in), out(rows);
   std::vector<uint8_t> w(n_matrices * matrix_bytes), xq(*RowBytes(act, n_in));
-  for (size_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = normal(gen);
-    QuantizeRow(type, row.data(), w.data() + r * row_bytes, n_in);
-  }
+  for (size_t r = 0; r < rows; ++r) test::RandomWeightRow(type, n_in, gen, w.data() + r * row_bytes);
   for (size_t m = 1; m < n_matrices; ++m) {
     std::copy(w.begin(), w.begin() + matrix_bytes, w.begin() + m * matrix_bytes);
   }
@@ -89,10 +84,7 @@ void BM_QuantMatMulPrompt(benchmark::State& state, DType type) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> row(n_in), out(rows * n_tokens);
   std::vector<uint8_t> w(rows * row_bytes), xq(n_tokens * xq_row_bytes);
-  for (size_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = normal(gen);
-    QuantizeRow(type, row.data(), w.data() + r * row_bytes, n_in);
-  }
+  for (size_t r = 0; r < rows; ++r) test::RandomWeightRow(type, n_in, gen, w.data() + r * row_bytes);
   for (size_t t = 0; t < n_tokens; ++t) {
     for (float& v : row) v = normal(gen);
     cpu.quantize_activation(act, row.data(), n_in, xq.data() + t * xq_row_bytes);
@@ -156,6 +148,18 @@ PETREL_QUANT_BENCH(Q4_K)
 PETREL_QUANT_BENCH(Q5_K)
 PETREL_QUANT_BENCH(Q6_K)
 PETREL_QUANT_BENCH(IQ4_XS)
+PETREL_QUANT_BENCH(IQ1_S)
+PETREL_QUANT_BENCH(IQ1_M)
+PETREL_QUANT_BENCH(IQ2_XXS)
+PETREL_QUANT_BENCH(IQ2_XS)
+PETREL_QUANT_BENCH(IQ2_S)
+PETREL_QUANT_BENCH(IQ3_XXS)
+PETREL_QUANT_BENCH(IQ3_S)
+PETREL_QUANT_BENCH(TQ1_0)
+PETREL_QUANT_BENCH(TQ2_0)
+PETREL_QUANT_BENCH(MXFP4)
+PETREL_QUANT_BENCH(Q1_0)
+PETREL_QUANT_BENCH(Q2_0)
 
 }  // namespace
 }  // namespace petrel
