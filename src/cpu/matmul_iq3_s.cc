@@ -33,15 +33,16 @@ struct Format : GridFormat<Format> {
     uint32_t sign_bytes;
     std::memcpy(&sign_bytes, block.signs + 4 * c, sizeof(sign_bytes));
     const uint32_t high = block.qh[c];
-    uint64_t rows[4], sign_rows[4];
+    uint32_t words[8];
+    uint64_t sign_rows[4];
     for (size_t l = 0; l < 4; ++l) {
       const uint32_t i0 = uint32_t(indices >> 16 * l) & 0xFF;
       const uint32_t i1 = uint32_t(indices >> (16 * l + 8)) & 0xFF;
-      rows[l] = quant::kIQ3SGrid[i0 | ((high << (8 - 2 * l)) & 0x100)] |
-                uint64_t(quant::kIQ3SGrid[i1 | ((high << (7 - 2 * l)) & 0x100)]) << 32;
+      words[2 * l] = quant::kIQ3SGrid[i0 | ((high << (8 - 2 * l)) & 0x100)];
+      words[2 * l + 1] = quant::kIQ3SGrid[i1 | ((high << (7 - 2 * l)) & 0x100)];
       sign_rows[l] = kSignUnits[(sign_bytes >> 8 * l) & 0xFF];
     }
-    RowsToChunk(rows, mags);
+    WordsToChunk(words, mags);
     SignRowsToChunk(sign_rows, signs);
   }
   static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {

@@ -37,14 +37,14 @@ struct Format : GridFormat<Format> {
     const uint32_t aux = SignsAndScale(block, c);
     uint64_t indices;  // the chunk's eight index bytes, one read
     std::memcpy(&indices, block.qs + 8 * c, sizeof(indices));
-    uint64_t rows[4], sign_rows[4];
+    uint32_t words[8];
+    uint64_t sign_rows[4];
     for (size_t l = 0; l < 4; ++l) {
-      const uint32_t pair = uint32_t(indices >> 16 * l);
-      rows[l] = quant::kIQ3XXSGrid[pair & 0xFF] | uint64_t(quant::kIQ3XXSGrid[(pair >> 8) & 0xFF])
-                                                      << 32;
+      words[2 * l] = quant::kIQ3XXSGrid[(indices >> 16 * l) & 0xFF];
+      words[2 * l + 1] = quant::kIQ3XXSGrid[(indices >> (16 * l + 8)) & 0xFF];
       sign_rows[l] = kIQ2SignUnits[(aux >> 7 * l) & 0x7F];
     }
-    RowsToChunk(rows, mags);
+    WordsToChunk(words, mags);
     SignRowsToChunk(sign_rows, signs);
   }
   static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {

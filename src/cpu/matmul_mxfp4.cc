@@ -51,8 +51,25 @@ struct Format
     const LDI32 d32;
     PackQuants(rows, offsets, b, packed.q);
     static_assert(offsetof(WBlock, e) == 0, "the exponent starts the block");
-    const auto e =
-        hn::And(hn::BitCast(d32, GatherBlockWords<0>(rows, offsets, b)), hn::Set(d32, 0xFF));
+    hn::Vec<LDI32> e;
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+    if constexpr (kLaneRows == 8) {
+      // The 8 exponent bytes inserted one by one and widened, rather than a gather (as
+      // LaneScales does for the f16 scales).
+      __m128i bytes = _mm_cvtsi32_si128(rows[0][b].e);
+      bytes = _mm_insert_epi8(bytes, rows[1][b].e, 1);
+      bytes = _mm_insert_epi8(bytes, rows[2][b].e, 2);
+      bytes = _mm_insert_epi8(bytes, rows[3][b].e, 3);
+      bytes = _mm_insert_epi8(bytes, rows[4][b].e, 4);
+      bytes = _mm_insert_epi8(bytes, rows[5][b].e, 5);
+      bytes = _mm_insert_epi8(bytes, rows[6][b].e, 6);
+      bytes = _mm_insert_epi8(bytes, rows[7][b].e, 7);
+      e = hn::Vec<LDI32>{_mm256_cvtepu8_epi32(bytes)};
+    } else
+#endif
+    {
+      e = hn::And(hn::BitCast(d32, GatherBlockWords<0>(rows, offsets, b)), hn::Set(d32, 0xFF));
+    }
     const auto normal = hn::ShiftLeft<23>(hn::Sub(e, hn::Set(d32, 1)));
     const auto subnormal = hn::IfThenElse(hn::Eq(e, hn::Zero(d32)), hn::Set(d32, 0x00200000),
                                           hn::Set(d32, 0x00400000));

@@ -468,23 +468,31 @@ HWY_INLINE void QuantTileK(const uint8_t* const* HWY_RESTRICT w_rows,
   const QDF df;
   const QDI8 d8;
   constexpr size_t kLanes = hn::MaxLanes(QDI8());
-  if constexpr (T == 1 && requires(const WBlock& block, const int8_t* x) {
+  if constexpr (requires(const WBlock& block, const int8_t* x) {
                   F::DotBlock(block, x);
                   F::Scale(block);
                 }) {
-    // A single token: the Format dots each block straight from its bytes, with the int32 lanes
-    // and the float scale Decode and DotK give it in a tile (see DotGridK).
-    static_assert(F::kSigned && F::kOffset == 0 && !F::kHasMins, "DotBlock: signed levels only");
-    for (size_t b = 0; b < n_blocks; ++b) {
-      const XBlock& xb = reinterpret_cast<const XBlock*>(x_rows[0])[b];
-      for (size_t r = 0; r < R; ++r) {
-        const WBlock& block = reinterpret_cast<const WBlock*>(w_rows[r])[b];
-        const QVI32 isum = F::DotBlock(block, xb.qs);
-        acc[r][0] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, F::Scale(block) * xb.d),
-                               acc[r][0]);
+    // The Format dots each block straight from its bytes: for single tokens (where decoding once
+    // per tile buys nothing) with the int32 lanes and the float scale that Decode and DotK give a
+    // token in a tile (see DotGridK), or for every token where kDotBlockAlways (a decode so cheap
+    // that repeating it per token costs less than a round trip through L1).
+    constexpr bool kAlways = requires { requires F::kDotBlockAlways; };
+    if constexpr (T == 1 || kAlways) {
+      static_assert(kAlways || (F::kSigned && F::kOffset == 0 && !F::kHasMins),
+                    "Decode and DotK must give the lanes DotBlock gives");
+      for (size_t b = 0; b < n_blocks; ++b) {
+        for (size_t t = 0; t < T; ++t) {
+          const XBlock& xb = reinterpret_cast<const XBlock*>(x_rows[t])[b];
+          for (size_t r = 0; r < R; ++r) {
+            const WBlock& block = reinterpret_cast<const WBlock*>(w_rows[r])[b];
+            const QVI32 isum = F::DotBlock(block, xb.qs);
+            acc[r][t] = hn::MulAdd(hn::ConvertTo(df, isum), hn::Set(df, F::Scale(block) * xb.d),
+                                   acc[r][t]);
+          }
+        }
       }
+      return;
     }
-    return;
   }
   for (size_t b = 0; b < n_blocks; ++b) {
     const XBlock* xb[T];

@@ -72,6 +72,23 @@ HWY_INLINE void RowsToChunk(const uint64_t (&rows)[4], QVU8 (&out)[kQVecs]) {
 #endif
 }
 
+// Eight 4-byte rows (elements 4i..4i+3 from words[i]) as the kQVecs vectors of one chunk.
+HWY_INLINE void WordsToChunk(const uint32_t (&words)[8], QVU8 (&out)[kQVecs]) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  static_assert(kQVecs == 1);
+  out[0] = QVU8{_mm256_set_epi32(int(words[7]), int(words[6]), int(words[5]), int(words[4]),
+                                 int(words[3]), int(words[2]), int(words[1]), int(words[0]))};
+#elif HWY_ARCH_X86
+  static_assert(kQVecs == 2);
+  out[0] = QVU8{_mm_set_epi32(int(words[3]), int(words[2]), int(words[1]), int(words[0]))};
+  out[1] = QVU8{_mm_set_epi32(int(words[7]), int(words[6]), int(words[5]), int(words[4]))};
+#else
+  uint64_t rows[4];
+  for (size_t i = 0; i < 4; ++i) rows[i] = words[2 * i] | uint64_t(words[2 * i + 1]) << 32;
+  RowsToChunk(rows, out);
+#endif
+}
+
 // The same for four rows of +1/-1 sign bytes.
 HWY_INLINE void SignRowsToChunk(const uint64_t (&rows)[4], QVI8 (&out)[kQVecs]) {
   QVU8 bytes[kQVecs];
