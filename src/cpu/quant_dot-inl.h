@@ -289,6 +289,10 @@ HWY_INLINE QVI32 DotSigned32(const QVI8 (&w)[kQVecs], const QVI8 (&x)[kQVecs]) {
 template <bool kSigned>
 struct Decoded32 {
   using V = hn::Vec<std::conditional_t<kSigned, QDI8, QDU8>>;
+  // User-provided: GCC gives an implicitly defined constructor the translation unit's default
+  // target options, not the per-target pragma's, and then cannot inline the vectors' always_inline
+  // constructors into it (an AArch64 build error: "target specific option mismatch").
+  HWY_INLINE Decoded32() {}
   V q[kQVecs];
   float d;
   float m;
