@@ -132,7 +132,11 @@ TEST(KernelsTest, SupportedWeightTypes) {
     EXPECT_TRUE(ref::SupportsWeightType(type));
   }
   EXPECT_TRUE(cpu::SupportsWeightType(DType::kQ4_K));   // quantized kernels: quant_kernels_test
-  EXPECT_FALSE(cpu::SupportsWeightType(DType::kQ8_K));  // an activation format only
+  // A block type without a kernel row (here the activation format Q8_K) runs decoded row by
+  // row, as ref runs it and Vulkan converts it at upload.
+  EXPECT_TRUE(cpu::SupportsWeightType(DType::kQ8_K));
+  EXPECT_NE(cpu::MatMulPathName(DType::kQ8_K).find("decoded"), std::string::npos);
+  EXPECT_FALSE(cpu::SupportsWeightType(DType::kI32));
   EXPECT_FALSE(ref::SupportsWeightType(DType::kI32));
 }
 
