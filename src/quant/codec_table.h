@@ -106,8 +106,8 @@ constexpr bool EachCodecTypeOnce() {
 // GCC cannot evaluate the function-pointer comparisons at compile time under the sanitizers.
 #if !defined(__SANITIZE_ADDRESS__)
 static_assert(EachCodecTypeOnce(),
-              "kQuantCodecs: one row per type, each with a decoder;
-#endif a type without a plain "
+              "kQuantCodecs: one row per type, each with a decoder, and a type without a plain "
               "quantizer exactly when it needs an importance matrix");
+#endif
 
 }  // namespace petrel::quant
