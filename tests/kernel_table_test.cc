@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "cpu/kernels.h"       // CpuKernels, SupportsWeightType, MatMulPathName
-#include "cpu/matmul_table.h"  // kMatMulKernels, FindMatMulKernel
-#include "cpu/neon_without_aes.h"  // WithNeonWithoutAes
-#include "cpu/quant_matmul.h"  // QuantizeActivationRow
+#include "cpu/matmul/matmul_table.h"  // kMatMulKernels, FindMatMulKernel
+#include "cpu/simd/neon_without_aes.h"  // WithNeonWithoutAes
+#include "cpu/matmul/quant_matmul.h"  // QuantizeActivationRow
 #include "hwy/targets.h"       // SupportedAndGeneratedTargets, SetSupportedTargetsForTest
 #include "quant/quantize.h"    // QuantizeRow, DequantizeRow, CanDequantize
 #include "ref/reference_kernels.h"

@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "cpu/int8_target.h"  // Int8KernelTarget
+#include "cpu/matmul/int8_target.h"  // Int8KernelTarget
 #include "cpu/kernels.h"
-#include "cpu/matmul_table.h"  // FindMatMulKernel, MatMulDriver
+#include "cpu/matmul/matmul_table.h"  // FindMatMulKernel, MatMulDriver
 #include "hwy/targets.h"  // SupportedAndGeneratedTargets, SetSupportedTargetsForTest, TargetName
 #include "quant/blocks.h"
 #include "quant/f16.h"

@@ -1,5 +1,5 @@
 // ThreadPool: every index is covered exactly once, for many sizes and thread counts; no hangs.
-#include "cpu/thread_pool.h"
+#include "cpu/threading/thread_pool.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/host_work_split.h"
+#include "cpu/threading/host_work_split.h"
 
 namespace petrel::cpu {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "core/generation/generate.h"
 #include "core/tokenizer/tokenizer.h"
-#include "cpu/compute_roof.h"  // Median
+#include "cpu/roofs/compute_roof.h"  // Median
 
 namespace petrel::tools {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/compute_roof.h"  // Median
+#include "cpu/roofs/compute_roof.h"  // Median
 #include "cpu/kernels.h"       // SimdTargetName
 #include "tools/bench_speculative.h"
 #include "tools/common.h"

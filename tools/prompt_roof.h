@@ -8,7 +8,7 @@
 #include <cstddef>
 
 #include "core/model/architecture.h"  // ModelWeights
-#include "cpu/compute_roof.h"
+#include "cpu/roofs/compute_roof.h"
 
 namespace petrel::tools {
 

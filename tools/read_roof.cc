@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "cpu/compute_roof.h"  // Median
+#include "cpu/roofs/compute_roof.h"  // Median
 #include "cpu/kernels.h"        // StreamRead
 
 namespace petrel::tools {

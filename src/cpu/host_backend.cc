@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "cpu/host_moe.h"
-#include "cpu/host_work_split.h"
+#include "cpu/threading/host_work_split.h"
 
 namespace petrel {
 namespace {

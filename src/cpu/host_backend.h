@@ -7,7 +7,7 @@
 
 #include "core/runtime/backend.h"
 #include "cpu/kernel_table.h"
-#include "cpu/thread_pool.h"
+#include "cpu/threading/thread_pool.h"
 
 namespace petrel {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "cpu/host_backend.h"
-#include "cpu/host_work_split.h"
+#include "cpu/threading/host_work_split.h"
 
 namespace petrel {
 

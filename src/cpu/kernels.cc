@@ -8,11 +8,11 @@
 
 #include "core/base/log.h"
 #include "core/base/status.h"         // PETREL_CHECK
-#include "cpu/int8_target.h"          // Int8KernelTarget
-#include "cpu/neon_without_aes.h"     // EnableNeonWithoutAes
+#include "cpu/matmul/int8_target.h"          // Int8KernelTarget
+#include "cpu/simd/neon_without_aes.h"     // EnableNeonWithoutAes
 #include "cpu/kernel_entry_points.h"  // RmsNorm, Rope, ...
-#include "cpu/matmul_table.h"         // FindMatMulKernel
-#include "cpu/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
+#include "cpu/matmul/matmul_table.h"         // FindMatMulKernel
+#include "cpu/matmul/quant_matmul.h"         // QuantActivationType, MatMulQuantized, ...
 #include "hwy/targets.h"              // SupportedTargets, DisableTargets, TargetName
 #include "quant/quantize.h"           // CanDequantize, DequantizeRow
 

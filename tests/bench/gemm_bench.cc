@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/compute_roof.h"
+#include "cpu/roofs/compute_roof.h"
 #include "cpu/kernels.h"
 #include "quant/f16.h"
 

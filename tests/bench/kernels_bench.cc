@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "cpu/thread_pool.h"
+#include "cpu/threading/thread_pool.h"
 #include "ref/reference_kernels.h"
 
 namespace petrel {

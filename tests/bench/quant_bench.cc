@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/compute_roof.h"
+#include "cpu/roofs/compute_roof.h"
 #include "cpu/kernels.h"
 #include "quant/quantize.h"
 #include "util/random_weights.h"  // RandomWeightRow

@@ -1,0 +1,68 @@
+// mat_mul for IQ2_XXS weights: one Highway foreach_target TU on the pair-per-block driver
+// (quant_dot-inl.h, decode helpers in quant_grid-inl.h), against the activations the mat_mul table
+// (matmul_table.h) names.
+//
+// Per 32 elements: four 8-bit indices into the 256-row codebook, four 7-bit sign groups and a
+// 4-bit scale s. The value is d (s + 1/2) / 4 times the signed grid byte: the integer scale
+// 2 s + 1 multiplies the int16 pair sums and d / 8 is the super-block's float scale.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/matmul/matmul_iq2_xxs.cc"
+// clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+#include <cstring>
+
+#include "cpu/kernel_entry_points.h"
+#include "cpu/matmul/matmul_entry.h"
+#include "cpu/matmul/quant_grid-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace petrel::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+struct Format : GridFormat<Format> {
+  using WBlock = quant::BlockIQ2_XXS;
+  static constexpr DType kType = DType::kIQ2_XXS;
+#if PETREL_QUANT_SIMD
+  // Chunk c's two uint32: the four indices, then the sign groups and the scale.
+  static HWY_INLINE void Aux(const WBlock& block, size_t c, uint32_t (&aux)[2]) {
+    std::memcpy(aux, block.qs + 4 * c, sizeof(aux));
+  }
+  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
+                               QVI8 (&signs)[kQVecs]) {
+    uint32_t aux[2];
+    Aux(block, c, aux);
+    uint64_t rows[4], sign_rows[4];
+    for (size_t l = 0; l < 4; ++l) {
+      rows[l] = quant::kIQ2XXSGrid[(aux[0] >> 8 * l) & 0xFF];
+      sign_rows[l] = kIQ2SignUnits[(aux[1] >> 7 * l) & 0x7F];
+    }
+    RowsToChunk(rows, mags);
+    SignRowsToChunk(sign_rows, signs);
+  }
+  static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
+    uint32_t aux[2];
+    Aux(block, c, aux);
+    s0 = s1 = int16_t(2 * (aux[1] >> 28) + 1);
+  }
+  static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
+#endif  // PETREL_QUANT_SIMD
+};
+
+}  // namespace
+
+PETREL_QUANT_MATMUL_TARGET(IQ2_XXS, MatMulQuantImpl)
+
+}  // namespace HWY_NAMESPACE
+}  // namespace petrel::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace petrel::cpu {
+
+PETREL_QUANT_MATMUL_DISPATCH(IQ2_XXS)
+
+}  // namespace petrel::cpu
+#endif  // HWY_ONCE
