@@ -90,3 +90,23 @@ TEST(ChatPty, SecondTurnProcessesOnlyNewTokensAndCtrlCStopsAReply) {
 
 }  // namespace
 }  // namespace petrel
+
+namespace petrel {
+namespace {
+
+// `run -v` on a terminal: the text ends with its newline before the timing log line, so that
+// the two never share a line.
+TEST(ChatPtyTest, VerboseRunTimingIsOnItsOwnLine) {
+  const std::string bin = std::getenv("PETREL_BIN");
+  testing::PtyProcess run({bin, "run", "-v", "-m", testing::SharedDir() + "/models/story-gguf/story-f32.gguf",
+                           "-p", "Once", "-n", "6", "--temp", "0"});
+  ASSERT_TRUE(run.ok());
+  std::vector<std::string> groups;
+  ASSERT_TRUE(run.WaitFor(std::regex("([^\\n]*)prompt: [0-9]+ tokens in"), &groups));
+  // Nothing precedes it on its line: no generated text.
+  EXPECT_TRUE(groups[1].empty() || groups[1] == "\r")
+      << "[" << groups[1] << "]";
+}
+
+}  // namespace
+}  // namespace petrel

@@ -111,7 +111,7 @@ TEST(Cli, TemplateRendersFromFileAndContext) {
   std::ofstream(tpl) << "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>{% endfor %}"
                         "{% if add_generation_prompt %}<assistant>{% endif %}";
   std::ofstream(ctx) << R"({"messages": [{"role": "user", "content": " héllo "}], "add_generation_prompt": true, "bos_token": "<s>"})";
-  const Output out = Petrel({"template", "--file", tpl, "--context", ctx});
+  const Output out = Petrel({"template", "--chat-template-file", tpl, "--context", ctx});
   ASSERT_EQ(out.exit_code, 0) << out.err;
   EXPECT_EQ(out.out, "<s><user>héllo</user><assistant>");
   // One-shot chat through a template file.
@@ -122,7 +122,7 @@ TEST(Cli, TemplateRendersFromFileAndContext) {
   const Output rendered = Petrel({"tokenize", "-m", StoryGguf(), "Tell a story. Once upon a time "});
   EXPECT_EQ(nlohmann::json::parse(chat.out)["prompt_ids"], nlohmann::json::parse(rendered.out)) << chat.out;
   std::ofstream(tpl) << "{% for m in messages %}{{ m.content }";
-  ExpectOneLineError(Petrel({"template", "--file", tpl, "--context", ctx}), "");
+  ExpectOneLineError(Petrel({"template", "--chat-template-file", tpl, "--context", ctx}), "");
   std::remove(tpl.c_str());
   std::remove(ctx.c_str());
 }

@@ -283,7 +283,37 @@ TEST_F(ServerTest, ErrorPaths) {
   ExpectError(Post(client, path, json{{"prompt", std::string(100 << 10, 'a')}}), 413);
   std::string long_prompt;
   for (int i = 0; i < 300; ++i) long_prompt += "the cat sat. ";
-  ExpectError(Post(client, path, json{{"prompt", long_prompt}}), 413);
+  // A prompt over the context: OpenAI's 400 context_length_exceeded, which its SDKs do not retry.
+  const Reply too_long = Post(client, path, json{{"prompt", long_prompt}});
+  ExpectError(too_long, 400, "prompt");
+  EXPECT_EQ(too_long.body["error"]["code"], "context_length_exceeded") << too_long.body.dump();
+  // What SDKs and agent frameworks send by default is accepted (and ignored: docs/SERVER.md).
+  const Reply sdk_fields =
+      Post(client, "/v1/chat/completions",
+           json{{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                {"max_tokens", 2},
+                {"store", false},
+                {"metadata", {{"k", "v"}}},
+                {"service_tier", "auto"},
+                {"parallel_tool_calls", true},
+                {"reasoning_effort", "low"},
+                {"user", "u"}});
+  EXPECT_EQ(sdk_fields.status, 200) << sdk_fields.body.dump();
+  // A schema the vocabulary cannot spell ("é": the story model has no such token and no byte
+  // tokens) is a 400 naming the character, before a stream starts.
+  for (const bool stream : {false, true}) {
+    json schema_body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"stream", stream}};
+    schema_body["response_format"] = {
+        {"type", "json_schema"},
+        {"json_schema", {{"name", "n"}, {"schema", {{"enum", json::array({"\u00e9"})}}}}}};
+    const Reply unspellable = Post(client, "/v1/chat/completions", schema_body);
+    ExpectError(unspellable, 400, "response_format");
+    EXPECT_EQ(unspellable.body["error"]["code"], "grammar_unsatisfiable") << unspellable.body.dump();
+    EXPECT_NE(unspellable.body["error"]["message"].get<std::string>().find("U+00E9"), std::string::npos)
+        << unspellable.body.dump();
+  }
+  // Anything else still is not.
+  ExpectError(Post(client, path, json{{"prompt", "x"}, {"frobnicate", 1}}), 400, "frobnicate");
   // The server is still well.
   const Reply fine = Post(client, path, json{{"prompt", "x"}, {"max_tokens", 2}});
   EXPECT_EQ(fine.status, 200) << fine.body.dump();

@@ -20,6 +20,7 @@
 #include "core/generation/beam_search.h"
 #include "core/generation/generate.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/tokenizer/unicode.h"
 #include "tools/cli_ux.h"
 #include "tools/common.h"
 #include "tools/draft_options.h"
@@ -111,6 +112,8 @@ Runner AddRunCommand(CLI::App& app) {
     float length_penalty = 1.0f;
     int64_t keep = 0;
     bool no_context_shift = false;
+    bool context_shift = false;
+    bool allow_invalid_utf8 = false;
     bool profile = false;
   };
   auto args = std::make_shared<Args>();
@@ -154,6 +157,11 @@ Runner AddRunCommand(CLI::App& app) {
                   "(0..context, default 0; past the prompt: all of it)");
   cmd->add_flag("--no-context-shift", args->no_context_shift,
                 "stop at a full context (reason \"context\") instead of dropping the oldest half");
+  cmd->add_flag("--context-shift", args->context_shift,
+                "shift the context when it fills (the default with -n N; with -n -1 only when given)");
+  cmd->add_flag("--allow-invalid-utf8", args->allow_invalid_utf8,
+                "accept a prompt that is not valid UTF-8 (a warning; its bad bytes are tokenized as "
+                "the vocabulary does)");
   cmd->add_flag("--profile", args->profile,
                 "time each op on the devices that can (per op: calls, total ms, share), printed to "
                 "stderr after the run");
@@ -196,6 +204,16 @@ Runner AddRunCommand(CLI::App& app) {
       if (!text.ok()) return Fail(text.status());
       prompt_text = std::move(text).value();
     }
+    // Checked as the user wrote it: -e's \xHH escapes may spell bytes on purpose.
+    if (const size_t bad = tok::FirstInvalidUtf8(prompt_text); bad != std::string::npos) {
+      const std::string where = args->prompt_file.empty() ? "-p" : "-f " + args->prompt_file;
+      if (!args->allow_invalid_utf8) {
+        return Fail(Error("%s: the prompt is not valid UTF-8 at byte offset %zu (0x%02x); fix the "
+                          "text or pass --allow-invalid-utf8",
+                          where.c_str(), bad, unsigned(uint8_t(prompt_text[bad]))));
+      }
+      Warn("%s: the prompt is not valid UTF-8 at byte offset %zu; tokenized as it is", where.c_str(), bad);
+    }
     if (args->escape) {
       prompt_text = ProcessEscapes(prompt_text);
       system = ProcessEscapes(system);
@@ -204,7 +222,7 @@ Runner AddRunCommand(CLI::App& app) {
     options->skip_special = !args->special;
     auto engine = args->model.LoadEngine(args->beams > 0 ? args->beams + 1 : 1);
     if (!engine.ok()) return Fail(engine.status());
-    if (args->sampling.n_predict < 0) options->max_new_tokens = (*engine)->context();
+    PETREL_LOG_INFO("sampling: seed %llu", (unsigned long long)options->sampling.seed);
     auto speculator =
         args->draft.MakeSpeculator(**engine, args->model, options->sampling, options->ignore_eos);
     if (!speculator.ok()) return Fail(speculator.status());
@@ -251,7 +269,13 @@ Runner AddRunCommand(CLI::App& app) {
     // As llama.cpp's --keep: counted after the BOS token, which a shift always keeps.
     const size_t bos = tokenizer->bos_id() >= 0 && prompt_ids[0] == tokenizer->bos_id() ? 1 : 0;
     options->keep = bos + std::min(size_t(args->keep), prompt_ids.size() - bos);
-    options->context_shift = !args->no_context_shift;
+    // -n -1 generates until the end of generation or a full context (stop reason "context");
+    // -n N shifts the context to reach N unless told not to.
+    if (args->context_shift && args->no_context_shift) {
+      return Fail(Error("--context-shift and --no-context-shift contradict each other"));
+    }
+    options->context_shift =
+        args->sampling.n_predict < 0 ? args->context_shift : !args->no_context_shift;
 
     const SeqId seq = (*engine)->NewSequence();
     if (args->beams > 0) {
@@ -313,8 +337,6 @@ Runner AddRunCommand(CLI::App& app) {
     if (args->special && result->stop_reason == "eos" && !result->new_ids.empty()) {
       emit(std::string(tokenizer->TokenText(result->new_ids.back())));
     }
-    PETREL_LOG_INFO("prompt: %zu tokens in %.3f s; generation: %zu tokens in %.3f s", result->prompt_tokens,
-                    result->prompt_seconds, result->new_ids.size(), result->generate_seconds);
     const int exit_code = result->stop_reason == "cancelled" && g_interrupted ? kInterruptedExit : 0;
     const double prompt_tps = result->prompt_tokens / std::max(result->prompt_seconds, 1e-9);
     const size_t decoded = result->new_ids.size() > 0 ? result->new_ids.size() - 1 : 0;
@@ -325,6 +347,7 @@ Runner AddRunCommand(CLI::App& app) {
       out["new_ids"] = result->new_ids;
       out["text"] = text;
       out["stop_reason"] = result->stop_reason;
+      out["seed"] = options->sampling.seed;
       if (!result->stop_string.empty()) out["stop_string"] = result->stop_string;
       if (options->sampling.n_probs > 0) out["logprobs"] = LogprobsJson(*tokenizer, result->tokens);
       out["timings"] = {
@@ -358,7 +381,10 @@ Runner AddRunCommand(CLI::App& app) {
           result->prompt_tokens, prompt_tps, result->new_ids.size(), gen_tps,
           SpeculationSummary(*result).c_str(), result->stop_reason.c_str());
     }
-    print_profile();  // after the text and its newline, so that a terminal shows them apart
+    // After the text and its newline, so that a terminal shows them apart.
+    PETREL_LOG_INFO("prompt: %zu tokens in %.3f s; generation: %zu tokens in %.3f s", result->prompt_tokens,
+                    result->prompt_seconds, result->new_ids.size(), result->generate_seconds);
+    print_profile();
     return exit_code;
   };
 }

@@ -38,19 +38,25 @@ Runner AddTemplateCommand(CLI::App& app) {
       "add_generation_prompt, bos_token, eos_token, ...) comes from --context or stdin");
   auto* model = cmd->add_option("-m,--model", args->model,
                                 "GGUF file or Hugging Face folder whose chat template to use");
-  auto* file = cmd->add_option("--file", args->file, "a Jinja template file");
+  auto* file = cmd->add_option("--chat-template-file", args->file,
+                               "a Jinja template file (the flag run, chat and serve take too)");
   model->excludes(file);
   file->excludes(model);
   cmd->add_option("--context", args->context, "JSON file with the template variables");
   return [args]() -> int {
     if (args->model.empty() == args->file.empty()) {
-      return Fail(Error("give one of -m/--model and --file"));
+      return Fail(Error("give one of -m/--model and --chat-template-file"));
     }
     ModelChatTemplate source;
     if (!args->model.empty()) {
       auto loaded = LoadModelChatTemplate(args->model);
       if (!loaded.ok()) return Fail(loaded.status());
       source = std::move(loaded).value();
+      if (source.source.empty()) {
+        return Fail(Error("%s: the model has no chat template; render one with "
+                          "--chat-template-file FILE",
+                          args->model.c_str()));
+      }
     } else {
       auto text = ReadAll(args->file);
       if (!text.ok()) return Fail(text.status());

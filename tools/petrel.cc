@@ -11,6 +11,7 @@
 #include "petrel_version.h"
 #include "tools/cli_ux.h"
 #include "tools/common.h"
+#include "tools/llama_flags.h"
 
 namespace {
 
@@ -69,8 +70,30 @@ int main(int argc, char** argv) {
     std::fputs(help_text(&app).c_str(), stderr);
     return 1;
   }
+  // llama.cpp's spellings first (tools/llama_flags.h), then a misspelled subcommand wherever
+  // the first word that is not a top-level flag stands (`petrel serv -m X`, `petrel -v srve`).
+  std::vector<std::string> warnings;
+  auto translated = TranslateLlamaFlags(std::vector<std::string>(argv + 1, argv + argc), &warnings);
+  if (!translated.ok()) {
+    std::fprintf(stderr, "error: %s\n", translated.status().message().c_str());
+    return 1;
+  }
+  for (const std::string& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  for (const std::string& word : *translated) {
+    if (word == "-v" || word == "--verbose" || word == "--version") continue;
+    if (!word.empty() && word[0] != '-' && !FindSubcommand(app, word)) {
+      std::vector<std::string> names;
+      for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+      const std::string closest = ClosestName(word, names);
+      std::fprintf(stderr, "error: unknown subcommand '%s'%s\n", word.c_str(),
+                   closest.empty() ? " (see petrel help)" : ("; did you mean " + closest + "?").c_str());
+      return 1;
+    }
+    break;
+  }
+  std::vector<std::string> reversed(translated->rbegin(), translated->rend());
   try {
-    app.parse(argc, argv);
+    app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "core/grammar/grammar.h"
@@ -18,7 +19,8 @@ void SamplingOptions::AddTo(CLI::App& app) {
   auto add = [&](const char* name, auto& value, const char* help, CLI::Validator check) {
     flags.push_back(app.add_option(name, value, help)->check(check));
   };
-  add("-n,--n-predict", n_predict, "tokens to generate (default 64; -1: until the context is full)",
+  add("-n,--n-predict", n_predict,
+      "tokens to generate (default 64; -1: until end of generation or a full context)",
       IntRange(-1, kMaxTokens));
   add("--min-tokens", generate.min_new_tokens, "generate at least this many tokens (default 0; at most -n)",
       IntRange(0, kMaxTokens));
@@ -64,7 +66,7 @@ void SamplingOptions::AddTo(CLI::App& app) {
       app.add_option("--json-schema", json_schema, "JSON Schema the output must validate against"));
   flags.push_back(
       app.add_option("--json-schema-file", json_schema_file, "file with a JSON Schema"));
-  add("--seed", s.seed, "random seed (default 0)", IntRange(0, INT64_MAX));
+  add("--seed", s.seed, "random seed (default: a fresh one per run, shown by -v and --json)", IntRange(0, INT64_MAX));
   add("--n-probs", s.n_probs, "report the N most likely tokens at each step (default 0; needs --json)",
       IntRange(0, 100));
 }
@@ -78,16 +80,18 @@ std::string SamplingOptions::GivenExcept(std::initializer_list<const char*> allo
   return "";
 }
 
+bool SamplingOptions::Given(const char* name) const {
+  for (const CLI::Option* option : flags) {
+    if (option->get_name() == name) return option->count() > 0;
+  }
+  return false;
+}
+
 Status SamplingOptions::Check() const {
   if (n_predict >= 0 && generate.min_new_tokens > size_t(n_predict)) {
     return Error("--min-tokens %zu is more than -n %lld", generate.min_new_tokens, (long long)n_predict);
   }
-  auto given = [&](const char* name) {
-    for (const CLI::Option* option : flags) {
-      if (option->get_name() == name) return option->count() > 0;
-    }
-    return false;
-  };
+  auto given = [&](const char* name) { return Given(name); };
   const SamplingParams& s = generate.sampling;
   struct Dependent {
     const char* flag;
@@ -112,6 +116,11 @@ Status SamplingOptions::Check() const {
 Result<GenerateOptions> SamplingOptions::ToGenerateOptions() const {
   GenerateOptions options = generate;
   options.max_new_tokens = n_predict < 0 ? SIZE_MAX : size_t(n_predict);
+  // As llama.cpp: a fresh seed per run unless --seed fixes one (runs report the one drawn).
+  if (!Given("--seed")) {
+    std::random_device entropy;
+    options.sampling.seed = ((uint64_t(entropy()) << 32) | entropy()) & uint64_t(INT64_MAX);
+  }
   if (!samplers.empty()) {
     auto order = ParseSamplerOrder(samplers);
     if (!order.ok()) return order.status().Wrap("--samplers");

@@ -4,6 +4,8 @@
 #include <memory>
 #include <vector>
 
+#include "core/generation/grammar_constraint.h"
+#include "core/tokenizer/tokenizer.h"
 #include "server/handlers.h"
 #include "server/job.h"
 #include "server/openai_response.h"
@@ -94,6 +96,25 @@ void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<OpenAiResponse> res
   res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
 }
 
+// A grammar the vocabulary cannot start (it needs a character no token spells) is the
+// request's fault: answered 400 before any streamed byte, rather than failing the stream.
+ApiResult CheckGrammarAgainstVocabulary(const CompletionRequest& request,
+                                        const Tokenizer& tokenizer, size_t n_vocab) {
+  if (request.sampling.grammar.empty()) return std::nullopt;
+  const std::string field = request.grammar_field.empty() ? "grammar" : request.grammar_field;
+  auto matcher = CompileGrammarConstraint(request.sampling.grammar, tokenizer, n_vocab);
+  if (!matcher.ok()) return InvalidField(field, matcher.status().message(), "grammar_unsatisfiable");
+  std::vector<uint8_t> allowed(n_vocab);
+  const Status status = (*matcher)->ComputeMask(&allowed);
+  if (!status.ok()) {
+    return InvalidField(field,
+                        status.message() + " (the model's vocabulary cannot spell what the "
+                                           "grammar requires first)",
+                        "grammar_unsatisfiable");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void HandleCompletion(const ServingModel& model, const std::string& model_name, Endpoint endpoint,
@@ -114,9 +135,19 @@ void HandleCompletion(const ServingModel& model, const std::string& model_name, 
     return;
   }
   if (prompt.size() > engine.context()) {
-    SendError(res, StatusError(413, "the prompt has " + std::to_string(prompt.size()) +
-                                        " tokens, more than the context of " +
-                                        std::to_string(engine.context())));
+    // OpenAI's answer, which its clients recognise (and do not retry).
+    SendError(res, ApiError{400,
+                            "This model's maximum context length is " +
+                                std::to_string(engine.context()) + " tokens. However, your " +
+                                (endpoint == Endpoint::kChat ? "messages" : "prompt") +
+                                " resulted in " + std::to_string(prompt.size()) + " tokens.",
+                            "invalid_request_error",
+                            endpoint == Endpoint::kChat ? "messages" : "prompt",
+                            "context_length_exceeded"});
+    return;
+  }
+  if (ApiResult error = CheckGrammarAgainstVocabulary(request, *engine.tokenizer(), limits.n_vocab)) {
+    SendError(res, *error);
     return;
   }
   auto job = std::make_shared<Job>(std::move(request), std::move(prompt));

@@ -30,12 +30,19 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "stream",
                                               "stream_options",
                                               "user",
+                                              // Accepted and ignored (docs/SERVER.md): what
+                                              // SDKs and agent frameworks send by default.
+                                              "store",
+                                              "metadata",
+                                              "service_tier",
                                               "logprobs",
                                               "response_format",
                                               "json_schema",
                                               "grammar"};
-constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs",
-                                            "tools", "tool_choice"};
+constexpr std::string_view kChatFields[] = {"messages",    "max_completion_tokens",
+                                            "top_logprobs", "tools",
+                                            "tool_choice",  "parallel_tool_calls",
+                                            "reasoning_effort"};
 constexpr std::string_view kCompletionFields[] = {"prompt"};
 constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
 
@@ -255,6 +262,7 @@ ApiResult ReadGrammar(const json& request, CompletionRequest* out) {
     if (!compiled.ok()) return InvalidField(field, compiled.status().Wrap("grammar").message());
   }
   out->sampling.grammar = std::move(grammar).value();
+  if (!out->sampling.grammar.empty()) out->grammar_field = field;
   return std::nullopt;
 }
 

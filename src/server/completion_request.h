@@ -23,6 +23,8 @@ struct RequestLimits {
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kChat;
+  // The field the output grammar came from (response_format, json_schema, grammar), for errors.
+  std::string grammar_field;
   std::string model;
   // Chat: the messages (content parts joined into strings), and `tools` / `tool_choice` for the
   // template (null when absent).

@@ -12,7 +12,10 @@ namespace petrel {
 
 Result<ChatPrompt> ChatPrompt::Load(const std::string& path) {
   PETREL_ASSIGN_OR_RETURN(ModelChatTemplate found, LoadModelChatTemplate(path));
-  if (found.source.empty()) return Error("%s: the model has no chat template", path.c_str());
+  if (found.source.empty()) {
+    return Error("%s: the model has no chat template; give one with --chat-template-file FILE",
+                 path.c_str());
+  }
   auto chat = FromSource(found.source, found.bos_token, found.eos_token);
   if (!chat.ok()) return chat.status().Wrap(path + ": chat template");
   return chat;

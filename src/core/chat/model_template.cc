@@ -12,6 +12,11 @@
 namespace petrel {
 namespace {
 
+// What a model without a template needs, for every message that says it has none.
+constexpr const char* kGiveTemplate =
+    "give one with --chat-template-file FILE (a Jinja chat template, such as the "
+    "chat_template.jinja of the model's family)";
+
 bool IsDirectory(const std::string& path) {
   struct stat info {};
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
@@ -82,8 +87,8 @@ Result<ModelChatTemplate> FromHuggingFace(const std::string& config_path,
       }
     }
   }
-  return Error("%s: no chat template (tokenizer_config.json has no chat_template)",
-               (folder.empty() ? config_path : folder).c_str());
+  return Error("%s: no chat template (tokenizer_config.json has no chat_template); %s",
+               (folder.empty() ? config_path : folder).c_str(), kGiveTemplate);
 }
 
 std::string GgufTokenText(const GgufFile& file, const char* id_key) {
@@ -105,7 +110,8 @@ Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& path) {
   ModelChatTemplate result;
   const Result<std::string_view> source = file->GetString("tokenizer.chat_template");
   if (!source.ok())
-    return Error("%s: no tokenizer.chat_template in the GGUF metadata", path.c_str());
+    return Error("%s: no tokenizer.chat_template in the GGUF metadata; %s", path.c_str(),
+                 kGiveTemplate);
   result.source = std::string(*source);
   result.bos_token = GgufTokenText(*file, "tokenizer.ggml.bos_token_id");
   result.eos_token = GgufTokenText(*file, "tokenizer.ggml.eos_token_id");

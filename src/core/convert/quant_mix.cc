@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "core/base/log.h"
 #include "quant/quantize.h"           // CanQuantize
 #include "quant/quantize_weighted.h"  // NeedsImportance, CanQuantizeWithImportance
 
@@ -290,6 +291,26 @@ DType FallbackForRow(DType type, int64_t n_in) {
 
 DType ChooseTensorType(const QuantMix& mix, const std::string& name, int64_t n_in, int n_dims,
                        const QuantModelInfo& model) {
+  return FallbackForRow(MixedTensorType(mix, name, n_dims, model, n_in), n_in);
+}
+
+void FallbackReport::Note(const std::string& name, DType wanted, DType written, int64_t n_in) {
+  if (wanted == written) return;
+  ++count_;
+  PETREL_LOG_WARN("quantize: %s: rows of %lld elements do not hold whole %s blocks (%zu); written "
+                  "as %s",
+                  name.c_str(), (long long)n_in, DTypeName(wanted), Traits(wanted).block_elems,
+                  DTypeName(written));
+}
+
+void FallbackReport::Finish(size_t n_tensors) const {
+  if (count_ == 0) return;
+  PETREL_LOG_WARN("quantize: %zu of %zu tensors were written in a fallback type (see above)",
+                  count_, n_tensors);
+}
+
+DType MixedTensorType(const QuantMix& mix, const std::string& name, int n_dims,
+                      const QuantModelInfo& model, int64_t n_in) {
   if (n_dims < 2) return DType::kF32;
   // The expert router is small and decides which experts run: llama.cpp keeps it F32 too.
   if (Contains(name, "ffn_gate_inp.weight")) return DType::kF32;
@@ -305,7 +326,7 @@ DType ChooseTensorType(const QuantMix& mix, const std::string& name, int64_t n_i
       type = MixTensorType(mix, name, n_dims, model, category, type);
     }
   }
-  return FallbackForRow(type, n_in);
+  return type;
 }
 
 DType ChooseTensorType(const QuantMix& mix, const std::string& name, int64_t n_in, int n_dims,

@@ -63,6 +63,25 @@ DType ChooseTensorType(const QuantMix& mix, const std::string& name, int64_t n_i
 DType ChooseTensorType(const QuantMix& mix, const std::string& name, int64_t n_in, int n_dims,
                        int n_layers);
 
+// The type the mix asks for, before the short-row fallback (ChooseTensorType is this through
+// FallbackForRow).
+DType MixedTensorType(const QuantMix& mix, const std::string& name, int n_dims,
+                      const QuantModelInfo& model, int64_t n_in);
+
+// Tells the user which tensors were written in another type than the one asked for (a row that
+// does not hold whole blocks): one warning per tensor with the reason, and a summary line.
+class FallbackReport {
+ public:
+  // Notes tensor `name` if `written` differs from `wanted`, and warns about it.
+  void Note(const std::string& name, DType wanted, DType written, int64_t n_in);
+  // The summary warning, when any tensor fell back ("N of M tensors ...").
+  void Finish(size_t n_tensors) const;
+  size_t count() const { return count_; }
+
+ private:
+  size_t count_ = 0;
+};
+
 // llama.cpp's fallback for rows that do not hold whole blocks of `type`: K-quants and IQ4_XS go
 // to a 32-block type (Q4_K→Q5_0, Q5_K→Q5_1, Q6_K→Q8_0, Q2_K/Q3_K→Q4_0, IQ4_XS→IQ4_NL), and
 // rows that hold no whole 32-block to F16.

@@ -73,13 +73,18 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
   model_info.n_gqa = c.n_kv_heads > 0 ? int(c.n_heads / c.n_kv_heads) : 1;
   model_info.n_experts = int(c.n_experts);
   model_info.has_output = !c.tied_embeddings;
+  FallbackReport fallbacks;
+  size_t n_tensors = 0;
   Status unwritable;  // the first tensor whose type cannot be written (no importance matrix here)
   auto add = [&](const WeightSpec& spec, int layer, const TensorView& view) {
     if (!view.data || !unwritable.ok()) return;
     const std::string name = GgufWeightName(spec, layer);
     const bool permute_rows = permute && spec.rope_rows;
     TensorDesc desc = view.desc;
-    desc.dtype = ChooseTensorType(mix, name, desc.ne[0], desc.n_dims, model_info);
+    const DType wanted = MixedTensorType(mix, name, desc.n_dims, model_info, desc.ne[0]);
+    desc.dtype = FallbackForRow(wanted, desc.ne[0]);
+    fallbacks.Note(name, wanted, desc.dtype, desc.ne[0]);
+    ++n_tensors;
     unwritable = CheckCanWrite(desc.dtype, name, /*has_importance=*/false);
     if (!unwritable.ok()) return;
     if (verbose) std::fprintf(stderr, "%-32s %-6s -> %s\n", name.c_str(), DTypeName(view.desc.dtype), DTypeName(desc.dtype));
@@ -125,6 +130,7 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
                      [factors](void* dst) { std::memcpy(dst, factors->data(), factors->size() * sizeof(float)); });
   }
   PETREL_RETURN_IF_ERROR(unwritable);
+  fallbacks.Finish(n_tensors);
   writer.SetProgress(progress);
   return writer.Write(out_path);
 }

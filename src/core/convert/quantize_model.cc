@@ -90,11 +90,16 @@ Status QuantizeGgufModel(const std::string& in_path, const std::string& out_path
   model.with_importance = imatrix != nullptr;
   // Every tensor's type first: one that cannot be written is refused before any output.
   std::vector<DType> types;
+  FallbackReport fallbacks;
   for (const GgufTensorInfo& info : in->tensors()) {
-    types.push_back(ChooseTensorType(mix, info.name, info.desc.ne[0], info.desc.n_dims, model));
+    const int64_t n_in = info.desc.ne[0];
+    const DType wanted = MixedTensorType(mix, info.name, info.desc.n_dims, model, n_in);
+    types.push_back(FallbackForRow(wanted, n_in));
+    fallbacks.Note(info.name, wanted, types.back(), n_in);
     const bool has_importance = imatrix && imatrix->entries.count(info.name) > 0;
     PETREL_RETURN_IF_ERROR(CheckCanWrite(types.back(), info.name, has_importance));
   }
+  fallbacks.Finish(types.size());
   GgufWriter writer;
   for (const auto& [key, value] : in->metadata()) {
     if (key == "general.file_type" || key == "general.alignment" ||

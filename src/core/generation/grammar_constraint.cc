@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/grammar/grammar.h"
+#include "core/grammar/grammar_spelling.h"
 #include "core/grammar/vocab_trie.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -51,6 +52,7 @@ Result<std::shared_ptr<GrammarMatcher>> CompileGrammarConstraint(std::string_vie
       token_bytes[id] = tokenizer.TokenBytes(int32_t(id));
     }
   }
+  PETREL_RETURN_IF_ERROR(CheckGrammarSpelling(**grammar, token_bytes));
   auto vocab = std::make_shared<const VocabTrie>(token_bytes, std::move(end_tokens));
   PETREL_ASSIGN_OR_RETURN(std::unique_ptr<GrammarMatcher> matcher,
                           GrammarMatcher::Create(std::move(grammar).value(), std::move(vocab)));

@@ -20,6 +20,9 @@ class CharClass {
   // Whether some code point in [first, last] matches: a character whose first UTF-8 bytes are
   // known lies in such a range, and a token that ends inside it is allowed only if this holds.
   bool MatchesAnyIn(uint32_t first, uint32_t last) const;
+  // The ranges as given (sorted, merged), before negation.
+  const std::vector<std::pair<uint32_t, uint32_t>>& ranges() const { return ranges_; }
+  bool negated() const { return negated_; }
   bool operator==(const CharClass& other) const {
     return negated_ == other.negated_ && ranges_ == other.ranges_;
   }

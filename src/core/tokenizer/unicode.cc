@@ -38,6 +38,16 @@ uint32_t DecodeUtf8(std::string_view text, size_t* pos) {
   return cpt;
 }
 
+size_t FirstInvalidUtf8(std::string_view text) {
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t start = pos;
+    // U+FFFD written in the text is valid: only a one-byte step over a non-ASCII byte is not.
+    DecodeUtf8(text, &pos);
+    if (pos == start + 1 && static_cast<uint8_t>(text[start]) >= 0x80) return start;
+  }
+  return std::string_view::npos;
+}
+
 size_t Utf8CharLen(std::string_view text, size_t pos) {
   size_t next = pos;
   DecodeUtf8(text, &next);

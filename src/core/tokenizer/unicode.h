@@ -20,6 +20,8 @@ size_t Utf8CharLen(std::string_view text, size_t pos);
 void AppendUtf8(uint32_t cpt, std::string* out);
 // Copies `text`, replacing each invalid byte by U+FFFD. Returns the input unchanged when valid.
 std::string SanitizeUtf8(std::string_view text);
+// Offset of the first byte that does not start a valid sequence, or npos when `text` is valid.
+size_t FirstInvalidUtf8(std::string_view text);
 // Number of bytes at the end of `text` that form a valid but unfinished sequence (0..3).
 size_t IncompleteUtf8Tail(std::string_view text);
 std::vector<uint32_t> ToCodepoints(std::string_view text);

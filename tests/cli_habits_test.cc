@@ -1,0 +1,146 @@
+// The habits people bring from llama.cpp: its multi-letter short flags mapped or warned about
+// (never read as a letter plus a value), misspelled subcommands anywhere on the line, a fresh
+// seed per run, -n -1 until the end of generation or a full context, quantize fallbacks named
+// per tensor, errors that point to the fix (a missing chat template, invalid UTF-8), and the
+// timing line of -v on its own line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "util/cli_runner.h"
+
+namespace petrel {
+namespace {
+
+using testing::ExpectOneLineError;
+using testing::Output;
+using testing::Petrel;
+
+bool Contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+std::string Story() { return testing::StoryF32Gguf(); }
+
+nlohmann::json RunJson(const std::vector<std::string>& args) {
+  Output output = Petrel(args);
+  EXPECT_EQ(output.exit_code, 0) << output.err;
+  return nlohmann::json::parse(output.out, nullptr, false);
+}
+
+TEST(CliHabitsTest, LlamaCppShortFlagsMeanWhatTheyMeanThere) {
+  // -ngl is --gpu-layers (which, without --device, warns and is ignored): never "-n gl".
+  Output ngl = Petrel({"run", "-m", Story(), "-p", "Once", "-n", "4", "--temp", "0", "-ngl", "99"});
+  EXPECT_EQ(ngl.exit_code, 0) << ngl.err;
+  EXPECT_TRUE(Contains(ngl.err, "--gpu-layers 99 has no effect without --device")) << ngl.err;
+  // -s is --seed, -ctk/-ctv one cache type, -ub the micro-batch, -dev a device by llama.cpp's
+  // name ("none": the CPU).
+  const nlohmann::json seeded =
+      RunJson({"run", "-m", Story(), "-p", "Once", "-n", "4", "-s", "7", "-ctk", "f32", "-ctv", "f32",
+               "-ub", "64", "-dev", "none", "--json"});
+  EXPECT_EQ(seeded["seed"], 7);
+  // Different K and V types: petrel has one; an error naming both.
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "-ctk", "f32", "-ctv", "f16"}),
+                     "petrel stores K and V in one type");
+}
+
+TEST(CliHabitsTest, LlamaCppFlagsPetrelLacksAreOneWarningAndIgnored) {
+  for (const std::vector<std::string>& flag :
+       {std::vector<std::string>{"-fa", "on"}, {"-fa"}, {"--flash-attn", "auto"}, {"-ot", "exps=CPU"},
+        {"-ts", "3,1"}, {"-nkvo"}, {"-tb", "2"}}) {
+    std::vector<std::string> args = {"run", "-m", Story(), "-p", "Once", "-n", "2", "--temp", "0"};
+    args.insert(args.end(), flag.begin(), flag.end());
+    Output output = Petrel(args);
+    EXPECT_EQ(output.exit_code, 0) << flag[0] << "\n" << output.err;
+    EXPECT_TRUE(Contains(output.err, "warning: " + flag[0] + " is a llama.cpp option petrel does not have"))
+        << output.err;
+  }
+  // --jinja: petrel always renders templates with its Jinja engine; accepted silently.
+  Output jinja = Petrel({"run", "-m", Story(), "-p", "Once", "-n", "2", "--jinja"});
+  EXPECT_EQ(jinja.exit_code, 0) << jinja.err;
+  EXPECT_FALSE(Contains(jinja.err, "warning")) << jinja.err;
+  // Any other multi-letter short word is an error, not a letter and a value.
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-xyz", "1"}), "unknown option '-xyz'");
+  // Values glued to one-letter flags still work.
+  Output glued = Petrel({"run", "-m", Story(), "-p", "Once", "-n2", "--temp", "0"});
+  EXPECT_EQ(glued.exit_code, 0) << glued.err;
+}
+
+TEST(CliHabitsTest, MisspelledSubcommandIsNamedWhereverItStands) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"serv", "-m", "x.gguf"}, {"-v", "srve", "-m", "x"}, {"rnu", "-p", "x"}}) {
+    Output output = Petrel(args);
+    ExpectOneLineError(output, "unknown subcommand '");
+    EXPECT_TRUE(Contains(output.err, "did you mean ")) << output.err;
+  }
+}
+
+TEST(CliHabitsTest, SeedIsFreshPerRunUnlessGiven) {
+  const std::vector<std::string> args = {"run", "-m", Story(), "-p", "Once", "-n", "16", "--temp", "1.5", "--json"};
+  const nlohmann::json a = RunJson(args), b = RunJson(args);
+  ASSERT_TRUE(a.contains("seed") && b.contains("seed"));
+  EXPECT_NE(a["seed"], b["seed"]);
+  std::vector<std::string> fixed = args;
+  fixed.insert(fixed.end(), {"--seed", "42"});
+  const nlohmann::json c = RunJson(fixed), d = RunJson(fixed);
+  EXPECT_EQ(c["seed"], 42);
+  EXPECT_EQ(c["new_ids"], d["new_ids"]);
+  // -v names the seed drawn.
+  Output verbose = Petrel({"run", "-v", "-m", Story(), "-p", "Once", "-n", "2"});
+  EXPECT_TRUE(Contains(verbose.err, "sampling: seed ")) << verbose.err;
+}
+
+TEST(CliHabitsTest, UnlimitedTokensStopAtAFullContextWithoutShifting) {
+  const nlohmann::json out = RunJson({"run", "-m", Story(), "-p", "Once upon a time", "-n", "-1", "-c", "48",
+                                      "--temp", "0", "--ignore-eos", "--json"});
+  EXPECT_EQ(out["stop_reason"], "context");
+  EXPECT_EQ(out["timings"]["context_shifts"], 0);
+  // 48 tokens fill the cache; the last one is sampled from the logits of the full context.
+  EXPECT_EQ(out["prompt_ids"].size() + out["new_ids"].size(), 48u + 1u);
+  // Shifting only when asked.
+  const nlohmann::json shifted = RunJson({"run", "-m", Story(), "-p", "Once upon a time", "-n", "60", "-c",
+                                          "48", "--temp", "0", "--ignore-eos", "--json"});
+  EXPECT_GE(shifted["timings"]["context_shifts"], 1);
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "--context-shift", "--no-context-shift"}),
+                     "contradict");
+}
+
+TEST(CliHabitsTest, QuantizeNamesEachFallbackAndCountsThem) {
+  const std::string work = testing::ScratchDir() + "/cli_habits_quantize";
+  std::filesystem::create_directories(work);
+  // The story model's rows (64 wide) hold no whole 256-element K-quant block.
+  Output output = Petrel({"quantize", "--no-progress", Story(), work + "/q4k.gguf", "Q4_K"});
+  EXPECT_EQ(output.exit_code, 0) << output.err;
+  EXPECT_TRUE(Contains(output.err, "do not hold whole Q4_K blocks (256); written as")) << output.err;
+  EXPECT_TRUE(Contains(output.err, "tensors were written in a fallback type")) << output.err;
+}
+
+TEST(CliHabitsTest, MissingChatTemplateNamesTheFlag) {
+  // The story GGUF carries no template.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "-m", Story(), "-p", "Hi", "--chat", "-n", "2"},
+        {"template", "-m", Story(), "--context", "/dev/null"}}) {
+    ExpectOneLineError(Petrel(args), "--chat-template-file");
+  }
+}
+
+TEST(CliHabitsTest, InvalidUtf8PromptIsAnErrorNamingTheOffset) {
+  const std::string path = testing::ScratchDir() + "/cli_habits_bad_utf8.txt";
+  std::ofstream(path, std::ios::binary) << "Once \xff upon";
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-f", path, "-n", "2"}), "byte offset 5");
+  Output allowed = Petrel({"run", "-m", Story(), "-f", path, "-n", "2", "--allow-invalid-utf8"});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_TRUE(Contains(allowed.err, "warning: ")) << allowed.err;
+}
+
+TEST(CliHabitsTest, UnspellableSchemaIsAnErrorBeforeGenerating) {
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "--json-schema", R"({"enum": ["\u00e9"]})"}),
+                     "U+00E9");
+}
+
+}  // namespace
+}  // namespace petrel
