@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "util/cli_runner.h"
+#include "util/openai_client.h"
 #include "util/pty_process.h"  // WriteChatTemplate
 #include "util/server_process.h"
 
@@ -320,6 +321,27 @@ TEST_F(ServerTest, ErrorPaths) {
   auto missing = client.Get("/nowhere", Auth());
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
+}
+
+// The official `openai` npm client (tests/openai_client/errors.mjs): an over-long prompt and an
+// unspellable schema are APIErrors 400 with OpenAI's codes, streamed or not, before any chunk.
+TEST_F(ServerTest, OfficialOpenAiClientSeesTheErrorCodes) {
+  std::string skip;
+  const std::string dir = OpenAiClientDir(&skip);
+  if (dir.empty()) GTEST_SKIP() << skip;
+  setenv("PETREL_API_KEY", kKey, 1);
+  const json result = RunOpenAiScript(dir, "errors.mjs", server_->port());
+  ASSERT_TRUE(result.is_object()) << "see " << dir << "/errors.mjs.json.log";
+  for (const char* mode : {"plain", "stream"}) {
+    const json& context = result[std::string("context_") + mode];
+    EXPECT_EQ(context["status"], 400) << result.dump();
+    EXPECT_EQ(context["code"], "context_length_exceeded") << result.dump();
+    EXPECT_EQ(context["chunks"], 0) << result.dump();
+    const json& schema = result[std::string("schema_") + mode];
+    EXPECT_EQ(schema["status"], 400) << result.dump();
+    EXPECT_EQ(schema["code"], "grammar_unsatisfiable") << result.dump();
+    EXPECT_EQ(schema["chunks"], 0) << result.dump();
+  }
 }
 
 TEST_F(ServerTest, DisconnectedClientFreesItsBlocks) {
