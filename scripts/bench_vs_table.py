@@ -33,7 +33,9 @@ def tag(engine, pass_index, path, rss_kib=""):
 def test_name(j):
     if j["engine"] == "petrel":
         return j["test"]
-    return f"pp{j['n_prompt']}" if j["n_prompt"] > 0 else f"tg{j['n_gen']}"
+    name = f"pp{j['n_prompt']}" if j["n_prompt"] > 0 else f"tg{j['n_gen']}"
+    depth = j.get("n_depth", 0)
+    return f"{name} @ d{depth}" if depth else name
 
 
 def rate(j):

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,27 @@ TEST(CliHabitsTest, InvalidUtf8PromptIsAnErrorNamingTheOffset) {
 TEST(CliHabitsTest, UnspellableSchemaIsAnErrorBeforeGenerating) {
   ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "--json-schema", R"({"enum": ["\u00e9"]})"}),
                      "U+00E9");
+}
+
+// llama-bench's -d: tests after that many tokens in the cache, named "pp16 @ d64", without a
+// roof (it counts weights only); a depth beyond the context is an error, not a silent clamp.
+TEST(CliHabitsTest, BenchDepthMeasuresAfterTokensInTheCache) {
+  Output output = Petrel({"bench", "-m", Story(), "-p", "16", "-n", "4", "-d", "0,64", "-r", "1", "-t", "1",
+                          "--json"});
+  ASSERT_EQ(output.exit_code, 0) << output.err;
+  std::vector<std::string> tests;
+  std::istringstream lines(output.out);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << line;
+    tests.push_back(j["test"]);
+    EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0);
+    EXPECT_EQ(j["n_depth"], tests.back().find("@ d64") != std::string::npos ? 64 : 0);
+    if (j["n_depth"] == 64) EXPECT_FALSE(j.contains("fraction_of_read_roof")) << line;
+  }
+  EXPECT_EQ(tests, (std::vector<std::string>{"pp16", "tg4", "pp16 @ d64", "tg4 @ d64"}));
+  ExpectOneLineError(Petrel({"bench", "-m", Story(), "-p", "16", "-n", "0", "-d", "64", "-c", "32", "-r", "1"}),
+                     "-d 64");
 }
 
 }  // namespace

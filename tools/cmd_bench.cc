@@ -37,36 +37,29 @@ Sample Summarize(std::vector<double> rates) {
 // `step_tokens` tokens of one sequence each (1: decoding; more: passes shaped like a speculative
 // verification). For steps of several tokens the rate is passes per second, so that it compares
 // with decoding's directly: their ratio is what a verification pass costs in decode steps.
-Result<double> RunOnce(Engine& engine, size_t n_prompt, size_t n_gen, size_t step_tokens,
-                       std::mt19937& rng) {
+// `seq` already holds `depth` tokens (llama-bench's -d): the run appends after them and is
+// truncated back to them at the end, so that every repetition sees the same cache.
+Result<double> RunOnce(Engine& engine, SeqId seq, size_t depth, size_t n_prompt, size_t n_gen,
+                       size_t step_tokens, std::mt19937& rng) {
   std::uniform_int_distribution<int32_t> token(0, int32_t(engine.config().n_vocab - 1));
-  const SeqId seq = engine.NewSequence();
   std::vector<float> logits;
   const auto start = std::chrono::steady_clock::now();
   if (n_prompt > 0) {
     std::vector<int32_t> tokens(n_prompt);
     for (int32_t& t : tokens) t = token(rng);
-    Status status = engine.Prefill(seq, tokens, false, &logits);
-    if (!status.ok()) {
-      engine.FreeSequence(seq);
-      return status;
-    }
+    PETREL_RETURN_IF_ERROR(engine.Prefill(seq, tokens, false, &logits));
   }
   Batch batch;
   for (size_t i = 0; i < n_gen; ++i) {
     batch.Clear();
     for (size_t j = 0; j < step_tokens; ++j) {
-      batch.Add(token(rng), int32_t(i * step_tokens + j), seq, true);
+      batch.Add(token(rng), int32_t(depth + i * step_tokens + j), seq, true);
     }
-    Status status = engine.Decode(batch, &logits);
-    if (!status.ok()) {
-      engine.FreeSequence(seq);
-      return status;
-    }
+    PETREL_RETURN_IF_ERROR(engine.Decode(batch, &logits));
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  engine.FreeSequence(seq);
+  PETREL_RETURN_IF_ERROR(engine.TruncateSequence(seq, depth));
   return double(n_prompt + n_gen) / std::max(seconds, 1e-9);
 }
 
@@ -77,6 +70,7 @@ Runner AddBenchCommand(CLI::App& app) {
     ModelOptions model;
     std::vector<size_t> prompts = {128, 512};
     std::vector<size_t> gens = {64};
+    std::vector<size_t> depths = {0};
     std::vector<size_t> threads;
     size_t repetitions = 5;
     bool json = false;
@@ -97,6 +91,11 @@ Runner AddBenchCommand(CLI::App& app) {
   cmd->add_option("-n,--n-gen", args->gens, "generation lengths (default 64; 0: none)")
       ->delimiter(',')
       ->check(IntRange(0, kMaxTokens));
+  cmd->add_option("-d,--n-depth", args->depths,
+                  "tokens already in the cache before each test, e.g. 0,4096,16384 (default 0; "
+                  "llama-bench's -d): tests are named pp512 @ d4096; no roof at depth > 0")
+      ->delimiter(',')
+      ->check(IntRange(0, kMaxContext));
   cmd->add_option("-t,--threads", args->threads,
                   "thread counts to test, e.g. 1,2 (default: all cores; more than the CPUs: capped, "
                   "with a warning)")
@@ -161,6 +160,7 @@ Runner AddBenchCommand(CLI::App& app) {
     size_t most_step_tokens = 1;
     for (size_t k : args->step_tokens) most_step_tokens = std::max(most_step_tokens, k);
     for (size_t n : *gens) longest = std::max(longest, n * most_step_tokens);
+    longest += *std::max_element(args->depths.begin(), args->depths.end());
     bool header = false;
     // --profile in table mode: one row per (test, backend, op), printed after the speed table.
     std::vector<std::string> profile_rows;
@@ -171,6 +171,13 @@ Runner AddBenchCommand(CLI::App& app) {
       model.load_tokenizer = false;  // random token ids, never text
       auto engine = model.LoadEngine();
       if (!engine.ok()) return Fail(engine.status());
+      // A depth the context cannot hold with its tests is refused before any output.
+      const size_t deepest = *std::max_element(args->depths.begin(), args->depths.end());
+      if (deepest > 0 && longest > (*engine)->context()) {
+        return Fail(Error("-d %zu: %zu tokens in the cache plus the longest test's %zu exceed the "
+                          "context of %zu (raise -c)",
+                          deepest, deepest, longest - deepest, (*engine)->context()));
+      }
       // After the first load, so that a model that does not load is one error line.
       if (!header) {
         header = true;
@@ -187,16 +194,19 @@ Runner AddBenchCommand(CLI::App& app) {
       std::mt19937 rng(1234);
       struct Test {
         std::string name;
-        size_t n_prompt, n_gen, step_tokens;
+        size_t n_prompt, n_gen, step_tokens, depth;
       };
       std::vector<Test> tests;
-      for (size_t p : *prompts)
-        if (p) tests.push_back({"pp" + std::to_string(p), p, 0, 1});
-      for (size_t n : *gens) {
-        for (size_t k : args->step_tokens) {
-          if (n == 0) continue;
-          tests.push_back(
-              {"tg" + std::to_string(n) + (k > 1 ? "x" + std::to_string(k) : ""), 0, n, k});
+      for (size_t d : args->depths) {
+        const std::string at = d > 0 ? " @ d" + std::to_string(d) : "";
+        for (size_t p : *prompts)
+          if (p) tests.push_back({"pp" + std::to_string(p) + at, p, 0, 1, d});
+        for (size_t n : *gens) {
+          for (size_t k : args->step_tokens) {
+            if (n == 0) continue;
+            tests.push_back(
+                {"tg" + std::to_string(n) + (k > 1 ? "x" + std::to_string(k) : "") + at, 0, n, k, d});
+          }
         }
       }
       const size_t used_threads = (*engine)->options().n_threads;
@@ -206,7 +216,20 @@ Runner AddBenchCommand(CLI::App& app) {
       if (args->profile) (*engine)->EnableProfiling(true);
       for (const Test& test : tests) {
         std::vector<double> rates, roof_rates, fractions;
-        const bool has_roof = test.n_gen > 0 || prompt_roof.available();
+        // The roofs count the weights only: at depth the attention's KV reads come on top.
+        const bool has_roof = test.depth == 0 && (test.n_gen > 0 || prompt_roof.available());
+        // The depth's tokens, prefilled once (untimed) for all the repetitions.
+        const SeqId seq = (*engine)->NewSequence();
+        if (test.depth > 0) {
+          std::uniform_int_distribution<int32_t> token(0, int32_t((*engine)->config().n_vocab - 1));
+          std::vector<int32_t> fill(test.depth);
+          for (int32_t& t : fill) t = token(rng);
+          std::vector<float> logits;
+          if (Status status = (*engine)->Prefill(seq, fill, false, &logits); !status.ok()) {
+            return Fail(status.Wrap("-d " + std::to_string(test.depth)));
+          }
+          (void)(*engine)->TakeProfile();  // the fill's times are not the test's
+        }
         auto sample_roof = [&] {
           return test.n_gen > 0 ? roof.TokensPerSecond(used_threads)
                                 : prompt_roof.TokensPerSecond(used_threads);
@@ -214,7 +237,8 @@ Runner AddBenchCommand(CLI::App& app) {
         double roof_before = 0.0;  // the sample after one run is the one before the next
         for (size_t r = 0; r <= args->repetitions; ++r) {
           if (r == 1 && has_roof) roof_before = sample_roof();
-          auto rate = RunOnce(**engine, test.n_prompt, test.n_gen, test.step_tokens, rng);
+          auto rate = RunOnce(**engine, seq, test.depth, test.n_prompt, test.n_gen,
+                              test.step_tokens, rng);
           if (!rate.ok()) return Fail(rate.status());
           if (r == 0) {
             (void)(*engine)->TakeProfile();  // the warm-up's times are not the test's
@@ -227,6 +251,7 @@ Runner AddBenchCommand(CLI::App& app) {
           fractions.push_back(*rate / roof_rates.back());
           roof_before = roof_after;
         }
+        (*engine)->FreeSequence(seq);
         const Sample s = Summarize(rates);
         // Device time per op over the measured repetitions.
         const std::vector<Engine::BackendProfile> profiles =
@@ -261,6 +286,7 @@ Runner AddBenchCommand(CLI::App& app) {
                                  {"ubatch_tokens", (*engine)->options().ubatch_tokens},
                                  {"test", test.name},
                                  {"step_tokens", test.step_tokens},
+                                 {"n_depth", test.depth},
                                  {"tokens_per_second", s.median},
                                  {"min", s.min},
                                  {"max", s.max},
