@@ -96,6 +96,7 @@ Runner AddServeCommand(CLI::App& app) {
     int64_t max_body_kib = 8 << 10;
     int64_t shutdown_timeout = 30;
     bool no_access_log = false;
+    bool embeddings = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -137,6 +138,8 @@ Runner AddServeCommand(CLI::App& app) {
                   "are cancelled (default 30)")
       ->check(IntRange(0, 3600));
   cmd->add_flag("--no-access-log", args->no_access_log, "no line per request on stderr");
+  cmd->add_flag("--embeddings", args->embeddings,
+                "also answer /v1/embeddings (always on for a model that gives only embeddings)");
   return [args, batch_tokens]() -> int {
     if (batch_tokens->count() > 0) {
       if (args->model.batch != 512 && args->model.batch != size_t(args->batch_tokens)) {
@@ -187,13 +190,14 @@ Runner AddServeCommand(CLI::App& app) {
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
     // Chat needs a template; without one the server still serves /v1/completions.
     std::unique_ptr<ChatPrompt> chat;
+    const bool embeddings_only = (*engine)->config().embeddings_only;
     auto loaded = args->template_file.empty() ? ChatPrompt::Load(args->model.model_path)
                                               : ChatPrompt::LoadFile(args->template_file);
     if (loaded.ok()) {
       chat = std::make_unique<ChatPrompt>(std::move(loaded).value());
     } else if (!args->template_file.empty()) {
       return Fail(loaded.status());
-    } else {
+    } else if (!embeddings_only) {
       Warn("%s; /v1/chat/completions will answer 400 (see --chat-template-file)",
            loaded.status().message().c_str());
     }
@@ -214,7 +218,8 @@ Runner AddServeCommand(CLI::App& app) {
     scheduling.batch_tokens = (*engine)->options().max_batch_tokens;
     server::Scheduler scheduler(**engine, scheduling, metrics);
     scheduler.Start();
-    server.SetModel(server::ServingModel{engine->get(), &scheduler, chat.get()});
+    server.SetModel(server::ServingModel{engine->get(), &scheduler, chat.get(),
+                                         args->embeddings || embeddings_only});
     std::fprintf(stderr,
                  "petrel serve: ready: model %s, %lld parallel sequences of up to %zu tokens, "
                  "%zu KV blocks of %zu tokens, %zu tokens per step\n",
