@@ -140,7 +140,8 @@ Runner AddServeCommand(CLI::App& app) {
   cmd->add_flag("--no-access-log", args->no_access_log, "no line per request on stderr");
   cmd->add_flag("--embeddings", args->embeddings,
                 "also answer /v1/embeddings (always on for a model that gives only embeddings)");
-  return [args, batch_tokens]() -> int {
+  CLI::Option* cache_type = cmd->get_option("--cache-type");
+  return [args, batch_tokens, cache_type]() -> int {
     if (batch_tokens->count() > 0) {
       if (args->model.batch != 512 && args->model.batch != size_t(args->batch_tokens)) {
         return Fail(Error("-b %zu and --batch-tokens %lld disagree (give one)", args->model.batch,
@@ -185,7 +186,16 @@ Runner AddServeCommand(CLI::App& app) {
     if (const char* delay = std::getenv("PETREL_SERVE_TEST_LOAD_DELAY_MS")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
     }
-    auto engine = args->model.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
+    ModelOptions model_options = args->model;
+    if (cache_type->count() == 0) {
+      // An embedding model computes each sequence once and drops it, so its cache costs only
+      // precision: F32 by default, as `petrel embed` (mapping the file here reads no weights).
+      LoadOptions peek;
+      peek.load_tokenizer = false;
+      auto peeked = LoadModel(args->model.model_path, peek);
+      if (peeked.ok() && (*peeked)->config.embeddings_only) model_options.kv_type = "f32";
+    }
+    auto engine = model_options.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
     // Chat needs a template; without one the server still serves /v1/completions.
