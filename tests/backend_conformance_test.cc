@@ -137,7 +137,7 @@ class BackendConformance : public ::testing::TestWithParam<std::string> {
   // the other. Positions continue each sequence's history.
   struct BatchData {
     std::vector<int32_t> tokens, positions, token_seq, block_tables, block_table_begin, n_ctx,
-        kv_slot, selected;
+        kv_slot, selected, n_ctx_all;
     BatchContext context;
   };
 
@@ -170,6 +170,7 @@ class BackendConformance : public ::testing::TestWithParam<std::string> {
       b.positions.push_back(int32_t(t));
       b.token_seq.push_back(0);
       b.n_ctx.push_back(int32_t(t) + 1);
+      b.n_ctx_all.push_back(int32_t(n_tokens));
       b.kv_slot.push_back(0);
       b.selected.push_back(int32_t(t));
     }
@@ -189,8 +190,10 @@ class BackendConformance : public ::testing::TestWithParam<std::string> {
     c.block_table_begin = b.block_table_begin.data();
     c.n_ctx = b.n_ctx.data();
     c.kv_slot = b.kv_slot.data();
+    c.n_ctx_all = b.n_ctx_all.empty() ? nullptr : b.n_ctx_all.data();
     c.max_ctx = 0;
     for (int32_t n : b.n_ctx) c.max_ctx = std::max(c.max_ctx, size_t(n));
+    for (int32_t n : b.n_ctx_all) c.max_ctx = std::max(c.max_ctx, size_t(n));
     c.selected_rows = b.selected.data();
     c.n_selected = b.selected.size();
   }
@@ -312,6 +315,86 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
       }
     }
   }
+}
+
+// The encoder's ops: layer_norm with and without bias, the exact GELU, and add_rows of a
+// position table and of a fixed row (token type 0), from F32 and F16 tables.
+TEST_P(BackendConformance, LayerNormGeluAddRows) {
+  const size_t dim = 45;  // odd: no whole vectors
+  Weight table = MakeWeight(DType::kF32, dim, kVocab, gen_);
+  for (float& value : table.f32) value = value * 3.0f + 0.7f;  // a mean far from 0
+  std::memcpy(table.bytes.data(), table.f32.data(), table.f32.size() * sizeof(float));
+  Weight norm = MakeWeight(DType::kF32, dim, 1, gen_);
+  Weight bias = MakeWeight(DType::kF32, dim, 1, gen_);
+  for (size_t n : kTokenCounts) {
+    BatchData b = SimpleBatch(n, kVocab);
+    const Matrix x = Lookup(table, b);
+    const std::string where = " tokens " + std::to_string(n);
+    for (const bool with_bias : {false, true}) {
+      Graph graph;
+      const ValueId in = Embed(&graph, table, n);
+      Node node{OpKind::kLayerNorm, 0, {in}};
+      node.weight = &norm.view;
+      node.bias = with_bias ? &bias.view : nullptr;
+      node.norm.eps = 1e-5f;
+      if (!backend_->Supports(node)) continue;
+      node.weight = Placed(norm);
+      if (with_bias) node.bias = Placed(bias);
+      graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+      Matrix want(x.size());
+      for (size_t t = 0; t < n; ++t) {
+        double mean = 0, var = 0;
+        for (size_t c = 0; c < dim; ++c) mean += x[t * dim + c] / double(dim);
+        for (size_t c = 0; c < dim; ++c) var += std::pow(x[t * dim + c] - mean, 2) / double(dim);
+        for (size_t c = 0; c < dim; ++c) {
+          want[t * dim + c] = (x[t * dim + c] - mean) / std::sqrt(var + 1e-5) * norm.f32[c] +
+                              (with_bias ? bias.f32[c] : 0.0);
+        }
+      }
+      ExpectMatches(want, Run(graph, b, nullptr), dim, false,
+                    std::string("layer_norm") + (with_bias ? " with bias" : "") + where);
+    }
+    {
+      Graph graph;
+      const ValueId in = Embed(&graph, table, n);
+      Node node{OpKind::kGelu, 0, {in}};
+      if (backend_->Supports(node)) {
+        graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+        Matrix want(x.size());
+        for (size_t i = 0; i < x.size(); ++i) want[i] = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
+        ExpectMatches(want, Run(graph, b, nullptr), dim, false, "gelu" + where);
+      }
+    }
+    for (const DType type : {DType::kF32, DType::kF16}) {
+      Weight rows = MakeWeight(type, dim, 80, gen_);  // more rows than positions
+      for (const bool by_position : {true, false}) {
+        Graph graph;
+        const ValueId in = Embed(&graph, table, n);
+        Node node{OpKind::kAddRows, kEmbeddingLayer, {in}};
+        node.weight = &rows.view;
+        node.add_rows.by_position = by_position;
+        node.add_rows.row = 3;
+        if (!backend_->Supports(node)) continue;
+        node.weight = Placed(rows);
+        graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+        Matrix want(x.size());
+        for (size_t t = 0; t < n; ++t) {
+          const size_t row = by_position ? size_t(b.positions[t]) : 3;
+          for (size_t c = 0; c < dim; ++c) want[t * dim + c] = x[t * dim + c] + rows.f32[row * dim + c];
+        }
+        ExpectMatches(want, Run(graph, b, nullptr), dim, false,
+                      std::string("add_rows ") + DTypeName(type) +
+                          (by_position ? " by position" : " row 3") + where);
+      }
+    }
+  }
+  // A row outside the table is refused, never read.
+  Weight small = MakeWeight(DType::kF32, dim, 4, gen_);
+  Node node{OpKind::kAddRows, kEmbeddingLayer, {0}};
+  node.weight = &small.view;
+  node.add_rows.by_position = false;
+  node.add_rows.row = 4;
+  EXPECT_FALSE(backend_->Supports(node));
 }
 
 // The per-head RMS norm (q/k norms), the scale and the soft-cap of each element.
@@ -645,6 +728,7 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
           b.positions.push_back(int32_t(parts[s].n_history + i));
           b.token_seq.push_back(int32_t(s));
           b.n_ctx.push_back(int32_t(parts[s].n_history + i + 1));
+          b.n_ctx_all.push_back(int32_t(parts[s].n_history + parts[s].n_new));
           b.kv_slot.push_back((*slots)[i]);
           b.selected.push_back(int32_t(n));
         }
@@ -675,12 +759,15 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
       // Plain causal attention, then with a soft-cap on the scores, a sliding window shorter
       // than several of the sequences, and both, each where the backend runs it. Running the
       // batch again writes the same rows into the same slots.
+      // Bidirectional (encoder) attention: every token sees its sequence's every row.
       struct Variant {
         float softcap;
         int32_t window;
+        bool causal = true;
       };
       for (const Variant variant : {Variant{0.0f, 0}, Variant{1.5f, 0}, Variant{0.0f, 7},
-                                    Variant{1.5f, 7}}) {
+                                    Variant{1.5f, 7}, Variant{0.0f, 0, false},
+                                    Variant{1.5f, 0, false}}) {
         Graph graph;
         const ValueId q = Embed(&graph, q_table, n);
         const ValueId k = Embed(&graph, k_table, n);
@@ -692,6 +779,7 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
         node.attention.scale = 1.0f / std::sqrt(float(head_dim));
         node.attention.logit_softcap = variant.softcap;
         node.attention.window = variant.window;
+        node.attention.causal = variant.causal;
         if (!backend_->Supports(node)) continue;
         graph.logits = graph.Add(node, int64_t(n), int64_t(q_dim));
         const std::vector<float> got = Run(graph, b, &kv);
@@ -701,7 +789,8 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
         size_t t = 0;
         for (size_t s = 0; s < parts.size(); ++s) {
           for (size_t i = 0; i < parts[s].n_new; ++i, ++t) {
-            const size_t n_ctx = parts[s].n_history + i + 1;
+            const size_t n_ctx =
+                variant.causal ? parts[s].n_history + i + 1 : parts[s].n_history + parts[s].n_new;
             const size_t window = size_t(variant.window);
             const size_t first = window > 0 && n_ctx > window ? n_ctx - window : 0;
             for (int32_t h = 0; h < n_heads; ++h) {
@@ -734,7 +823,8 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
                       std::string("attention, KV ") + DTypeName(kv_type) + ", batch " +
                           std::to_string(b_index) + ", softcap " +
                           std::to_string(variant.softcap) + ", window " +
-                          std::to_string(variant.window));
+                          std::to_string(variant.window) +
+                          (variant.causal ? "" : ", bidirectional"));
       }
     }
   }

@@ -67,8 +67,8 @@ TEST(KernelTableTest, NeonIsOfferedWithoutAes) {
 
 TEST(KernelTableTest, CpuSetsEveryEntry) {
   const auto& [name, mat_mul, activation_type, quantize_activation, mat_mul_quantized, row_to_f32,
-               row_from_f32, rms_norm, rope, attention, silu_mul, add, gelu_mul, scale,
-               softcap] = Cpu();
+               row_from_f32, rms_norm, layer_norm, rope, attention, silu_mul, add, gelu_mul,
+               gelu, scale, softcap] = Cpu();
   EXPECT_STREQ(name, "cpu");
   EXPECT_NE(mat_mul, nullptr);
   EXPECT_NE(activation_type, nullptr);
@@ -77,11 +77,13 @@ TEST(KernelTableTest, CpuSetsEveryEntry) {
   EXPECT_NE(row_to_f32, nullptr);
   EXPECT_NE(row_from_f32, nullptr);
   EXPECT_NE(rms_norm, nullptr);
+  EXPECT_NE(layer_norm, nullptr);
   EXPECT_NE(rope, nullptr);
   EXPECT_NE(attention, nullptr);
   EXPECT_NE(silu_mul, nullptr);
   EXPECT_NE(add, nullptr);
   EXPECT_NE(gelu_mul, nullptr);
+  EXPECT_NE(gelu, nullptr);
   EXPECT_NE(scale, nullptr);
   EXPECT_NE(softcap, nullptr);
   ExpectQuantizedPathAllOrNothing(Cpu());
@@ -89,8 +91,8 @@ TEST(KernelTableTest, CpuSetsEveryEntry) {
 
 TEST(KernelTableTest, RefSetsEveryEntryButTheQuantizedPath) {
   const auto& [name, mat_mul, activation_type, quantize_activation, mat_mul_quantized, row_to_f32,
-               row_from_f32, rms_norm, rope, attention, silu_mul, add, gelu_mul, scale,
-               softcap] = Ref();
+               row_from_f32, rms_norm, layer_norm, rope, attention, silu_mul, add, gelu_mul,
+               gelu, scale, softcap] = Ref();
   EXPECT_STREQ(name, "ref");
   EXPECT_NE(mat_mul, nullptr);
   // Documented as null: ref's mat_mul takes f32 activations for every weight type.
@@ -100,11 +102,13 @@ TEST(KernelTableTest, RefSetsEveryEntryButTheQuantizedPath) {
   EXPECT_NE(row_to_f32, nullptr);
   EXPECT_NE(row_from_f32, nullptr);
   EXPECT_NE(rms_norm, nullptr);
+  EXPECT_NE(layer_norm, nullptr);
   EXPECT_NE(rope, nullptr);
   EXPECT_NE(attention, nullptr);
   EXPECT_NE(silu_mul, nullptr);
   EXPECT_NE(add, nullptr);
   EXPECT_NE(gelu_mul, nullptr);
+  EXPECT_NE(gelu, nullptr);
   EXPECT_NE(scale, nullptr);
   EXPECT_NE(softcap, nullptr);
   ExpectQuantizedPathAllOrNothing(Ref());

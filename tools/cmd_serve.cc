@@ -96,6 +96,7 @@ Runner AddServeCommand(CLI::App& app) {
     int64_t max_body_kib = 8 << 10;
     int64_t shutdown_timeout = 30;
     bool no_access_log = false;
+    bool embeddings = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -137,7 +138,10 @@ Runner AddServeCommand(CLI::App& app) {
                   "are cancelled (default 30)")
       ->check(IntRange(0, 3600));
   cmd->add_flag("--no-access-log", args->no_access_log, "no line per request on stderr");
-  return [args, batch_tokens]() -> int {
+  cmd->add_flag("--embeddings", args->embeddings,
+                "also answer /v1/embeddings (always on for a model that gives only embeddings)");
+  CLI::Option* cache_type = cmd->get_option("--cache-type");
+  return [args, batch_tokens, cache_type]() -> int {
     if (batch_tokens->count() > 0) {
       if (args->model.batch != 512 && args->model.batch != size_t(args->batch_tokens)) {
         return Fail(Error("-b %zu and --batch-tokens %lld disagree (give one)", args->model.batch,
@@ -182,18 +186,28 @@ Runner AddServeCommand(CLI::App& app) {
     if (const char* delay = std::getenv("PETREL_SERVE_TEST_LOAD_DELAY_MS")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
     }
-    auto engine = args->model.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
+    ModelOptions model_options = args->model;
+    if (cache_type->count() == 0) {
+      // An embedding model computes each sequence once and drops it, so its cache costs only
+      // precision: F32 by default, as `petrel embed` (mapping the file here reads no weights).
+      LoadOptions peek;
+      peek.load_tokenizer = false;
+      auto peeked = LoadModel(args->model.model_path, peek);
+      if (peeked.ok() && (*peeked)->config.embeddings_only) model_options.kv_type = "f32";
+    }
+    auto engine = model_options.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
     // Chat needs a template; without one the server still serves /v1/completions.
     std::unique_ptr<ChatPrompt> chat;
+    const bool embeddings_only = (*engine)->config().embeddings_only;
     auto loaded = args->template_file.empty() ? ChatPrompt::Load(args->model.model_path)
                                               : ChatPrompt::LoadFile(args->template_file);
     if (loaded.ok()) {
       chat = std::make_unique<ChatPrompt>(std::move(loaded).value());
     } else if (!args->template_file.empty()) {
       return Fail(loaded.status());
-    } else {
+    } else if (!embeddings_only) {
       Warn("%s; /v1/chat/completions will answer 400 (see --chat-template-file)",
            loaded.status().message().c_str());
     }
@@ -214,7 +228,8 @@ Runner AddServeCommand(CLI::App& app) {
     scheduling.batch_tokens = (*engine)->options().max_batch_tokens;
     server::Scheduler scheduler(**engine, scheduling, metrics);
     scheduler.Start();
-    server.SetModel(server::ServingModel{engine->get(), &scheduler, chat.get()});
+    server.SetModel(server::ServingModel{engine->get(), &scheduler, chat.get(),
+                                         args->embeddings || embeddings_only});
     std::fprintf(stderr,
                  "petrel serve: ready: model %s, %lld parallel sequences of up to %zu tokens, "
                  "%zu KV blocks of %zu tokens, %zu tokens per step\n",

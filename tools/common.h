@@ -82,6 +82,7 @@ using Runner = std::function<int()>;
 Runner AddRunCommand(CLI::App& app);
 Runner AddChatCommand(CLI::App& app);
 Runner AddLogitsCommand(CLI::App& app);
+Runner AddEmbedCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddDetokenizeCommand(CLI::App& app);
 Runner AddInfoCommand(CLI::App& app);

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, kVerboseHelp);
   app.add_flag("--version", version, "print the version, git revision, SIMD target and backends");
   std::map<CLI::App*, Runner> runners;
-  for (auto add : {&AddRunCommand, &AddChatCommand, &AddLogitsCommand, &AddTokenizeCommand,
+  for (auto add : {&AddRunCommand, &AddChatCommand, &AddLogitsCommand, &AddEmbedCommand,
+                   &AddTokenizeCommand,
                    &AddInfoCommand, &AddBenchCommand, &AddSynthCommand, &AddTemplateCommand,
                    &AddQuantizeCommand, &AddDetokenizeCommand, &AddPerplexityCommand,
                    &AddImatrixCommand, &AddServeCommand, &AddBenchServeCommand}) {

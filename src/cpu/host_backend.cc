@@ -104,7 +104,7 @@ bool HostBackend::Supports(const Node& node) const {
     case OpKind::kAttention: {
       const AttentionParams& p = node.attention;
       return p.logit_softcap >= 0.0f && p.window >= 0 && p.n_kv_heads > 0 &&
-             p.n_heads % p.n_kv_heads == 0;
+             p.n_heads % p.n_kv_heads == 0 && (p.causal || p.window == 0);
     }
     case OpKind::kMoeFfn:
       return MoeNodeError(node) == nullptr && supports_weight_(node.weight->desc.dtype) &&
@@ -117,7 +117,14 @@ bool HostBackend::Supports(const Node& node) const {
     case OpKind::kRope:
       return node.rope.inv_freq != nullptr && node.rope.rot_dims % 2 == 0 &&
              node.rope.rot_dims <= node.rope.head_dim;
+    case OpKind::kLayerNorm:
+      return node.weight != nullptr && node.weight->desc.dtype == DType::kF32 &&
+             (node.bias == nullptr || node.bias->desc.dtype == DType::kF32);
+    case OpKind::kAddRows:
+      return node.weight != nullptr && supports_weight_(node.weight->desc.dtype) &&
+             node.add_rows.row >= 0 && node.add_rows.row < node.weight->desc.ne[1];
     case OpKind::kRmsNorm:
+    case OpKind::kGelu:
     case OpKind::kSiluMul:
     case OpKind::kGeluMul:
     case OpKind::kAdd:
@@ -290,7 +297,7 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
     }
     size_t cost = 0;  // keys read, summed over the chunk's tokens
     for (size_t u = t; u < end; ++u) {
-      const size_t n_ctx = size_t(batch.n_ctx[u]);
+      const size_t n_ctx = size_t(p.causal ? batch.n_ctx[u] : batch.n_ctx_all[u]);
       cost += p.window > 0 ? std::min(n_ctx, size_t(p.window)) : n_ctx;
     }
     attention_chunks_.push_back({t, end - t, cost});
@@ -318,7 +325,7 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
       args.kv = &kv;
       args.block_table =
           batch.block_tables + batch.block_table_begin[batch.token_seq[chunk.first_token]];
-      args.n_ctx = batch.n_ctx + chunk.first_token;
+      args.n_ctx = (p.causal ? batch.n_ctx : batch.n_ctx_all) + chunk.first_token;
       args.n_queries = chunk.n_tokens;
       args.n_heads = n_heads;
       args.n_kv_heads = n_kv_heads;
@@ -407,6 +414,9 @@ Status HostBackend::Run(const Node& node, const ValueView* bound, const KvLayerV
     case OpKind::kAttention: {
       if (kv_layer == nullptr)
         return Error("%s: attention node of layer %d has no KV cache", name_, node.layer);
+      if (!node.attention.causal && batch.n_ctx_all == nullptr)
+        return Error("%s: bidirectional attention of layer %d without sequence lengths", name_,
+                     node.layer);
       const PagedKvView kv{HostAddress(*kv_layer->k, 0), HostAddress(*kv_layer->v, 0),
                            kv_layer->dtype, kv_layer->block_tokens, kv_layer->row_elems};
       RunAttention(node, values, kv);
@@ -443,6 +453,60 @@ Status HostBackend::Run(const Node& node, const ValueView* bound, const KvLayerV
       pool_.ParallelFor(size_t(x.desc.ne[1]), [&](size_t begin, size_t end) {
         const size_t offset = begin * cols;
         kernel(x_data + offset, node.scalar, (end - begin) * cols, out + offset);
+      });
+      return Status::Ok();
+    }
+    case OpKind::kLayerNorm: {
+      const TensorView& x = values[node.inputs[0]];
+      const size_t n = size_t(x.desc.ne[0]);
+      const float* weight = node.weight->as<const float>();
+      const float* bias = node.bias ? node.bias->as<const float>() : nullptr;
+      float* out = values[node.output].as<float>();
+      pool_.ParallelFor(size_t(x.desc.ne[1]), [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) {
+          kernels_.layer_norm(x.as<const float>() + t * n, weight, bias, n, node.norm.eps,
+                              out + t * n);
+        }
+      });
+      return Status::Ok();
+    }
+    case OpKind::kGelu: {
+      const TensorView& x = values[node.inputs[0]];
+      const size_t cols = size_t(x.desc.ne[0]);
+      float* out = values[node.output].as<float>();
+      pool_.ParallelFor(size_t(x.desc.ne[1]), [&](size_t begin, size_t end) {
+        kernels_.gelu(x.as<const float>() + begin * cols, (end - begin) * cols,
+                      out + begin * cols);
+      });
+      return Status::Ok();
+    }
+    case OpKind::kAddRows: {
+      // out[t] = x[t] + table row r(t). The position is checked against the table here: a
+      // model's context is capped at its rows when loaded, so this guards a caller's mistake.
+      const TensorView& x = values[node.inputs[0]];
+      const TensorView& table = *node.weight;
+      const size_t dim = size_t(table.desc.ne[0]);
+      const int64_t n_rows = table.desc.ne[1];
+      if (size_t(x.desc.ne[0]) != dim) {
+        return Error("%s: add_rows of layer %d: rows of %zu values, table rows of %zu", name_,
+                     node.layer, size_t(x.desc.ne[0]), dim);
+      }
+      for (size_t t = 0; t < batch.n_tokens; ++t) {
+        const int64_t row = node.add_rows.by_position ? batch.positions[t] : node.add_rows.row;
+        if (row < 0 || row >= n_rows) {
+          return Error("%s: add_rows of layer %d: row %lld is outside the table's %lld rows",
+                       name_, node.layer, (long long)row, (long long)n_rows);
+        }
+      }
+      float* out = values[node.output].as<float>();
+      const float* x_data = x.as<const float>();
+      pool_.ParallelFor(batch.n_tokens, [&](size_t begin, size_t end) {
+        std::vector<float> row_f32(dim);
+        for (size_t t = begin; t < end; ++t) {
+          const int64_t row = node.add_rows.by_position ? batch.positions[t] : node.add_rows.row;
+          kernels_.row_to_f32(table.desc.dtype, table.row(row), dim, row_f32.data());
+          kernels_.add(x_data + t * dim, row_f32.data(), dim, out + t * dim);
+        }
       });
       return Status::Ok();
     }

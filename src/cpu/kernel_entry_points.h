@@ -62,6 +62,11 @@ void RowFromF32(DType type, const float* row, size_t n, void* out);
 // rms_norm.cc
 void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);
 
+// layer_norm.cc
+void LayerNorm(const float* x, const float* weight, const float* bias, size_t n, float eps,
+               float* out);
+void Gelu(const float* x, size_t n, float* out);
+
 // rope.cc
 void Rope(float* x, size_t n_heads, size_t head_dim, size_t rot_dims, const float* cos,
           const float* sin, RopeStyle style);

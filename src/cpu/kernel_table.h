@@ -78,6 +78,11 @@ struct HostKernels {
   // out = x * weight / sqrt(mean(x^2) + eps), n elements.
   void (*rms_norm)(const float* x, const float* weight, size_t n, float eps, float* out);
 
+  // out = (x - mean(x)) / sqrt(var(x) + eps) * weight + (bias ? bias : 0), n elements, with
+  // the population variance (LayerNorm).
+  void (*layer_norm)(const float* x, const float* weight, const float* bias, size_t n, float eps,
+                     float* out);
+
   // Rotates each of n_heads heads of `x` (n_heads, head_dim) in place; cos/sin hold rot_dims/2
   // values for this token's position. Dimensions past rot_dims are left as they are.
   void (*rope)(float* x, size_t n_heads, size_t head_dim, size_t rot_dims, const float* cos,
@@ -90,6 +95,8 @@ struct HostKernels {
   void (*add)(const float* a, const float* b, size_t n, float* out);
   // out = gelu(gate) * up with the tanh approximation of GELU, computed in float (no table).
   void (*gelu_mul)(const float* gate, const float* up, size_t n, float* out);
+  // out = x / 2 * (1 + erf(x / sqrt(2))): the exact GELU (BERT, Hugging Face "gelu").
+  void (*gelu)(const float* x, size_t n, float* out);
   // out = x * factor.
   void (*scale)(const float* x, float factor, size_t n, float* out);
   // out = cap * tanh(x / cap), cap > 0.

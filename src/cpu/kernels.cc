@@ -136,11 +136,13 @@ const HostKernels& CpuKernels() {
       .row_to_f32 = RowToF32,
       .row_from_f32 = RowFromF32,
       .rms_norm = RmsNorm,
+      .layer_norm = LayerNorm,
       .rope = Rope,
       .attention = Attention,
       .silu_mul = SiluMul,
       .add = Add,
       .gelu_mul = GeluMul,
+      .gelu = Gelu,
       .scale = Scale,
       .softcap = Softcap,
   };

@@ -306,6 +306,9 @@ Status CudaBackend::Run(const Node& node, const ValueView* values, const KvLayer
       status = cuda::RunGetRows(ctx, node, values);
       break;
     case OpKind::kMoeFfn:
+    case OpKind::kLayerNorm:
+    case OpKind::kGelu:
+    case OpKind::kAddRows:
       status = Error("cuda: op %s is not implemented", OpName(node.op));
       break;
     case OpKind::kCount:

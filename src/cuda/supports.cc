@@ -24,6 +24,7 @@ bool SupportsNode(const Node& node) {
       // The cache type is chosen after placement: a layer goes to the device only when its
       // attention has kernels for every cache type the device keeps.
       const AttentionParams& p = node.attention;
+      if (!p.causal) return false;  // bidirectional attention runs on the host
       if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0) return false;
       for (DType kv : {DType::kF32, DType::kF16, DType::kQ8_0}) {
         if (!SupportsAttention(p, kv)) return false;
@@ -48,6 +49,9 @@ bool SupportsNode(const Node& node) {
       return true;
     case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still
                            // offload
+    case OpKind::kLayerNorm:  // the encoder's ops run on the host
+    case OpKind::kGelu:
+    case OpKind::kAddRows:
       return false;
     case OpKind::kCount:
       break;

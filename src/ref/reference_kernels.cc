@@ -62,6 +62,20 @@ void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* ou
   for (size_t i = 0; i < n; ++i) out[i] = float(double(x[i]) * weight[i] * inv_rms);
 }
 
+// In double: mean, then the population variance about it.
+void LayerNorm(const float* x, const float* weight, const float* bias, size_t n, float eps,
+               float* out) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / double(n);
+  double sum_sq = 0.0;
+  for (size_t i = 0; i < n; ++i) sum_sq += (x[i] - mean) * (x[i] - mean);
+  const double inv_std = 1.0 / std::sqrt(sum_sq / double(n) + eps);
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = float((x[i] - mean) * inv_std * weight[i] + (bias ? bias[i] : 0.0));
+  }
+}
+
 void Rope(float* x, size_t n_heads, size_t head_dim, size_t rot_dims, const float* cos,
           const float* sin, RopeStyle style) {
   const size_t half = rot_dims / 2;
@@ -159,6 +173,14 @@ void GeluMul(const float* gate, const float* up, size_t n, float* out) {
   }
 }
 
+// erf-form GELU, in double.
+void Gelu(const float* x, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    out[i] = float(0.5 * v * (1.0 + std::erf(v * 0.7071067811865476)));
+  }
+}
+
 void Scale(const float* x, float factor, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = x[i] * factor;
 }
@@ -182,11 +204,13 @@ const HostKernels& ReferenceKernels() {
       .row_to_f32 = RowToF32,
       .row_from_f32 = RowFromF32,
       .rms_norm = RmsNorm,
+      .layer_norm = LayerNorm,
       .rope = Rope,
       .attention = Attention,
       .silu_mul = SiluMul,
       .add = Add,
       .gelu_mul = GeluMul,
+      .gelu = Gelu,
       .scale = Scale,
       .softcap = Softcap,
   };

@@ -121,6 +121,12 @@ void HandleCompletion(const ServingModel& model, const std::string& model_name, 
                       std::atomic<int>& open_streams, const httplib::Request& req,
                       httplib::Response& res) {
   Engine& engine = *model.engine;
+  if (engine.config().embeddings_only) {
+    SendError(res, StatusError(400, "the model (" + engine.config().architecture +
+                                        ") gives embeddings only and cannot complete text; use "
+                                        "/v1/embeddings"));
+    return;
+  }
   const RequestLimits limits{engine.context(), size_t(engine.config().n_vocab),
                              model.scheduler->options().parallel};
   CompletionRequest request;

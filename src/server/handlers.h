@@ -19,6 +19,9 @@ void SendError(httplib::Response& res, const ApiError& error);
 void HandleCompletion(const ServingModel& model, const std::string& model_name, Endpoint endpoint,
                       std::atomic<int>& open_streams, const httplib::Request& req,
                       httplib::Response& res);
+// POST /v1/embeddings.
+void HandleEmbeddings(const ServingModel& model, const std::string& model_name,
+                      const httplib::Request& req, httplib::Response& res);
 // POST /tokenize {"content", "add_special"?} -> {"tokens"}.
 void HandleTokenize(const ServingModel& model, const httplib::Request& req, httplib::Response& res);
 // POST /detokenize {"tokens"} -> {"content"}.

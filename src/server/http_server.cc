@@ -205,6 +205,11 @@ void HttpServer::Route() {
                 HandleCompletion(serving, model_name, Endpoint::kCompletion, open_streams_, req,
                                  res);
               })));
+  server.Post("/v1/embeddings", bounded(with_model([model_name](const ServingModel& serving,
+                                                                 const httplib::Request& req,
+                                                                 httplib::Response& res) {
+                HandleEmbeddings(serving, model_name, req, res);
+              })));
   server.Post("/tokenize", bounded(with_model(&HandleTokenize)));
   server.Post("/detokenize", bounded(with_model(&HandleDetokenize)));
 }

@@ -36,6 +36,8 @@ struct ServingModel {
   Engine* engine = nullptr;
   Scheduler* scheduler = nullptr;
   const ChatPrompt* chat = nullptr;  // null: the model has no chat template
+  // /v1/embeddings answers (serve --embeddings, or a model that gives only embeddings).
+  bool embeddings = false;
 };
 
 class HttpServer {

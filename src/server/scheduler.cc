@@ -38,6 +38,30 @@ ApiResult Scheduler::Submit(std::shared_ptr<Job> job) {
   return std::nullopt;
 }
 
+bool Scheduler::RunBetweenSteps(std::function<void(Engine&)> task) {
+  std::future<bool> ran;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!accepting_) return false;
+    tasks_.push_back(Task{std::move(task), {}});
+    ran = tasks_.back().done.get_future();
+  }
+  wake_.notify_one();
+  return ran.get();
+}
+
+void Scheduler::RunTasks(bool run) {
+  std::deque<Task> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks.swap(tasks_);
+  }
+  for (Task& task : tasks) {
+    if (run) task.run(engine_);
+    task.done.set_value(run);
+  }
+}
+
 void Scheduler::Shutdown(std::chrono::milliseconds grace) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -59,6 +83,7 @@ void Scheduler::Shutdown(std::chrono::milliseconds grace) {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  RunTasks(false);  // a thread that never started leaves no caller waiting
 }
 
 size_t Scheduler::ActiveSequences(size_t* requests) const {
@@ -304,10 +329,13 @@ void Scheduler::Loop() {
     bool abort_all = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return !waiting_.empty() || !active_.empty() || draining_; });
+      wake_.wait(lock, [&] {
+        return !waiting_.empty() || !active_.empty() || !tasks_.empty() || draining_;
+      });
       if (draining_ && active_.empty()) break;
       abort_all = draining_ && Clock::now() >= drain_deadline_;
     }
+    RunTasks(true);
     DropCancelled();
     if (abort_all) {
       const ApiError error = StatusError(503, "the server shut down before the reply was complete");
@@ -328,6 +356,7 @@ void Scheduler::Loop() {
     for (const auto& request : active_) running_sequences_ += request->running_sequences();
     PublishGauges();
   }
+  RunTasks(true);  // queued before the shutdown: answered as usual
   PublishGauges();
 }
 

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -44,6 +46,10 @@ class Scheduler {
   // Queues `job`: 429 when the queue is full, 503 once shutting down, 413 when it could never
   // fit the KV cache.
   ApiResult Submit(std::shared_ptr<Job> job);
+  // Runs `task` on the scheduler thread between two steps (the thread owns the engine) and
+  // waits for it: embeddings, which borrow sequences of their own and free them. False, with
+  // `task` not run, once the server is shutting down.
+  bool RunBetweenSteps(std::function<void(Engine&)> task);
   // Stops admitting: waiting requests get 503, running ones may finish within `grace`, after
   // which they are cancelled (their streams end with an error). Returns once the thread ended.
   void Shutdown(std::chrono::milliseconds grace);
@@ -75,6 +81,8 @@ class Scheduler {
   // false when it is not alone or has no draft this step.
   bool SpeculateAlone();
   void PublishGauges();
+  // Runs the queued tasks (or, with `run` false, answers them as not run).
+  void RunTasks(bool run);
 
   Engine& engine_;
   const SchedulerOptions options_;
@@ -84,6 +92,11 @@ class Scheduler {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> waiting_;
+  struct Task {
+    std::function<void(Engine&)> run;
+    std::promise<bool> done;  // true: it ran
+  };
+  std::deque<Task> tasks_;
   bool accepting_ = true;
   bool draining_ = false;
   Clock::time_point drain_deadline_;

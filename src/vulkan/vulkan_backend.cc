@@ -133,7 +133,8 @@ bool VulkanBackend::Supports(const Node& node) const {
       return weight_ok(node.weight) && weight_ok(node.weight_up) &&
              node.weight->desc.dtype == node.weight_up->desc.dtype;
     case OpKind::kAttention:
-      return node.attention.n_kv_heads > 0 && node.attention.n_heads % node.attention.n_kv_heads == 0 &&
+      return node.attention.causal && node.attention.n_kv_heads > 0 &&
+             node.attention.n_heads % node.attention.n_kv_heads == 0 &&
              vk::SupportsAttention(node.attention, caps);
     case OpKind::kRope:
       return node.rope.inv_freq != nullptr && node.rope.rot_dims % 2 == 0 &&
@@ -152,6 +153,9 @@ bool VulkanBackend::Supports(const Node& node) const {
     case OpKind::kGetRows:
       return true;
     case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still offload
+    case OpKind::kLayerNorm:  // the encoder's ops (and bidirectional attention) run on the host
+    case OpKind::kGelu:
+    case OpKind::kAddRows:
       return false;
     case OpKind::kCount:
       break;
@@ -290,7 +294,10 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kScale:
     case OpKind::kSoftcap: return vk::RecordScale(ctx, node, values);
     case OpKind::kGetRows: return vk::RecordGetRows(ctx, node, values);
-    case OpKind::kMoeFfn: return Error("vulkan: op %s is not implemented", OpName(node.op));
+    case OpKind::kMoeFfn:
+    case OpKind::kLayerNorm:
+    case OpKind::kGelu:
+    case OpKind::kAddRows: return Error("vulkan: op %s is not implemented", OpName(node.op));
     case OpKind::kCount: break;
   }
   return Error("vulkan: unknown op %d", int(node.op));

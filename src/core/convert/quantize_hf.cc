@@ -112,6 +112,7 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
   add(arch.token_embd, -1, w.token_embd);
   add(arch.output_norm, -1, w.output_norm);
   if (!c.tied_embeddings) add(arch.output, -1, w.output);
+  for (size_t i = 0; i < w.input.size(); ++i) add(w.input.spec(i), -1, w.input[i]);
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& layer = w.layers[l];
     for (size_t i = 0; i < layer.size(); ++i) {

@@ -32,13 +32,23 @@ struct RopeParams {
   const double* inv_freq = nullptr;     // (rot_dims / 2), scaling applied; owned by the model
 };
 
-// Causal attention of q over the layer's paged KV cache, after writing k and v there.
+// Attention of q over the layer's paged KV cache, after writing k and v there: causal (query i
+// sees keys up to its own position), or bidirectional (every key of its sequence in the cache
+// once the batch is written, BatchContext::n_ctx_all; encoders such as BERT, whose sequences
+// are each decoded in one pass).
 struct AttentionParams {
   int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;         // applied to q·k (1/sqrt(head_dim) for Llama)
   float logit_softcap = 0.0f; // 0: none; else scores become softcap * tanh(scores / softcap)
   int32_t window = 0;         // 0: every earlier position; else only the last `window`
                               // (key j is visible from query i iff 0 <= i - j < window)
+  bool causal = true;
+};
+
+// add_rows: which row of the table each token adds.
+struct AddRowsParams {
+  bool by_position = true;  // the token's position; else `row` for every token
+  int32_t row = 0;
 };
 
 // Routing of a mixture-of-experts FFN: p = softmax(router logits); each token takes the k
@@ -59,11 +69,12 @@ struct Node {
   // moe_ffn: `weight`, `weight_up` and this are the experts' stacked gate, up (ne = [n_in, n_ff,
   // n_experts]) and down ([n_ff, n_out, n_experts]) matrices.
   const TensorView* weight_down = nullptr;
-  const TensorView* bias = nullptr;    // optional matmul bias (f32)
-  NormParams norm = {};                // rms_norm
+  const TensorView* bias = nullptr;    // optional matmul / layer_norm bias (f32)
+  NormParams norm = {};                // rms_norm, layer_norm
   RopeParams rope = {};                // rope
   AttentionParams attention = {};      // attention
   MoeParams moe = {};                  // moe_ffn
+  AddRowsParams add_rows = {};         // add_rows (its table is `weight`)
   float scalar = 0.0f;                 // scale: the factor; softcap: the cap (> 0)
 };
 
@@ -77,7 +88,11 @@ struct ValueDesc {
 struct Graph {
   std::vector<ValueDesc> values;
   std::vector<Node> nodes;
-  ValueId logits = kNoValue;  // (n_selected, n_vocab)
+  ValueId logits = kNoValue;  // (n_selected, n_vocab), or (n_selected, dim) with hidden_output
+  // Set before building: end at the final hidden states (after the final norm, before any
+  // output head) instead of the logits, for embeddings. Families without an output head
+  // (encoders) always end there.
+  bool hidden_output = false;
 
   ValueId AddValue(int64_t rows, int64_t cols) {
     values.push_back({rows, cols});
@@ -91,7 +106,7 @@ struct Graph {
   void Clear() {
     values.clear();
     nodes.clear();
-    logits = kNoValue;
+    logits = kNoValue;  // hidden_output is the caller's choice and stays
   }
 };
 

@@ -19,6 +19,9 @@ const char* OpName(OpKind op) {
     case OpKind::kScale: return "scale";
     case OpKind::kSoftcap: return "softcap";
     case OpKind::kMoeFfn: return "moe_ffn";
+    case OpKind::kLayerNorm: return "layer_norm";
+    case OpKind::kGelu: return "gelu";
+    case OpKind::kAddRows: return "add_rows";
     case OpKind::kCount: break;
   }
   return "?";

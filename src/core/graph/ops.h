@@ -25,6 +25,10 @@ enum class OpKind : uint8_t {
   kMoeFfn,     // mixture of experts: in[0] = x, in[1] = router logits (tokens, n_experts);
                // out[t] = sum over t's top-k experts e of p_e * W_down[e] (silu(W_gate[e] x[t])
                // * W_up[e] x[t]), each expert's gated FFN run over only the tokens routed to it
+  kLayerNorm,  // out = (x - mean(x)) / sqrt(var(x) + eps) * weight (+ bias)
+  kGelu,       // out = gelu(x) in the exact erf form, x/2 (1 + erf(x / sqrt 2)) (BERT's FFN)
+  kAddRows,    // out[t] = x[t] + table row r(t) as f32, r(t) = t's position or a fixed row
+               // (absolute position and token-type embeddings)
   kCount
 };
 

@@ -99,6 +99,9 @@ class LayerWeights {
 
 struct ModelWeights {
   TensorView token_embd;
+  // The family's `input_weights`, indexed by its own enum (BERT's position and token-type
+  // tables and embedding norm); empty for families without.
+  LayerWeights input;
   TensorView output_norm;
   TensorView output;  // == token_embd when tied
   std::vector<LayerWeights> layers;
@@ -133,6 +136,9 @@ struct ArchitectureFamily {
   ConfigFromHfFn* config_from_hf;
   ConfigToGgufFn* config_to_gguf;
   BuildGraphFn* build_graph;
+  // Weights outside the blocks read with the embedding (names without a block prefix), bound
+  // into ModelWeights::input on the embedding's backend.
+  std::span<const WeightSpec> input_weights = {};
 };
 
 // One row of the registry (arch/registry.cc): a family plus the names and data of one variant.

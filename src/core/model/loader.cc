@@ -283,6 +283,10 @@ Status BindWeights(const Architecture& arch, const ModelConfig& c, WeightSource&
   PETREL_RETURN_IF_ERROR(binder.Bind(arch.output, -1, &w->output));
   if (!w->output.data && c.tied_embeddings) w->output = w->token_embd;
   PETREL_RETURN_IF_ERROR(binder.Bind(arch.output_norm, -1, &w->output_norm));
+  w->input = LayerWeights(arch.input_weights);
+  for (size_t i = 0; i < w->input.size(); ++i) {
+    PETREL_RETURN_IF_ERROR(binder.Bind(w->input.spec(i), -1, &w->input[i]));
+  }
   w->layers.assign(size_t(c.n_layers), LayerWeights(arch.layer_weights));
   for (int l = 0; l < int(c.n_layers); ++l) {
     LayerWeights& layer = w->layers[size_t(l)];
@@ -309,6 +313,70 @@ Result<nlohmann::json> ReadJsonFile(const std::string& path) {
   return json;
 }
 
+// A sentence-transformers folder names its pooling in modules.json's Pooling module
+// (`<path>/config.json`, one `pooling_mode_*` flag true). No modules.json: nothing to read.
+Status ReadSentenceTransformersPooling(const std::string& folder, ModelConfig* config) {
+  std::ifstream modules_file(folder + "/modules.json", std::ios::binary);
+  if (!modules_file) return Status::Ok();
+  std::stringstream text;
+  text << modules_file.rdbuf();
+  const nlohmann::json modules = nlohmann::json::parse(text.str(), nullptr, false);
+  const std::string where = folder + "/modules.json";
+  if (!modules.is_array()) return Error("%s: expected a JSON array of modules", where.c_str());
+  for (const nlohmann::json& module : modules) {
+    if (!module.is_object() || !module.contains("type") || !module["type"].is_string()) {
+      return Error("%s: a module without a type", where.c_str());
+    }
+    const std::string type = module["type"].get<std::string>();
+    if (type != "sentence_transformers.models.Pooling") continue;
+    auto path_field = module.find("path");
+    if (path_field == module.end() || !path_field->is_string()) {
+      return Error("%s: the Pooling module has no path", where.c_str());
+    }
+    const std::string path = path_field->get<std::string>();
+    if (path.find("..") != std::string::npos) {
+      return Error("%s: pooling path '%s' leaves the folder", where.c_str(), path.c_str());
+    }
+    PETREL_ASSIGN_OR_RETURN(const nlohmann::json pooling,
+                            ReadJsonFile(folder + "/" + path + "/config.json"));
+    // sentence-transformers' flags, in the order its Pooling module checks them.
+    const std::pair<const char*, PoolingKind> kModes[] = {
+        {"pooling_mode_cls_token", PoolingKind::kCls},
+        {"pooling_mode_mean_tokens", PoolingKind::kMean},
+        {"pooling_mode_lasttoken", PoolingKind::kLast},
+    };
+    const char* kUnsupported[] = {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+                                  "pooling_mode_weightedmean_tokens"};
+    auto flag = [&](const char* field) -> Result<bool> {
+      auto it = pooling.find(field);
+      if (it == pooling.end() || it->is_null()) return false;
+      if (!it->is_boolean()) {
+        return Error("%s/%s/config.json: %s must be true or false", folder.c_str(), path.c_str(),
+                     field);
+      }
+      return it->get<bool>();
+    };
+    std::vector<PoolingKind> chosen;
+    for (const auto& [field, kind] : kModes) {
+      PETREL_ASSIGN_OR_RETURN(const bool on, flag(field));
+      if (on) chosen.push_back(kind);
+    }
+    for (const char* field : kUnsupported) {
+      PETREL_ASSIGN_OR_RETURN(const bool on, flag(field));
+      if (on) {
+        return Error("%s/%s/config.json: %s is not supported (cls, mean or last token)",
+                     folder.c_str(), path.c_str(), field);
+      }
+    }
+    if (chosen.size() != 1) {
+      return Error("%s/%s/config.json: expected one pooling mode, found %zu", folder.c_str(),
+                   path.c_str(), chosen.size());
+    }
+    config->pooling = chosen[0];
+  }
+  return Status::Ok();
+}
+
 void Account(LoadedModel& model) {
   std::map<std::string, size_t> by_type;
   auto add = [&](const TensorView& view) {
@@ -321,6 +389,7 @@ void Account(LoadedModel& model) {
   add(w.token_embd);
   if (w.output.data != w.token_embd.data) add(w.output);
   add(w.output_norm);
+  for (const TensorView& view : w.input.views()) add(view);
   for (const LayerWeights& layer : w.layers) {
     for (size_t i = 0; i < layer.size(); ++i) {
       if (!layer.spec(i).IsFusedPart()) add(layer[i]);  // parts are counted in their tensor
@@ -348,6 +417,17 @@ Status LoadGguf(const std::string& path, const LoadOptions& options, LoadedModel
   auto config = model.arch->config_from_gguf(*model.gguf, *model.arch);
   if (!config.ok()) return config.status().Wrap(path);
   model.config = std::move(config).value();
+  // Any family may carry llama.cpp's pooling key (embedding models built on decoders).
+  if (model.config.pooling == PoolingKind::kUnset) {
+    const std::string key = std::string(model.arch->gguf_name) + ".pooling_type";
+    if (model.gguf->Find(key)) {
+      auto number = model.gguf->GetUint(key);
+      if (!number.ok()) return number.status().Wrap(path);
+      auto pooling = PoolingFromGguf(*number);
+      if (!pooling.ok()) return pooling.status().Wrap(path + ": key " + key);
+      model.config.pooling = *pooling;
+    }
+  }
   PETREL_RETURN_IF_ERROR(CheckConfig(model.config, path));
   if (options.load_tokenizer) {
     auto tokenizer = Tokenizer::FromGguf(*model.gguf);
@@ -376,6 +456,7 @@ Status LoadHfFolder(const std::string& folder, const LoadOptions& options, Loade
   auto quant_config = ParseHfQuantConfig(config);
   if (!quant_config.ok()) return quant_config.status().Wrap(folder + "/config.json");
   model.config = std::move(parsed).value();
+  PETREL_RETURN_IF_ERROR(ReadSentenceTransformersPooling(folder, &model.config));
   PETREL_RETURN_IF_ERROR(CheckConfig(model.config, folder));
   PETREL_ASSIGN_OR_RETURN(model.safetensors, SafetensorsSet::OpenFolder(folder));
   model.format = "safetensors";

@@ -78,6 +78,13 @@ Status ModelConfig::Validate() const {
   }
   if (!(norm_eps >= 0.0f) || !std::isfinite(norm_eps)) return Error("norm epsilon is invalid");
   if (max_context < 0) return Error("context length is negative");
+  if (n_positions < 0 || n_positions > (int64_t(1) << 24)) {
+    return Error("position embedding count %lld is invalid", value(n_positions));
+  }
+  if (n_positions > 0 && max_context > n_positions) {
+    return Error("context length %lld exceeds the %lld position embeddings", value(max_context),
+                 value(n_positions));
+  }
   if (sliding_window < 0) return Error("sliding window %lld is negative", value(sliding_window));
   if (!sliding_layers.empty()) {
     if (sliding_layers.size() != size_t(n_layers)) {
@@ -121,6 +128,39 @@ Status ModelConfig::Validate() const {
     }
   }
   return Status::Ok();
+}
+
+const char* PoolingName(PoolingKind pooling) {
+  switch (pooling) {
+    case PoolingKind::kUnset: return "unset";
+    case PoolingKind::kNone: return "none";
+    case PoolingKind::kMean: return "mean";
+    case PoolingKind::kCls: return "cls";
+    case PoolingKind::kLast: return "last";
+  }
+  return "?";
+}
+
+Result<PoolingKind> ParsePooling(std::string_view name) {
+  for (PoolingKind kind :
+       {PoolingKind::kNone, PoolingKind::kMean, PoolingKind::kCls, PoolingKind::kLast}) {
+    if (name == PoolingName(kind)) return kind;
+  }
+  return Error("pooling '%.*s' is not known (none, mean, cls, last)", int(name.size()),
+               name.data());
+}
+
+Result<PoolingKind> PoolingFromGguf(uint64_t value) {
+  switch (value) {
+    case 0: return PoolingKind::kNone;
+    case 1: return PoolingKind::kMean;
+    case 2: return PoolingKind::kCls;
+    case 3: return PoolingKind::kLast;
+    case 4: return Error("pooling type 4 (rank, a reranker's score) is not supported");
+    default: break;
+  }
+  return Error("pooling type %llu is not known (0 none, 1 mean, 2 cls, 3 last)",
+               (unsigned long long)value);
 }
 
 std::string ModelConfig::Summary() const {
@@ -170,6 +210,15 @@ std::string ModelConfig::Summary() const {
   if (attn_softcap > 0.0f || final_softcap > 0.0f) {
     std::snprintf(buffer, sizeof(buffer), "soft-caps        attention %g, final %g\n",
                   double(attn_softcap), double(final_softcap));
+    summary += buffer;
+  }
+  if (!causal_attention || n_positions > 0 || embeddings_only ||
+      pooling != PoolingKind::kUnset) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "encoder          attention %s, %s, %s, pooling %s\n",
+                  causal_attention ? "causal" : "bidirectional",
+                  n_positions > 0 ? "learned positions" : "rope",
+                  embeddings_only ? "embeddings only" : "output head", PoolingName(pooling));
     summary += buffer;
   }
   if (embedding_scale != 1.0f || attention_scale > 0.0f || qk_norm) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/status.h"
@@ -11,6 +12,21 @@
 namespace petrel {
 
 enum class RopeScalingKind : uint8_t { kNone, kLinear, kLlama3 };
+
+// How an embedding is made from a sequence's final hidden states: GGUF `<arch>.pooling_type`
+// (0 none, 1 mean, 2 cls, 3 last), sentence-transformers' `1_Pooling/config.json`.
+enum class PoolingKind : uint8_t {
+  kUnset,  // the model does not say: causal models take the last token, encoders the mean
+  kNone,   // per-token states, no sentence vector
+  kMean,   // mean over every token of the sequence (special tokens included)
+  kCls,    // the first token's state
+  kLast,   // the last token's state
+};
+const char* PoolingName(PoolingKind pooling);
+// "none", "mean", "cls", "last"; an error naming the value otherwise.
+Result<PoolingKind> ParsePooling(std::string_view name);
+// llama.cpp's `pooling_type` numbers; an error naming the value for others (4, rank, too).
+Result<PoolingKind> PoolingFromGguf(uint64_t value);
 
 struct RopeConfig {
   float base = 10000.0f;
@@ -61,6 +77,20 @@ struct ModelConfig {
   bool tied_embeddings = false;  // output projection is the embedding table
   bool qkv_bias = false;         // Qwen2
   bool output_proj_bias = false;
+  // Encoders (BERT): attention sees the whole sequence, positions index a learned table of
+  // `n_positions` rows (0: RoPE), and without an output head the model gives only its final
+  // hidden states (embeddings).
+  bool causal_attention = true;
+  int64_t n_positions = 0;
+  int64_t n_token_types = 0;  // rows of the token-type table (BERT's segment embeddings)
+  bool embeddings_only = false;
+  PoolingKind pooling = PoolingKind::kUnset;
+  // The pooling an embedding request gets when it names none: the model's, else last-token
+  // for causal models and the mean for encoders.
+  PoolingKind DefaultPooling() const {
+    if (pooling != PoolingKind::kUnset) return pooling;
+    return causal_attention ? PoolingKind::kLast : PoolingKind::kMean;
+  }
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -69,7 +69,10 @@ struct BatchContext {
   // (block * block_tokens + offset) its K/V go to.
   const int32_t* n_ctx = nullptr;    // (n_tokens)
   const int32_t* kv_slot = nullptr;  // (n_tokens)
-  size_t max_ctx = 0;                // max of n_ctx (scratch sizing)
+  size_t max_ctx = 0;                // max of n_ctx and n_ctx_all (scratch sizing)
+  // Per token: the positions a bidirectional query attends, its sequence's length once the
+  // batch is written (attention with AttentionParams::causal false).
+  const int32_t* n_ctx_all = nullptr;  // (n_tokens)
   // Rows kept for the output head (tokens whose logits are wanted).
   const int32_t* selected_rows = nullptr;  // (n_selected)
   size_t n_selected = 0;

@@ -13,6 +13,9 @@ struct Batch {
   std::vector<int32_t> positions;   // each sequence's tokens continue its KV cache in order
   std::vector<SeqId> seq_ids;
   std::vector<uint8_t> want_logits; // 1: return this token's logits
+  // Return the final hidden states (model dim floats per wanted token: embeddings, before any
+  // pooling) instead of the logits. Models without an output head take only such batches.
+  bool hidden_output = false;
 
   void Add(int32_t token, int32_t position, SeqId seq, bool logits) {
     tokens.push_back(token);
@@ -26,6 +29,7 @@ struct Batch {
     positions.clear();
     seq_ids.clear();
     want_logits.clear();
+    hidden_output = false;
   }
 };
 

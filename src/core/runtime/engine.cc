@@ -130,6 +130,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
       opts.context
           ? opts.context
           : size_t(std::min<int64_t>(config.max_context > 0 ? config.max_context : 4096, 4096));
+  if (config.n_positions > 0 && context > size_t(config.n_positions)) {
+    return Error("context of %zu tokens exceeds the model's %lld learned positions", context,
+                 (long long)config.n_positions);
+  }
   kv_options.context = context;
   const size_t blocks_per_seq =
       (context + opts.kv_block_tokens - 1) / std::max<size_t>(1, opts.kv_block_tokens);
@@ -149,7 +153,13 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   const BackendId device = wants_device ? 1 : 0;
   engine->placement_ = Placement::Offload(n_layers, device, device_layers);
   if (opts.ubatch_tokens == 0) {
-    PETREL_ASSIGN_OR_RETURN(opts.ubatch_tokens, engine->ChooseMicroBatch());
+    // Bidirectional attention needs each sequence in one pass, so passes are as long as
+    // batches (encoders are small).
+    if (!config.causal_attention) {
+      opts.ubatch_tokens = opts.max_batch_tokens;
+    } else {
+      PETREL_ASSIGN_OR_RETURN(opts.ubatch_tokens, engine->ChooseMicroBatch());
+    }
   }
   if (wants_device) {
     PETREL_ASSIGN_OR_RETURN(DeviceMemoryPlan plan,
@@ -198,6 +208,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   PETREL_ASSIGN_OR_RETURN(placed.token_embd, place(placement.embedding, host.token_embd, "embedding"));
   PETREL_ASSIGN_OR_RETURN(placed.output, place(placement.output, host.output, "output head"));
   PETREL_ASSIGN_OR_RETURN(placed.output_norm, place(placement.output, host.output_norm, "output head"));
+  placed.input = LayerWeights(host.input.specs());
+  for (size_t i = 0; i < host.input.size(); ++i) {
+    PETREL_ASSIGN_OR_RETURN(placed.input[i], place(placement.embedding, host.input[i], "embedding"));
+  }
   placed.rope_inv_freq = host.rope_inv_freq;
   placed.rope_inv_freq_local = host.rope_inv_freq_local;
   placed.layers.resize(host.layers.size());
@@ -364,6 +378,7 @@ Status Engine::Decode(const Batch& batch, std::vector<float>* logits) {
   for (size_t begin = 0; begin < batch.size(); begin += ubatch) {
     const size_t end = std::min(batch.size(), begin + ubatch);
     part_.Clear();
+    part_.hidden_output = batch.hidden_output;
     for (size_t t = begin; t < end; ++t) {
       part_.Add(batch.tokens[t], batch.positions[t], batch.seq_ids[t], batch.want_logits[t] != 0);
     }
@@ -414,6 +429,21 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
     token_seq_[t] = int32_t(s);
   }
   const size_t n_seqs = batch_seqs_.size();
+  if (config.embeddings_only && !batch.hidden_output) {
+    return Error("this %s model has no output head: it gives embeddings, not logits",
+                 config.architecture.c_str());
+  }
+  if (!config.causal_attention) {
+    // Every token sees its whole sequence, so a sequence's tokens must all be in this pass.
+    for (size_t s = 0; s < n_seqs; ++s) {
+      if (seq_start_[s] != 0) {
+        return Error(
+            "sequence %d: bidirectional attention needs the whole sequence in one pass, but %zu "
+            "of its tokens were decoded before (raise --ubatch-size)",
+            batch_seqs_[s], seq_start_[s]);
+      }
+    }
+  }
   // Reserve KV slots; roll back on failure so no sequence changes.
   auto rollback = [&](size_t n_reserved) {
     for (size_t s = 0; s < n_reserved; ++s) (void)kv_->Truncate(batch_seqs_[s], seq_start_[s]);
@@ -442,20 +472,29 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   seq_appended_.assign(n_seqs, 0);
   kv_slot_.resize(n);
   n_ctx_.resize(n);
+  n_ctx_all_.resize(n);
   selected_.clear();
   size_t max_ctx = 0;
   for (size_t t = 0; t < n; ++t) {
     const size_t s = size_t(token_seq_[t]);
     kv_slot_[t] = seq_slots_[size_t(slot_begin_[s]) + seq_appended_[s]++];
     n_ctx_[t] = batch.positions[t] + 1;
-    max_ctx = std::max(max_ctx, size_t(n_ctx_[t]));
+    n_ctx_all_[t] = int32_t(seq_start_[s] + seq_tokens_[s]);
+    max_ctx = std::max({max_ctx, size_t(n_ctx_[t]), size_t(n_ctx_all_[t])});
     if (batch.want_logits[t]) selected_.push_back(int32_t(t));
   }
   const bool any_wanted = !selected_.empty();
   if (!any_wanted) selected_.push_back(int32_t(n - 1));  // the graph needs one output row
 
   graph_.Clear();
+  graph_.hidden_output = batch.hidden_output;
   model_->arch->build_graph(config, placed_, n, selected_.size(), &graph_);
+  const size_t width = OutputWidth(batch.hidden_output);
+  if (graph_.logits == kNoValue || size_t(graph_.values[size_t(graph_.logits)].cols) != width) {
+    rollback(n_seqs);
+    return Error("the %s graph does not give %s", config.architecture.c_str(),
+                 batch.hidden_output ? "hidden states (no embeddings from this family)" : "logits");
+  }
   const Graph* pass = &graph_;
   if (placed_lora_) {
     placed_lora_->AddToGraph(placed_, graph_, &lora_graph_);
@@ -472,10 +511,11 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   context.n_ctx = n_ctx_.data();
   context.kv_slot = kv_slot_.data();
   context.max_ctx = max_ctx;
+  context.n_ctx_all = n_ctx_all_.data();
   context.selected_rows = selected_.data();
   context.n_selected = selected_.size();
   std::vector<float>* out = any_wanted && logits ? logits : &unwanted_logits_;
-  out->resize(selected_.size() * size_t(config.n_vocab));
+  out->resize(selected_.size() * width);
   Status status = executor_->Run(*pass, context, *kv_, out->data());
   if (!status.ok()) {
     rollback(n_seqs);

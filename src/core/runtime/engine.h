@@ -161,6 +161,12 @@ class Engine {
   // forward pass (Decode) does.
   Status Step(std::span<const StepInput> inputs, std::vector<StepOutput>* outputs);
 
+  // Floats per wanted token that Decode returns: the vocabulary, or with Batch::hidden_output
+  // the model dimension.
+  size_t OutputWidth(bool hidden_output) const {
+    return size_t(hidden_output ? model_->config.dim : model_->config.n_vocab);
+  }
+
   // Runs one forward pass. Each sequence's tokens must continue it in order (positions =
   // its length, length + 1, …). `logits` receives n_vocab floats per token with want_logits,
   // in batch order. Runs in passes of ubatch_tokens. On error no sequence changes.
@@ -209,7 +215,7 @@ class Engine {
   std::vector<int32_t> token_seq_;         // per token: index into batch_seqs_
   std::vector<int32_t> block_tables_;      // the batch sequences' block tables, concatenated
   std::vector<int32_t> block_table_begin_; // (batch sequences + 1)
-  std::vector<int32_t> n_ctx_, kv_slot_, selected_;
+  std::vector<int32_t> n_ctx_, n_ctx_all_, kv_slot_, selected_;
   std::vector<float> unwanted_logits_;     // the output row of a batch that wants no logits
   Batch part_;                             // one pass of a batch split into passes
   std::vector<float> part_logits_;

@@ -152,7 +152,12 @@ void BuildDecoderGraph(const DecoderSpec& spec, const ModelConfig& c, const Mode
   }
   const int head = int(c.n_layers);
   const ValueId selected = g->Add(Node{OpKind::kGetRows, head, {x}}, int64_t(n_selected), c.dim);
-  ValueId logits = add.MatMul(head, add.RmsNorm(head, selected, w.output_norm), w.output, nullptr);
+  const ValueId normed = add.RmsNorm(head, selected, w.output_norm);
+  if (g->hidden_output) {  // embeddings: the final norm's output, as llama.cpp's
+    g->logits = normed;
+    return;
+  }
+  ValueId logits = add.MatMul(head, normed, w.output, nullptr);
   if (c.final_softcap > 0.0f) logits = add.Scalar(OpKind::kSoftcap, head, logits, c.final_softcap);
   g->logits = logits;
 }
