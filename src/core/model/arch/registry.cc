@@ -15,6 +15,7 @@ extern const ArchitectureFamily kQwen3MoeFamily;
 extern const ArchitectureFamily kPhi3Family;
 extern const ArchitectureFamily kGemma2Family;
 extern const ArchitectureFamily kGemma3Family;
+extern const ArchitectureFamily kGptOssFamily;
 
 namespace {
 
@@ -35,6 +36,8 @@ std::span<const Architecture> Architectures() {
       {kPhi3Family, "phi3", "Phi3ForCausalLM", RopeStyle::kHalfSplit, false},
       {kGemma2Family, "gemma2", "Gemma2ForCausalLM", RopeStyle::kHalfSplit, false},
       {kGemma3Family, "gemma3", "Gemma3ForCausalLM", RopeStyle::kHalfSplit, false},
+      // NEOX rotation (halves), Q/K rows not permuted; q/k/v/o always have biases.
+      {kGptOssFamily, "gpt-oss", "GptOssForCausalLM", RopeStyle::kHalfSplit, true},
   };
   return kRows;
 }
