@@ -20,6 +20,7 @@
 #include "core/format/gguf_writer.h"
 #include "core/generation/generate.h"
 #include "core/runtime/engine.h"
+#include "quant/quantize.h"  // QuantizeRow
 #include "util/parity.h"
 #include "util/test_data.h"
 
@@ -121,6 +122,185 @@ TEST(GptOssConvert, HfFolderToGgufKeepsParity) {
   const auto stats = RunAgainst(out, Golden(Entry()["logits"].get<std::string>()));
   EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
   std::remove(out.c_str());
+}
+
+// MXFP4 experts as a Hugging Face checkpoint stores them (`quantization_config` mxfp4,
+// `mlp.experts.gate_up_proj_blocks` / `_scales` with gate and up rows interleaved, two indices
+// per byte low nibble first): the fixture's experts quantized to MXFP4 and written both that
+// way and as a GGUF with MXFP4 `ffn_*_exps` give the same logits, so the repacking keeps every
+// value.
+TEST(GptOssMxfp4, HfBlocksAndScalesEqualTheGgufBlocks) {
+  auto gguf_in = GgufFile::Open(ModelDir() + "gpt-oss.gguf");
+  ASSERT_TRUE(gguf_in.ok());
+  // GGUF MXFP4 blocks of every expert tensor, by name.
+  std::map<std::string, std::vector<uint8_t>> mxfp4;
+  std::map<std::string, TensorDesc> mxfp4_desc;
+  for (const GgufTensorInfo& info : (*gguf_in)->tensors()) {
+    if (info.name.find("_exps.weight") == std::string::npos) continue;
+    const size_t n_in = size_t(info.desc.ne[0]), n_rows = size_t(info.desc.n_elems()) / n_in;
+    std::vector<uint8_t> blocks(n_rows * n_in / 32 * 17);
+    for (size_t r = 0; r < n_rows; ++r) {
+      ASSERT_TRUE(QuantizeRow(DType::kMXFP4, static_cast<const float*>(info.data) + r * n_in,
+                              blocks.data() + r * n_in / 32 * 17, n_in));
+    }
+    mxfp4[info.name] = std::move(blocks);
+    mxfp4_desc[info.name] =
+        TensorDesc::Make(DType::kMXFP4, {info.desc.ne[0], info.desc.ne[1], info.desc.ne[2]});
+  }
+  // The GGUF with MXFP4 experts.
+  GgufWriter writer;
+  for (const auto& [key, value] : (*gguf_in)->metadata()) {
+    if (key != "general.alignment") writer.CopyValue(key, value);
+  }
+  for (const GgufTensorInfo& info : (*gguf_in)->tensors()) {
+    if (mxfp4.count(info.name)) {
+      const std::vector<uint8_t>* bytes = &mxfp4[info.name];
+      writer.AddTensor(info.name, mxfp4_desc[info.name], [bytes](void* dst) {
+        std::memcpy(dst, bytes->data(), bytes->size());
+      });
+    } else {
+      const void* data = info.data;
+      const size_t bytes = info.desc.bytes();
+      writer.AddTensor(info.name, info.desc,
+                       [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+    }
+  }
+  const std::string gguf = Scratch("mxfp4.gguf");
+  ASSERT_TRUE(writer.Write(gguf).ok());
+
+  // HF rows of 16 bytes per block, element k at byte k / 2, nibble k % 2, from a GGUF block.
+  auto hf_row = [](const uint8_t* ggml_row, size_t n_blocks, uint8_t* blocks_out,
+                   uint8_t* scales_out) {
+    for (size_t k = 0; k < n_blocks; ++k) {
+      const uint8_t* block = ggml_row + k * 17;
+      scales_out[k] = block[0];
+      for (int j = 0; j < 16; ++j) {
+        const int e0 = 2 * j, e1 = 2 * j + 1;
+        auto index = [&](int element) {
+          return element < 16 ? block[1 + element] & 0xF : block[1 + element - 16] >> 4;
+        };
+        blocks_out[k * 16 + size_t(j)] = uint8_t(index(e0) | (index(e1) << 4));
+      }
+    }
+  };
+  // The HF safetensors: every tensor of the fixture but the fused experts, plus their packed
+  // forms.
+  const std::string hf_dir = ModelDir() + "gpt-oss-hf";
+  std::ifstream in(hf_dir + "/model.safetensors", std::ios::binary);
+  std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, file.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(file.begin() + 8,
+                                                      file.begin() + 8 + long(header_bytes));
+  struct Out {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::map<std::string, Out> tensors;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    if (name.size() > 9 && (name.ends_with("experts.gate_up_proj") || name.ends_with("experts.down_proj"))) {
+      continue;
+    }
+    const auto offsets = entry["data_offsets"].get<std::vector<size_t>>();
+    const char* data = file.data() + 8 + header_bytes;
+    tensors[name] = {entry["dtype"].get<std::string>(), entry["shape"].get<std::vector<int64_t>>(),
+                     std::vector<uint8_t>(data + offsets[0], data + offsets[1])};
+  }
+  const int64_t n_layers = 4, n_experts = 4, dim = 64, ffn = 64;
+  for (int64_t l = 0; l < n_layers; ++l) {
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    const std::string hf = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    const std::vector<uint8_t>& gate = mxfp4[blk + "ffn_gate_exps.weight"];
+    const std::vector<uint8_t>& up = mxfp4[blk + "ffn_up_exps.weight"];
+    const std::vector<uint8_t>& down = mxfp4[blk + "ffn_down_exps.weight"];
+    Out gu_blocks{"U8", {n_experts, 2 * ffn, dim / 32, 16}, {}};
+    Out gu_scales{"U8", {n_experts, 2 * ffn, dim / 32}, {}};
+    gu_blocks.bytes.resize(size_t(n_experts * 2 * ffn * dim / 32 * 16));
+    gu_scales.bytes.resize(size_t(n_experts * 2 * ffn * dim / 32));
+    for (int64_t e = 0; e < n_experts; ++e) {
+      for (int64_t f = 0; f < ffn; ++f) {
+        for (int which = 0; which < 2; ++which) {  // even rows gate, odd rows up
+          const size_t row = size_t(e * 2 * ffn + 2 * f + which);
+          const size_t src_row = size_t(e * ffn + f);
+          hf_row((which ? up : gate).data() + src_row * (dim / 32) * 17, size_t(dim / 32),
+                 gu_blocks.bytes.data() + row * (dim / 32) * 16,
+                 gu_scales.bytes.data() + row * (dim / 32));
+        }
+      }
+    }
+    Out d_blocks{"U8", {n_experts, dim, ffn / 32, 16}, {}};
+    Out d_scales{"U8", {n_experts, dim, ffn / 32}, {}};
+    d_blocks.bytes.resize(size_t(n_experts * dim * ffn / 32 * 16));
+    d_scales.bytes.resize(size_t(n_experts * dim * ffn / 32));
+    for (size_t row = 0; row < size_t(n_experts * dim); ++row) {
+      hf_row(down.data() + row * (ffn / 32) * 17, size_t(ffn / 32),
+             d_blocks.bytes.data() + row * (ffn / 32) * 16, d_scales.bytes.data() + row * (ffn / 32));
+    }
+    tensors[hf + "gate_up_proj_blocks"] = std::move(gu_blocks);
+    tensors[hf + "gate_up_proj_scales"] = std::move(gu_scales);
+    tensors[hf + "down_proj_blocks"] = std::move(d_blocks);
+    tensors[hf + "down_proj_scales"] = std::move(d_scales);
+  }
+  namespace fs = std::filesystem;
+  const fs::path folder = Scratch("mxfp4-hf");
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    fs::copy_file(hf_dir + "/" + name, folder / name);
+  }
+  nlohmann::json config = testing::ReadJson(hf_dir + "/config.json");
+  config["quantization_config"] = {{"quant_method", "mxfp4"},
+                                   {"modules_to_not_convert", {"model.layers.*.self_attn"}}};
+  std::ofstream(folder / "config.json") << config.dump(2);
+  nlohmann::json out_header = nlohmann::json::object();
+  size_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    out_header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string header_text = out_header.dump();
+  header_text.resize((header_text.size() + 7) / 8 * 8, ' ');
+  std::ofstream st(folder / "model.safetensors", std::ios::binary);
+  const uint64_t n = header_text.size();
+  st.write(reinterpret_cast<const char*>(&n), 8);
+  st.write(header_text.data(), long(n));
+  for (const auto& [name, t] : tensors) st.write(reinterpret_cast<const char*>(t.bytes.data()), long(t.bytes.size()));
+  st.close();
+
+  auto from_hf = LoadEngine(folder.string(), /*tokenizer=*/false);
+  auto from_gguf = LoadEngine(gguf, /*tokenizer=*/false);
+  ASSERT_TRUE(from_hf && from_gguf);
+  EXPECT_EQ(from_hf->model().weights.layers[0].views()[13].desc.dtype, DType::kMXFP4);
+  const auto stats = testing::CompareLogits(Logits(*from_hf, Ids()), Logits(*from_gguf, Ids()), 2048);
+  EXPECT_EQ(stats.max_abs, 0.0) << stats.ToString();
+  // The loaded values are transformers' reading of the checkpoint: FP4 value lut[nibble]
+  // (low nibble = even element) times 2^(scale - 127), rows interleaved gate/up.
+  static constexpr float kFp4[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  const Out& gu_blocks = tensors["model.layers.1.mlp.experts.gate_up_proj_blocks"];
+  const Out& gu_scales = tensors["model.layers.1.mlp.experts.gate_up_proj_scales"];
+  const TensorView& up_loaded = from_hf->model().weights.layers[1].views()[14];  // kUpExps
+  std::vector<float> row(static_cast<size_t>(dim));
+  for (int64_t e = 0; e < n_experts; ++e) {
+    for (int64_t f = 0; f < ffn; ++f) {
+      ASSERT_TRUE(DequantizeRow(DType::kMXFP4,
+                                static_cast<const uint8_t*>(up_loaded.data) +
+                                    size_t((e * ffn + f) * (dim / 32) * 17),
+                                row.data(), size_t(dim)));
+      const size_t hf_row_index = size_t(e * 2 * ffn + 2 * f + 1);  // odd rows: up
+      for (int64_t i = 0; i < dim; ++i) {
+        const uint8_t byte = gu_blocks.bytes[hf_row_index * (dim / 32) * 16 + size_t(i / 2)];
+        const int nibble = i % 2 ? byte >> 4 : byte & 0xF;
+        const int exponent = int(gu_scales.bytes[hf_row_index * (dim / 32) + size_t(i / 32)]) - 127;
+        ASSERT_EQ(row[size_t(i)], std::ldexp(kFp4[nibble], exponent))
+            << "expert " << e << " row " << f << " element " << i;
+      }
+    }
+  }
+  std::printf("MXFP4 experts: HF folder vs GGUF %s\n", stats.ToString().c_str());
+  std::remove(gguf.c_str());
 }
 
 // --- Each feature matters -----------------------------------------------------------------

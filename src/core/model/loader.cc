@@ -199,6 +199,10 @@ class Binder {
   Status BindRearranged(const WeightSpec& spec, int layer, TensorView* out) {
     const std::string name = Name(spec, layer);
     PETREL_ASSIGN_OR_RETURN(const TensorView* view, source_.Find(name));
+    if (!view && spec.kind == WeightKind::kExperts) {
+      PETREL_ASSIGN_OR_RETURN(const TensorView* blocks, source_.Find(name + "_blocks"));
+      if (blocks) return BindMxfp4Experts(spec, name, *blocks, out);
+    }
     if (!view) {
       if (spec.IsRequired(config_)) {
         return Error("%s: tensor %s is missing", source_.Describe().c_str(), name.c_str());
@@ -262,6 +266,62 @@ class Binder {
       PETREL_ASSIGN_OR_RETURN(gathered, source_.ToF32(gathered));
     }
     *out = gathered;
+    return Status::Ok();
+  }
+
+  // MXFP4 experts as Hugging Face stores them (gpt-oss): `<name>_blocks` [E][rows][n_in/32][16]
+  // bytes, two E2M1 indices per byte (low nibble first), and `<name>_scales` [E][rows][n_in/32]
+  // E8M0 exponents, rows output-major whatever the unpacked tensor's layout. GGUF's MXFP4 block
+  // is the exponent followed by 16 bytes whose low nibbles are elements 0-15 and high nibbles
+  // 16-31, so the blocks are repacked into an owned tensor (same values, no rounding); the
+  // scales being a separate tensor, the checkpoint's bytes cannot be used in place.
+  Status BindMxfp4Experts(const WeightSpec& spec, const std::string& name,
+                          const TensorView& blocks, TensorView* out) {
+    PETREL_ASSIGN_OR_RETURN(const TensorView* scales, source_.Find(name + "_scales"));
+    const WeightShape shape = spec.shape(config_);
+    const int64_t stride = spec.hf_stride, first = spec.hf_first;
+    const int64_t n_blocks = shape.n_in / 32, n_rows = shape.n_out * stride;
+    const TensorDesc& b = blocks.desc;
+    if (shape.n_in % 32 != 0 || b.dtype != DType::kI8 || b.ne[0] != 16 || b.ne[1] != n_blocks ||
+        b.ne[2] != n_rows || b.ne[3] != config_.n_experts) {
+      return Error("%s: tensor %s_blocks is %s %s, expected U8 [%lld, %lld, %lld, 16] (an input "
+                   "width that is a multiple of 32)",
+                   source_.Describe().c_str(), name.c_str(), DTypeName(b.dtype),
+                   b.ShapeString().c_str(), (long long)config_.n_experts, (long long)n_rows,
+                   (long long)n_blocks);
+    }
+    if (!scales || scales->desc.dtype != DType::kI8 || scales->desc.ne[0] != n_blocks ||
+        scales->desc.ne[1] != n_rows || scales->desc.ne[2] != config_.n_experts ||
+        scales->desc.ne[3] != 1) {
+      return Error("%s: tensor %s_scales is %s, expected U8 [%lld, %lld, %lld]",
+                   source_.Describe().c_str(), name.c_str(),
+                   scales ? scales->desc.ShapeString().c_str() : "missing",
+                   (long long)config_.n_experts, (long long)n_rows, (long long)n_blocks);
+    }
+    const TensorDesc desc =
+        TensorDesc::Make(DType::kMXFP4, {shape.n_in, shape.n_out, config_.n_experts});
+    std::vector<float>& buffer = source_.Own((desc.bytes() + 3) / 4);
+    uint8_t* dst = reinterpret_cast<uint8_t*>(buffer.data());
+    const uint8_t* src_blocks = static_cast<const uint8_t*>(blocks.data);
+    const uint8_t* src_scales = static_cast<const uint8_t*>(scales->data);
+    for (int64_t e = 0; e < config_.n_experts; ++e) {
+      for (int64_t o = 0; o < shape.n_out; ++o) {
+        const int64_t row = e * n_rows + o * stride + first;
+        for (int64_t k = 0; k < n_blocks; ++k) {
+          const uint8_t* packed = src_blocks + size_t((row * n_blocks + k) * 16);
+          uint8_t* block = dst + size_t(((e * shape.n_out + o) * n_blocks + k) * 17);
+          block[0] = src_scales[row * n_blocks + k];
+          for (int j = 0; j < 16; ++j) {
+            // Elements j and j + 16 of the block: bytes j / 2 and 8 + j / 2, nibble j % 2.
+            const int shift = (j % 2) * 4;
+            const uint8_t low = uint8_t((packed[j / 2] >> shift) & 0xF);
+            const uint8_t high = uint8_t((packed[8 + j / 2] >> shift) & 0xF);
+            block[1 + j] = uint8_t(low | (high << 4));
+          }
+        }
+      }
+    }
+    *out = TensorView{desc, dst, 0};
     return Status::Ok();
   }
 
