@@ -10,10 +10,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <optional>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/convert/quantize_hf.h"
 #include "core/convert/quantize_model.h"
@@ -156,9 +156,8 @@ TEST(GptOssMxfp4, HfBlocksAndScalesEqualTheGgufBlocks) {
   for (const GgufTensorInfo& info : (*gguf_in)->tensors()) {
     if (mxfp4.count(info.name)) {
       const std::vector<uint8_t>* bytes = &mxfp4[info.name];
-      writer.AddTensor(info.name, mxfp4_desc[info.name], [bytes](void* dst) {
-        std::memcpy(dst, bytes->data(), bytes->size());
-      });
+      writer.AddTensor(info.name, mxfp4_desc[info.name],
+                       [bytes](void* dst) { std::memcpy(dst, bytes->data(), bytes->size()); });
     } else {
       const void* data = info.data;
       const size_t bytes = info.desc.bytes();
@@ -191,8 +190,8 @@ TEST(GptOssMxfp4, HfBlocksAndScalesEqualTheGgufBlocks) {
   std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, file.data(), 8);
-  const nlohmann::json header = nlohmann::json::parse(file.begin() + 8,
-                                                      file.begin() + 8 + long(header_bytes));
+  const nlohmann::json header =
+      nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + long(header_bytes));
   struct Out {
     std::string dtype;
     std::vector<int64_t> shape;
@@ -201,7 +200,8 @@ TEST(GptOssMxfp4, HfBlocksAndScalesEqualTheGgufBlocks) {
   std::map<std::string, Out> tensors;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    if (name.size() > 9 && (name.ends_with("experts.gate_up_proj") || name.ends_with("experts.down_proj"))) {
+    if (name.size() > 9 &&
+        (name.ends_with("experts.gate_up_proj") || name.ends_with("experts.down_proj"))) {
       continue;
     }
     const auto offsets = entry["data_offsets"].get<std::vector<size_t>>();
@@ -237,7 +237,8 @@ TEST(GptOssMxfp4, HfBlocksAndScalesEqualTheGgufBlocks) {
     d_scales.bytes.resize(size_t(n_experts * dim * ffn / 32));
     for (size_t row = 0; row < size_t(n_experts * dim); ++row) {
       hf_row(down.data() + row * (ffn / 32) * 17, size_t(ffn / 32),
-             d_blocks.bytes.data() + row * (ffn / 32) * 16, d_scales.bytes.data() + row * (ffn / 32));
+             d_blocks.bytes.data() + row * (ffn / 32) * 16,
+             d_scales.bytes.data() + row * (ffn / 32));
     }
     tensors[hf + "gate_up_proj_blocks"] = std::move(gu_blocks);
     tensors[hf + "gate_up_proj_scales"] = std::move(gu_scales);
@@ -258,7 +259,9 @@ TEST(GptOssMxfp4, HfBlocksAndScalesEqualTheGgufBlocks) {
   nlohmann::json out_header = nlohmann::json::object();
   size_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    out_header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    out_header[name] = {{"dtype", t.dtype},
+                        {"shape", t.shape},
+                        {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   std::string header_text = out_header.dump();
@@ -267,18 +270,20 @@ TEST(GptOssMxfp4, HfBlocksAndScalesEqualTheGgufBlocks) {
   const uint64_t n = header_text.size();
   st.write(reinterpret_cast<const char*>(&n), 8);
   st.write(header_text.data(), long(n));
-  for (const auto& [name, t] : tensors) st.write(reinterpret_cast<const char*>(t.bytes.data()), long(t.bytes.size()));
+  for (const auto& [name, t] : tensors)
+    st.write(reinterpret_cast<const char*>(t.bytes.data()), long(t.bytes.size()));
   st.close();
 
   auto from_hf = LoadEngine(folder.string(), /*tokenizer=*/false);
   auto from_gguf = LoadEngine(gguf, /*tokenizer=*/false);
   ASSERT_TRUE(from_hf && from_gguf);
   EXPECT_EQ(from_hf->model().weights.layers[0].views()[13].desc.dtype, DType::kMXFP4);
-  const auto stats = testing::CompareLogits(Logits(*from_hf, Ids()), Logits(*from_gguf, Ids()), 2048);
+  const auto stats =
+      testing::CompareLogits(Logits(*from_hf, Ids()), Logits(*from_gguf, Ids()), 2048);
   EXPECT_EQ(stats.max_abs, 0.0) << stats.ToString();
   // The loaded values are transformers' reading of the checkpoint: FP4 value lut[nibble]
   // (low nibble = even element) times 2^(scale - 127), rows interleaved gate/up.
-  static constexpr float kFp4[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+  static constexpr float kFp4[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
   const Out& gu_blocks = tensors["model.layers.1.mlp.experts.gate_up_proj_blocks"];
   const Out& gu_scales = tensors["model.layers.1.mlp.experts.gate_up_proj_scales"];
@@ -286,10 +291,10 @@ TEST(GptOssMxfp4, HfBlocksAndScalesEqualTheGgufBlocks) {
   std::vector<float> row(static_cast<size_t>(dim));
   for (int64_t e = 0; e < n_experts; ++e) {
     for (int64_t f = 0; f < ffn; ++f) {
-      ASSERT_TRUE(DequantizeRow(DType::kMXFP4,
-                                static_cast<const uint8_t*>(up_loaded.data) +
-                                    size_t((e * ffn + f) * (dim / 32) * 17),
-                                row.data(), size_t(dim)));
+      ASSERT_TRUE(DequantizeRow(
+          DType::kMXFP4,
+          static_cast<const uint8_t*>(up_loaded.data) + size_t((e * ffn + f) * (dim / 32) * 17),
+          row.data(), size_t(dim)));
       const size_t hf_row_index = size_t(e * 2 * ffn + 2 * f + 1);  // odd rows: up
       for (int64_t i = 0; i < dim; ++i) {
         const uint8_t byte = gu_blocks.bytes[hf_row_index * (dim / 32) * 16 + size_t(i / 2)];
@@ -408,15 +413,19 @@ TEST(GptOssFeatures, WithoutSinks) {
 TEST(GptOssFeatures, WithoutTheWindow) {
   ExpectAblation(RewriteGguf("no_window", {{"gpt-oss.attention.sliding_window", 1u << 30}}, {}),
                  "no_window");
-  ExpectAblation(RewriteHf("no_window", {{"layer_types", {"full_attention", "full_attention",
-                                                          "full_attention", "full_attention"}}}),
-                 "no_window");
+  ExpectAblation(
+      RewriteHf("no_window",
+                {{"layer_types",
+                  {"full_attention", "full_attention", "full_attention", "full_attention"}}}),
+      "no_window");
 }
 
 TEST(GptOssFeatures, RoundedYarnRangeIsLlamaCppsNotTheReference) {
-  const std::string truncated = RewriteHf("yarn_truncated", {{"rope_scaling", {{"truncate", true}}}});
+  const std::string truncated =
+      RewriteHf("yarn_truncated", {{"rope_scaling", {{"truncate", true}}}});
   // With the range rounded, the logits are the README's llama.cpp-style ones...
-  const auto stats = RunAgainst(truncated, Golden(Entry()["logits_yarn_truncated"].get<std::string>()));
+  const auto stats =
+      RunAgainst(truncated, Golden(Entry()["logits_yarn_truncated"].get<std::string>()));
   EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
   // ...and miss the golden by its ablation figure.
   ExpectAblation(truncated, "yarn_truncate");
@@ -455,11 +464,11 @@ TEST(GptOssFeatures, WithoutTheSwigluClamp) {
 TEST(GptOssFeatures, WithoutBiases) {
   ExpectAblation(RewriteGguf("no_router_bias", {}, {{"ffn_gate_inp.bias", 0.0f}}),
                  "no_router_bias");
-  ExpectAblation(RewriteGguf("no_expert_bias", {},
-                             {{"ffn_gate_exps.bias", 0.0f},
-                              {"ffn_up_exps.bias", 0.0f},
-                              {"ffn_down_exps.bias", 0.0f}}),
-                 "no_expert_bias");
+  ExpectAblation(
+      RewriteGguf(
+          "no_expert_bias", {},
+          {{"ffn_gate_exps.bias", 0.0f}, {"ffn_up_exps.bias", 0.0f}, {"ffn_down_exps.bias", 0.0f}}),
+      "no_expert_bias");
 }
 
 }  // namespace

@@ -96,16 +96,15 @@ constexpr std::array<WeightSpec, kGptOssWeightCount> GptOssLayerWeights() {
   w[kRouterBias] = {"ffn_gate_inp.bias", "mlp.router.bias", kVector, &Experts};
   w[kGateExps] = Gathered("ffn_gate_exps.weight", "mlp.experts.gate_up_proj", kExperts,
                           &DimToExpertFfn, 2, 0, true);
-  w[kUpExps] = Gathered("ffn_up_exps.weight", "mlp.experts.gate_up_proj", kExperts,
-                        &DimToExpertFfn, 2, 1, true);
+  w[kUpExps] = Gathered("ffn_up_exps.weight", "mlp.experts.gate_up_proj", kExperts, &DimToExpertFfn,
+                        2, 1, true);
   w[kDownExps] = Gathered("ffn_down_exps.weight", "mlp.experts.down_proj", kExperts,
                           &ExpertFfnToDim, 1, 0, true);
   w[kGateExpsBias] = Gathered("ffn_gate_exps.bias", "mlp.experts.gate_up_proj_bias", kVector,
                               &ExpertFfnRows, 2, 0, false);
   w[kUpExpsBias] = Gathered("ffn_up_exps.bias", "mlp.experts.gate_up_proj_bias", kVector,
                             &ExpertFfnRows, 2, 1, false);
-  w[kDownExpsBias] = {"ffn_down_exps.bias", "mlp.experts.down_proj_bias", kVector,
-                      &ExpertDimRows};
+  w[kDownExpsBias] = {"ffn_down_exps.bias", "mlp.experts.down_proj_bias", kVector, &ExpertDimRows};
   return w;
 }
 
@@ -149,8 +148,8 @@ Result<ModelConfig> GptOssConfigFromGguf(const GgufFile& file, const Architectur
                             file.GetBoolOr(Key(arch, "rope.scaling.yarn_truncate"), false));
   }
   c.sliding_layers = EvenLayersSlide(c.n_layers);
-  PETREL_ASSIGN_OR_RETURN(double limit, file.GetFloatOr(Key(arch, "expert_swiglu_limit"),
-                                                        kDefaultSwigluLimit));
+  PETREL_ASSIGN_OR_RETURN(double limit,
+                          file.GetFloatOr(Key(arch, "expert_swiglu_limit"), kDefaultSwigluLimit));
   PETREL_RETURN_IF_ERROR(
       SetGptOssCommon(c, limit, ("key " + Key(arch, "expert_swiglu_limit")).c_str()));
   return c;
@@ -159,8 +158,8 @@ Result<ModelConfig> GptOssConfigFromGguf(const GgufFile& file, const Architectur
 Result<ModelConfig> GptOssConfigFromHf(const nlohmann::json& json, const Architecture& arch) {
   PETREL_ASSIGN_OR_RETURN(ModelConfig c, LlamaConfigFromHf(json, arch));
   c.qkv_bias = true;
-  if (auto it = json.find("sliding_window"); it != json.end() && !it->is_null() &&
-                                             !it->is_number_integer()) {
+  if (auto it = json.find("sliding_window");
+      it != json.end() && !it->is_null() && !it->is_number_integer()) {
     return Error("config.json: field 'sliding_window' must be an integer");
   }
   // Which layers slide: `layer_types` when given, else the even ones.

@@ -21,7 +21,8 @@ double YarnMscale(double factor, double mscale) {
 Result<double> NumberOr(const nlohmann::json& json, const char* field, double fallback) {
   auto it = json.find(field);
   if (it == json.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return Error("config.json: rope_scaling field '%s' must be a number", field);
+  if (!it->is_number())
+    return Error("config.json: rope_scaling field '%s' must be a number", field);
   return it->get<double>();
 }
 
@@ -58,9 +59,8 @@ Status ReadHfYarn(const nlohmann::json& s, int64_t max_position_embeddings, Rope
     return Error("config.json: rope_scaling field 'factor': yarn factor %g must be positive",
                  factor);
   }
-  PETREL_ASSIGN_OR_RETURN(double original,
-                          NumberOr(s, "original_max_position_embeddings",
-                                   double(max_position_embeddings) / factor));
+  PETREL_ASSIGN_OR_RETURN(double original, NumberOr(s, "original_max_position_embeddings",
+                                                    double(max_position_embeddings) / factor));
   PETREL_ASSIGN_OR_RETURN(double beta_fast, NumberOr(s, "beta_fast", 32.0));
   PETREL_ASSIGN_OR_RETURN(double beta_slow, NumberOr(s, "beta_slow", 1.0));
   PETREL_ASSIGN_OR_RETURN(double mscale, NumberOr(s, "mscale", 0.0));
