@@ -614,6 +614,9 @@ TEST_P(BackendConformance, MoeFfnEveryWeightType) {
 
 TEST_P(BackendConformance, RopeBothStyles) {
   const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32;
+  // YaRN's attention factor scales cos and sin: the rotated dimensions only (rot_dims 16 leaves
+  // the rest of each head as it is).
+  for (float attn_factor : {1.0f, 1.35f})
   for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
     for (int32_t rot_dims : {head_dim, 16}) {
       std::vector<double> inv_freq(size_t(rot_dims / 2));
@@ -630,7 +633,12 @@ TEST_P(BackendConformance, RopeBothStyles) {
           const ValueId q = Embed(&graph, q_table, n);
           const ValueId k = Embed(&graph, k_table, n);
           Node node{OpKind::kRope, 0, {q, k}};
-          node.rope = RopeParams{n_heads, n_kv_heads, head_dim, rot_dims, style, inv_freq.data()};
+          node.rope = RopeParams{n_heads, n_kv_heads, head_dim, rot_dims, style, inv_freq.data(),
+                                 attn_factor};
+          if (!backend_->Supports(node)) {
+            EXPECT_NE(attn_factor, 1.0f) << GetParam() << " must run plain RoPE";
+            continue;
+          }
           graph.nodes.push_back(node);
           graph.logits = check_k ? k : q;
           const Weight& table = check_k ? k_table : q_table;
@@ -642,7 +650,8 @@ TEST_P(BackendConformance, RopeBothStyles) {
               for (int32_t i = 0; i < rot_dims / 2; ++i) {
                 const double angle = double(b.positions[t]) * inv_freq[size_t(i)];
                 // The reference rounds cos/sin to float, as every backend's tables are f32.
-                const double cos = float(std::cos(angle)), sin = float(std::sin(angle));
+                const double cos = float(std::cos(angle) * attn_factor);
+                const double sin = float(std::sin(angle) * attn_factor);
                 const size_t i0 = style == RopeStyle::kInterleaved ? size_t(2 * i) : size_t(i);
                 const size_t i1 = style == RopeStyle::kInterleaved ? size_t(2 * i + 1)
                                                                    : size_t(i + rot_dims / 2);
@@ -880,6 +889,168 @@ TEST_P(BackendConformance, WindowedAttentionDiffersFromFull) {
       EXPECT_LE(max_diff, 1e-6) << "row " << t << " sees its whole context through the window";
     } else {
       EXPECT_GT(max_diff, 1e-3) << "row " << t << " must not see keys before its window";
+    }
+  }
+}
+
+// Attention sinks (gpt-oss): one logit per query head joins each row's softmax denominator,
+// with and without a window, against a double reference. Head 3's sink is far above every
+// score (its rows are scaled down to almost nothing, which must not overflow); head 0's far
+// below (no effect). A backend without sinks must refuse the node (placement then keeps the
+// layer on the CPU).
+TEST_P(BackendConformance, AttentionWithSinks) {
+  const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32;
+  const size_t n = 40, q_dim = size_t(n_heads * head_dim), kv_dim = size_t(n_kv_heads * head_dim);
+  const float scale = 0.2f;
+  KvCacheOptions options;
+  options.block_tokens = 16;
+  options.context = 64;
+  options.n_blocks = 4;
+  auto cache = KvCache::Create({backend_.get()}, kv_dim, options);
+  ASSERT_TRUE(cache.ok()) << cache.status().message();
+  const SeqId seq = (*cache)->NewSequence();
+  auto slots = (*cache)->Append(seq, n);
+  ASSERT_TRUE(slots.ok());
+  BatchData b;
+  for (size_t t = 0; t < n; ++t) {
+    b.tokens.push_back(int32_t(t));
+    b.positions.push_back(int32_t(t));
+    b.token_seq.push_back(0);
+    b.n_ctx.push_back(int32_t(t + 1));
+    b.kv_slot.push_back((*slots)[t]);
+    b.selected.push_back(int32_t(t));
+  }
+  b.block_tables = (*cache)->BlockTable(seq);
+  b.block_table_begin = {0, int32_t(b.block_tables.size())};
+  Bind(b);
+  Weight q_table = MakeWeight(DType::kF32, q_dim, n, gen_);
+  Weight k_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
+  Weight v_table = MakeWeight(DType::kF32, kv_dim, n, gen_);
+  Weight sinks = MakeWeight(DType::kF32, size_t(n_heads), 1, gen_);
+  sinks.f32 = {-200.0f, 0.5f, 2.0f, 60.0f};
+  std::memcpy(sinks.bytes.data(), sinks.f32.data(), sinks.bytes.size());
+  for (int32_t window : {0, 16}) {
+    Graph graph;
+    const ValueId q = Embed(&graph, q_table, n);
+    const ValueId k = Embed(&graph, k_table, n);
+    const ValueId v = Embed(&graph, v_table, n);
+    Node node{OpKind::kAttention, 0, {q, k, v}};
+    node.attention = AttentionParams{n_heads, n_kv_heads, head_dim, scale, 0.0f, window};
+    node.attention.sinks = Placed(sinks);
+    if (!backend_->Supports(node)) GTEST_SKIP() << GetParam() << " has no attention sinks";
+    graph.logits = graph.Add(node, int64_t(n), int64_t(q_dim));
+    Matrix want(n * q_dim, 0.0);
+    for (size_t t = 0; t < n; ++t) {
+      const size_t first = window > 0 && t + 1 > size_t(window) ? t + 1 - size_t(window) : 0;
+      for (int32_t h = 0; h < n_heads; ++h) {
+        const size_t kv_head = size_t(h / (n_heads / n_kv_heads));
+        const float* qr = q_table.f32.data() + t * q_dim + size_t(h) * head_dim;
+        std::vector<double> score(t + 1);
+        double max = sinks.f32[size_t(h)];
+        for (size_t j = first; j <= t; ++j) {
+          const float* kr = k_table.f32.data() + j * kv_dim + kv_head * head_dim;
+          double dot = 0;
+          for (int32_t d = 0; d < head_dim; ++d) dot += double(qr[d]) * kr[d];
+          score[j] = scale * dot;
+          max = std::max(max, score[j]);
+        }
+        double sum = std::exp(double(sinks.f32[size_t(h)]) - max);
+        for (size_t j = first; j <= t; ++j) sum += score[j] = std::exp(score[j] - max);
+        double* out = want.data() + t * q_dim + size_t(h) * head_dim;
+        for (size_t j = first; j <= t; ++j) {
+          const float* vr = v_table.f32.data() + j * kv_dim + kv_head * head_dim;
+          for (int32_t d = 0; d < head_dim; ++d) out[d] += score[j] / sum * vr[d];
+        }
+      }
+    }
+    ExpectMatches(want, Run(graph, b, cache->get()), q_dim, false,
+                  "attention with sinks, window " + std::to_string(window));
+  }
+}
+
+// gpt-oss's experts: clamped SwiGLU (alpha 1.702, limit 7, up + 1) with gate, up and down
+// biases, against a double reference. The pre-activations are ~N(0, 16²), so most of them are
+// clamped.
+TEST_P(BackendConformance, MoeFfnClampedSwigluWithBiases) {
+  const size_t n_in = 256, n_ff = 64, n_out = 67, n_experts = 4;
+  const int top_k = 2;
+  Weight table = MakeWeight(DType::kF32, n_in, kVocab, gen_);
+  Weight router = MakeWeight(DType::kF32, n_experts, kVocab, gen_);
+  auto experts = [&](DType type, size_t in, size_t rows) {
+    Weight w = MakeWeight(type, in, rows * n_experts, gen_);
+    w.view.desc = TensorDesc::Make(type, {int64_t(in), int64_t(rows), int64_t(n_experts)});
+    return w;
+  };
+  Weight gate_bias = MakeWeight(DType::kF32, n_ff, n_experts, gen_);
+  Weight up_bias = MakeWeight(DType::kF32, n_ff, n_experts, gen_);
+  Weight down_bias = MakeWeight(DType::kF32, n_out, n_experts, gen_);
+  const float alpha = 1.702f, limit = 7.0f;
+  for (DType type : {DType::kF32, DType::kQ8_0}) {
+    Weight gate = experts(type, n_in, n_ff), up = experts(type, n_in, n_ff);
+    Weight down = experts(type, n_ff, n_out);
+    Node node{OpKind::kMoeFfn, 0, {0, 1}};
+    node.weight = &gate.view;
+    node.weight_up = &up.view;
+    node.weight_down = &down.view;
+    node.bias = &gate_bias.view;
+    node.bias_up = &up_bias.view;
+    node.bias_down = &down_bias.view;
+    node.moe = MoeParams{int32_t(n_experts), top_k, true, alpha, limit, 1.0f};
+    if (!backend_->Supports(node)) continue;
+    {
+      Node bad = node;
+      bad.bias_down = &gate_bias.view;  // a row per expert of the wrong width
+      EXPECT_FALSE(backend_->Supports(bad));
+    }
+    for (size_t n : kTokenCounts) {
+      BatchData b = SimpleBatch(n, kVocab);
+      const Matrix x = Lookup(table, b);
+      Matrix want(n * n_out, 0.0);
+      for (size_t t = 0; t < n; ++t) {
+        // Top-k of the logits, softmax over those k.
+        const float* l = router.f32.data() + size_t(b.tokens[t]) * n_experts;
+        std::vector<size_t> order(n_experts);
+        for (size_t e = 0; e < n_experts; ++e) order[e] = e;
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) { return l[a] > l[c]; });
+        double sum = 0;
+        for (int r = 0; r < top_k; ++r) sum += std::exp(double(l[order[r]]) - l[order[0]]);
+        for (int r = 0; r < top_k; ++r) {
+          const size_t e = order[size_t(r)];
+          const double w = std::exp(double(l[e]) - l[order[0]]) / sum;
+          std::vector<double> act(n_ff);
+          for (size_t f = 0; f < n_ff; ++f) {
+            double g = gate_bias.f32[e * n_ff + f], u = up_bias.f32[e * n_ff + f];
+            for (size_t c = 0; c < n_in; ++c) {
+              g += x[t * n_in + c] * gate.f32[(e * n_ff + f) * n_in + c];
+              u += x[t * n_in + c] * up.f32[(e * n_ff + f) * n_in + c];
+            }
+            g = std::min(g, double(limit));
+            u = std::clamp(u, -double(limit), double(limit));
+            act[f] = g / (1.0 + std::exp(-double(alpha) * g)) * (u + 1.0);
+          }
+          for (size_t o = 0; o < n_out; ++o) {
+            double y = down_bias.f32[e * n_out + o];
+            for (size_t f = 0; f < n_ff; ++f) y += act[f] * down.f32[(e * n_out + o) * n_ff + f];
+            want[t * n_out + o] += w * y;
+          }
+        }
+      }
+      Graph graph;
+      const ValueId in = Embed(&graph, table, n);
+      const ValueId logits = Embed(&graph, router, n);
+      Node run = node;
+      run.inputs[0] = in;
+      run.inputs[1] = logits;
+      run.weight = Placed(gate);
+      run.weight_up = Placed(up);
+      run.weight_down = Placed(down);
+      run.bias = Placed(gate_bias);
+      run.bias_up = Placed(up_bias);
+      run.bias_down = Placed(down_bias);
+      graph.logits = graph.Add(run, int64_t(n), int64_t(n_out));
+      ExpectMatches(want, Run(graph, b, nullptr), n_out, IsBlockType(type),
+                    std::string("moe_ffn clamped swiglu ") + DTypeName(type) + " tokens " +
+                        std::to_string(n));
     }
   }
 }

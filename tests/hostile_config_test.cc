@@ -20,7 +20,10 @@ namespace petrel {
 namespace {
 
 std::string SynthArch(const std::string& name) {
-  return testing::SharedDir() + "/models/synth-arch/" + name;
+  // The later families live in synth-arch2.
+  const std::string first = testing::SharedDir() + "/models/synth-arch/" + name;
+  if (std::filesystem::exists(first)) return first;
+  return testing::SharedDir() + "/models/synth-arch2/" + name;
 }
 
 // One metadata key of a GGUF, rewritten; the suffix after "<arch>." names it.
@@ -221,6 +224,96 @@ TEST(HostileConfig, WindowsAndSoftCaps) {
                   "'rope_local_base_freq' must be positive");
   ExpectLoadError(RewriteHf("gemma2", {{"query_pre_attn_scalar", 0}}, "g2_hf_scalar"),
                   "'query_pre_attn_scalar' must be positive");
+}
+
+// gpt-oss: the sinks must be one per head, the windowed layers need a window, the RoPE scaling
+// must be a known kind, and YaRN's factor and betas and the SwiGLU limit must be usable.
+TEST(HostileConfig, GptOss) {
+  // A sinks tensor of 3 values for 4 heads.
+  {
+    auto in = GgufFile::Open(SynthArch("gpt-oss.gguf"));
+    ASSERT_TRUE(in.ok());
+    GgufWriter writer;
+    for (const auto& [key, value] : (*in)->metadata()) {
+      if (key != "general.alignment") writer.CopyValue(key, value);
+    }
+    for (const GgufTensorInfo& info : (*in)->tensors()) {
+      const void* data = info.data;
+      TensorDesc desc = info.desc;
+      if (info.name == "blk.2.attn_sinks.weight") desc = TensorDesc::Make(DType::kF32, {3});
+      const size_t bytes = desc.bytes();
+      writer.AddTensor(info.name, desc, [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+    }
+    const std::string path = testing::ScratchDir() + "/hostile_gptoss_sinks.gguf";
+    ASSERT_TRUE(writer.Write(path).ok());
+    ExpectLoadError(path, "tensor blk.2.attn_sinks.weight has shape [3], expected [4]");
+  }
+  ExpectLoadError(
+      RewriteGguf("gpt-oss", {{"attention.sliding_window", KeyEdit::kU32, 0}}, "gptoss_w0"),
+      "sliding window 0 is invalid for windowed layers");
+  ExpectLoadError(RewriteHf("gpt-oss", {{"sliding_window", 0}}, "gptoss_hf_w0"),
+                  "sliding window 0 is invalid for windowed layers");
+  ExpectLoadError(RewriteHf("gpt-oss", {{"sliding_window", nullptr}}, "gptoss_hf_wnull"),
+                  "sliding window 0 is invalid for windowed layers");
+  ExpectLoadError(RewriteHf("gpt-oss",
+                            {{"layer_types", {"sliding_attention", "chunked_attention",
+                                              "sliding_attention", "full_attention"}}},
+                            "gptoss_hf_lt"),
+                  "layer type \"chunked_attention\" is not supported");
+  // Unknown RoPE scaling kinds.
+  {
+    auto in = GgufFile::Open(SynthArch("gpt-oss.gguf"));
+    ASSERT_TRUE(in.ok());
+    GgufWriter writer;
+    for (const auto& [key, value] : (*in)->metadata()) {
+      if (key != "general.alignment") writer.CopyValue(key, value);
+    }
+    writer.SetString("gpt-oss.rope.scaling.type", "ntk-magic");
+    for (const GgufTensorInfo& info : (*in)->tensors()) {
+      const void* data = info.data;
+      const size_t bytes = info.desc.bytes();
+      writer.AddTensor(info.name, info.desc, [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+    }
+    const std::string path = testing::ScratchDir() + "/hostile_gptoss_scaling.gguf";
+    ASSERT_TRUE(writer.Write(path).ok());
+    ExpectLoadError(path, "rope scaling 'ntk-magic' is not supported");
+  }
+  ExpectLoadError(RewriteHf("gpt-oss", {{"rope_scaling", {{"rope_type", "ntk-magic"}, {"factor", 2.0}}}},
+                            "gptoss_hf_scaling"),
+                  "rope_scaling type 'ntk-magic' is not supported");
+  // YaRN factor <= 0, inverted betas.
+  for (double factor : {0.0, -32.0}) {
+    ExpectLoadError(
+        RewriteGguf("gpt-oss", {{"rope.scaling.factor", KeyEdit::kF32, factor}}, "gptoss_f"),
+        "yarn rope scaling factor");
+    nlohmann::json scaling = {{"rope_type", "yarn"}, {"factor", factor},
+                              {"original_max_position_embeddings", 4096}};
+    ExpectLoadError(RewriteHf("gpt-oss", {{"rope_scaling", scaling}}, "gptoss_hf_f"),
+                    "must be positive");
+  }
+  ExpectLoadError(
+      RewriteHf("gpt-oss",
+                {{"rope_scaling",
+                  {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 1.0}, {"beta_slow", 32.0},
+                   {"original_max_position_embeddings", 4096}}}},
+                "gptoss_hf_beta"),
+      "yarn rope scaling needs beta_fast > beta_slow > 0");
+  ExpectLoadError(
+      RewriteGguf("gpt-oss", {{"rope.scaling.yarn_beta_slow", KeyEdit::kF32, 64}}, "gptoss_beta"),
+      "yarn rope scaling needs beta_fast > beta_slow > 0");
+  for (double limit : {0.0, -7.0}) {
+    ExpectLoadError(RewriteHf("gpt-oss", {{"swiglu_limit", limit}}, "gptoss_hf_limit"),
+                    "field 'swiglu_limit': swiglu limit");
+  }
+  ExpectLoadError(RewriteGguf("gpt-oss", {{"expert_count", KeyEdit::kU32, 0}}, "gptoss_e0"),
+                  "gpt-oss.expert_count is missing or 0");
+  // Unedited copies load.
+  LoadOptions options;
+  options.load_tokenizer = false;
+  auto gguf = LoadModel(RewriteGguf("gpt-oss", {}, "gptoss_same"), options);
+  EXPECT_TRUE(gguf.ok()) << gguf.status().message();
+  auto hf = LoadModel(RewriteHf("gpt-oss", nlohmann::json::object(), "gptoss_hf_same"), options);
+  EXPECT_TRUE(hf.ok()) << hf.status().message();
 }
 
 // The files rewritten with nothing changed still load: the edits above are what fails.

@@ -476,7 +476,7 @@ TEST(MalformedSafetensors, HeaderContent) {
       {R"({"a":5})", "'a'"},
       {R"({"a":{"shape":[1],"data_offsets":[0,4]}})", "dtype"},
       {R"({"a":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})", "F8_E5M2"},
-      {R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", "U8"},
+      {R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", "BOOL"},
       {R"({"a":{"dtype":7,"shape":[1],"data_offsets":[0,4]}})", "dtype"},
       {R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "needs 12"},
       {R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", "shape[0]"},

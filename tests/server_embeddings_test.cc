@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "util/cli_runner.h"  // Petrel, StoryF32Gguf
+#include "util/openai_client.h"
 #include "util/server_process.h"
 
 namespace petrel::testing {
@@ -198,31 +199,15 @@ TEST(ServerEmbeddings, ChatModelNeedsTheFlag) {
 // The official `openai` npm client (tests/openai_client/embeddings.mjs, installed on demand
 // into the scratch folder) against the server, checked against `petrel embed`.
 TEST(ServerEmbeddings, OfficialOpenAiClient) {
-  if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "node and npm are needed for the openai client test";
-  }
-  const char* source = std::getenv("PETREL_SOURCE_DIR");
-  const std::string script =
-      std::string(source ? source : "..") + "/tests/openai_client/embeddings.mjs";
-  const std::string client_dir = ScratchDir() + "/openai_client";
-  const std::string install = "mkdir -p " + Quote(client_dir) + " && cd " + Quote(client_dir) +
-                              " && (test -d node_modules/openai || npm install --silent "
-                              "--no-audit --no-fund openai@4 >npm.log 2>&1)";
-  if (std::system(install.c_str()) != 0) {
-    GTEST_SKIP() << "npm could not install the openai package (offline?); see " << client_dir
-                 << "/npm.log";
-  }
+  std::string skip;
+  const std::string client_dir = OpenAiClientDir(&skip);
+  if (client_dir.empty()) GTEST_SKIP() << skip;
   ServerProcess server({"-m", BertGguf(), "--no-access-log"});
   ASSERT_TRUE(server.ok()) << server.log();
   const std::string lines = "The quick brown fox jumps over the lazy dog.\nHello world";
   const std::vector<std::vector<float>> cli = EmbedCli(BertGguf(), lines);
-  const std::string out_path = client_dir + "/result.json";
-  const std::string command = "cd " + Quote(client_dir) + " && node " + Quote(script) + " " +
-                              std::to_string(server.port()) + " " + Quote(out_path) + " 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  std::ifstream in(out_path);
-  const json result = json::parse(in, nullptr, false);
-  ASSERT_TRUE(result.is_object()) << "the client wrote no result";
+  const json result = RunOpenAiScript(client_dir, "embeddings.mjs", server.port());
+  ASSERT_TRUE(result.is_object()) << "see " << client_dir << "/embeddings.mjs.json.log";
   for (const char* format : {"float", "base64"}) {
     const json& vectors = result[format];
     ASSERT_EQ(vectors.size(), 2u) << format;

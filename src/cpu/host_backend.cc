@@ -104,7 +104,9 @@ bool HostBackend::Supports(const Node& node) const {
     case OpKind::kAttention: {
       const AttentionParams& p = node.attention;
       return p.logit_softcap >= 0.0f && p.window >= 0 && p.n_kv_heads > 0 &&
-             p.n_heads % p.n_kv_heads == 0 && (p.causal || p.window == 0);
+             p.n_heads % p.n_kv_heads == 0 && (p.causal || p.window == 0) &&
+             (p.sinks == nullptr ||
+              (p.sinks->desc.dtype == DType::kF32 && p.sinks->desc.n_elems() == p.n_heads));
     }
     case OpKind::kMoeFfn:
       return MoeNodeError(node) == nullptr && supports_weight_(node.weight->desc.dtype) &&
@@ -116,7 +118,7 @@ bool HostBackend::Supports(const Node& node) const {
       return node.scalar > 0.0f;
     case OpKind::kRope:
       return node.rope.inv_freq != nullptr && node.rope.rot_dims % 2 == 0 &&
-             node.rope.rot_dims <= node.rope.head_dim;
+             node.rope.rot_dims <= node.rope.head_dim && std::isfinite(node.rope.attn_factor);
     case OpKind::kLayerNorm:
       return node.weight != nullptr && node.weight->desc.dtype == DType::kF32 &&
              (node.bias == nullptr || node.bias->desc.dtype == DType::kF32);
@@ -143,15 +145,19 @@ Status HostBackend::BeginBatch(const BatchContext& batch) {
   return Status::Ok();
 }
 
-const HostBackend::RopeTable& HostBackend::RopeTableFor(const double* inv_freq, size_t pairs) {
+const HostBackend::RopeTable& HostBackend::RopeTableFor(const double* inv_freq, size_t pairs,
+                                                         float attn_factor) {
   for (size_t i = 0; i < rope_tables_used_; ++i) {
     const RopeTable& table = rope_tables_[i];
-    if (table.inv_freq == inv_freq && table.pairs == pairs) return table;
+    if (table.inv_freq == inv_freq && table.pairs == pairs && table.attn_factor == attn_factor) {
+      return table;
+    }
   }
   if (rope_tables_used_ == rope_tables_.size()) rope_tables_.emplace_back();
   RopeTable& table = rope_tables_[rope_tables_used_++];
   table.inv_freq = inv_freq;
   table.pairs = pairs;
+  table.attn_factor = attn_factor;
   const size_t n = batch_.n_tokens;
   table.cos.resize(n * pairs);
   table.sin.resize(n * pairs);
@@ -159,8 +165,9 @@ const HostBackend::RopeTable& HostBackend::RopeTableFor(const double* inv_freq, 
     for (size_t i = 0; i < pairs; ++i) {
       // Angles in double: large positions times small frequencies lose bits in float.
       const double angle = double(batch_.positions[t]) * inv_freq[i];
-      table.cos[t * pairs + i] = float(std::cos(angle));
-      table.sin[t * pairs + i] = float(std::sin(angle));
+      // YaRN's attention factor scales cos and sin (1 otherwise: the same bits as without).
+      table.cos[t * pairs + i] = float(std::cos(angle) * attn_factor);
+      table.sin[t * pairs + i] = float(std::sin(angle) * attn_factor);
     }
   }
   return table;
@@ -333,6 +340,7 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
       args.scale = p.scale;
       args.softcap = p.logit_softcap;
       args.window = size_t(p.window);
+      args.sinks = p.sinks ? p.sinks->as<const float>() : nullptr;
       args.out = out + chunk.first_token * q_dim;
       kernels_.attention(args, head_begin, head_begin + heads_per_item);
     }
@@ -346,7 +354,7 @@ void HostBackend::RunRope(const Node& node, const TensorView* values) {
   const size_t head_dim = size_t(p.head_dim), pairs = size_t(p.rot_dims) / 2;
   const size_t q_dim = size_t(p.n_heads) * head_dim;
   const size_t kv_dim = size_t(p.n_kv_heads) * head_dim;
-  const RopeTable& table = RopeTableFor(p.inv_freq, pairs);
+  const RopeTable& table = RopeTableFor(p.inv_freq, pairs, p.attn_factor);
   pool_.ParallelFor(batch_.n_tokens, [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) {
       const float* cos = table.cos.data() + t * pairs;

@@ -71,9 +71,10 @@ class HostBackend final : public Backend {
   struct RopeTable {
     const double* inv_freq = nullptr;
     size_t pairs = 0;
+    float attn_factor = 1.0f;  // multiplies cos and sin (YaRN)
     std::vector<float> cos, sin;
   };
-  const RopeTable& RopeTableFor(const double* inv_freq, size_t pairs);
+  const RopeTable& RopeTableFor(const double* inv_freq, size_t pairs, float attn_factor);
 
   const char* name_;
   BackendId id_;

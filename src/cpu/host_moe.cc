@@ -30,7 +30,32 @@ const char* MoeNodeError(const Node& node) {
     return "has expert tensors whose expert count differs from its own";
   }
   if (down.ne[0] != gate.ne[1]) return "has down experts whose width differs from gate's";
+  // Optional f32 biases, one row per expert.
+  auto bias_ok = [&](const TensorView* bias, int64_t width) {
+    return bias == nullptr ||
+           (bias->desc.dtype == DType::kF32 && bias->desc.n_elems() == width * p.n_experts);
+  };
+  if (!bias_ok(node.bias, gate.ne[1]) || !bias_ok(node.bias_up, gate.ne[1]) ||
+      !bias_ok(node.bias_down, down.ne[1])) {
+    return "has expert biases that are not f32 rows of the experts' widths";
+  }
+  if (!(p.glu_alpha > 0.0f) || !std::isfinite(p.glu_alpha) || !(p.glu_limit >= 0.0f) ||
+      !std::isfinite(p.glu_up_offset)) {
+    return "has an invalid gated activation (alpha must be positive, the limit 0 or positive)";
+  }
   return nullptr;
+}
+
+void ClampedSwiGlu(const MoeParams& p, const float* gate, const float* up, size_t n, float* out) {
+  const bool clamp = p.glu_limit > 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    float g = gate[i], u = up[i];
+    if (clamp) {
+      g = std::min(g, p.glu_limit);
+      u = std::clamp(u, -p.glu_limit, p.glu_limit);
+    }
+    out[i] = g / (1.0f + std::exp(-p.glu_alpha * g)) * (u + p.glu_up_offset);
+  }
 }
 
 void RouteTopK(const float* logits, int n_experts, int top_k, bool normalize, float* probs,
@@ -137,6 +162,10 @@ Status HostBackend::RunMoeFfn(const Node& node, const TensorView* values) {
     if (scratch.size() < max_tokens * max_rows) scratch.resize(max_tokens * max_rows);
   }
   m.act.resize(n_rows * n_ff);
+  const bool plain_silu = node.moe.PlainSilu();
+  const float* gate_bias = node.bias ? node.bias->as<const float>() : nullptr;
+  const float* up_bias = node.bias_up ? node.bias_up->as<const float>() : nullptr;
+  const float* down_bias = node.bias_down ? node.bias_down->as<const float>() : nullptr;
   const size_t gate_row_bytes = gate.desc.row_bytes(), up_row_bytes = up.desc.row_bytes();
   // Calls fn(e, first grouped row, its tokens, row_begin, row_end) for the part of expert
   // `active[a]`'s rows [a * rows, (a + 1) * rows) that [begin, end) covers.
@@ -158,11 +187,17 @@ Status HostBackend::RunMoeFfn(const Node& node, const TensorView* values) {
       const char* up_e = static_cast<const char*>(up.data) + e * n_ff * up_row_bytes;
       float* act = m.act.data() + first * n_ff;
       MatMulRows(gate.desc.dtype, gate_e + lo * gate_row_bytes, gate_row_bytes, n_in, in, tokens,
-                 nullptr, gate_rows.data(), rows, 0, rows);
-      MatMulRows(up.desc.dtype, up_e, up_row_bytes, n_in, in, tokens, nullptr, act, n_ff, lo, hi);
+                 gate_bias ? gate_bias + e * n_ff + lo : nullptr, gate_rows.data(), rows, 0,
+                 rows);
+      MatMulRows(up.desc.dtype, up_e, up_row_bytes, n_in, in, tokens,
+                 up_bias ? up_bias + e * n_ff : nullptr, act, n_ff, lo, hi);
       for (size_t t = 0; t < tokens; ++t) {
         float* out_row = act + t * n_ff + lo;
-        kernels_.silu_mul(gate_rows.data() + t * rows, out_row, rows, out_row);
+        if (plain_silu) {
+          kernels_.silu_mul(gate_rows.data() + t * rows, out_row, rows, out_row);
+        } else {
+          ClampedSwiGlu(node.moe, gate_rows.data() + t * rows, out_row, rows, out_row);
+        }
       }
     });
   }, kRowGrain, chunks_per_thread);
@@ -201,8 +236,9 @@ Status HostBackend::RunMoeFfn(const Node& node, const TensorView* values) {
                            static_cast<const uint8_t*>(act_in.data) + first * act_in.row_bytes,
                            act_in.row_bytes};
       const char* down_e = static_cast<const char*>(down.data) + e * n_out * down_row_bytes;
-      MatMulRows(down.desc.dtype, down_e, down_row_bytes, n_ff, in, tokens, nullptr,
-                 m.y.data() + first * n_out, n_out, lo, hi);
+      MatMulRows(down.desc.dtype, down_e, down_row_bytes, n_ff, in, tokens,
+                 down_bias ? down_bias + e * n_out : nullptr, m.y.data() + first * n_out, n_out,
+                 lo, hi);
     });
   }, kRowGrain, MatMulChunksPerThread(act_in.type, max_tokens));
 

@@ -1,6 +1,7 @@
 // Mixture-of-experts helpers of the host backends: the node's checks and the router.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/graph/graph.h"
@@ -9,8 +10,14 @@ namespace petrel {
 
 // What is wrong with a moe_ffn node's weights and parameters, or nullptr when it can run: gate
 // and up of one type and shape [n_in, n_ff, n_experts], down [n_ff, n_out, n_experts],
-// 0 < top_k <= n_experts.
+// 0 < top_k <= n_experts, optional f32 biases of one row per expert, a valid gated activation.
 const char* MoeNodeError(const Node& node);
+
+// The experts' gated activation when it is not plain silu(g) * u (MoeParams): gpt-oss's clamped
+// SwiGLU, out = min(g, L) * sigmoid(alpha * min(g, L)) * (clamp(u, -L, L) + up_offset). `out`
+// may be `up`.
+void ClampedSwiGlu(const MoeParams& params, const float* gate, const float* up, size_t n,
+                   float* out);
 
 // One token's routing: p = softmax(logits) over n_experts (in float, max subtracted); the top_k
 // largest p in descending order, equal values in ascending expert order, so ties resolve the same

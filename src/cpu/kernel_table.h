@@ -41,6 +41,9 @@ struct AttentionArgs {
   float softcap = 0.0f;
   // 0: every position up to n_ctx; else query i sees only positions [n_ctx[i] - window, n_ctx[i]).
   size_t window = 0;
+  // nullptr: none; else one logit per query head (n_heads) that joins each row's softmax
+  // denominator (exp(sink - max)) without a value row: attention sinks.
+  const float* sinks = nullptr;
   float* out = nullptr;  // (n_queries, n_heads, head_dim)
 };
 

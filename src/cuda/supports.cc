@@ -26,14 +26,16 @@ bool SupportsNode(const Node& node) {
       const AttentionParams& p = node.attention;
       if (!p.causal) return false;  // bidirectional attention runs on the host
       if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0) return false;
+      if (p.sinks != nullptr) return false;  // no kernel takes attention sinks
       for (DType kv : {DType::kF32, DType::kF16, DType::kQ8_0}) {
         if (!SupportsAttention(p, kv)) return false;
       }
       return true;
     }
     case OpKind::kRope:
+      // YaRN's attention factor is not in the kernel: such layers stay on the CPU.
       return node.rope.inv_freq != nullptr && node.rope.rot_dims % 2 == 0 &&
-             node.rope.rot_dims <= node.rope.head_dim;
+             node.rope.rot_dims <= node.rope.head_dim && node.rope.attn_factor == 1.0f;
     case OpKind::kRmsNorm:
       return node.weight != nullptr && node.weight->desc.dtype == DType::kF32;
     case OpKind::kHeadRmsNorm:

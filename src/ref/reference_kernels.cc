@@ -136,7 +136,10 @@ void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end) {
         if (args.softcap > 0.0f) probs[p] = args.softcap * std::tanh(probs[p] / args.softcap);
         max_score = std::max(max_score, probs[p]);
       }
-      double sum = 0.0;
+      // A sink logit (raw, not scaled) joins the denominator with no value row.
+      const double sink = args.sinks ? double(args.sinks[h]) : -INFINITY;
+      max_score = std::max(max_score, sink);
+      double sum = args.sinks ? std::exp(sink - max_score) : 0.0;
       for (size_t p = first; p < n_ctx; ++p) {
         probs[p] = std::exp(probs[p] - max_score);
         sum += probs[p];

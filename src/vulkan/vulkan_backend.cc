@@ -133,12 +133,14 @@ bool VulkanBackend::Supports(const Node& node) const {
       return weight_ok(node.weight) && weight_ok(node.weight_up) &&
              node.weight->desc.dtype == node.weight_up->desc.dtype;
     case OpKind::kAttention:
+      // No shader takes attention sinks: such layers stay on the CPU.
       return node.attention.causal && node.attention.n_kv_heads > 0 &&
              node.attention.n_heads % node.attention.n_kv_heads == 0 &&
-             vk::SupportsAttention(node.attention, caps);
+             node.attention.sinks == nullptr && vk::SupportsAttention(node.attention, caps);
     case OpKind::kRope:
+      // YaRN's attention factor is not in the shader: such layers stay on the CPU.
       return node.rope.inv_freq != nullptr && node.rope.rot_dims % 2 == 0 &&
-             node.rope.rot_dims <= node.rope.head_dim;
+             node.rope.rot_dims <= node.rope.head_dim && node.rope.attn_factor == 1.0f;
     case OpKind::kRmsNorm:
       return node.weight != nullptr && node.weight->desc.dtype == DType::kF32;
     case OpKind::kHeadRmsNorm:

@@ -311,7 +311,8 @@ void FallbackReport::Finish(size_t n_tensors) const {
 
 DType MixedTensorType(const QuantMix& mix, const std::string& name, int n_dims,
                       const QuantModelInfo& model, int64_t n_in) {
-  if (n_dims < 2) return DType::kF32;
+  // Vectors, and biases of any shape (gpt-oss's experts keep one row per expert), stay F32.
+  if (n_dims < 2 || name.ends_with(".bias")) return DType::kF32;
   // The expert router is small and decides which experts run: llama.cpp keeps it F32 too.
   if (Contains(name, "ffn_gate_inp.weight")) return DType::kF32;
   DType type = mix.base;

@@ -30,9 +30,9 @@ std::optional<DType> DTypeFromSafetensors(std::string_view name) {
   if (name == "I16") return DType::kI16;
   if (name == "I32") return DType::kI32;
   if (name == "I64") return DType::kI64;
-  // F8_E4M3 is read as bytes (SafetensorsTensor::f8_e4m3). U8, BOOL and F8_E5M2 have no
-  // DType; the caller reports them.
-  if (name == "F8_E4M3") return DType::kI8;
+  // F8_E4M3 is read as bytes (SafetensorsTensor::f8_e4m3), and so is U8 (packed MXFP4
+  // `_blocks` and E8M0 `_scales`). BOOL and F8_E5M2 have no DType; the caller reports them.
+  if (name == "F8_E4M3" || name == "U8") return DType::kI8;
   return std::nullopt;
 }
 

@@ -30,6 +30,8 @@ struct RopeParams {
   int32_t rot_dims = 0;                 // rotated dimensions per head (rot_dims / 2 pairs)
   RopeStyle style = RopeStyle::kInterleaved;
   const double* inv_freq = nullptr;     // (rot_dims / 2), scaling applied; owned by the model
+  // Multiplies cos and sin (so the rotated dimensions): YaRN's attention factor, 1 otherwise.
+  float attn_factor = 1.0f;
 };
 
 // Attention of q over the layer's paged KV cache, after writing k and v there: causal (query i
@@ -42,6 +44,10 @@ struct AttentionParams {
   float logit_softcap = 0.0f; // 0: none; else scores become softcap * tanh(scores / softcap)
   int32_t window = 0;         // 0: every earlier position; else only the last `window`
                               // (key j is visible from query i iff 0 <= i - j < window)
+  // Attention sinks (gpt-oss), or nullptr: one f32 logit s_h per query head that joins the
+  // softmax's denominator and is then dropped, p_ij = exp(a_ij) / (sum_j exp(a_ij) + exp(s_h)).
+  // Used raw (not multiplied by `scale`). (n_heads), owned by the model.
+  const TensorView* sinks = nullptr;
   bool causal = true;
 };
 
@@ -52,11 +58,21 @@ struct AddRowsParams {
 };
 
 // Routing of a mixture-of-experts FFN: p = softmax(router logits); each token takes the k
-// largest p (ties: the lower expert index), renormalised to sum 1 when `norm_top_k`.
+// largest p (ties: the lower expert index), renormalised to sum 1 when `norm_top_k` (which is
+// the softmax over the chosen logits only, as gpt-oss routes).
+// The experts' gated activation: silu(g) * u by default; gpt-oss's clamped form when
+// `glu_limit` > 0 or `glu_alpha` != 1 or `glu_up_offset` != 0:
+//   g' = min(g, limit), u' = clamp(u, -limit, limit) (no clamp when limit is 0),
+//   out = g' * sigmoid(alpha * g') * (u' + up_offset).
 struct MoeParams {
   int32_t n_experts = 0;
   int32_t top_k = 0;
   bool norm_top_k = true;
+  float glu_alpha = 1.0f;
+  float glu_limit = 0.0f;
+  float glu_up_offset = 0.0f;
+
+  bool PlainSilu() const { return glu_alpha == 1.0f && glu_limit == 0.0f && glu_up_offset == 0.0f; }
 };
 
 struct Node {
@@ -69,7 +85,11 @@ struct Node {
   // moe_ffn: `weight`, `weight_up` and this are the experts' stacked gate, up (ne = [n_in, n_ff,
   // n_experts]) and down ([n_ff, n_out, n_experts]) matrices.
   const TensorView* weight_down = nullptr;
-  const TensorView* bias = nullptr;    // optional matmul / layer_norm bias (f32)
+  const TensorView* bias = nullptr;    // optional matmul / layer_norm bias (f32); moe_ffn: gate biases
+  // moe_ffn, optional: the experts' up ([n_ff, n_experts]) and down ([n_out, n_experts]) biases
+  // (f32; `bias` holds the gate's, [n_ff, n_experts]).
+  const TensorView* bias_up = nullptr;
+  const TensorView* bias_down = nullptr;
   NormParams norm = {};                // rms_norm, layer_norm
   RopeParams rope = {};                // rope
   AttentionParams attention = {};      // attention

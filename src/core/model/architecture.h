@@ -34,7 +34,7 @@ enum class WeightKind : uint8_t { kMatrix, kVector, kExperts };
 
 struct WeightShape {
   int64_t n_in = 0;
-  int64_t n_out = 1;  // 1 for vectors
+  int64_t n_out = 1;  // vectors: 1, or one row of n_in per expert (experts' biases)
 };
 
 // One weight of an architecture. Names of block weights are the part after the block prefix:
@@ -58,8 +58,17 @@ struct WeightSpec {
   // tensor's mapped rows (no copy) and is never stored or counted on its own.
   int fused_in = -1;
   int64_t (*first_row)(const ModelConfig& config) = nullptr;
+  // Hugging Face layouts other than the GGUF one (gpt-oss's experts), copied into the GGUF
+  // layout at load. `hf_stride` > 1: this weight's output features (a vector's elements) are
+  // every hf_stride-th one of the HF tensor, from `hf_first` (gate and up interleaved in one
+  // tensor). `hf_input_major`: matrices stored [n_in][n_out] (x·W), the transpose of
+  // nn.Linear's. Experts so marked are one [n_experts, ...] tensor (no `*` in the name).
+  int hf_stride = 1;
+  int hf_first = 0;
+  bool hf_input_major = false;
 
   bool IsFusedPart() const { return fused_in >= 0; }
+  bool HfRearranged() const { return hf_stride > 1 || hf_input_major; }
   bool IsRequired(const ModelConfig& config) const { return !required || required(config); }
 };
 

@@ -452,12 +452,15 @@ Result<HfQuantConfig> ParseHfQuantConfig(const nlohmann::json& config) {
   } else if (method == "compressed-tensors") {
     out.method = HfQuantMethod::kFp8;
     PETREL_RETURN_IF_ERROR(ParseCompressedFp8Fields(q, &out));
+  } else if (method == "mxfp4") {
+    // gpt-oss: only the experts are packed (`_blocks` / `_scales`), and the family's weight
+    // table reads them into MXFP4 tensors; every other weight is stored plain.
   } else if (method.empty()) {
     return Error("quantization_config.quant_method is missing");
   } else {
     return Error(
         "quantization_config.quant_method '%s' is not supported (supported: fp8, gptq, "
-        "awq, compressed-tensors with float-quantized weights)",
+        "awq, compressed-tensors with float-quantized weights, mxfp4 experts)",
         method.c_str());
   }
   return out;

@@ -130,6 +130,7 @@ class Binder {
   // Binds `spec` of block `layer` into `out`; an absent weight that is not required leaves
   // `out` empty.
   Status Bind(const WeightSpec& spec, int layer, TensorView* out) {
+    if (spec.HfRearranged() && source_.UsesHfNames()) return BindRearranged(spec, layer, out);
     if (spec.kind == WeightKind::kExperts && source_.UsesHfNames()) {
       return BindStackedExperts(spec, layer, out);
     }
@@ -165,14 +166,21 @@ class Binder {
         *out = *view;
         return Status::Ok();
       case WeightKind::kVector:
-        if (view->desc.n_elems() != shape.n_in || view->desc.ne[0] != shape.n_in) {
-          return Error("%s: tensor %s has shape %s, expected [%lld]", source_.Describe().c_str(),
-                       name.c_str(), view->desc.ShapeString().c_str(), (long long)shape.n_in);
+        // One row of n_in, or one per expert (n_out rows).
+        if (view->desc.n_elems() != shape.n_in * shape.n_out || view->desc.ne[0] != shape.n_in) {
+          if (shape.n_out == 1) {
+            return Error("%s: tensor %s has shape %s, expected [%lld]",
+                         source_.Describe().c_str(), name.c_str(),
+                         view->desc.ShapeString().c_str(), (long long)shape.n_in);
+          }
+          return Error("%s: tensor %s has shape %s, expected [%lld, %lld]",
+                       source_.Describe().c_str(), name.c_str(), view->desc.ShapeString().c_str(),
+                       (long long)shape.n_in, (long long)shape.n_out);
         }
         PETREL_ASSIGN_OR_RETURN(*out, source_.ToF32(*view));
         if (spec.hf_offset != 0.0f && source_.UsesHfNames()) {
           // An owned copy: F32 views point into the read-only mapping.
-          std::vector<float>& shifted = source_.Own(size_t(shape.n_in));
+          std::vector<float>& shifted = source_.Own(size_t(shape.n_in * shape.n_out));
           const float* values = out->as<const float>();
           for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = values[i] + spec.hf_offset;
           out->data = shifted.data();
@@ -183,6 +191,140 @@ class Binder {
   }
 
  private:
+  // A Hugging Face tensor in another layout than the GGUF one (WeightSpec::hf_stride,
+  // hf_input_major), e.g. gpt-oss's `mlp.experts.gate_up_proj` [E][D][2F] with gate and up
+  // interleaved on the last axis: this weight's features are gathered into an owned tensor of
+  // the GGUF layout ([n_in, n_out, E] for experts; [n_in, n_out] for a stack of vectors), in the
+  // checkpoint's type (vectors then as f32).
+  Status BindRearranged(const WeightSpec& spec, int layer, TensorView* out) {
+    const std::string name = Name(spec, layer);
+    PETREL_ASSIGN_OR_RETURN(const TensorView* view, source_.Find(name));
+    if (!view && spec.kind == WeightKind::kExperts) {
+      PETREL_ASSIGN_OR_RETURN(const TensorView* blocks, source_.Find(name + "_blocks"));
+      if (blocks) return BindMxfp4Experts(spec, name, *blocks, out);
+    }
+    if (!view) {
+      if (spec.IsRequired(config_)) {
+        return Error("%s: tensor %s is missing", source_.Describe().c_str(), name.c_str());
+      }
+      *out = TensorView{};
+      return Status::Ok();
+    }
+    const WeightShape shape = spec.shape(config_);
+    const int64_t stride = spec.hf_stride, first = spec.hf_first;
+    const bool vector = spec.kind == WeightKind::kVector;
+    // Outputs per matrix (elements per vector row) in the HF tensor, and matrices (rows).
+    const int64_t n_features = vector ? shape.n_in : shape.n_out;
+    const int64_t n_inputs = vector ? 1 : shape.n_in;
+    const int64_t n_mats = spec.kind == WeightKind::kExperts ? config_.n_experts
+                           : vector                           ? shape.n_out
+                                                              : 1;
+    // The expected HF shape, innermost first.
+    int64_t want[3] = {0, 0, 0};
+    if (vector) {
+      want[0] = n_features * stride, want[1] = n_mats, want[2] = 1;
+    } else if (spec.hf_input_major) {
+      want[0] = n_features * stride, want[1] = n_inputs, want[2] = n_mats;
+    } else {
+      want[0] = n_inputs, want[1] = n_features * stride, want[2] = n_mats;
+    }
+    const TensorDesc& d = view->desc;
+    const size_t elem_bytes = d.dtype == DType::kF32 ? 4
+                              : d.dtype == DType::kF16 || d.dtype == DType::kBF16 ? 2
+                                                                                  : 0;
+    if (d.ne[0] != want[0] || d.ne[1] != want[1] || d.ne[2] != want[2] || d.ne[3] != 1 ||
+        elem_bytes == 0 || first < 0 || first >= stride) {
+      return Error("%s: tensor %s is %s %s, expected F32, F16 or BF16 [%lld, %lld, %lld] "
+                   "(innermost first)",
+                   source_.Describe().c_str(), name.c_str(), DTypeName(d.dtype),
+                   d.ShapeString().c_str(), (long long)want[0], (long long)want[1],
+                   (long long)want[2]);
+    }
+    // out[m][o][i] = in[m][i][o * stride + first] (input-major) or in[m][o * stride + first][i].
+    const size_t n_out_elems = size_t(n_mats * n_features * n_inputs);
+    std::vector<float>& buffer = source_.Own((n_out_elems * elem_bytes + 3) / 4);
+    char* dst = reinterpret_cast<char*>(buffer.data());
+    const char* src = static_cast<const char*>(view->data);
+    for (int64_t m = 0; m < n_mats; ++m) {
+      for (int64_t o = 0; o < n_features; ++o) {
+        const int64_t column = o * stride + first;
+        for (int64_t i = 0; i < n_inputs; ++i) {
+          const int64_t from = vector || spec.hf_input_major
+                                   ? (m * n_inputs + i) * want[0] + column
+                                   : (m * want[1] + column) * n_inputs + i;
+          const int64_t to = (m * n_features + o) * n_inputs + i;
+          std::memcpy(dst + size_t(to) * elem_bytes, src + size_t(from) * elem_bytes, elem_bytes);
+        }
+      }
+    }
+    TensorView gathered{vector ? TensorDesc::Make(d.dtype, {n_features, n_mats})
+                        : spec.kind == WeightKind::kExperts
+                            ? TensorDesc::Make(d.dtype, {n_inputs, n_features, n_mats})
+                            : TensorDesc::Make(d.dtype, {n_inputs, n_features}),
+                        dst, 0};
+    if (vector) {
+      PETREL_ASSIGN_OR_RETURN(gathered, source_.ToF32(gathered));
+    }
+    *out = gathered;
+    return Status::Ok();
+  }
+
+  // MXFP4 experts as Hugging Face stores them (gpt-oss): `<name>_blocks` [E][rows][n_in/32][16]
+  // bytes, two E2M1 indices per byte (low nibble first), and `<name>_scales` [E][rows][n_in/32]
+  // E8M0 exponents, rows output-major whatever the unpacked tensor's layout. GGUF's MXFP4 block
+  // is the exponent followed by 16 bytes whose low nibbles are elements 0-15 and high nibbles
+  // 16-31, so the blocks are repacked into an owned tensor (same values, no rounding); the
+  // scales being a separate tensor, the checkpoint's bytes cannot be used in place.
+  Status BindMxfp4Experts(const WeightSpec& spec, const std::string& name,
+                          const TensorView& blocks, TensorView* out) {
+    PETREL_ASSIGN_OR_RETURN(const TensorView* scales, source_.Find(name + "_scales"));
+    const WeightShape shape = spec.shape(config_);
+    const int64_t stride = spec.hf_stride, first = spec.hf_first;
+    const int64_t n_blocks = shape.n_in / 32, n_rows = shape.n_out * stride;
+    const TensorDesc& b = blocks.desc;
+    if (shape.n_in % 32 != 0 || b.dtype != DType::kI8 || b.ne[0] != 16 || b.ne[1] != n_blocks ||
+        b.ne[2] != n_rows || b.ne[3] != config_.n_experts) {
+      return Error("%s: tensor %s_blocks is %s %s, expected U8 [%lld, %lld, %lld, 16] (an input "
+                   "width that is a multiple of 32)",
+                   source_.Describe().c_str(), name.c_str(), DTypeName(b.dtype),
+                   b.ShapeString().c_str(), (long long)config_.n_experts, (long long)n_rows,
+                   (long long)n_blocks);
+    }
+    if (!scales || scales->desc.dtype != DType::kI8 || scales->desc.ne[0] != n_blocks ||
+        scales->desc.ne[1] != n_rows || scales->desc.ne[2] != config_.n_experts ||
+        scales->desc.ne[3] != 1) {
+      return Error("%s: tensor %s_scales is %s, expected U8 [%lld, %lld, %lld]",
+                   source_.Describe().c_str(), name.c_str(),
+                   scales ? scales->desc.ShapeString().c_str() : "missing",
+                   (long long)config_.n_experts, (long long)n_rows, (long long)n_blocks);
+    }
+    const TensorDesc desc =
+        TensorDesc::Make(DType::kMXFP4, {shape.n_in, shape.n_out, config_.n_experts});
+    std::vector<float>& buffer = source_.Own((desc.bytes() + 3) / 4);
+    uint8_t* dst = reinterpret_cast<uint8_t*>(buffer.data());
+    const uint8_t* src_blocks = static_cast<const uint8_t*>(blocks.data);
+    const uint8_t* src_scales = static_cast<const uint8_t*>(scales->data);
+    for (int64_t e = 0; e < config_.n_experts; ++e) {
+      for (int64_t o = 0; o < shape.n_out; ++o) {
+        const int64_t row = e * n_rows + o * stride + first;
+        for (int64_t k = 0; k < n_blocks; ++k) {
+          const uint8_t* packed = src_blocks + size_t((row * n_blocks + k) * 16);
+          uint8_t* block = dst + size_t(((e * shape.n_out + o) * n_blocks + k) * 17);
+          block[0] = src_scales[row * n_blocks + k];
+          for (int j = 0; j < 16; ++j) {
+            // Elements j and j + 16 of the block: bytes j / 2 and 8 + j / 2, nibble j % 2.
+            const int shift = (j % 2) * 4;
+            const uint8_t low = uint8_t((packed[j / 2] >> shift) & 0xF);
+            const uint8_t high = uint8_t((packed[8 + j / 2] >> shift) & 0xF);
+            block[1 + j] = uint8_t(low | (high << 4));
+          }
+        }
+      }
+    }
+    *out = TensorView{desc, dst, 0};
+    return Status::Ok();
+  }
+
   // Hugging Face checkpoints store one matrix per expert (`*` in the name is its index): they
   // are copied into one owned [n_in, n_out, n_experts] tensor, the layout the graph reads.
   Status BindStackedExperts(const WeightSpec& spec, int layer, TensorView* out) {

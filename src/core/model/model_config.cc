@@ -1,14 +1,39 @@
 // ModelConfig validation, summaries, and RoPE frequency computation.
 #include "core/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 namespace petrel {
 
+namespace {
+
+// YaRN's correction dimension: the pair index whose wavelength turns `n_rotations` times over
+// the original context (transformers' `find_correction_dim`).
+double YarnCorrectionDim(double n_rotations, int64_t dims, double base, int64_t original_context) {
+  return double(dims) * std::log(double(original_context) / (n_rotations * 2.0 * M_PI)) /
+         (2.0 * std::log(base));
+}
+
+}  // namespace
+
 std::vector<double> RopeConfig::InverseFrequencies() const {
   const int64_t n_pairs = dims / 2;
   std::vector<double> inv_freq(size_t(n_pairs > 0 ? n_pairs : 0));
+  // YaRN's ramp [low, high] over pair indices (transformers' `find_correction_range`).
+  double yarn_low = 0.0, yarn_high = 0.0;
+  if (scaling == RopeScalingKind::kYarn) {
+    yarn_low = YarnCorrectionDim(beta_fast, dims, base, original_context);
+    yarn_high = YarnCorrectionDim(beta_slow, dims, base, original_context);
+    if (yarn_truncate) {
+      yarn_low = std::floor(yarn_low);
+      yarn_high = std::ceil(yarn_high);
+    }
+    yarn_low = std::max(yarn_low, 0.0);
+    yarn_high = std::min(yarn_high, double(dims - 1));
+    if (yarn_low == yarn_high) yarn_high += 0.001;  // as transformers: no division by zero
+  }
   for (int64_t i = 0; i < n_pairs; ++i) {
     double freq = std::pow(double(base), -2.0 * double(i) / double(dims));
     switch (scaling) {
@@ -32,6 +57,14 @@ std::vector<double> RopeConfig::InverseFrequencies() const {
         }
         break;
       }
+      case RopeScalingKind::kYarn: {
+        // Blend of the interpolated (freq / factor) and the original frequency: the original
+        // below the ramp (fast pairs), the interpolated above it.
+        const double ramp = std::clamp((double(i) - yarn_low) / (yarn_high - yarn_low), 0.0, 1.0);
+        const double extrapolation = 1.0 - ramp;
+        freq = freq / factor * (1.0 - extrapolation) + freq * extrapolation;
+        break;
+      }
     }
     if (size_t(i) < freq_factors.size()) freq /= freq_factors[size_t(i)];
     inv_freq[size_t(i)] = freq;
@@ -45,6 +78,7 @@ RopeConfig ModelConfig::LocalRope() const {
   local.base = rope_local_base;
   local.scaling = RopeScalingKind::kNone;
   local.factor = 1.0f;
+  local.attn_factor = 1.0f;
   local.freq_factors.clear();
   return local;
 }
@@ -75,6 +109,25 @@ Status ModelConfig::Validate() const {
       (!(rope.high_freq_factor > rope.low_freq_factor) || rope.original_context <= 0)) {
     return Error(
         "llama3 rope scaling needs high_freq_factor > low_freq_factor and a context length");
+  }
+  if (rope.scaling == RopeScalingKind::kYarn &&
+      (!(rope.beta_fast > rope.beta_slow) || !(rope.beta_slow > 0.0f) ||
+       !std::isfinite(rope.beta_fast) || rope.original_context <= 0)) {
+    return Error(
+        "yarn rope scaling needs beta_fast > beta_slow > 0 (got %g, %g) and an original context "
+        "length (got %lld)",
+        double(rope.beta_fast), double(rope.beta_slow), value(rope.original_context));
+  }
+  if (!(rope.attn_factor > 0.0f) || !std::isfinite(rope.attn_factor)) {
+    return Error("rope attention factor %g is invalid (must be positive)",
+                 double(rope.attn_factor));
+  }
+  if (!(expert_glu_alpha > 0.0f) || !std::isfinite(expert_glu_alpha) ||
+      !(expert_glu_limit >= 0.0f) || !std::isfinite(expert_glu_limit) ||
+      !std::isfinite(expert_glu_up_offset)) {
+    return Error("expert activation alpha %g / limit %g is invalid (alpha and limit must be "
+                 "positive)",
+                 double(expert_glu_alpha), double(expert_glu_limit));
   }
   if (!(norm_eps >= 0.0f) || !std::isfinite(norm_eps)) return Error("norm epsilon is invalid");
   if (max_context < 0) return Error("context length is negative");
@@ -184,7 +237,8 @@ std::string ModelConfig::Summary() const {
                 rope.style == RopeStyle::kInterleaved ? "interleaved pairs" : "half-split",
                 rope.scaling == RopeScalingKind::kNone     ? "none"
                 : rope.scaling == RopeScalingKind::kLinear ? "linear"
-                                                           : "llama3",
+                : rope.scaling == RopeScalingKind::kLlama3 ? "llama3"
+                                                           : "yarn",
                 double(rope.factor), tied_embeddings ? "yes" : "no", qkv_bias ? "yes" : "no");
   std::string summary = buffer;
   // The variants of the other families, only when present.
@@ -193,6 +247,22 @@ std::string ModelConfig::Summary() const {
     for (int64_t l = 0; l < n_layers; ++l) windowed += LayerSlides(l);
     std::snprintf(buffer, sizeof(buffer), "sliding window   %lld tokens on %zu of %lld layers\n",
                   (long long)sliding_window, windowed, (long long)n_layers);
+    summary += buffer;
+  }
+  if (rope.scaling == RopeScalingKind::kYarn) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "yarn             original context %lld, beta %g/%g, %s range, attention "
+                  "factor %g\n",
+                  (long long)rope.original_context, double(rope.beta_fast),
+                  double(rope.beta_slow), rope.yarn_truncate ? "rounded" : "unrounded",
+                  double(rope.attn_factor));
+    summary += buffer;
+  }
+  if (expert_glu_limit > 0.0f || expert_glu_alpha != 1.0f || expert_glu_up_offset != 0.0f) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "expert glu       clamped at %g, sigmoid(%g x), up + %g\n",
+                  double(expert_glu_limit), double(expert_glu_alpha),
+                  double(expert_glu_up_offset));
     summary += buffer;
   }
   if (rope_local_base > 0.0f) {

@@ -11,7 +11,7 @@
 
 namespace petrel {
 
-enum class RopeScalingKind : uint8_t { kNone, kLinear, kLlama3 };
+enum class RopeScalingKind : uint8_t { kNone, kLinear, kLlama3, kYarn };
 
 // How an embedding is made from a sequence's final hidden states: GGUF `<arch>.pooling_type`
 // (0 none, 1 mean, 2 cls, 3 last), sentence-transformers' `1_Pooling/config.json`.
@@ -36,7 +36,17 @@ struct RopeConfig {
   float factor = 1.0f;             // linear and llama3
   float low_freq_factor = 1.0f;    // llama3
   float high_freq_factor = 4.0f;   // llama3
-  int64_t original_context = 8192; // llama3
+  int64_t original_context = 8192; // llama3, yarn
+  // YaRN (rope_scaling.rope_type "yarn"): pairs rotating faster than `beta_fast` turns over the
+  // original context keep their frequency, those slower than `beta_slow` turns are divided by
+  // `factor`, a linear ramp between. The ramp's ends are rounded outwards (floor/ceil) when
+  // `yarn_truncate`, as transformers' default and llama.cpp always do; gpt-oss does not round.
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  bool yarn_truncate = true;
+  // Multiplies cos and sin (so q·k by its square): YaRN's attention factor, 0.1·ln(factor) + 1
+  // unless the config names it; 1 for the other kinds.
+  float attn_factor = 1.0f;
   std::vector<float> freq_factors; // per-pair divisors (GGUF `rope_freqs.weight`), empty = none
 
   // The rotation frequency of each pair i in [0, dims/2), scaling applied.
@@ -59,6 +69,12 @@ struct ModelConfig {
   int64_t n_experts_used = 0;
   int64_t expert_ffn_dim = 0;
   bool expert_weights_norm = true;
+  // The experts' gated activation (MoeParams): silu(g) * u by default; gpt-oss clamps g and u
+  // at `expert_glu_limit` (> 0), scales the sigmoid's input by `expert_glu_alpha` and adds
+  // `expert_glu_up_offset` to u.
+  float expert_glu_alpha = 1.0f;
+  float expert_glu_limit = 0.0f;
+  float expert_glu_up_offset = 0.0f;
   int64_t max_context = 0;   // trained context length
   int64_t sliding_window = 0;  // 0: full attention
   // Which layers attend through the window: empty = every layer when sliding_window > 0; else

@@ -1,7 +1,9 @@
 // attention: softmax(q k^T * scale) v for query tokens of one sequence over a paged F32, F16 or
 // Q8_0 KV cache, flash-attention style (tiles of keys, online softmax). Each K/V tile is loaded
 // once for all the query tokens and GQA heads that read it. Optionally the scores are
-// soft-capped (c·tanh(s/c)) and each query sees only a window of the latest positions.
+// soft-capped (c·tanh(s/c)), each query sees only a window of the latest positions, and a
+// per-head sink logit joins the softmax's denominator (applied once per row at the end, so the
+// tile loops are the same with and without sinks).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/attention/attention.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -451,9 +453,18 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
     for (size_t r = 0; r < n_rows; ++r) {
       const size_t query = r / n_group_heads, head = h0 + r % n_group_heads;
       float* acc = rows.acc.data() + r * dim_padded;
-      const float sum =
+      float sum =
           hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, rows.sum_lanes.data() + r * kLanes)));
-      const auto inv_sum = hn::Set(d, 1.0f / sum);
+      float correction = 1.0f;
+      if (args.sinks != nullptr) {
+        // The sink joins the denominator only. Rescaled to the larger of the running max and
+        // the sink so that neither exponential can overflow.
+        const float running_max = rows.running_max[r], sink = args.sinks[head];
+        const float new_max = HWY_MAX(running_max, sink);
+        correction = std::exp(running_max - new_max);
+        sum = sum * correction + std::exp(sink - new_max);
+      }
+      const auto inv_sum = hn::Set(d, correction / sum);
       for (size_t j = 0; j < dim_padded; j += kLanes)
         hn::StoreU(hn::Mul(hn::LoadU(d, acc + j), inv_sum), d, acc + j);
       std::memcpy(args.out + (query * args.n_heads + head) * head_dim, acc,

@@ -84,14 +84,20 @@ ValueId AddGatedFfn(NodeAdder& add, FfnActivation activation, int layer, ValueId
 // logits, then one moe_ffn node that routes and runs the experts.
 ValueId AddMoeFfn(NodeAdder& add, const ModelConfig& c, int layer, ValueId h,
                   const BlockViews& b) {
-  const ValueId router_logits = add.MatMul(layer, h, *b.ffn_router, nullptr);
+  const ValueId router_logits = add.MatMul(layer, h, *b.ffn_router, b.ffn_router_bias);
   Node moe{OpKind::kMoeFfn, layer, {h, router_logits}};
   moe.weight = b.ffn_gate_exps;
   moe.weight_up = b.ffn_up_exps;
   moe.weight_down = b.ffn_down_exps;
+  moe.bias = Present(b.ffn_gate_exps_bias) ? b.ffn_gate_exps_bias : nullptr;
+  moe.bias_up = Present(b.ffn_up_exps_bias) ? b.ffn_up_exps_bias : nullptr;
+  moe.bias_down = Present(b.ffn_down_exps_bias) ? b.ffn_down_exps_bias : nullptr;
   moe.moe.n_experts = int32_t(c.n_experts);
   moe.moe.top_k = int32_t(c.n_experts_used);
   moe.moe.norm_top_k = c.expert_weights_norm;
+  moe.moe.glu_alpha = c.expert_glu_alpha;
+  moe.moe.glu_limit = c.expert_glu_limit;
+  moe.moe.glu_up_offset = c.expert_glu_up_offset;
   return add.graph()->Add(moe, add.Desc(h).rows, b.ffn_down_exps->desc.ne[1]);
 }
 
@@ -113,6 +119,7 @@ ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w
   rope.rope.style = c.rope.style;
   const bool local_rope = slides && !w.rope_inv_freq_local.empty();
   rope.rope.inv_freq = local_rope ? w.rope_inv_freq_local.data() : w.rope_inv_freq.data();
+  rope.rope.attn_factor = local_rope ? c.LocalRope().attn_factor : c.rope.attn_factor;
   add.graph()->nodes.push_back(rope);
 
   Node attention{OpKind::kAttention, layer, {q, k, v}};
@@ -124,8 +131,9 @@ ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w
   p.logit_softcap = c.attn_softcap;
   // A window past any context is no window; clamping keeps huge configured values in range.
   p.window = slides ? int32_t(std::min<int64_t>(c.sliding_window, INT32_MAX)) : 0;
+  p.sinks = Present(b.attn_sinks) ? b.attn_sinks : nullptr;
   const ValueId attn = add.graph()->Add(attention, add.Desc(q).rows, c.q_dim());
-  return add.MatMul(layer, attn, *b.wo, nullptr);
+  return add.MatMul(layer, attn, *b.wo, b.bo);
 }
 
 }  // namespace

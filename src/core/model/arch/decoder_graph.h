@@ -5,7 +5,7 @@
 //
 // Per block, with n(·) an RMS norm whose weight may be absent (then skipped):
 //   h = n_attn(x); q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv); q, k = n_q(q), n_k(k) per head;
-//   q, k = RoPE(q, k); x += n_post_attn(Wo · Attn(q, k, v))
+//   q, k = RoPE(q, k); x += n_post_attn(Wo · Attn(q, k, v) (+bo))   (Attn with optional sinks)
 //   h = n_ffn(x); x += n_post_ffn(FFN(h))
 // where FFN is a gated FFN, or with a router a mixture of experts: the router's softmax picks
 // each token's top-k experts, whose gated FFNs' outputs are summed with those weights.
@@ -28,6 +28,8 @@ struct BlockViews {
   const TensorView* bq = nullptr;
   const TensorView* bk = nullptr;
   const TensorView* bv = nullptr;
+  const TensorView* bo = nullptr;          // output projection's bias (gpt-oss)
+  const TensorView* attn_sinks = nullptr;  // (n_heads) sink logits (gpt-oss)
   const TensorView* q_norm = nullptr;  // (head_dim), applied to every head
   const TensorView* k_norm = nullptr;
   const TensorView* attn_post_norm = nullptr;  // on the attention output, before the residual
@@ -42,6 +44,12 @@ struct BlockViews {
   const TensorView* ffn_gate_exps = nullptr;
   const TensorView* ffn_up_exps = nullptr;
   const TensorView* ffn_down_exps = nullptr;
+  // Optional: the router's bias (n_experts) and the experts' biases, one row per expert
+  // ([n_ff, n_experts], [n_ff, n_experts], [D, n_experts]) (gpt-oss).
+  const TensorView* ffn_router_bias = nullptr;
+  const TensorView* ffn_gate_exps_bias = nullptr;
+  const TensorView* ffn_up_exps_bias = nullptr;
+  const TensorView* ffn_down_exps_bias = nullptr;
 };
 
 // The gated feed-forward's activation on the gate projection.

@@ -13,6 +13,7 @@
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/rope_scaling.h"
 
 namespace petrel {
 namespace {
@@ -147,6 +148,10 @@ Result<ModelConfig> LlamaConfigFromGguf(const GgufFile& file, const Architecture
   if (scaling == "linear" && factor != 1.0) {
     c.rope.scaling = RopeScalingKind::kLinear;
     c.rope.factor = float(factor);
+  } else if (scaling == "yarn") {
+    // llama.cpp rounds YaRN's ramp for every family; a family that does not (gpt-oss) says so.
+    PETREL_RETURN_IF_ERROR(
+        ReadGgufYarn(file, arch, factor, c.max_context, /*truncate=*/true, &c.rope));
   } else if (scaling != "none" && scaling != "linear") {
     return Error("key %s: rope scaling '%.*s' is not supported", Key(arch, "rope.scaling.type").c_str(),
                  int(scaling.size()), scaling.data());
@@ -276,6 +281,8 @@ Result<ModelConfig> LlamaConfigFromHf(const nlohmann::json& json, const Architec
       c.rope.low_freq_factor = float(low);
       c.rope.high_freq_factor = float(high);
       c.rope.original_context = int64_t(original);
+    } else if (type == "yarn") {
+      PETREL_RETURN_IF_ERROR(ReadHfYarn(s, c.max_context, &c.rope));
     } else if (type != "default") {
       return Error("config.json: rope_scaling type '%s' is not supported", type.c_str());
     }
@@ -311,6 +318,21 @@ void LlamaConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWrite
   if (c.rope.scaling == RopeScalingKind::kLinear) {
     writer->SetString(a + ".rope.scaling.type", "linear");
     writer->SetF32(a + ".rope.scaling.factor", c.rope.factor);
+  } else if (c.rope.scaling == RopeScalingKind::kYarn) {
+    writer->SetString(a + ".rope.scaling.type", "yarn");
+    writer->SetF32(a + ".rope.scaling.factor", c.rope.factor);
+    writer->SetU32(a + ".rope.scaling.original_context_length",
+                   uint32_t(c.rope.original_context));
+    writer->SetF32(a + ".rope.scaling.yarn_beta_fast", c.rope.beta_fast);
+    writer->SetF32(a + ".rope.scaling.yarn_beta_slow", c.rope.beta_slow);
+    // No llama.cpp key says whether the ramp is rounded: petrel's own, only when it is not
+    // (llama.cpp ignores it and rounds).
+    if (!c.rope.yarn_truncate) writer->SetBool(a + ".rope.scaling.yarn_truncate", false);
+    // llama.cpp's key multiplies 0.1·ln(factor) + 1; the reader does the same.
+    const float mscale = c.rope.factor > 1.0f ? 0.1f * std::log(c.rope.factor) + 1.0f : 1.0f;
+    if (c.rope.attn_factor != mscale) {
+      writer->SetF32(a + ".rope.scaling.attn_factor", c.rope.attn_factor / mscale);
+    }
   }
   if (c.n_experts > 0) {
     writer->SetU32(a + ".expert_count", uint32_t(c.n_experts));

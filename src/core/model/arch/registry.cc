@@ -16,6 +16,7 @@ extern const ArchitectureFamily kPhi3Family;
 extern const ArchitectureFamily kGemma2Family;
 extern const ArchitectureFamily kGemma3Family;
 extern const ArchitectureFamily kBertFamily;
+extern const ArchitectureFamily kGptOssFamily;
 
 namespace {
 
@@ -38,6 +39,8 @@ std::span<const Architecture> Architectures() {
       {kGemma3Family, "gemma3", "Gemma3ForCausalLM", RopeStyle::kHalfSplit, false},
       // An encoder: no RoPE, so the style is unused.
       {kBertFamily, "bert", "BertModel", RopeStyle::kHalfSplit, true},
+      // NEOX rotation (halves), Q/K rows not permuted; q/k/v/o always have biases.
+      {kGptOssFamily, "gpt-oss", "GptOssForCausalLM", RopeStyle::kHalfSplit, true},
   };
   return kRows;
 }
