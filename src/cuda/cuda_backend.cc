@@ -306,6 +306,7 @@ Status CudaBackend::Run(const Node& node, const ValueView* values, const KvLayer
       status = cuda::RunGetRows(ctx, node, values);
       break;
     case OpKind::kMoeFfn:
+    case OpKind::kMlaAttention:
       status = Error("cuda: op %s is not implemented", OpName(node.op));
       break;
     case OpKind::kCount:

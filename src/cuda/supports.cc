@@ -48,6 +48,7 @@ bool SupportsNode(const Node& node) {
       return true;
     case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still
                            // offload
+    case OpKind::kMlaAttention:  // latent attention runs on the host backends (the layer moves)
       return false;
     case OpKind::kCount:
       break;

@@ -152,6 +152,7 @@ bool VulkanBackend::Supports(const Node& node) const {
     case OpKind::kGetRows:
       return true;
     case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still offload
+    case OpKind::kMlaAttention:  // latent attention runs on the host backends (the layer moves)
       return false;
     case OpKind::kCount:
       break;
@@ -290,7 +291,8 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kScale:
     case OpKind::kSoftcap: return vk::RecordScale(ctx, node, values);
     case OpKind::kGetRows: return vk::RecordGetRows(ctx, node, values);
-    case OpKind::kMoeFfn: return Error("vulkan: op %s is not implemented", OpName(node.op));
+    case OpKind::kMoeFfn:
+    case OpKind::kMlaAttention: return Error("vulkan: op %s is not implemented", OpName(node.op));
     case OpKind::kCount: break;
   }
   return Error("vulkan: unknown op %d", int(node.op));

@@ -41,12 +41,34 @@ struct AttentionParams {
                               // (key j is visible from query i iff 0 <= i - j < window)
 };
 
-// Routing of a mixture-of-experts FFN: p = softmax(router logits); each token takes the k
-// largest p (ties: the lower expert index), renormalised to sum 1 when `norm_top_k`.
+// Routing of a mixture-of-experts FFN: p = softmax(router logits) (or sigmoid, `gating`); the
+// selection score of expert e is p_e + the node's `bias` (when present, DeepSeek V3's correction
+// bias; it only chooses, the weights stay p). With n_groups > 1 the experts form n_groups equal
+// groups of consecutive indices, each scored by `group_score` over its selection scores, and
+// only the best `groups_used` groups are eligible. Each token takes the k largest selection
+// scores (ties: the lower expert index), weights p renormalised to sum 1 when `norm_top_k`,
+// then multiplied by `scale`.
 struct MoeParams {
   int32_t n_experts = 0;
   int32_t top_k = 0;
   bool norm_top_k = true;
+  MoeGating gating = MoeGating::kSoftmax;
+  int32_t n_groups = 1;
+  int32_t groups_used = 1;
+  MoeGroupScore group_score = MoeGroupScore::kTopTwoSum;
+  float scale = 1.0f;
+};
+
+// Multi-head latent attention: n_heads query heads of nope + rope dims, one cached latent row
+// of kv_lora + rope per position (the normed latent c, then the roped shared key). Head h's key
+// is [W_UK[h] c | k_rope] and its value W_UV[h] c; the op computes the same with W_UK[h]
+// absorbed into the query (q_lat = W_UK[h]^T q_nope) and W_UV[h] applied to the softmax-weighted
+// sum of latents, so only the latent rows are ever read. `rope` on the node gives the rotation
+// of the rope parts (rot_dims = rope).
+struct MlaParams {
+  int32_t n_heads = 0;
+  int32_t kv_lora = 0, nope = 0, rope = 0, v_dim = 0;
+  float scale = 1.0f;  // applied to q·k (1/sqrt(nope + rope))
 };
 
 struct Node {
@@ -59,11 +81,14 @@ struct Node {
   // moe_ffn: `weight`, `weight_up` and this are the experts' stacked gate, up (ne = [n_in, n_ff,
   // n_experts]) and down ([n_ff, n_out, n_experts]) matrices.
   const TensorView* weight_down = nullptr;
-  const TensorView* bias = nullptr;    // optional matmul bias (f32)
+  // mla_attention: `weight` is W_UK^T per head ([nope, kv_lora, n_heads]: head h's rows map a
+  // q_nope to the latent space) and `weight_down` W_UV per head ([kv_lora, v_dim, n_heads]).
+  const TensorView* bias = nullptr;    // optional matmul bias (f32); moe_ffn: selection bias
   NormParams norm = {};                // rms_norm
   RopeParams rope = {};                // rope
   AttentionParams attention = {};      // attention
   MoeParams moe = {};                  // moe_ffn
+  MlaParams mla = {};                  // mla_attention (with `rope`)
   float scalar = 0.0f;                 // scale: the factor; softcap: the cap (> 0)
 };
 

@@ -19,6 +19,7 @@ const char* OpName(OpKind op) {
     case OpKind::kScale: return "scale";
     case OpKind::kSoftcap: return "softcap";
     case OpKind::kMoeFfn: return "moe_ffn";
+    case OpKind::kMlaAttention: return "mla_attention";
     case OpKind::kCount: break;
   }
   return "?";

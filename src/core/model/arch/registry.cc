@@ -15,6 +15,7 @@ extern const ArchitectureFamily kQwen3MoeFamily;
 extern const ArchitectureFamily kPhi3Family;
 extern const ArchitectureFamily kGemma2Family;
 extern const ArchitectureFamily kGemma3Family;
+extern const ArchitectureFamily kDeepSeek2Family;
 
 namespace {
 
@@ -35,6 +36,10 @@ std::span<const Architecture> Architectures() {
       {kPhi3Family, "phi3", "Phi3ForCausalLM", RopeStyle::kHalfSplit, false},
       {kGemma2Family, "gemma2", "Gemma2ForCausalLM", RopeStyle::kHalfSplit, false},
       {kGemma3Family, "gemma3", "Gemma3ForCausalLM", RopeStyle::kHalfSplit, false},
+      // DeepSeek V3 and V2 are one GGUF arch; their config.json defaults differ (deepseek2.cc).
+      // Rows unpermuted, pairs interleaved (HF rope_interleave).
+      {kDeepSeek2Family, "deepseek2", "DeepseekV3ForCausalLM", RopeStyle::kInterleaved, false},
+      {kDeepSeek2Family, "deepseek2", "DeepseekV2ForCausalLM", RopeStyle::kInterleaved, false},
   };
   return kRows;
 }
