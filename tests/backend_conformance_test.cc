@@ -740,6 +740,145 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
   }
 }
 
+// Multi-head latent attention over a latent-only cache (one row of kv_lora + rope per position,
+// no V rows): a prompt chunk and single tokens of two sequences, against the expanded form in
+// double (each head's keys [W_UK c | RoPE(k_rope)] and values W_UV c materialised). A backend
+// that does not claim the op (the GPU ones) is skipped: its layer runs on the CPU.
+TEST_P(BackendConformance, MlaAttentionMatchesTheExpandedForm) {
+  const size_t n_heads = 3, kv_lora = 32, nope = 8, rope = 8, v_dim = 12;
+  const size_t q_head = nope + rope, row = kv_lora + rope;
+  std::vector<double> inv_freq(rope / 2);
+  for (size_t i = 0; i < rope / 2; ++i) inv_freq[i] = std::pow(10000.0, -2.0 * double(i) / double(rope));
+  Weight k_b = MakeWeight(DType::kF32, nope, kv_lora * n_heads, gen_);
+  k_b.view.desc = TensorDesc::Make(DType::kF32, {int64_t(nope), int64_t(kv_lora), int64_t(n_heads)});
+  Weight v_b = MakeWeight(DType::kF32, kv_lora, v_dim * n_heads, gen_);
+  v_b.view.desc = TensorDesc::Make(DType::kF32, {int64_t(kv_lora), int64_t(v_dim), int64_t(n_heads)});
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
+    for (DType kv_type : {DType::kF32, DType::kF16}) {
+      if (!backend_->SupportsKv(kv_type)) continue;
+      KvCacheOptions options;
+      options.block_tokens = 4;
+      options.context = 64;
+      options.n_blocks = 32;
+      options.dtype = kv_type;
+      options.values = false;
+      auto cache = KvCache::Create({backend_.get()}, row, options);
+      ASSERT_TRUE(cache.ok()) << cache.status().message();
+      KvCache& kv = **cache;
+      const SeqId seqs[2] = {kv.NewSequence(), kv.NewSequence()};
+      // Per sequence: the rows it holds (latent c and roped key, as the cache stores them).
+      std::vector<std::vector<double>> held(2);
+      auto rotate = [&](double* x, size_t pos) {  // one rope part of `rope` dims
+        for (size_t i = 0; i < rope / 2; ++i) {
+          const double angle = double(pos) * inv_freq[i];
+          const size_t a = style == RopeStyle::kInterleaved ? 2 * i : i;
+          const size_t b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + rope / 2;
+          const double x0 = x[a], x1 = x[b];
+          x[a] = x0 * std::cos(angle) - x1 * std::sin(angle);
+          x[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
+        }
+      };
+      // Three batches: a 9-token prompt and a 3-token one, then one token of each, then one.
+      const std::vector<std::vector<SeqPart>> batches = {{{0, 9}, {0, 3}}, {{9, 1}, {3, 1}}, {{10, 1}}};
+      for (size_t b_index = 0; b_index < batches.size(); ++b_index) {
+        const std::vector<SeqPart>& parts = batches[b_index];
+        BatchData b;
+        size_t n = 0;
+        for (size_t s = 0; s < parts.size(); ++s) {
+          auto slots = kv.Append(seqs[s], parts[s].n_new);
+          ASSERT_TRUE(slots.ok());
+          for (size_t i = 0; i < parts[s].n_new; ++i, ++n) {
+            b.tokens.push_back(int32_t(n));
+            b.positions.push_back(int32_t(parts[s].n_history + i));
+            b.token_seq.push_back(int32_t(s));
+            b.n_ctx.push_back(int32_t(parts[s].n_history + i + 1));
+            b.kv_slot.push_back((*slots)[i]);
+            b.selected.push_back(int32_t(n));
+          }
+        }
+        for (size_t s = 0; s < parts.size(); ++s) {
+          b.block_table_begin.push_back(int32_t(b.block_tables.size()));
+          const std::vector<int32_t>& table = kv.BlockTable(seqs[s]);
+          b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+        }
+        b.block_table_begin.push_back(int32_t(b.block_tables.size()));
+        Bind(b);
+        Weight q_table = MakeWeight(DType::kF32, n_heads * q_head, n, gen_);
+        Weight c_table = MakeWeight(DType::kF32, kv_lora, n, gen_);
+        Weight r_table = MakeWeight(DType::kF32, rope, n, gen_);
+        Graph graph;
+        const ValueId q = Embed(&graph, q_table, n);
+        const ValueId c = Embed(&graph, c_table, n);
+        const ValueId r = Embed(&graph, r_table, n);
+        Node node{OpKind::kMlaAttention, 0, {q, c, r}};
+        node.weight = Placed(k_b);
+        node.weight_down = Placed(v_b);
+        node.mla = MlaParams{int32_t(n_heads), int32_t(kv_lora), int32_t(nope), int32_t(rope),
+                             int32_t(v_dim), 1.0f / std::sqrt(float(q_head))};
+        node.rope.n_heads = int32_t(n_heads);
+        node.rope.n_kv_heads = 1;
+        node.rope.head_dim = int32_t(q_head);
+        node.rope.rot_dims = int32_t(rope);
+        node.rope.style = style;
+        node.rope.inv_freq = inv_freq.data();
+        if (!backend_->Supports(node)) GTEST_SKIP() << GetParam() << " does not run mla_attention";
+        graph.logits = graph.Add(node, int64_t(n), int64_t(n_heads * v_dim));
+        const std::vector<float> got = Run(graph, b, &kv);
+        // The rows the cache now holds, rounded to its type.
+        for (size_t t = 0; t < n; ++t) {
+          std::vector<float> latent(row);
+          std::copy_n(c_table.f32.data() + t * kv_lora, kv_lora, latent.data());
+          std::vector<double> key(r_table.f32.begin() + t * rope, r_table.f32.begin() + (t + 1) * rope);
+          rotate(key.data(), size_t(b.positions[t]));
+          for (size_t i = 0; i < rope; ++i) latent[kv_lora + i] = float(key[i]);
+          std::vector<uint8_t> bytes(*RowBytes(kv_type, row));
+          ASSERT_TRUE(QuantizeRow(kv_type, latent.data(), bytes.data(), row));
+          ASSERT_TRUE(DequantizeRow(kv_type, bytes.data(), latent.data(), row));
+          held[size_t(b.token_seq[t])].insert(held[size_t(b.token_seq[t])].end(), latent.begin(), latent.end());
+        }
+        Matrix want;
+        for (size_t t = 0; t < n; ++t) {
+          const std::vector<double>& rows = held[size_t(b.token_seq[t])];
+          const size_t n_ctx = size_t(b.n_ctx[t]);
+          for (size_t h = 0; h < n_heads; ++h) {
+            std::vector<double> qh(q_table.f32.begin() + t * n_heads * q_head + h * q_head,
+                                   q_table.f32.begin() + t * n_heads * q_head + (h + 1) * q_head);
+            rotate(qh.data() + nope, size_t(b.positions[t]));
+            std::vector<double> scores(n_ctx);
+            double max_score = -INFINITY;
+            for (size_t p = 0; p < n_ctx; ++p) {
+              const double* lat = rows.data() + p * row;
+              double dot = 0;
+              for (size_t i = 0; i < nope; ++i) {  // k_nope[i] = sum_j W_UK[h][i][j] c[j]
+                double k = 0;
+                for (size_t j = 0; j < kv_lora; ++j) k += k_b.f32[(h * kv_lora + j) * nope + i] * lat[j];
+                dot += qh[i] * k;
+              }
+              for (size_t i = 0; i < rope; ++i) dot += qh[nope + i] * lat[kv_lora + i];
+              scores[p] = dot / std::sqrt(double(q_head));
+              max_score = std::max(max_score, scores[p]);
+            }
+            double total = 0;
+            for (double& score : scores) total += (score = std::exp(score - max_score));
+            for (size_t d = 0; d < v_dim; ++d) {
+              double sum = 0;
+              for (size_t p = 0; p < n_ctx; ++p) {
+                double v = 0;
+                for (size_t j = 0; j < kv_lora; ++j) v += v_b.f32[(h * v_dim + d) * kv_lora + j] * rows[p * row + j];
+                sum += scores[p] / total * v;
+              }
+              want.push_back(sum);
+            }
+          }
+        }
+        ExpectMatches(want, got, v_dim, false,
+                      std::string("mla_attention, KV ") + DTypeName(kv_type) + ", batch " +
+                          std::to_string(b_index));
+      }
+    }
+  }
+}
+
 // A 48-token prompt with a 16-token window: the first 16 rows are those of full attention (the
 // window holds everything they see), the later ones differ, so the window is really applied.
 TEST_P(BackendConformance, WindowedAttentionDiffersFromFull) {
