@@ -10,6 +10,9 @@
 #include <cstring>
 #include <vector>
 
+#include "core/convert/quant_mix.h"
+#include "core/convert/quantize_hf.h"
+#include "core/format/gguf.h"
 #include "core/generation/generate.h"
 #include "core/runtime/engine.h"
 #include "util/parity.h"
@@ -127,6 +130,28 @@ TEST_P(DeepSeek2, DecodeStepsEqualThePrompt) {
     ASSERT_EQ(std::memcmp(step.data(), prompt.data() + t * 2048, 2048 * sizeof(float)), 0)
         << "position " << t;
   }
+}
+
+// `petrel quantize` of the HF folder writes llama.cpp's layout: kv_b_proj split into attn_k_b
+// (transposed per head) and attn_v_b, the deepseek2 keys; the file gives the same logits.
+TEST(DeepSeek2Convert, HfFolderToGguf) {
+  const std::string out = testing::ScratchDir() + "/deepseek2_converted.gguf";
+  const auto mix = ParseQuantMix("F32");
+  ASSERT_TRUE(mix.has_value());
+  const Status written = QuantizeHfFolder(ModelDir() + "deepseek2-hf", out, *mix, false);
+  ASSERT_TRUE(written.ok()) << written.message();
+  auto file = GgufFile::Open(out);
+  ASSERT_TRUE(file.ok());
+  const GgufTensorInfo* k_b = (*file)->FindTensor("blk.0.attn_k_b.weight");
+  ASSERT_NE(k_b, nullptr);
+  EXPECT_EQ(k_b->desc.ShapeString(), "[16, 32, 4]");
+  EXPECT_EQ((*file)->FindTensor("blk.0.attn_kv_b.weight"), nullptr);
+  EXPECT_EQ(*(*file)->GetUint("deepseek2.attention.key_length_mla"), 24u);
+  auto engine = LoadEngine(out, false);
+  ASSERT_TRUE(engine);
+  const auto stats = testing::CompareLogits(Logits(*engine, Ids()), Golden(), 2048);
+  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
+  std::remove(out.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Sources, DeepSeek2, ::testing::Values(false, true),
