@@ -14,6 +14,7 @@
 #include "core/convert/quantize_hf.h"
 #include "core/format/gguf.h"
 #include "core/generation/generate.h"
+#include "core/runtime/backend_registry.h"
 #include "core/runtime/engine.h"
 #include "util/parity.h"
 #include "util/test_data.h"
@@ -152,6 +153,62 @@ TEST(DeepSeek2Convert, HfFolderToGguf) {
   const auto stats = testing::CompareLogits(Logits(*engine, Ids()), Golden(), 2048);
   EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
   std::remove(out.c_str());
+}
+
+// A device that, like the Vulkan and CUDA backends, does not claim mla_attention or moe_ffn:
+// every DeepSeek2 block stays on the CPU (placement says why), the head may go to the device, and
+// the logits are the all-CPU ones.
+class NoLatentBackend final : public Backend {
+ public:
+  explicit NoLatentBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  const char* Name() const override { return "ref-no-latent"; }
+  BackendId id() const override { return inner_->id(); }
+  bool Supports(const Node& node) const override {
+    return node.op != OpKind::kMlaAttention && node.op != OpKind::kMoeFfn && inner_->Supports(node);
+  }
+  bool SupportsKv(DType type) const override { return inner_->SupportsKv(type); }
+  Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
+  Result<TensorView> PrepareWeight(const TensorView& view) override { return inner_->PrepareWeight(view); }
+  Status CopyToHost(const BackendBuffer& src, size_t offset, void* dst, size_t bytes) override {
+    return inner_->CopyToHost(src, offset, dst, bytes);
+  }
+  Status CopyFromHost(const void* src, BackendBuffer& dst, size_t offset, size_t bytes) override {
+    return inner_->CopyFromHost(src, dst, offset, bytes);
+  }
+  Status CopyWithin(const BackendBuffer& src, size_t src_offset, BackendBuffer& dst,
+                    size_t dst_offset, size_t bytes) override {
+    return inner_->CopyWithin(src, src_offset, dst, dst_offset, bytes);
+  }
+  Status Synchronize() override { return inner_->Synchronize(); }
+  Status BeginBatch(const BatchContext& batch) override { return inner_->BeginBatch(batch); }
+  Status Run(const Node& node, const ValueView* values, const KvLayerView* kv) override {
+    if (!Supports(node)) return Error("%s placed on a backend without it", OpName(node.op));
+    return inner_->Run(node, values, kv);
+  }
+  Status Submit() override { return inner_->Submit(); }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+TEST(DeepSeek2Placement, LayersADeviceCannotRunStayOnTheCpu) {
+  static const Status registered = RegisterBackend(
+      {"ref-no-latent", [](BackendId id, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
+         PETREL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> ref, CreateBackend("ref", id, options));
+         return std::unique_ptr<Backend>(std::make_unique<NoLatentBackend>(std::move(ref)));
+       },
+       nullptr});
+  ASSERT_TRUE(registered.ok()) << registered.message();
+  auto cpu = LoadEngine(ModelDir() + "deepseek2.gguf", false);
+  auto limited = LoadEngine(ModelDir() + "deepseek2.gguf", false, "ref-no-latent");
+  ASSERT_TRUE(cpu && limited);
+  const std::string placement = limited->PlacementString();
+  EXPECT_NE(placement.find("layer 0 on cpu: ref-no-latent does not run mla_attention"),
+            std::string::npos) << placement;
+  EXPECT_NE(placement.find("output: ref-no-latent"), std::string::npos) << placement;
+  const auto stats = testing::CompareLogits(Logits(*limited, Ids()), Logits(*cpu, Ids()), 2048);
+  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
+  std::printf("placement: %s\n", placement.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Sources, DeepSeek2, ::testing::Values(false, true),
