@@ -529,6 +529,120 @@ TEST_P(BackendConformance, MoeFfnEveryWeightType) {
   }
 }
 
+// DeepSeek's routing on moe_ffn: sigmoid or softmax scores, a selection bias that only chooses,
+// groups scored by their best or two best of which some stay eligible, renormalisation and a
+// scale on the weights, against a double reference (F32 experts).
+TEST_P(BackendConformance, MoeFfnGroupedRouting) {
+  const size_t n_in = 64, n_ff = 32, n_out = 24, n_experts = 8;
+  Weight table = MakeWeight(DType::kF32, n_in, kVocab, gen_);
+  Weight router = MakeWeight(DType::kF32, n_experts, kVocab, gen_);
+  std::vector<float> bias_values(n_experts);
+  std::uniform_real_distribution<float> uniform(0.0f, 0.4f);
+  for (float& b : bias_values) b = uniform(gen_);
+  TensorView bias{TensorDesc::Make(DType::kF32, {int64_t(n_experts)}), bias_values.data(), 0};
+  auto experts = [&](size_t in, size_t rows) {
+    Weight w = MakeWeight(DType::kF32, in, rows * n_experts, gen_);
+    w.view.desc = TensorDesc::Make(DType::kF32, {int64_t(in), int64_t(rows), int64_t(n_experts)});
+    return w;
+  };
+  Weight gate = experts(n_in, n_ff), up = experts(n_in, n_ff), down = experts(n_ff, n_out);
+  struct Routing {
+    MoeGating gating;
+    int32_t groups, used;
+    MoeGroupScore score;
+    bool norm, with_bias;
+    float scale;
+  };
+  for (const Routing r : {Routing{MoeGating::kSigmoid, 2, 1, MoeGroupScore::kTopTwoSum, true, true, 2.5f},
+                          Routing{MoeGating::kSigmoid, 4, 2, MoeGroupScore::kTopTwoSum, false, true, 1.0f},
+                          Routing{MoeGating::kSoftmax, 4, 3, MoeGroupScore::kMax, false, false, 16.0f},
+                          Routing{MoeGating::kSoftmax, 1, 1, MoeGroupScore::kMax, true, false, 1.0f}}) {
+    const int top_k = 2;
+    Node node{OpKind::kMoeFfn, 0, {0, 1}};
+    node.weight = Placed(gate);
+    node.weight_up = Placed(up);
+    node.weight_down = Placed(down);
+    node.bias = r.with_bias ? &bias : nullptr;
+    node.moe = MoeParams{int32_t(n_experts), top_k, r.norm, r.gating, r.groups, r.used, r.score, r.scale};
+    if (!backend_->Supports(node)) continue;
+    const size_t n = 21;
+    BatchData b = SimpleBatch(n, kVocab);
+    const Matrix x = Lookup(table, b);
+    Matrix want(n * n_out, 0.0);
+    for (size_t t = 0; t < n; ++t) {
+      const float* l = router.f32.data() + size_t(b.tokens[t]) * n_experts;
+      std::vector<double> p(n_experts), sel(n_experts);
+      double max = l[0], sum = 0;
+      for (size_t e = 0; e < n_experts; ++e) max = std::max(max, double(l[e]));
+      for (size_t e = 0; e < n_experts; ++e) {
+        p[e] = r.gating == MoeGating::kSigmoid ? 1.0 / (1.0 + std::exp(-double(l[e])))
+                                               : std::exp(l[e] - max);
+        sum += p[e];
+      }
+      if (r.gating == MoeGating::kSoftmax) for (double& v : p) v /= sum;
+      for (size_t e = 0; e < n_experts; ++e) sel[e] = p[e] + (r.with_bias ? bias_values[e] : 0.0);
+      const size_t group_size = n_experts / size_t(r.groups);
+      std::vector<std::pair<double, size_t>> groups;
+      for (size_t g = 0; g < size_t(r.groups); ++g) {
+        std::vector<double> s(sel.begin() + g * group_size, sel.begin() + (g + 1) * group_size);
+        std::sort(s.rbegin(), s.rend());
+        groups.push_back({r.score == MoeGroupScore::kMax || s.size() < 2 ? s[0] : s[0] + s[1], g});
+      }
+      std::stable_sort(groups.begin(), groups.end(), [](auto a, auto b) { return a.first > b.first; });
+      for (size_t i = size_t(r.used); i < groups.size(); ++i) {
+        for (size_t e = 0; e < group_size; ++e) sel[groups[i].second * group_size + e] = -INFINITY;
+      }
+      std::vector<size_t> chosen;
+      double chosen_sum = 0;
+      for (int k = 0; k < top_k; ++k) {
+        size_t best = n_experts;
+        for (size_t e = 0; e < n_experts; ++e) {
+          if (sel[e] != -INFINITY && (best == n_experts || sel[e] > sel[best])) best = e;
+        }
+        chosen.push_back(best);
+        chosen_sum += p[best];
+        sel[best] = -INFINITY;
+      }
+      for (size_t e : chosen) {
+        const double w = (r.norm ? p[e] / chosen_sum : p[e]) * r.scale;
+        std::vector<double> act(n_ff);
+        for (size_t f = 0; f < n_ff; ++f) {
+          double g = 0, u = 0;
+          for (size_t c = 0; c < n_in; ++c) {
+            g += x[t * n_in + c] * gate.f32[(e * n_ff + f) * n_in + c];
+            u += x[t * n_in + c] * up.f32[(e * n_ff + f) * n_in + c];
+          }
+          act[f] = g / (1.0 + std::exp(-g)) * u;
+        }
+        for (size_t o = 0; o < n_out; ++o) {
+          double y = 0;
+          for (size_t f = 0; f < n_ff; ++f) y += act[f] * down.f32[(e * n_out + o) * n_ff + f];
+          want[t * n_out + o] += w * y;
+        }
+      }
+    }
+    Graph graph;
+    Node run = node;
+    run.inputs[0] = Embed(&graph, table, n);
+    run.inputs[1] = Embed(&graph, router, n);
+    graph.logits = graph.Add(run, int64_t(n), int64_t(n_out));
+    ExpectMatches(want, Run(graph, b, nullptr), n_out, false,
+                  std::string("moe_ffn grouped routing, groups ") + std::to_string(r.groups));
+  }
+  // Refused: groups that do not divide the experts, more groups used than there are, more
+  // experts per token than the groups used hold.
+  Node bad{OpKind::kMoeFfn, 0, {0, 1}};
+  bad.weight = &gate.view;
+  bad.weight_up = &up.view;
+  bad.weight_down = &down.view;
+  bad.moe = MoeParams{int32_t(n_experts), 2, true, MoeGating::kSigmoid, 3, 1};
+  EXPECT_FALSE(backend_->Supports(bad));
+  bad.moe = MoeParams{int32_t(n_experts), 2, true, MoeGating::kSigmoid, 2, 3};
+  EXPECT_FALSE(backend_->Supports(bad));
+  bad.moe = MoeParams{int32_t(n_experts), 5, true, MoeGating::kSigmoid, 2, 1};
+  EXPECT_FALSE(backend_->Supports(bad));
+}
+
 TEST_P(BackendConformance, RopeBothStyles) {
   const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32;
   for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
