@@ -612,6 +612,120 @@ TEST_P(BackendConformance, MoeFfnEveryWeightType) {
   }
 }
 
+// DeepSeek's routing on moe_ffn: sigmoid or softmax scores, a selection bias that only chooses,
+// groups scored by their best or two best of which some stay eligible, renormalisation and a
+// scale on the weights, against a double reference (F32 experts).
+TEST_P(BackendConformance, MoeFfnGroupedRouting) {
+  const size_t n_in = 64, n_ff = 32, n_out = 24, n_experts = 8;
+  Weight table = MakeWeight(DType::kF32, n_in, kVocab, gen_);
+  Weight router = MakeWeight(DType::kF32, n_experts, kVocab, gen_);
+  std::vector<float> bias_values(n_experts);
+  std::uniform_real_distribution<float> uniform(0.0f, 0.4f);
+  for (float& b : bias_values) b = uniform(gen_);
+  TensorView bias{TensorDesc::Make(DType::kF32, {int64_t(n_experts)}), bias_values.data(), 0};
+  auto experts = [&](size_t in, size_t rows) {
+    Weight w = MakeWeight(DType::kF32, in, rows * n_experts, gen_);
+    w.view.desc = TensorDesc::Make(DType::kF32, {int64_t(in), int64_t(rows), int64_t(n_experts)});
+    return w;
+  };
+  Weight gate = experts(n_in, n_ff), up = experts(n_in, n_ff), down = experts(n_ff, n_out);
+  struct Routing {
+    MoeGating gating;
+    int32_t groups, used;
+    MoeGroupScore score;
+    bool norm, with_bias;
+    float scale;
+  };
+  for (const Routing r : {Routing{MoeGating::kSigmoid, 2, 1, MoeGroupScore::kTopTwoSum, true, true, 2.5f},
+                          Routing{MoeGating::kSigmoid, 4, 2, MoeGroupScore::kTopTwoSum, false, true, 1.0f},
+                          Routing{MoeGating::kSoftmax, 4, 3, MoeGroupScore::kMax, false, false, 16.0f},
+                          Routing{MoeGating::kSoftmax, 1, 1, MoeGroupScore::kMax, true, false, 1.0f}}) {
+    const int top_k = 2;
+    Node node{OpKind::kMoeFfn, 0, {0, 1}};
+    node.weight = Placed(gate);
+    node.weight_up = Placed(up);
+    node.weight_down = Placed(down);
+    node.select_bias = r.with_bias ? &bias : nullptr;
+    node.moe = MoeParams{int32_t(n_experts), top_k, r.norm, r.gating, r.groups, r.used, r.score, r.scale};
+    if (!backend_->Supports(node)) continue;
+    const size_t n = 21;
+    BatchData b = SimpleBatch(n, kVocab);
+    const Matrix x = Lookup(table, b);
+    Matrix want(n * n_out, 0.0);
+    for (size_t t = 0; t < n; ++t) {
+      const float* l = router.f32.data() + size_t(b.tokens[t]) * n_experts;
+      std::vector<double> p(n_experts), sel(n_experts);
+      double max = l[0], sum = 0;
+      for (size_t e = 0; e < n_experts; ++e) max = std::max(max, double(l[e]));
+      for (size_t e = 0; e < n_experts; ++e) {
+        p[e] = r.gating == MoeGating::kSigmoid ? 1.0 / (1.0 + std::exp(-double(l[e])))
+                                               : std::exp(l[e] - max);
+        sum += p[e];
+      }
+      if (r.gating == MoeGating::kSoftmax) for (double& v : p) v /= sum;
+      for (size_t e = 0; e < n_experts; ++e) sel[e] = p[e] + (r.with_bias ? bias_values[e] : 0.0);
+      const size_t group_size = n_experts / size_t(r.groups);
+      std::vector<std::pair<double, size_t>> groups;
+      for (size_t g = 0; g < size_t(r.groups); ++g) {
+        std::vector<double> s(sel.begin() + g * group_size, sel.begin() + (g + 1) * group_size);
+        std::sort(s.rbegin(), s.rend());
+        groups.push_back({r.score == MoeGroupScore::kMax || s.size() < 2 ? s[0] : s[0] + s[1], g});
+      }
+      std::stable_sort(groups.begin(), groups.end(), [](auto a, auto b) { return a.first > b.first; });
+      for (size_t i = size_t(r.used); i < groups.size(); ++i) {
+        for (size_t e = 0; e < group_size; ++e) sel[groups[i].second * group_size + e] = -INFINITY;
+      }
+      std::vector<size_t> chosen;
+      double chosen_sum = 0;
+      for (int k = 0; k < top_k; ++k) {
+        size_t best = n_experts;
+        for (size_t e = 0; e < n_experts; ++e) {
+          if (sel[e] != -INFINITY && (best == n_experts || sel[e] > sel[best])) best = e;
+        }
+        chosen.push_back(best);
+        chosen_sum += p[best];
+        sel[best] = -INFINITY;
+      }
+      for (size_t e : chosen) {
+        const double w = (r.norm ? p[e] / chosen_sum : p[e]) * r.scale;
+        std::vector<double> act(n_ff);
+        for (size_t f = 0; f < n_ff; ++f) {
+          double g = 0, u = 0;
+          for (size_t c = 0; c < n_in; ++c) {
+            g += x[t * n_in + c] * gate.f32[(e * n_ff + f) * n_in + c];
+            u += x[t * n_in + c] * up.f32[(e * n_ff + f) * n_in + c];
+          }
+          act[f] = g / (1.0 + std::exp(-g)) * u;
+        }
+        for (size_t o = 0; o < n_out; ++o) {
+          double y = 0;
+          for (size_t f = 0; f < n_ff; ++f) y += act[f] * down.f32[(e * n_out + o) * n_ff + f];
+          want[t * n_out + o] += w * y;
+        }
+      }
+    }
+    Graph graph;
+    Node run = node;
+    run.inputs[0] = Embed(&graph, table, n);
+    run.inputs[1] = Embed(&graph, router, n);
+    graph.logits = graph.Add(run, int64_t(n), int64_t(n_out));
+    ExpectMatches(want, Run(graph, b, nullptr), n_out, false,
+                  std::string("moe_ffn grouped routing, groups ") + std::to_string(r.groups));
+  }
+  // Refused: groups that do not divide the experts, more groups used than there are, more
+  // experts per token than the groups used hold.
+  Node bad{OpKind::kMoeFfn, 0, {0, 1}};
+  bad.weight = &gate.view;
+  bad.weight_up = &up.view;
+  bad.weight_down = &down.view;
+  bad.moe = MoeParams{int32_t(n_experts), 2, true, MoeGating::kSigmoid, 3, 1};
+  EXPECT_FALSE(backend_->Supports(bad));
+  bad.moe = MoeParams{int32_t(n_experts), 2, true, MoeGating::kSigmoid, 2, 3};
+  EXPECT_FALSE(backend_->Supports(bad));
+  bad.moe = MoeParams{int32_t(n_experts), 5, true, MoeGating::kSigmoid, 2, 1};
+  EXPECT_FALSE(backend_->Supports(bad));
+}
+
 TEST_P(BackendConformance, RopeBothStyles) {
   const int32_t n_heads = 4, n_kv_heads = 2, head_dim = 32;
   // YaRN's attention factor scales cos and sin: the rotated dimensions only (rot_dims 16 leaves
@@ -834,6 +948,145 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
                           std::to_string(variant.softcap) + ", window " +
                           std::to_string(variant.window) +
                           (variant.causal ? "" : ", bidirectional"));
+      }
+    }
+  }
+}
+
+// Multi-head latent attention over a latent-only cache (one row of kv_lora + rope per position,
+// no V rows): a prompt chunk and single tokens of two sequences, against the expanded form in
+// double (each head's keys [W_UK c | RoPE(k_rope)] and values W_UV c materialised). A backend
+// that does not claim the op (the GPU ones) is skipped: its layer runs on the CPU.
+TEST_P(BackendConformance, MlaAttentionMatchesTheExpandedForm) {
+  const size_t n_heads = 3, kv_lora = 32, nope = 8, rope = 8, v_dim = 12;
+  const size_t q_head = nope + rope, row = kv_lora + rope;
+  std::vector<double> inv_freq(rope / 2);
+  for (size_t i = 0; i < rope / 2; ++i) inv_freq[i] = std::pow(10000.0, -2.0 * double(i) / double(rope));
+  Weight k_b = MakeWeight(DType::kF32, nope, kv_lora * n_heads, gen_);
+  k_b.view.desc = TensorDesc::Make(DType::kF32, {int64_t(nope), int64_t(kv_lora), int64_t(n_heads)});
+  Weight v_b = MakeWeight(DType::kF32, kv_lora, v_dim * n_heads, gen_);
+  v_b.view.desc = TensorDesc::Make(DType::kF32, {int64_t(kv_lora), int64_t(v_dim), int64_t(n_heads)});
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
+    for (DType kv_type : {DType::kF32, DType::kF16}) {
+      if (!backend_->SupportsKv(kv_type)) continue;
+      KvCacheOptions options;
+      options.block_tokens = 4;
+      options.context = 64;
+      options.n_blocks = 32;
+      options.dtype = kv_type;
+      options.values = false;
+      auto cache = KvCache::Create({backend_.get()}, row, options);
+      ASSERT_TRUE(cache.ok()) << cache.status().message();
+      KvCache& kv = **cache;
+      const SeqId seqs[2] = {kv.NewSequence(), kv.NewSequence()};
+      // Per sequence: the rows it holds (latent c and roped key, as the cache stores them).
+      std::vector<std::vector<double>> held(2);
+      auto rotate = [&](double* x, size_t pos) {  // one rope part of `rope` dims
+        for (size_t i = 0; i < rope / 2; ++i) {
+          const double angle = double(pos) * inv_freq[i];
+          const size_t a = style == RopeStyle::kInterleaved ? 2 * i : i;
+          const size_t b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + rope / 2;
+          const double x0 = x[a], x1 = x[b];
+          x[a] = x0 * std::cos(angle) - x1 * std::sin(angle);
+          x[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
+        }
+      };
+      // Three batches: a 9-token prompt and a 3-token one, then one token of each, then one.
+      const std::vector<std::vector<SeqPart>> batches = {{{0, 9}, {0, 3}}, {{9, 1}, {3, 1}}, {{10, 1}}};
+      for (size_t b_index = 0; b_index < batches.size(); ++b_index) {
+        const std::vector<SeqPart>& parts = batches[b_index];
+        BatchData b;
+        size_t n = 0;
+        for (size_t s = 0; s < parts.size(); ++s) {
+          auto slots = kv.Append(seqs[s], parts[s].n_new);
+          ASSERT_TRUE(slots.ok());
+          for (size_t i = 0; i < parts[s].n_new; ++i, ++n) {
+            b.tokens.push_back(int32_t(n));
+            b.positions.push_back(int32_t(parts[s].n_history + i));
+            b.token_seq.push_back(int32_t(s));
+            b.n_ctx.push_back(int32_t(parts[s].n_history + i + 1));
+            b.kv_slot.push_back((*slots)[i]);
+            b.selected.push_back(int32_t(n));
+          }
+        }
+        for (size_t s = 0; s < parts.size(); ++s) {
+          b.block_table_begin.push_back(int32_t(b.block_tables.size()));
+          const std::vector<int32_t>& table = kv.BlockTable(seqs[s]);
+          b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+        }
+        b.block_table_begin.push_back(int32_t(b.block_tables.size()));
+        Bind(b);
+        Weight q_table = MakeWeight(DType::kF32, n_heads * q_head, n, gen_);
+        Weight c_table = MakeWeight(DType::kF32, kv_lora, n, gen_);
+        Weight r_table = MakeWeight(DType::kF32, rope, n, gen_);
+        Graph graph;
+        const ValueId q = Embed(&graph, q_table, n);
+        const ValueId c = Embed(&graph, c_table, n);
+        const ValueId r = Embed(&graph, r_table, n);
+        Node node{OpKind::kMlaAttention, 0, {q, c, r}};
+        node.weight = Placed(k_b);
+        node.weight_down = Placed(v_b);
+        node.mla = MlaParams{int32_t(n_heads), int32_t(kv_lora), int32_t(nope), int32_t(rope),
+                             int32_t(v_dim), 1.0f / std::sqrt(float(q_head))};
+        node.rope.n_heads = int32_t(n_heads);
+        node.rope.n_kv_heads = 1;
+        node.rope.head_dim = int32_t(q_head);
+        node.rope.rot_dims = int32_t(rope);
+        node.rope.style = style;
+        node.rope.inv_freq = inv_freq.data();
+        if (!backend_->Supports(node)) GTEST_SKIP() << GetParam() << " does not run mla_attention";
+        graph.logits = graph.Add(node, int64_t(n), int64_t(n_heads * v_dim));
+        const std::vector<float> got = Run(graph, b, &kv);
+        // The rows the cache now holds, rounded to its type.
+        for (size_t t = 0; t < n; ++t) {
+          std::vector<float> latent(row);
+          std::copy_n(c_table.f32.data() + t * kv_lora, kv_lora, latent.data());
+          std::vector<double> key(r_table.f32.begin() + t * rope, r_table.f32.begin() + (t + 1) * rope);
+          rotate(key.data(), size_t(b.positions[t]));
+          for (size_t i = 0; i < rope; ++i) latent[kv_lora + i] = float(key[i]);
+          std::vector<uint8_t> bytes(*RowBytes(kv_type, row));
+          ASSERT_TRUE(QuantizeRow(kv_type, latent.data(), bytes.data(), row));
+          ASSERT_TRUE(DequantizeRow(kv_type, bytes.data(), latent.data(), row));
+          held[size_t(b.token_seq[t])].insert(held[size_t(b.token_seq[t])].end(), latent.begin(), latent.end());
+        }
+        Matrix want;
+        for (size_t t = 0; t < n; ++t) {
+          const std::vector<double>& rows = held[size_t(b.token_seq[t])];
+          const size_t n_ctx = size_t(b.n_ctx[t]);
+          for (size_t h = 0; h < n_heads; ++h) {
+            std::vector<double> qh(q_table.f32.begin() + t * n_heads * q_head + h * q_head,
+                                   q_table.f32.begin() + t * n_heads * q_head + (h + 1) * q_head);
+            rotate(qh.data() + nope, size_t(b.positions[t]));
+            std::vector<double> scores(n_ctx);
+            double max_score = -INFINITY;
+            for (size_t p = 0; p < n_ctx; ++p) {
+              const double* lat = rows.data() + p * row;
+              double dot = 0;
+              for (size_t i = 0; i < nope; ++i) {  // k_nope[i] = sum_j W_UK[h][i][j] c[j]
+                double k = 0;
+                for (size_t j = 0; j < kv_lora; ++j) k += k_b.f32[(h * kv_lora + j) * nope + i] * lat[j];
+                dot += qh[i] * k;
+              }
+              for (size_t i = 0; i < rope; ++i) dot += qh[nope + i] * lat[kv_lora + i];
+              scores[p] = dot / std::sqrt(double(q_head));
+              max_score = std::max(max_score, scores[p]);
+            }
+            double total = 0;
+            for (double& score : scores) total += (score = std::exp(score - max_score));
+            for (size_t d = 0; d < v_dim; ++d) {
+              double sum = 0;
+              for (size_t p = 0; p < n_ctx; ++p) {
+                double v = 0;
+                for (size_t j = 0; j < kv_lora; ++j) v += v_b.f32[(h * v_dim + d) * kv_lora + j] * rows[p * row + j];
+                sum += scores[p] / total * v;
+              }
+              want.push_back(sum);
+            }
+          }
+        }
+        ExpectMatches(want, got, v_dim, false,
+                      std::string("mla_attention, KV ") + DTypeName(kv_type) + ", batch " +
+                          std::to_string(b_index));
       }
     }
   }

@@ -313,6 +313,46 @@ TEST(HostileConfig, GptOss) {
   auto gguf = LoadModel(RewriteGguf("gpt-oss", {}, "gptoss_same"), options);
   EXPECT_TRUE(gguf.ok()) << gguf.status().message();
   auto hf = LoadModel(RewriteHf("gpt-oss", nlohmann::json::object(), "gptoss_hf_same"), options);
+// DeepSeek2's latent attention and grouped routing, from GGUF metadata and from config.json.
+TEST(HostileConfig, DeepSeek2) {
+  const std::string a = "deepseek2";
+  ExpectLoadError(RewriteGguf(a, {{"attention.kv_lora_rank", KeyEdit::kU32, 0}}, "ds_kv0"),
+                  "deepseek2.attention.kv_lora_rank is 0");
+  ExpectLoadError(RewriteHf(a, {{"kv_lora_rank", 0}}, "ds_hf_kv0"), "config.json: kv_lora_rank is 0");
+  // The rope part larger than the whole key head (nope + rope = 24).
+  ExpectLoadError(RewriteGguf(a, {{"rope.dimension_count", KeyEdit::kU32, 32}}, "ds_rope32"),
+                  "rope dimension count 32 is invalid for head dim 24");
+  ExpectLoadError(RewriteHf(a, {{"qk_rope_head_dim", -8}}, "ds_hf_rope"),
+                  "qk_rope_head_dim -8 must be positive");
+  ExpectLoadError(RewriteGguf(a, {{"expert_group_count", KeyEdit::kU32, 3}}, "ds_groups3"),
+                  "expert group count 3 does not divide the 8 experts");
+  ExpectLoadError(RewriteHf(a, {{"n_group", 3}}, "ds_hf_groups3"),
+                  "expert group count 3 does not divide the 8 experts");
+  ExpectLoadError(RewriteGguf(a, {{"expert_group_used_count", KeyEdit::kU32, 3}}, "ds_topk3"),
+                  "expert groups used 3 is invalid for 2 groups");
+  ExpectLoadError(RewriteHf(a, {{"topk_group", 3}}, "ds_hf_topk3"),
+                  "expert groups used 3 is invalid for 2 groups");
+  ExpectLoadError(RewriteHf(a, {{"topk_group", 0}}, "ds_hf_topk0"),
+                  "expert groups used 0 is invalid for 2 groups");
+  // Top-k larger than the experts of the groups kept (1 group of 4).
+  ExpectLoadError(RewriteHf(a, {{"num_experts_per_tok", 5}}, "ds_hf_k5"),
+                  "experts used per token 5 exceed the 4 experts of the 1 groups used");
+  ExpectLoadError(RewriteGguf(a, {{"expert_gating_func", KeyEdit::kU32, 7}}, "ds_gating7"),
+                  "expert gating function 7 is not supported");
+  ExpectLoadError(RewriteHf(a, {{"scoring_func", "relu"}}, "ds_hf_scoring"),
+                  "scoring_func 'relu' is not supported");
+  ExpectLoadError(RewriteHf(a, {{"rope_scaling", {{"type", "yarn"}, {"factor", 40}}}}, "ds_hf_yarn"),
+                  "rope_scaling type 'yarn' is not supported");
+  ExpectLoadError(RewriteGguf(a, {{"leading_dense_block_count", KeyEdit::kU32, 9}}, "ds_dense9"),
+                  "leading dense block count 9 is invalid for 3 blocks");
+  ExpectLoadError(RewriteHf(a, {{"moe_layer_freq", 2}}, "ds_hf_freq"),
+                  "moe_layer_freq 2 is not supported");
+  // Unedited copies load.
+  LoadOptions options;
+  options.load_tokenizer = false;
+  auto gguf = LoadModel(RewriteGguf(a, {}, "ds_same"), options);
+  EXPECT_TRUE(gguf.ok()) << gguf.status().message();
+  auto hf = LoadModel(RewriteHf(a, nlohmann::json::object(), "ds_hf_same"), options);
   EXPECT_TRUE(hf.ok()) << hf.status().message();
 }
 

@@ -156,7 +156,7 @@ void LogLoadDetails(const Engine& engine, double load_seconds) {
   PETREL_LOG_INFO("load: %s (%s), architecture %s, %zu tensors, %s of weights (%s mapped)",
                   model.source.c_str(), model.format.c_str(), config.architecture.c_str(),
                   model.n_tensors, MiB(model.weight_bytes).c_str(), MiB(model.mapped_bytes).c_str());
-  const size_t kv_bytes = 2 * engine.kv_layers() * engine.kv_row_bytes() * engine.context() *
+  const size_t kv_bytes = (engine.kv_has_values() ? 2 : 1) * engine.kv_layers() * engine.kv_row_bytes() * engine.context() *
                           std::max<size_t>(1, options.max_sequences);
   PETREL_LOG_INFO("load: context %zu tokens x %zu sequences, KV cache %s (%s)", engine.context(),
                   std::max<size_t>(1, options.max_sequences), DTypeName(engine.kv_type()),

@@ -144,20 +144,23 @@ Runner AddInfoCommand(CLI::App& app) {
     const size_t context =
         args->context ? args->context
                       : size_t(std::min<int64_t>(c.max_context > 0 ? c.max_context : 4096, 4096));
-    // K and V rows of kv_dim elements per layer and token; a block type stores whole blocks
-    // per head (as the engine's cache does), so a head that holds none has no estimate.
-    const std::optional<uint64_t> head_bytes = RowBytes(kv_type, uint64_t(c.head_dim));
+    // K and V rows of kv_dim elements per layer and token (with latent attention one latent
+    // row of kv_lora + rope, no V); a block type stores whole blocks per head (as the engine's
+    // cache does), so a head that holds none has no estimate.
+    const int64_t kv_head = c.mla() ? c.kv_row_elems() : c.head_dim;
+    const std::optional<uint64_t> head_bytes = RowBytes(kv_type, uint64_t(kv_head));
     if (!head_bytes) {
       return Fail(Error(
           "--cache-type %s needs heads of whole %u-element blocks; this model's heads have %lld",
-          args->kv_type.c_str(), Traits(kv_type).block_elems, (long long)c.head_dim));
+          args->kv_type.c_str(), Traits(kv_type).block_elems, (long long)kv_head));
     }
     if (args->context > 0 && c.max_context > 0 && int64_t(args->context) > c.max_context) {
       Warn("-c %zu is above the %lld tokens the model was trained on; expect worse output past them",
            args->context, (long long)c.max_context);
     }
     const double row_bytes = double(*head_bytes) * double(c.n_kv_heads);
-    const double kv_bytes = 2.0 * double(c.n_layers) * double(context) * row_bytes;
+    const double kv_token_bytes = (c.kv_has_values() ? 2.0 : 1.0) * double(c.n_layers) * row_bytes;
+    const double kv_bytes = kv_token_bytes * double(context);
     std::printf("source           %s (%s)\n", model.source.c_str(), model.format.c_str());
     std::printf("%s", c.Summary().c_str());
     if (model.tokenizer) std::printf("tokenizer        %zu tokens\n", model.tokenizer->n_vocab());
@@ -169,14 +172,12 @@ Runner AddInfoCommand(CLI::App& app) {
       // embedding table (a step gathers one row of it).
       const ModelWeights& w = model.weights;
       double total = 0, active = 0;
-      auto add = [&](const TensorView& view, bool in_step) {
+      auto add = [&](const TensorView& view, bool in_step, bool experts = false) {
         if (!view.data) return;
         const double n = double(view.desc.n_elems());
         total += n;
         if (!in_step) return;
-        active += view.desc.n_dims == 3 && c.n_experts > 0
-                      ? n * double(c.n_experts_used) / double(view.desc.ne[2])
-                      : n;
+        active += experts ? n * double(c.n_experts_used) / double(view.desc.ne[2]) : n;
       };
       add(w.token_embd, false);
       if (w.output.data != w.token_embd.data) add(w.output, true);
@@ -184,7 +185,9 @@ Runner AddInfoCommand(CLI::App& app) {
       add(w.output_norm, true);
       for (const LayerWeights& layer : w.layers) {
         for (size_t i = 0; i < layer.size(); ++i) {
-          if (!layer.spec(i).IsFusedPart()) add(layer[i], true);
+          if (!layer.spec(i).IsFusedPart()) {
+            add(layer[i], true, layer.spec(i).kind == WeightKind::kExperts);
+          }
         }
       }
       std::printf("parameters       %.4g M total, %.4g M active per token (no embedding)\n",
@@ -205,6 +208,9 @@ Runner AddInfoCommand(CLI::App& app) {
             ? (Bytes(double(model.prequantized_bytes)) + " of them unpacked at load").c_str()
             : "mapped from the file",
         context, args->kv_type.c_str(), Bytes(kv_bytes).c_str());
+    std::printf("KV bytes/token   %.0f (%s rows of %lld elements x %lld layers)\n", kv_token_bytes,
+                c.kv_has_values() ? "K and V" : "latent", (long long)c.kv_row_elems(),
+                (long long)c.n_layers);
     std::printf(
         "matmul path      Highway kernels (batch-invariant), SIMD target %s; no BLAS (no\n"
         "                 faster than the f32 tiles here, see docs/PERFORMANCE.md)\n",

@@ -16,7 +16,8 @@ PromptRoof::PromptRoof(const ModelWeights& weights, int64_t experts_used) {
       const size_t n_mats = kind == WeightKind::kExperts
                                 ? size_t(std::min<int64_t>(std::max<int64_t>(experts_used, 1),
                                                            view.desc.ne[2]))
-                                : 1;
+                            : kind == WeightKind::kHeads ? size_t(view.desc.ne[2])
+                                                         : 1;
       const size_t elems = size_t(view.desc.ne[0]) * size_t(view.desc.ne[1]) * n_mats;
       layer_params_ += elems;
       if (Traits(view.desc.dtype).block_elems > 1) quantized += elems;

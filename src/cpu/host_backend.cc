@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cpu/host_mla.h"
 #include "cpu/host_moe.h"
 #include "cpu/threading/host_work_split.h"
 
@@ -110,6 +111,9 @@ bool HostBackend::Supports(const Node& node) const {
     }
     case OpKind::kMoeFfn:
       return MoeNodeError(node) == nullptr && supports_weight_(node.weight->desc.dtype) &&
+             supports_weight_(node.weight_down->desc.dtype);
+    case OpKind::kMlaAttention:
+      return MlaNodeError(node) == nullptr && supports_weight_(node.weight->desc.dtype) &&
              supports_weight_(node.weight_down->desc.dtype);
     case OpKind::kHeadRmsNorm:
       return node.weight != nullptr && node.norm.head_dim > 0 &&
@@ -271,14 +275,10 @@ void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
 
 void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv) {
   const BatchContext& batch = batch_;
-  const AttentionParams& p = node.attention;
-  const size_t n_heads = size_t(p.n_heads), n_kv_heads = size_t(p.n_kv_heads);
-  const size_t head_dim = size_t(p.head_dim);
   const float* q = values[node.inputs[0]].as<const float>();
   const float* k = values[node.inputs[1]].as<const float>();
   const float* v = values[node.inputs[2]].as<const float>();
   float* out = values[node.output].as<float>();
-  const size_t q_dim = n_heads * head_dim;
   const size_t kv_dim = kv.row_elems;
   const size_t kv_row_bytes = *RowBytes(kv.dtype, kv_dim);  // checked when the cache was made
   // 1. Write this batch's K/V rows into their slots, so later tokens of a sequence in the same
@@ -292,6 +292,15 @@ void HostBackend::RunAttention(const Node& node, const TensorView* values, const
                             static_cast<char*>(kv.v) + slot_offset);
     }
   });
+  AttendPaged(q, node.attention, kv, out);
+}
+
+void HostBackend::AttendPaged(const float* q, const AttentionParams& p, const PagedKvView& kv,
+                              float* out) {
+  const BatchContext& batch = batch_;
+  const size_t n_heads = size_t(p.n_heads), n_kv_heads = size_t(p.n_kv_heads);
+  const size_t head_dim = size_t(p.head_dim);
+  const size_t q_dim = n_heads * head_dim;
   // 2. Work items of up to kAttentionQueries tokens of one sequence (consecutive in the batch,
   //    as a prompt's are) and one KV head with its GQA query heads: the kernel loads each K/V
   //    tile once for the item. A token's result never depends on the item it lands in.
@@ -429,6 +438,14 @@ Status HostBackend::Run(const Node& node, const ValueView* bound, const KvLayerV
                            kv_layer->dtype, kv_layer->block_tokens, kv_layer->row_elems};
       RunAttention(node, values, kv);
       return Status::Ok();
+    }
+    case OpKind::kMlaAttention: {
+      if (kv_layer == nullptr)
+        return Error("%s: mla_attention node of layer %d has no KV cache", name_, node.layer);
+      // One latent row per position: the values are read from the key rows.
+      const PagedKvView kv{HostAddress(*kv_layer->k, 0), HostAddress(*kv_layer->k, 0),
+                           kv_layer->dtype, kv_layer->block_tokens, kv_layer->row_elems};
+      return RunMlaAttention(node, values, kv);
     }
     case OpKind::kSiluMul:
     case OpKind::kGeluMul:

@@ -66,6 +66,13 @@ class HostBackend final : public Backend {
   Status RunMoeFfn(const Node& node, const TensorView* values);
   void RunRope(const Node& node, const TensorView* values);
   void RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv);
+  // Attention of the batch's queries q (n_tokens, n_heads * head_dim) over the cache `kv` (its
+  // rows already written) into out (n_tokens, n_heads * head_dim), in work items of one
+  // sequence's tokens and a KV head's query heads.
+  void AttendPaged(const float* q, const AttentionParams& p, const PagedKvView& kv, float* out);
+  // mla_attention (host_mla.cc): writes the latent rows, then attends with W_UK absorbed into
+  // the queries and W_UV applied to the weighted latents.
+  Status RunMlaAttention(const Node& node, const TensorView* values, const PagedKvView& kv);
   // This batch's cos/sin of every position times `inv_freq` (pairs values each), made on first
   // use and kept for the other layers: (n_tokens, pairs) each.
   struct RopeTable {
@@ -97,7 +104,7 @@ class HostBackend final : public Backend {
     std::vector<int32_t> choice_expert;  // (n_tokens, top_k): the chosen experts, best first
     std::vector<float> choice_weight;    // (n_tokens, top_k): their weights
     std::vector<int32_t> choice_row;     // (n_tokens, top_k): the choice's grouped row
-    std::vector<float> probs;            // one token's softmax
+    std::vector<float> probs;            // one token's routing scratch (RouteTopK)
     std::vector<int32_t> count, first;   // per expert: tokens routed, first grouped row
     std::vector<int32_t> active;         // experts with tokens, ascending
     std::vector<int32_t> row_token;      // grouped row -> token
@@ -107,6 +114,13 @@ class HostBackend final : public Backend {
     std::vector<float> y;                // grouped (rows, n_out): the experts' outputs
   };
   MoeScratch moe_;
+  // mla_attention's rows; capacity kept across batches.
+  struct MlaScratch {
+    std::vector<float> rows;     // (n_tokens, kv_lora + rope): latent rows before the cache write
+    std::vector<float> queries;  // (n_tokens, heads, kv_lora + rope): absorbed queries
+    std::vector<float> latents;  // (n_tokens, heads, kv_lora + rope): attention over the latents
+  };
+  MlaScratch mla_;
   std::vector<uint8_t> act_scratch_;  // quantized activations of one mat_mul, (n_tokens, row bytes)
   // What act_scratch_ holds: the quantized rows of value `value` (at `data`) of the current run.
   struct QuantizedInput {

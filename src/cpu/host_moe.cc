@@ -43,6 +43,19 @@ const char* MoeNodeError(const Node& node) {
       !std::isfinite(p.glu_up_offset)) {
     return "has an invalid gated activation (alpha must be positive, the limit 0 or positive)";
   }
+  if (p.n_groups <= 0 || p.n_experts % p.n_groups != 0) return "has groups that do not divide its experts";
+  if (p.groups_used <= 0 || p.groups_used > p.n_groups) return "uses more groups than it has";
+  if (p.top_k > p.n_experts / p.n_groups * p.groups_used) {
+    return "routes to more experts than its groups used hold";
+  }
+  if (p.n_groups > 1 && p.group_score == MoeGroupScore::kTopTwoSum && p.n_experts / p.n_groups < 2) {
+    return "scores groups of one expert by their two best";
+  }
+  if (!(p.scale > 0.0f) || !std::isfinite(p.scale)) return "has an invalid weight scale";
+  if (node.select_bias && (node.select_bias->desc.dtype != DType::kF32 ||
+                           node.select_bias->desc.n_elems() != p.n_experts)) {
+    return "has a selection bias that is not one f32 per expert";
+  }
   return nullptr;
 }
 
@@ -58,31 +71,76 @@ void ClampedSwiGlu(const MoeParams& p, const float* gate, const float* up, size_
   }
 }
 
-void RouteTopK(const float* logits, int n_experts, int top_k, bool normalize, float* probs,
+void RouteTopK(const MoeParams& params, const float* logits, const float* bias, float* scratch,
                int32_t* experts, float* weights) {
-  float max = logits[0];
-  for (int e = 1; e < n_experts; ++e) max = std::max(max, logits[e]);
-  float sum = 0.0f;
-  for (int e = 0; e < n_experts; ++e) {
-    probs[e] = std::exp(logits[e] - max);
-    sum += probs[e];
+  const int n_experts = params.n_experts, top_k = params.top_k;
+  float* probs = scratch;
+  float* select = scratch + n_experts;
+  float* group_scores = scratch + 2 * n_experts;
+  if (params.gating == MoeGating::kSigmoid) {
+    for (int e = 0; e < n_experts; ++e) probs[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+  } else {
+    float max = logits[0];
+    for (int e = 1; e < n_experts; ++e) max = std::max(max, logits[e]);
+    float sum = 0.0f;
+    for (int e = 0; e < n_experts; ++e) {
+      probs[e] = std::exp(logits[e] - max);
+      sum += probs[e];
+    }
+    for (int e = 0; e < n_experts; ++e) probs[e] /= sum;
   }
-  for (int e = 0; e < n_experts; ++e) probs[e] /= sum;
+  for (int e = 0; e < n_experts; ++e) select[e] = bias ? probs[e] + bias[e] : probs[e];
+  // Ineligible experts (dropped groups, chosen ones) are -inf; eligible scores are finite.
+  constexpr float kOut = -INFINITY;
+  if (params.n_groups > 1) {
+    const int group_size = n_experts / params.n_groups;
+    for (int g = 0; g < params.n_groups; ++g) {
+      const float* s = select + g * group_size;
+      float best = s[0], second = kOut;
+      for (int i = 1; i < group_size; ++i) {
+        if (s[i] > best) {
+          second = best;
+          best = s[i];
+        } else if (s[i] > second) {
+          second = s[i];
+        }
+      }
+      group_scores[g] = params.group_score == MoeGroupScore::kMax ? best : best + second;
+    }
+    // Keep the best groups_used groups (ties: the lower index), drop the others' experts.
+    for (int kept = 0; kept < params.groups_used; ++kept) {
+      int best = -1;
+      for (int g = 0; g < params.n_groups; ++g) {
+        if (group_scores[g] != kOut && (best < 0 || group_scores[g] > group_scores[best])) best = g;
+      }
+      if (best < 0) break;
+      group_scores[best] = kOut;
+    }
+    for (int g = 0; g < params.n_groups; ++g) {
+      if (group_scores[g] == kOut) continue;  // kept (marked above)
+      std::fill(select + g * group_size, select + (g + 1) * group_size, kOut);
+    }
+  }
   float chosen_sum = 0.0f;
   for (int r = 0; r < top_k; ++r) {
-    // Strictly greater: the first (lowest-index) of equal values wins. Chosen ones are marked
-    // below every probability (>= 0).
+    // Strictly greater: the first (lowest-index) of equal values wins.
     int best = -1;
     for (int e = 0; e < n_experts; ++e) {
-      if (probs[e] >= 0.0f && (best < 0 || probs[e] > probs[best])) best = e;
+      if (select[e] != kOut && (best < 0 || select[e] > select[best])) best = e;
+    }
+    if (best < 0) {  // fewer eligible experts than top_k: refused by MoeNodeError; stay in range
+      best = r < n_experts ? r : 0;
     }
     experts[r] = best;
     weights[r] = probs[best];
     chosen_sum += probs[best];
-    probs[best] = -1.0f;
+    select[best] = kOut;
   }
-  if (normalize) {
+  if (params.norm_top_k) {
     for (int r = 0; r < top_k; ++r) weights[r] /= chosen_sum;
+  }
+  if (params.scale != 1.0f) {
+    for (int r = 0; r < top_k; ++r) weights[r] *= params.scale;
   }
 }
 
@@ -113,11 +171,11 @@ Status HostBackend::RunMoeFfn(const Node& node, const TensorView* values) {
   m.choice_expert.resize(n_rows);
   m.choice_weight.resize(n_rows);
   m.choice_row.resize(n_rows);
-  m.probs.resize(n_experts);
+  m.probs.resize(2 * n_experts + size_t(node.moe.n_groups));
+  const float* bias = node.select_bias ? node.select_bias->as<const float>() : nullptr;
   for (size_t t = 0; t < n_tokens; ++t) {
-    RouteTopK(logits.as<const float>() + t * n_experts, int(n_experts), int(top_k),
-              node.moe.norm_top_k, m.probs.data(), m.choice_expert.data() + t * top_k,
-              m.choice_weight.data() + t * top_k);
+    RouteTopK(node.moe, logits.as<const float>() + t * n_experts, bias, m.probs.data(),
+              m.choice_expert.data() + t * top_k, m.choice_weight.data() + t * top_k);
   }
   // 2. Group: experts ascending, each one's tokens in batch order.
   m.count.assign(n_experts, 0);

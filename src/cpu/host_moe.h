@@ -19,11 +19,13 @@ const char* MoeNodeError(const Node& node);
 void ClampedSwiGlu(const MoeParams& params, const float* gate, const float* up, size_t n,
                    float* out);
 
-// One token's routing: p = softmax(logits) over n_experts (in float, max subtracted); the top_k
-// largest p in descending order, equal values in ascending expert order, so ties resolve the same
-// way everywhere; their weights divided by their sum when `normalize`. `probs` is scratch of
-// n_experts floats.
-void RouteTopK(const float* logits, int n_experts, int top_k, bool normalize, float* probs,
+// One token's routing (MoeParams): scores p = softmax(logits) (in float, max subtracted) or
+// sigmoid(logits); selection scores p + bias (bias may be null); with groups, only the experts of
+// the best `groups_used` groups stay eligible; the top_k largest selection scores in descending
+// order, equal values in ascending expert order (groups likewise), so ties resolve the same way
+// everywhere; their weights are p, divided by their sum when `norm_top_k`, times `scale`.
+// `scratch` holds 2 * n_experts + n_groups floats.
+void RouteTopK(const MoeParams& params, const float* logits, const float* bias, float* scratch,
                int32_t* experts, float* weights);
 
 }  // namespace petrel

@@ -54,6 +54,7 @@ bool SupportsNode(const Node& node) {
     case OpKind::kLayerNorm:  // the encoder's ops run on the host
     case OpKind::kGelu:
     case OpKind::kAddRows:
+    case OpKind::kMlaAttention:  // latent attention runs on the host backends (the layer moves)
       return false;
     case OpKind::kCount:
       break;

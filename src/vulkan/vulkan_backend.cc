@@ -158,6 +158,7 @@ bool VulkanBackend::Supports(const Node& node) const {
     case OpKind::kLayerNorm:  // the encoder's ops (and bidirectional attention) run on the host
     case OpKind::kGelu:
     case OpKind::kAddRows:
+    case OpKind::kMlaAttention:  // latent attention runs on the host backends (the layer moves)
       return false;
     case OpKind::kCount:
       break;
@@ -299,7 +300,8 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kMoeFfn:
     case OpKind::kLayerNorm:
     case OpKind::kGelu:
-    case OpKind::kAddRows: return Error("vulkan: op %s is not implemented", OpName(node.op));
+    case OpKind::kAddRows:
+    case OpKind::kMlaAttention: return Error("vulkan: op %s is not implemented", OpName(node.op));
     case OpKind::kCount: break;
   }
   return Error("vulkan: unknown op %d", int(node.op));

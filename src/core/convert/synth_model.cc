@@ -303,6 +303,10 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
         matrix(name, shape.n_in, shape.n_out, 1.0f / std::sqrt(float(shape.n_in)),
                config.n_experts);
         break;
+      case WeightKind::kHeads:
+        matrix(name, shape.n_in, shape.n_out, 1.0f / std::sqrt(float(shape.n_in)),
+               config.n_heads);
+        break;
     }
   };
   matrix(GgufWeightName(arch->token_embd, -1), spec.dim, n_vocab, 1.0f);

@@ -57,9 +57,14 @@ struct AddRowsParams {
   int32_t row = 0;
 };
 
-// Routing of a mixture-of-experts FFN: p = softmax(router logits); each token takes the k
-// largest p (ties: the lower expert index), renormalised to sum 1 when `norm_top_k` (which is
-// the softmax over the chosen logits only, as gpt-oss routes).
+// Routing of a mixture-of-experts FFN: p = softmax(router logits) (or sigmoid, `gating`); the
+// selection score of expert e is p_e + the node's `select_bias` (when present, DeepSeek V3's
+// correction bias; it only chooses, the weights stay p). With n_groups > 1 the experts form
+// n_groups equal groups of consecutive indices, each scored by `group_score` over its selection
+// scores, and only the best `groups_used` groups are eligible. Each token takes the k largest
+// selection scores (ties: the lower expert index), weights p renormalised to sum 1 when
+// `norm_top_k` (with softmax gating, the softmax over the chosen logits only, as gpt-oss
+// routes), then multiplied by `scale`.
 // The experts' gated activation: silu(g) * u by default; gpt-oss's clamped form when
 // `glu_limit` > 0 or `glu_alpha` != 1 or `glu_up_offset` != 0:
 //   g' = min(g, limit), u' = clamp(u, -limit, limit) (no clamp when limit is 0),
@@ -73,6 +78,23 @@ struct MoeParams {
   float glu_up_offset = 0.0f;
 
   bool PlainSilu() const { return glu_alpha == 1.0f && glu_limit == 0.0f && glu_up_offset == 0.0f; }
+  MoeGating gating = MoeGating::kSoftmax;
+  int32_t n_groups = 1;
+  int32_t groups_used = 1;
+  MoeGroupScore group_score = MoeGroupScore::kTopTwoSum;
+  float scale = 1.0f;
+};
+
+// Multi-head latent attention: n_heads query heads of nope + rope dims, one cached latent row
+// of kv_lora + rope per position (the normed latent c, then the roped shared key). Head h's key
+// is [W_UK[h] c | k_rope] and its value W_UV[h] c; the op computes the same with W_UK[h]
+// absorbed into the query (q_lat = W_UK[h]^T q_nope) and W_UV[h] applied to the softmax-weighted
+// sum of latents, so only the latent rows are ever read. `rope` on the node gives the rotation
+// of the rope parts (rot_dims = rope).
+struct MlaParams {
+  int32_t n_heads = 0;
+  int32_t kv_lora = 0, nope = 0, rope = 0, v_dim = 0;
+  float scale = 1.0f;  // applied to q·k (1/sqrt(nope + rope))
 };
 
 struct Node {
@@ -90,11 +112,16 @@ struct Node {
   // (f32; `bias` holds the gate's, [n_ff, n_experts]).
   const TensorView* bias_up = nullptr;
   const TensorView* bias_down = nullptr;
+  // moe_ffn, optional: the routing's selection bias (n_experts, f32; MoeParams).
+  const TensorView* select_bias = nullptr;
+  // mla_attention: `weight` is W_UK^T per head ([nope, kv_lora, n_heads]: head h's rows map a
+  // q_nope to the latent space) and `weight_down` W_UV per head ([kv_lora, v_dim, n_heads]).
   NormParams norm = {};                // rms_norm, layer_norm
   RopeParams rope = {};                // rope
   AttentionParams attention = {};      // attention
   MoeParams moe = {};                  // moe_ffn
   AddRowsParams add_rows = {};         // add_rows (its table is `weight`)
+  MlaParams mla = {};                  // mla_attention (with `rope`)
   float scalar = 0.0f;                 // scale: the factor; softcap: the cap (> 0)
 };
 

@@ -22,6 +22,7 @@ const char* OpName(OpKind op) {
     case OpKind::kLayerNorm: return "layer_norm";
     case OpKind::kGelu: return "gelu";
     case OpKind::kAddRows: return "add_rows";
+    case OpKind::kMlaAttention: return "mla_attention";
     case OpKind::kCount: break;
   }
   return "?";

@@ -29,6 +29,11 @@ enum class OpKind : uint8_t {
   kGelu,       // out = gelu(x) in the exact erf form, x/2 (1 + erf(x / sqrt 2)) (BERT's FFN)
   kAddRows,    // out[t] = x[t] + table row r(t) as f32, r(t) = t's position or a fixed row
                // (absolute position and token-type embeddings)
+  kMlaAttention,  // multi-head latent attention (DeepSeek V2/V3): in[0] = q (tokens, heads x
+                  // (nope + rope)), in[1] = the normed latent c (tokens, kv_lora), in[2] = the
+                  // shared rope key (tokens, rope); ropes q's rope part and the key, writes
+                  // [c | key] into the layer's cache, attends over the cached latents with W_UK
+                  // absorbed into q and applies W_UV after (out: tokens, heads x v_dim)
   kCount
 };
 
@@ -39,5 +44,12 @@ const char* OpName(OpKind op);
 // two halves of each head (`kHalfSplit`, GPT-NeoX style). Using the source's convention lets
 // both run on their mapped bytes unchanged and give the same logits.
 enum class RopeStyle : uint8_t { kInterleaved, kHalfSplit };
+
+// How a mixture of experts turns router logits into scores: a softmax over all experts
+// (Mixtral, Qwen3-MoE, DeepSeek V2) or each logit's sigmoid (DeepSeek V3).
+enum class MoeGating : uint8_t { kSoftmax, kSigmoid };
+// How a group of experts is scored when routing is limited to the best groups: its largest
+// score (DeepSeek V2's group_limited_greedy) or the sum of its two largest (V3's noaux_tc).
+enum class MoeGroupScore : uint8_t { kMax, kTopTwoSum };
 
 }  // namespace petrel

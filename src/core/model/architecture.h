@@ -30,7 +30,21 @@ struct Architecture;
 // An experts tensor stacks `n_experts` matrices of the same shape (GGUF [n_in, n_out,
 // n_experts]); Hugging Face checkpoints store one matrix per expert, named with `*` in place of
 // the expert index, which the loader stacks into one owned tensor.
-enum class WeightKind : uint8_t { kMatrix, kVector, kExperts };
+// A heads tensor stacks one matrix per attention head (GGUF [n_in, n_out, n_heads]): DeepSeek's
+// attn_k_b and attn_v_b, which the latent attention multiplies head by head.
+enum class WeightKind : uint8_t { kMatrix, kVector, kExperts, kHeads };
+
+struct WeightSpec;
+// A weight made at load from another tensor whose layout needs a copy: DeepSeek's HF kv_b_proj
+// ([heads x (nope + v), kv_lora]) holds attn_k_b transposed and attn_v_b interleaved per head.
+// `make` fills `out` (its desc set by the loader: the source's type, the spec's shape) from
+// `from`, or says why it cannot (a block-quantized source cannot be transposed).
+struct WeightDerivation {
+  const char* gguf_name;  // the source under GGUF names (nullptr: none), used when the
+                          // weight's own tensor is absent (legacy files)
+  const char* hf_name;    // the source under HF names: HF checkpoints always derive
+  Status (*make)(const TensorView& from, const ModelConfig& config, TensorView* out);
+};
 
 struct WeightShape {
   int64_t n_in = 0;
@@ -66,10 +80,18 @@ struct WeightSpec {
   int hf_stride = 1;
   int hf_first = 0;
   bool hf_input_major = false;
+  // nullptr: every block has this weight. Otherwise only the blocks for which it returns true
+  // (DeepSeek's leading dense blocks have an FFN where the others have experts); in the other
+  // blocks it is absent and never looked up.
+  bool (*in_layer)(const ModelConfig& config, int64_t layer) = nullptr;
+  const WeightDerivation* derived = nullptr;
 
   bool IsFusedPart() const { return fused_in >= 0; }
   bool HfRearranged() const { return hf_stride > 1 || hf_input_major; }
   bool IsRequired(const ModelConfig& config) const { return !required || required(config); }
+  bool InLayer(const ModelConfig& config, int64_t layer) const {
+    return layer < 0 || !in_layer || in_layer(config, layer);
+  }
 };
 
 // True when every entry of a family's table (built by index) was filled: for static_assert.

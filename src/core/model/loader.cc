@@ -134,8 +134,14 @@ class Binder {
     if (spec.kind == WeightKind::kExperts && source_.UsesHfNames()) {
       return BindStackedExperts(spec, layer, out);
     }
+    if (spec.derived && source_.UsesHfNames()) return BindDerived(spec, layer, out);
     const std::string name = Name(spec, layer);
     PETREL_ASSIGN_OR_RETURN(const TensorView* view, source_.Find(name));
+    if (!view && spec.derived && spec.derived->gguf_name) {
+      PETREL_ASSIGN_OR_RETURN(const bool has_source,
+                              Has(WeightSpec{spec.derived->gguf_name, spec.derived->hf_name}, layer));
+      if (has_source) return BindDerived(spec, layer, out);
+    }
     if (!view) {
       if (spec.IsRequired(config_)) {
         return Error("%s: tensor %s is missing", source_.Describe().c_str(), name.c_str());
@@ -162,6 +168,15 @@ class Binder {
                        source_.Describe().c_str(), name.c_str(), view->desc.ShapeString().c_str(),
                        (long long)shape.n_in, (long long)shape.n_out,
                        (long long)config_.n_experts);
+        }
+        *out = *view;
+        return Status::Ok();
+      case WeightKind::kHeads:
+        if (view->desc.n_dims < 2 || view->desc.n_dims > 3 || view->desc.ne[0] != shape.n_in ||
+            view->desc.ne[1] != shape.n_out || view->desc.ne[2] != config_.n_heads) {
+          return Error("%s: tensor %s has shape %s, expected [%lld, %lld, %lld]",
+                       source_.Describe().c_str(), name.c_str(), view->desc.ShapeString().c_str(),
+                       (long long)shape.n_in, (long long)shape.n_out, (long long)config_.n_heads);
         }
         *out = *view;
         return Status::Ok();
@@ -376,6 +391,36 @@ class Binder {
     return Status::Ok();
   }
 
+  // A weight made from another tensor (WeightSpec::derived) into memory the model owns.
+  Status BindDerived(const WeightSpec& spec, int layer, TensorView* out) {
+    const WeightSpec source_spec{spec.derived->gguf_name ? spec.derived->gguf_name : "",
+                                 spec.derived->hf_name};
+    const std::string name = Name(source_spec, layer);
+    PETREL_ASSIGN_OR_RETURN(const TensorView* from, source_.Find(name));
+    if (!from) {
+      if (!spec.IsRequired(config_)) {
+        *out = TensorView{};
+        return Status::Ok();
+      }
+      return Error("%s: tensor %s is missing (needed for %s)", source_.Describe().c_str(),
+                   name.c_str(), GgufWeightName(spec, layer).c_str());
+    }
+    const WeightShape shape = spec.shape(config_);
+    TensorView made{spec.kind == WeightKind::kHeads
+                        ? TensorDesc::Make(from->desc.dtype, {shape.n_in, shape.n_out, config_.n_heads})
+                        : TensorDesc::Make(from->desc.dtype, {shape.n_in, shape.n_out}),
+                    nullptr, 0};
+    std::vector<float>& buffer = source_.Own((made.desc.bytes() + 3) / 4);
+    made.data = buffer.data();
+    const Status status = spec.derived->make(*from, config_, &made);
+    if (!status.ok()) {
+      return Error("%s: tensor %s: %s", source_.Describe().c_str(), name.c_str(),
+                   status.message().c_str());
+    }
+    *out = made;
+    return Status::Ok();
+  }
+
   const Architecture& arch_;
   const ModelConfig& config_;
   WeightSource& source_;
@@ -433,11 +478,11 @@ Status BindWeights(const Architecture& arch, const ModelConfig& c, WeightSource&
   for (int l = 0; l < int(c.n_layers); ++l) {
     LayerWeights& layer = w->layers[size_t(l)];
     for (size_t i = 0; i < layer.size(); ++i) {
-      if (layer.spec(i).IsFusedPart()) continue;
+      if (layer.spec(i).IsFusedPart() || !layer.spec(i).InLayer(c, l)) continue;
       PETREL_RETURN_IF_ERROR(binder.Bind(layer.spec(i), l, &layer[i]));
     }
     for (size_t i = 0; i < layer.size(); ++i) {
-      if (!layer.spec(i).IsFusedPart()) continue;
+      if (!layer.spec(i).IsFusedPart() || !layer.spec(i).InLayer(c, l)) continue;
       PETREL_RETURN_IF_ERROR(BindFusedPart(c, layer, i, l));
     }
   }

@@ -108,7 +108,9 @@ class LoraSetBuilder {
     }
     if (target.spec->kind != WeightKind::kMatrix) {
       return Error("%s: tensor %s: LoRA is supported on matrices only, not on %s", where, name,
-                   target.spec->kind == WeightKind::kExperts ? "expert tensors" : "vectors");
+                   target.spec->kind == WeightKind::kExperts ? "expert tensors"
+                   : target.spec->kind == WeightKind::kHeads ? "per-head tensors"
+                                                             : "vectors");
     }
     const bool is_output = target.layer == int(config_.n_layers);
     if (is_output && weights_.output.data == weights_.token_embd.data) {

@@ -179,6 +179,47 @@ Status ModelConfig::Validate() const {
     if (!positive(expert_ffn_dim)) {
       return Error("expert feed-forward length %lld is invalid", value(expert_ffn_dim));
     }
+    if (n_expert_groups <= 0 || n_expert_groups > n_experts || n_experts % n_expert_groups != 0) {
+      return Error("expert group count %lld does not divide the %lld experts", value(n_expert_groups),
+                   value(n_experts));
+    }
+    if (n_expert_groups_used <= 0 || n_expert_groups_used > n_expert_groups) {
+      return Error("expert groups used %lld is invalid for %lld groups (must be 1..%lld)",
+                   value(n_expert_groups_used), value(n_expert_groups), value(n_expert_groups));
+    }
+    if (n_expert_groups > 1 && expert_group_score == MoeGroupScore::kTopTwoSum &&
+        n_experts / n_expert_groups < 2) {
+      return Error("expert groups of %lld expert cannot be scored by their two best",
+                   value(n_experts / n_expert_groups));
+    }
+    if (n_experts_used > n_experts / n_expert_groups * n_expert_groups_used) {
+      return Error("experts used per token %lld exceed the %lld experts of the %lld groups used",
+                   value(n_experts_used), value(n_experts / n_expert_groups * n_expert_groups_used),
+                   value(n_expert_groups_used));
+    }
+    if (!std::isfinite(expert_weights_scale) || !(expert_weights_scale > 0.0f)) {
+      return Error("expert weights scale %g is invalid", double(expert_weights_scale));
+    }
+    if (n_shared_experts < 0 || n_shared_experts > 4096) {
+      return Error("shared expert count %lld is invalid", value(n_shared_experts));
+    }
+  }
+  if (n_dense_layers < 0 || n_dense_layers > n_layers) {
+    return Error("leading dense block count %lld is invalid for %lld blocks", value(n_dense_layers),
+                 value(n_layers));
+  }
+  if (q_lora_rank < 0 || q_lora_rank > (int64_t(1) << 20)) {
+    return Error("q lora rank %lld is invalid", value(q_lora_rank));
+  }
+  if (mla()) {
+    if (kv_lora_rank > (int64_t(1) << 20)) {
+      return Error("kv lora rank %lld is invalid", value(kv_lora_rank));
+    }
+    if (!positive(qk_nope_dim) || !positive(v_head_dim) || qk_nope_dim + rope.dims != head_dim) {
+      return Error("latent attention heads are invalid: nope %lld + rope %lld must make the key "
+                   "head of %lld, and value heads (%lld) must be positive",
+                   value(qk_nope_dim), value(rope.dims), value(head_dim), value(v_head_dim));
+    }
   }
   return Status::Ok();
 }
@@ -275,6 +316,26 @@ std::string ModelConfig::Summary() const {
                   "experts          %lld of width %lld, %lld per token, weights %s\n",
                   (long long)n_experts, (long long)expert_ffn_dim, (long long)n_experts_used,
                   expert_weights_norm ? "renormalised" : "as routed");
+    summary += buffer;
+  }
+  if (mla()) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "latent attention q rank %lld%s, kv rank %lld, heads nope %lld + rope %lld, "
+                  "value %lld; KV row %lld elements\n",
+                  (long long)q_lora_rank, q_lora_rank == 0 ? " (direct q)" : "",
+                  (long long)kv_lora_rank, (long long)qk_nope_dim, (long long)rope.dims,
+                  (long long)v_head_dim, (long long)kv_row_elems());
+    summary += buffer;
+  }
+  if (n_experts > 0 && (n_dense_layers > 0 || n_shared_experts > 0 || n_expert_groups > 1 ||
+                        expert_gating != MoeGating::kSoftmax || expert_weights_scale != 1.0f)) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "expert routing   %s, groups %lld (%lld used), scale %g, %lld shared, first "
+                  "%lld blocks dense\n",
+                  expert_gating == MoeGating::kSigmoid ? "sigmoid" : "softmax",
+                  (long long)n_expert_groups, (long long)n_expert_groups_used,
+                  double(expert_weights_scale), (long long)n_shared_experts,
+                  (long long)n_dense_layers);
     summary += buffer;
   }
   if (attn_softcap > 0.0f || final_softcap > 0.0f) {

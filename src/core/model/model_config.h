@@ -75,6 +75,25 @@ struct ModelConfig {
   float expert_glu_alpha = 1.0f;
   float expert_glu_limit = 0.0f;
   float expert_glu_up_offset = 0.0f;
+  // DeepSeek's routing (MoeParams): sigmoid scores, groups of experts of which only the best
+  // `n_expert_groups_used` are eligible, the chosen weights times `expert_weights_scale`; its
+  // first `n_dense_layers` blocks have a dense FFN of ffn_dim, and every expert block also runs
+  // `n_shared_experts` shared experts (one gated FFN of n_shared_experts * expert_ffn_dim).
+  MoeGating expert_gating = MoeGating::kSoftmax;
+  int64_t n_expert_groups = 1;
+  int64_t n_expert_groups_used = 1;
+  MoeGroupScore expert_group_score = MoeGroupScore::kTopTwoSum;
+  float expert_weights_scale = 1.0f;
+  int64_t n_dense_layers = 0;
+  int64_t n_shared_experts = 0;
+  // Multi-head latent attention (DeepSeek V2/V3) when kv_lora_rank > 0: q = Wq_b n(Wq_a h) (or
+  // Wq h when q_lora_rank is 0), heads of head_dim = qk_nope_dim + rope.dims; keys and values
+  // come from one latent of kv_lora_rank per token (plus a rope key shared by all heads), and
+  // the KV cache holds that latent row, not the heads' keys and values.
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_dim = 0;
+  int64_t v_head_dim = 0;
   int64_t max_context = 0;   // trained context length
   int64_t sliding_window = 0;  // 0: full attention
   // Which layers attend through the window: empty = every layer when sliding_window > 0; else
@@ -110,6 +129,15 @@ struct ModelConfig {
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  bool mla() const { return kv_lora_rank > 0; }
+  // Elements of one token's K row in one layer's cache (the latent row with MLA), and whether
+  // the cache also keeps a V row of as many (not with MLA: values come from the latent).
+  int64_t kv_row_elems() const { return mla() ? kv_lora_rank + rope.dims : kv_dim(); }
+  bool kv_has_values() const { return !mla(); }
+  // The attention's output width (the output projection's input).
+  int64_t attn_out_dim() const { return mla() ? n_heads * v_head_dim : q_dim(); }
+  // Whether block `layer` runs the experts (else its dense FFN).
+  bool LayerHasExperts(int64_t layer) const { return n_experts > 0 && layer >= n_dense_layers; }
   // Whether layer `layer` attends only the last `sliding_window` positions.
   bool LayerSlides(int64_t layer) const {
     if (sliding_window <= 0) return false;

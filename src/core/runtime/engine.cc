@@ -118,14 +118,17 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   const ModelConfig& config = engine->model_->config;
   const size_t n_layers = size_t(config.n_layers);
 
-  if (!RowBytes(opts.kv_type, uint64_t(config.head_dim))) {
+  // A cache head is a latent row with latent attention.
+  const int64_t kv_head = config.mla() ? config.kv_row_elems() : config.head_dim;
+  if (!RowBytes(opts.kv_type, uint64_t(kv_head))) {
     return Error(
         "KV cache type %s needs heads of whole %u-element blocks; this model's heads have %lld",
-        DTypeName(opts.kv_type), Traits(opts.kv_type).block_elems, (long long)config.head_dim);
+        DTypeName(opts.kv_type), Traits(opts.kv_type).block_elems, (long long)kv_head);
   }
   KvCacheOptions kv_options;
   kv_options.block_tokens = opts.kv_block_tokens;
   kv_options.dtype = opts.kv_type;
+  kv_options.values = config.kv_has_values();
   size_t context =
       opts.context
           ? opts.context
@@ -188,10 +191,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
       probe = std::move(adapted);
     }
     PETREL_RETURN_IF_ERROR(PlaceSupportedLayers(probe, engine->backends_, &engine->placement_));
-    for (const Node& node : probe.nodes) read_by_nodes.insert({node.weight, node.weight_up, node.bias});
+    for (const Node& node : probe.nodes) read_by_nodes.insert({node.weight, node.weight_up, node.weight_down, node.bias});
   }
   const Placement& placement = engine->placement_;
-  PETREL_RETURN_IF_ERROR(engine->CheckMemoryPlan(size_t(config.kv_dim()), kv_options));
+  PETREL_RETURN_IF_ERROR(engine->CheckMemoryPlan(size_t(config.kv_row_elems()), kv_options));
 
   // Weight views on their backends (host backends keep pointing into the mapped file). A
   // device that runs out of memory despite the plan names the part it could not take.
@@ -240,7 +243,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
         }));
   }
 
-  auto kv = KvCache::Create(layer_backends, size_t(config.kv_dim()), kv_options);
+  auto kv = KvCache::Create(layer_backends, size_t(config.kv_row_elems()), kv_options);
   if (!kv.ok()) {
     if (!has_device) return kv.status();
     return ErrorMessage(kv.status().message() + "; try a smaller --gpu-layers or -c");
@@ -282,7 +285,7 @@ Status Engine::CheckMemoryPlan(size_t kv_row_elems, const KvCacheOptions& kv) co
   // one clear error instead of an allocation failure (or the OOM killer) after a long load.
   // Host memory: the KV storage of the layers on host backends and their arenas.
   const size_t kv_layer_bytes =
-      kv.n_blocks * kv.block_tokens * size_t(*RowBytes(kv.dtype, kv_row_elems)) * 2;
+      kv.n_blocks * kv.block_tokens * size_t(*RowBytes(kv.dtype, kv_row_elems)) * (kv.values ? 2 : 1);
   size_t host_layers = 0;
   for (const BackendId b : placement_.layers) host_layers += HasDeviceMemory(b) ? 0 : 1;
   const size_t kv_bytes = kv_layer_bytes * host_layers;

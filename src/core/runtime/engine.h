@@ -136,6 +136,7 @@ class Engine {
   // [0, SequenceLength(seq)), kv_row_bytes() each, in the cache's type kv_type().
   size_t kv_layers() const { return kv_->n_layers(); }
   size_t kv_row_bytes() const { return kv_->row_bytes(); }
+  bool kv_has_values() const { return kv_->has_values(); }  // false: K (latent) rows only
   DType kv_type() const { return kv_->dtype(); }
   Status ReadSequenceKv(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const {
     return kv_->ReadRows(seq, layer, k_out, v_out);

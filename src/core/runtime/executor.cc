@@ -215,7 +215,9 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
       PETREL_RETURN_IF_ERROR(Observe(node, graph, backend));
     }
     const KvLayerView* layer_kv =
-        node.op == OpKind::kAttention ? &kv.LayerView(size_t(node.layer)) : nullptr;
+        node.op == OpKind::kAttention || node.op == OpKind::kMlaAttention
+            ? &kv.LayerView(size_t(node.layer))
+            : nullptr;
     Status status = backend.Run(node, bound_.data(), layer_kv);
     if (!status.ok())
       return status.Wrap(std::string("layer ") + std::to_string(node.layer) + " " +

@@ -58,9 +58,11 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
     layer.backend = backend;
     // A failed allocation names the layer, so that the caller can say which part did not fit.
     auto k = backend->Allocate(layer_bytes);
-    auto v = k.ok() ? backend->Allocate(layer_bytes) : Result<std::unique_ptr<BackendBuffer>>(k.status());
+    auto v = !k.ok()           ? Result<std::unique_ptr<BackendBuffer>>(k.status())
+             : options.values ? backend->Allocate(layer_bytes)
+                              : Result<std::unique_ptr<BackendBuffer>>(nullptr);
     if (!v.ok()) {
-      return Error("layer %zu: KV cache (2 x %.1f MiB) on %s: %s", l,
+      return Error("layer %zu: KV cache (%d x %.1f MiB) on %s: %s", l, options.values ? 2 : 1,
                    double(layer_bytes) / double(1 << 20), backend->Name(),
                    v.status().message().c_str());
     }
@@ -288,6 +290,7 @@ Status KvCache::CopyBlock(int32_t from, int32_t to) {
   const size_t block_bytes = options_.block_tokens * row_bytes_;
   for (Layer& layer : layers_) {
     for (BackendBuffer* buffer : {layer.k.get(), layer.v.get()}) {
+      if (!buffer) continue;  // a cache without V rows
       PETREL_RETURN_IF_ERROR(layer.backend->CopyWithin(*buffer, size_t(from) * block_bytes, *buffer,
                                                        size_t(to) * block_bytes, block_bytes));
     }
@@ -354,7 +357,8 @@ size_t KvCache::BlocksToAppend(SeqId seq, size_t n_new) const {
 }
 
 size_t KvCache::bytes() const {
-  return layers_.size() * 2 * options_.n_blocks * options_.block_tokens * row_bytes_;
+  return layers_.size() * (options_.values ? 2 : 1) * options_.n_blocks * options_.block_tokens *
+         row_bytes_;
 }
 
 Status KvCache::ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const {
@@ -366,6 +370,7 @@ Status KvCache::ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out
   for (size_t pos = 0; pos < it->second.length; ++pos) {
     const size_t slot = size_t(it->second.blocks[pos / bt]) * bt + pos % bt;
     PETREL_RETURN_IF_ERROR(L.backend->CopyToHost(*L.k, slot * row_bytes_, k_out + pos * row_bytes_, row_bytes_));
+    if (!L.v) continue;
     PETREL_RETURN_IF_ERROR(L.backend->CopyToHost(*L.v, slot * row_bytes_, v_out + pos * row_bytes_, row_bytes_));
   }
   return L.backend->Synchronize();
@@ -386,6 +391,7 @@ Status KvCache::WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const ui
   for (size_t pos = 0; pos < it->second.length; ++pos) {
     const size_t slot = size_t(it->second.blocks[pos / bt]) * bt + pos % bt;
     PETREL_RETURN_IF_ERROR(L.backend->CopyFromHost(k_in + pos * row_bytes_, *L.k, slot * row_bytes_, row_bytes_));
+    if (!L.v) continue;
     PETREL_RETURN_IF_ERROR(L.backend->CopyFromHost(v_in + pos * row_bytes_, *L.v, slot * row_bytes_, row_bytes_));
   }
   return L.backend->Synchronize();

@@ -27,6 +27,9 @@ struct KvCacheOptions {
   size_t n_blocks = 0;       // blocks per layer (0: enough for `context` tokens of one sequence)
   size_t context = 2048;     // tokens per sequence at most
   DType dtype = DType::kF32; // kF32, kF16 or kQ8_0 (heads must be whole Q8_0 blocks)
+  // false: each layer keeps K rows only (latent attention reads its values from the latent
+  // row), half the memory of K and V rows of the same width.
+  bool values = true;
 };
 
 struct KvPrefixMatch {
@@ -70,7 +73,8 @@ class KvCache {
   size_t BlocksToAppend(SeqId seq, size_t n_new) const;
 
   // Copies positions [0, Length(seq)) of one layer's K and V rows to/from host buffers of
-  // Length(seq) * row_bytes() bytes each (session files).
+  // Length(seq) * row_bytes() bytes each (session files); a cache without V rows leaves v_out
+  // as it is and ignores v_in.
   Status ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const;
   Status WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const uint8_t* v_in);
   size_t row_bytes() const { return row_bytes_; }
@@ -86,6 +90,7 @@ class KvCache {
   size_t block_tokens() const { return options_.block_tokens; }
   size_t context() const { return options_.context; }
   size_t bytes() const;  // all layers, K and V
+  bool has_values() const { return options_.values; }
 
  private:
   struct Layer {

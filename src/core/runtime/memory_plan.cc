@@ -89,12 +89,12 @@ Result<DeviceMemoryPlan> PlanDeviceMemory(const LoadedModel& model, const KvCach
   // A tied head is the embedding matrix: on the device it is one more copy of it (the
   // embedding lookup stays on the CPU).
   plan.output_weight_bytes = bytes_of(weights.output) + bytes_of(weights.output_norm);
-  const std::optional<uint64_t> row = RowBytes(kv.dtype, uint64_t(config.kv_dim()));
+  const std::optional<uint64_t> row = RowBytes(kv.dtype, uint64_t(config.kv_row_elems()));
   if (!row) {
     return Error("KV cache type %s needs rows of whole %u-element blocks; this model's are %lld",
-                 DTypeName(kv.dtype), Traits(kv.dtype).block_elems, (long long)config.kv_dim());
+                 DTypeName(kv.dtype), Traits(kv.dtype).block_elems, (long long)config.kv_row_elems());
   }
-  plan.kv_bytes_per_token = 2 * size_t(*row);
+  plan.kv_bytes_per_token = (config.kv_has_values() ? 2 : 1) * size_t(*row);
   const size_t n_blocks = kv.n_blocks ? kv.n_blocks
                                       : (kv.context + kv.block_tokens - 1) / kv.block_tokens;
   plan.kv_tokens = n_blocks * kv.block_tokens;

@@ -98,12 +98,57 @@ ValueId AddMoeFfn(NodeAdder& add, const ModelConfig& c, int layer, ValueId h,
   moe.moe.glu_alpha = c.expert_glu_alpha;
   moe.moe.glu_limit = c.expert_glu_limit;
   moe.moe.glu_up_offset = c.expert_glu_up_offset;
-  return add.graph()->Add(moe, add.Desc(h).rows, b.ffn_down_exps->desc.ne[1]);
+  moe.moe.gating = c.expert_gating;
+  moe.moe.n_groups = int32_t(c.n_expert_groups);
+  moe.moe.groups_used = int32_t(c.n_expert_groups_used);
+  moe.moe.group_score = c.expert_group_score;
+  moe.moe.scale = c.expert_weights_scale;
+  moe.select_bias = Present(b.ffn_select_bias) ? b.ffn_select_bias : nullptr;
+  const ValueId routed = add.graph()->Add(moe, add.Desc(h).rows, b.ffn_down_exps->desc.ne[1]);
+  if (!Present(b.ffn_gate_shexp)) return routed;
+  BlockViews shared;
+  shared.ffn_gate = b.ffn_gate_shexp;
+  shared.ffn_up = b.ffn_up_shexp;
+  shared.ffn_down = b.ffn_down_shexp;
+  return add.Binary(OpKind::kAdd, layer, routed,
+                    AddGatedFfn(add, FfnActivation::kSilu, layer, h, shared));
+}
+
+// Multi-head latent attention of block `layer` on the normed input h (decoder_graph.h).
+ValueId AddLatentAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w, int layer,
+                           ValueId h, const BlockViews& b) {
+  const ValueId q =
+      Present(b.wq_a)
+          ? add.MatMul(layer, add.RmsNorm(layer, add.MatMul(layer, h, *b.wq_a, nullptr), *b.q_a_norm),
+                       *b.wq_b, nullptr)
+          : add.MatMul(layer, h, *b.wq, nullptr);
+  const ValueId latent =
+      add.RmsNorm(layer, add.MatMul(layer, h, *b.wkv_a_latent, nullptr), *b.kv_a_norm);
+  const ValueId k_rope = add.MatMul(layer, h, *b.wkv_a_rope, nullptr);
+  Node node{OpKind::kMlaAttention, layer, {q, latent, k_rope}};
+  node.weight = b.wk_b;
+  node.weight_down = b.wv_b;
+  MlaParams& p = node.mla;
+  p.n_heads = int32_t(c.n_heads);
+  p.kv_lora = int32_t(c.kv_lora_rank);
+  p.nope = int32_t(c.qk_nope_dim);
+  p.rope = int32_t(c.rope.dims);
+  p.v_dim = int32_t(c.v_head_dim);
+  p.scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(float(c.head_dim));
+  node.rope.n_heads = int32_t(c.n_heads);
+  node.rope.n_kv_heads = 1;
+  node.rope.head_dim = int32_t(c.head_dim);
+  node.rope.rot_dims = int32_t(c.rope.dims);
+  node.rope.style = c.rope.style;
+  node.rope.inv_freq = w.rope_inv_freq.data();
+  const ValueId attn = add.graph()->Add(node, add.Desc(q).rows, c.attn_out_dim());
+  return add.MatMul(layer, attn, *b.wo, nullptr);
 }
 
 // The attention of block `layer` on the normed input h, before the output's post-norm.
 ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w, int layer,
                      ValueId h, const BlockViews& b) {
+  if (Present(b.wkv_a_latent)) return AddLatentAttention(add, c, w, layer, h, b);
   const bool slides = c.LayerSlides(layer);
   ValueId q = add.MatMul(layer, h, *b.wq, b.bq);
   ValueId k = add.MatMul(layer, h, *b.wk, b.bk);

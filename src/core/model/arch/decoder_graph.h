@@ -50,6 +50,22 @@ struct BlockViews {
   const TensorView* ffn_gate_exps_bias = nullptr;
   const TensorView* ffn_up_exps_bias = nullptr;
   const TensorView* ffn_down_exps_bias = nullptr;
+  const TensorView* ffn_select_bias = nullptr;  // (n_experts) added to scores for choosing only
+  // Shared experts, run for every token beside the routed ones (weight 1): one gated FFN.
+  const TensorView* ffn_gate_shexp = nullptr;
+  const TensorView* ffn_up_shexp = nullptr;
+  const TensorView* ffn_down_shexp = nullptr;
+  // Multi-head latent attention (used instead of wk/wv when wkv_a_latent is present): q from
+  // wq_b n_qa(wq_a h) (or wq h), the latent c = n_kva(wkv_a_latent h), the shared rope key
+  // wkv_a_rope h, and the per-head W_UK^T / W_UV tensors the mla_attention node reads.
+  const TensorView* wq_a = nullptr;
+  const TensorView* q_a_norm = nullptr;
+  const TensorView* wq_b = nullptr;
+  const TensorView* wkv_a_latent = nullptr;
+  const TensorView* wkv_a_rope = nullptr;
+  const TensorView* kv_a_norm = nullptr;
+  const TensorView* wk_b = nullptr;
+  const TensorView* wv_b = nullptr;
 };
 
 // The gated feed-forward's activation on the gate projection.

@@ -17,6 +17,7 @@ extern const ArchitectureFamily kGemma2Family;
 extern const ArchitectureFamily kGemma3Family;
 extern const ArchitectureFamily kBertFamily;
 extern const ArchitectureFamily kGptOssFamily;
+extern const ArchitectureFamily kDeepSeek2Family;
 
 namespace {
 
@@ -41,6 +42,10 @@ std::span<const Architecture> Architectures() {
       {kBertFamily, "bert", "BertModel", RopeStyle::kHalfSplit, true},
       // NEOX rotation (halves), Q/K rows not permuted; q/k/v/o always have biases.
       {kGptOssFamily, "gpt-oss", "GptOssForCausalLM", RopeStyle::kHalfSplit, true},
+      // DeepSeek V3 and V2 are one GGUF arch; their config.json defaults differ (deepseek2.cc).
+      // Rows unpermuted, pairs interleaved (HF rope_interleave).
+      {kDeepSeek2Family, "deepseek2", "DeepseekV3ForCausalLM", RopeStyle::kInterleaved, false},
+      {kDeepSeek2Family, "deepseek2", "DeepseekV2ForCausalLM", RopeStyle::kInterleaved, false},
   };
   return kRows;
 }
