@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "core/runtime/engine.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/tool_calls.h"
 
 namespace httplib {
 class Server;
@@ -36,6 +38,9 @@ struct ServingModel {
   Engine* engine = nullptr;
   Scheduler* scheduler = nullptr;
   const ChatPrompt* chat = nullptr;  // null: the model has no chat template
+  // --tool-call-format (null: the one the chat template shows) and --reasoning-format.
+  std::optional<ToolCallFormat> tool_call_format;
+  std::string reasoning_format = "auto";
 };
 
 class HttpServer {

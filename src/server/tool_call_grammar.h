@@ -8,6 +8,7 @@
 
 #include "core/base/status.h"
 #include "server/api_error.h"
+#include "server/json_fields.h"  // ApiResult
 #include "server/tool_calls.h"
 
 namespace petrel::server {
