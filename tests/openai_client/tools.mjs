@@ -29,7 +29,8 @@ const tools = [{
   },
 }];
 const messages = [{ role: "user", content: "What is the weather in Paris?" }];
-const request = { model: "petrel", messages, tools, tool_choice: "required", max_tokens: 64, temperature: 0 };
+const request = { model: "petrel", messages, tools, tool_choice: "required",
+                  parallel_tool_calls: false, max_tokens: 96, temperature: 0 };
 const result = {};
 
 const plain = await client.chat.completions.create(request);
