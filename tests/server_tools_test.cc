@@ -50,24 +50,23 @@ std::vector<json> PostStream(httplib::Client& client, json body) {
 json WeatherTools() {
   const json city = {{"type", "string"}, {"enum", {"Paris", "London", "Tokyo"}}};
   const json unit = {{"type", "string"}, {"enum", {"celsius", "fahrenheit"}}};
-  return json::array(
-      {{{"type", "function"},
-        {"function",
-         {{"name", "get_weather"},
-          {"description", "The weather in a city."},
-          {"parameters",
-           {{"type", "object"},
-            {"properties", {{"city", city}, {"unit", unit}}},
-            {"required", {"city", "unit"}},
-            {"additionalProperties", false}}}}}},
-       {{"type", "function"},
-        {"function",
-         {{"name", "get_time"},
-          {"parameters",
-           {{"type", "object"},
-            {"properties", {{"city", city}}},
-            {"required", {"city"}},
-            {"additionalProperties", false}}}}}}});
+  return json::array({{{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"description", "The weather in a city."},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", city}, {"unit", unit}}},
+                           {"required", {"city", "unit"}},
+                           {"additionalProperties", false}}}}}},
+                      {{"type", "function"},
+                       {"function",
+                        {{"name", "get_time"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", city}}},
+                           {"required", {"city"}},
+                           {"additionalProperties", false}}}}}}});
 }
 
 json Ask(const json& tool_choice) {
@@ -198,8 +197,8 @@ TEST_F(ServerToolsTest, StreamedCallDeltas) {
         calls[index] = {{"id", call["id"]}, {"name", call["function"]["name"]}, {"arguments", ""}};
       } else {
         ASSERT_TRUE(calls.count(index)) << "arguments before the head of call " << index;
-        calls[index]["arguments"] =
-            calls[index]["arguments"].get<std::string>() + call["function"]["arguments"].get<std::string>();
+        calls[index]["arguments"] = calls[index]["arguments"].get<std::string>() +
+                                    call["function"]["arguments"].get<std::string>();
       }
     }
   }
@@ -271,7 +270,7 @@ TEST_F(ServerToolsTest, BadToolRequestsAre400s) {
   expect_400(bad_tool, "tools[0]");
   json unsupported = Ask("required");
   unsupported["tools"][0]["function"]["parameters"]["properties"]["city"] = {{"type", "string"},
-                                                                              {"pattern", "("}};
+                                                                             {"pattern", "("}};
   expect_400(unsupported, "tools");
   json with_grammar = Ask("required");
   with_grammar["grammar"] = "root ::= \"x\"";
@@ -284,9 +283,8 @@ TEST_F(ServerToolsTest, BadToolRequestsAre400s) {
   expect_400(format, "reasoning_format");
   // Recursive schemas become recursive rules; many tools are refused past the limit.
   json recursive = Ask("required");
-  recursive["tools"][1]["function"]["parameters"] = {
-      {"type", "object"},
-      {"properties", {{"child", {{"$ref", "#"}}}}}};
+  recursive["tools"][1]["function"]["parameters"] = {{"type", "object"},
+                                                     {"properties", {{"child", {{"$ref", "#"}}}}}};
   EXPECT_EQ(Post(client, recursive).status, 200);
   json many = Ask("auto");
   for (int i = 0; i < 10000; ++i) many["tools"].push_back(many["tools"][0]);

@@ -1,6 +1,8 @@
 // Tool-call and reasoning parsers without a server: a table of replies per format (the call
 // texts are those the real templates in ../shared/chat-templates render for the same calls),
 // each parsed whole and streamed split at every byte; malformed calls stay text.
+#include "server/tool_calls.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "server/reasoning.h"
-#include "server/tool_calls.h"
 #include "util/test_data.h"
 
 namespace petrel::server {
@@ -31,79 +32,122 @@ const std::string kLondon = R"({"location":"London, UK"})";
 
 std::vector<Case> Cases() {
   return {
-      {"hermes_one", ToolCallFormat::kHermes,
+      {"hermes_one",
+       ToolCallFormat::kHermes,
        "<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris, "
        "France\", \"unit\": \"celsius\"}}\n</tool_call>",
        "",
        {{"get_current_weather", kParis}}},
-      {"hermes_text_and_two", ToolCallFormat::kHermes,
+      {"hermes_text_and_two",
+       ToolCallFormat::kHermes,
        "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>\n"
        "<tool_call>\n{\"name\": \"b\", \"arguments\": \"{\\\"y\\\": [1, \\\"}\\\"]}\"}\n"
        "</tool_call>\nDone.",
        "Let me check.Done.",
        {{"a", R"({"x":1})"}, {"b", R"({"y":[1,"}"]})"}}},
-      {"hermes_malformed", ToolCallFormat::kHermes,
+      {"hermes_malformed",
+       ToolCallFormat::kHermes,
        "Hi <tool_call>{\"name\": \"a\", \"arguments\": {\"x\": </tool_call> there",
        "Hi <tool_call>{\"name\": \"a\", \"arguments\": {\"x\": </tool_call> there",
        {}},
-      {"hermes_no_name", ToolCallFormat::kHermes, "<tool_call>{\"arguments\": {}}</tool_call>",
-       "<tool_call>{\"arguments\": {}}</tool_call>", {}},
-      {"hermes_never_closed_but_whole", ToolCallFormat::kHermes,
-       "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}", "", {{"a", "{}"}}},
-      {"hermes_never_closed_cut", ToolCallFormat::kHermes, "ok <tool_call>\n{\"name\": \"a\", \"ar",
-       "ok <tool_call>\n{\"name\": \"a\", \"ar", {}},
-      {"hermes_plain_text", ToolCallFormat::kHermes, "Just <tool text> and <tool_cal",
-       "Just <tool text> and <tool_cal", {}},
-      {"llama3_json", ToolCallFormat::kLlama3,
+      {"hermes_no_name",
+       ToolCallFormat::kHermes,
+       "<tool_call>{\"arguments\": {}}</tool_call>",
+       "<tool_call>{\"arguments\": {}}</tool_call>",
+       {}},
+      {"hermes_never_closed_but_whole",
+       ToolCallFormat::kHermes,
+       "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}",
+       "",
+       {{"a", "{}"}}},
+      {"hermes_never_closed_cut",
+       ToolCallFormat::kHermes,
+       "ok <tool_call>\n{\"name\": \"a\", \"ar",
+       "ok <tool_call>\n{\"name\": \"a\", \"ar",
+       {}},
+      {"hermes_plain_text",
+       ToolCallFormat::kHermes,
+       "Just <tool text> and <tool_cal",
+       "Just <tool text> and <tool_cal",
+       {}},
+      {"llama3_json",
+       ToolCallFormat::kLlama3,
        "{\"name\": \"get_current_weather\", \"parameters\": {\"location\": \"Paris, France\", "
        "\"unit\": \"celsius\"}}",
        "",
        {{"get_current_weather", kParis}}},
-      {"llama3_python_tag_two", ToolCallFormat::kLlama3,
+      {"llama3_python_tag_two",
+       ToolCallFormat::kLlama3,
        "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": "
        "{\"q\": \"x;y\"}}",
        "",
        {{"a", "{}"}, {"b", R"({"q":"x;y"})"}}},
-      {"llama3_string_parameters", ToolCallFormat::kLlama3,
+      {"llama3_string_parameters",
+       ToolCallFormat::kLlama3,
        "{\"name\": \"get_current_weather\", \"parameters\": \"{\\\"location\\\":\\\"London, "
        "UK\\\"}\"}",
        "",
        {{"get_current_weather", kLondon}}},
       {"llama3_text", ToolCallFormat::kLlama3, "The answer is {42}.", "The answer is {42}.", {}},
-      {"llama3_malformed", ToolCallFormat::kLlama3, "{\"name\": \"a\", \"parameters\": {",
-       "{\"name\": \"a\", \"parameters\": {", {}},
-      {"llama3_json_then_text", ToolCallFormat::kLlama3, "{\"name\": \"a\"} and more",
-       "{\"name\": \"a\"} and more", {}},
-      {"mistral_nemo", ToolCallFormat::kMistral,
+      {"llama3_malformed",
+       ToolCallFormat::kLlama3,
+       "{\"name\": \"a\", \"parameters\": {",
+       "{\"name\": \"a\", \"parameters\": {",
+       {}},
+      {"llama3_json_then_text",
+       ToolCallFormat::kLlama3,
+       "{\"name\": \"a\"} and more",
+       "{\"name\": \"a\"} and more",
+       {}},
+      {"mistral_nemo",
+       ToolCallFormat::kMistral,
        "[TOOL_CALLS][{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris, "
        "France\", \"unit\": \"celsius\"}, \"id\": \"a1b2c3d4e\"}]",
        "",
        {{"get_current_weather", kParis}}},
-      {"mistral_small_args", ToolCallFormat::kMistral,
+      {"mistral_small_args",
+       ToolCallFormat::kMistral,
        "[TOOL_CALLS]get_current_weather[CALL_ID]a1b2c3d4e[ARGS]{\"location\": \"Paris, France\", "
        "\"unit\": \"celsius\"}",
        "",
        {{"get_current_weather", kParis}}},
-      {"mistral_devstral_two", ToolCallFormat::kMistral,
+      {"mistral_devstral_two",
+       ToolCallFormat::kMistral,
        "Sure.[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]b[ARGS]{\"k\": [1]}",
        "Sure.",
        {{"a", "{}"}, {"b", R"({"k":[1]})"}}},
-      {"mistral_bare_array", ToolCallFormat::kMistral,
-       " [{\"name\": \"a\", \"arguments\": {\"x\": \"]\"}}]", "", {{"a", R"({"x":"]"})"}}},
-      {"mistral_malformed", ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": 3}] ok",
-       "[TOOL_CALLS][{\"name\": 3}] ok", {}},
+      {"mistral_bare_array",
+       ToolCallFormat::kMistral,
+       " [{\"name\": \"a\", \"arguments\": {\"x\": \"]\"}}]",
+       "",
+       {{"a", R"({"x":"]"})"}}},
+      {"mistral_malformed",
+       ToolCallFormat::kMistral,
+       "[TOOL_CALLS][{\"name\": 3}] ok",
+       "[TOOL_CALLS][{\"name\": 3}] ok",
+       {}},
       {"mistral_text", ToolCallFormat::kMistral, "[1, 2] are numbers", "[1, 2] are numbers", {}},
-      {"generic_tool_calls", ToolCallFormat::kGeneric,
+      {"generic_tool_calls",
+       ToolCallFormat::kGeneric,
        "{\"tool_calls\": [{\"name\": \"a\", \"arguments\": {\"x\": 1}}, {\"name\": \"b\", "
        "\"arguments\": {}}]}",
        "",
        {{"a", R"({"x":1})"}, {"b", "{}"}}},
-      {"generic_tool_call", ToolCallFormat::kGeneric,
-       "{\"tool_call\": {\"name\": \"a\", \"arguments\": {\"x\": 1}}}", "", {{"a", R"({"x":1})"}}},
-      {"generic_bare", ToolCallFormat::kGeneric, "\n{\"name\": \"a\", \"arguments\": {}}\n", "",
+      {"generic_tool_call",
+       ToolCallFormat::kGeneric,
+       "{\"tool_call\": {\"name\": \"a\", \"arguments\": {\"x\": 1}}}",
+       "",
+       {{"a", R"({"x":1})"}}},
+      {"generic_bare",
+       ToolCallFormat::kGeneric,
+       "\n{\"name\": \"a\", \"arguments\": {}}\n",
+       "",
        {{"a", "{}"}}},
-      {"generic_response", ToolCallFormat::kGeneric, "{\"response\": \"hi\"}",
-       "{\"response\": \"hi\"}", {}},
+      {"generic_response",
+       ToolCallFormat::kGeneric,
+       "{\"response\": \"hi\"}",
+       "{\"response\": \"hi\"}",
+       {}},
       {"generic_text", ToolCallFormat::kGeneric, "Hello {there}", "Hello {there}", {}},
   };
 }
@@ -174,10 +218,9 @@ TEST(ToolCallParse, StreamsEarly) {
 
 // Arbitrary bytes never crash a parser, whole or streamed.
 TEST(ToolCallParse, HostileBytes) {
-  const std::string pieces[] = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]",
-                                "[CALL_ID]",   "{",            "}",            "[",
-                                "]",           "\"",           "\\",           "<|python_tag|>",
-                                "name",        ":",            ";",            "\n"};
+  const std::string pieces[] = {
+      "<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]",         "[CALL_ID]", "{", "}", "[",
+      "]",           "\"",           "\\",           "<|python_tag|>", "name",      ":", ";", "\n"};
   uint32_t state = 12345;
   for (int round = 0; round < 300; ++round) {
     std::string text;

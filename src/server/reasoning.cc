@@ -83,6 +83,8 @@ ReasoningSplit ReasoningStream::Push(std::string_view text) {
   return Diff(SplitReasoning(text_, starts_inside_, false));
 }
 
-ReasoningSplit ReasoningStream::Finish() { return Diff(SplitReasoning(text_, starts_inside_, true)); }
+ReasoningSplit ReasoningStream::Finish() {
+  return Diff(SplitReasoning(text_, starts_inside_, true));
+}
 
 }  // namespace petrel::server

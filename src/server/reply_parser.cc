@@ -63,7 +63,8 @@ ReplyParts ReplyStream::FromReasoning(const ReasoningSplit& split, bool final) {
 }
 
 ReplyParts ReplyStream::Push(std::string_view text) {
-  ReasoningSplit split = reasoning_ ? reasoning_->Push(text) : ReasoningSplit{"", std::string(text)};
+  ReasoningSplit split =
+      reasoning_ ? reasoning_->Push(text) : ReasoningSplit{"", std::string(text)};
   return FromReasoning(split, /*final=*/false);
 }
 

@@ -18,8 +18,8 @@ namespace petrel::server {
 struct ReplyParsing {
   bool tool_calls = false;  // the request has tools and tool_choice is not "none"
   ToolCallFormat format = ToolCallFormat::kGeneric;
-  bool single_call = false;  // parallel_tool_calls false: the first call only
-  bool reasoning = false;    // split a think block into reasoning_content
+  bool single_call = false;          // parallel_tool_calls false: the first call only
+  bool reasoning = false;            // split a think block into reasoning_content
   bool starts_in_reasoning = false;  // the prompt opened the think block
 };
 

@@ -23,15 +23,18 @@ ApiResult SetUpReplyParsing(std::string_view template_source,
   const ToolChoice::Mode mode = request->tool_mode.mode;
   if (mode != ToolChoice::Mode::kRequired && mode != ToolChoice::Mode::kNamed) return std::nullopt;
   if (!request->sampling.grammar.empty()) {
-    return InvalidField("tool_choice", "'tool_choice' \"required\" or a named function cannot go "
-                                       "with '" + request->grammar_field + "' (both constrain "
-                                       "the output)");
+    return InvalidField("tool_choice",
+                        "'tool_choice' \"required\" or a named function cannot go "
+                        "with '" +
+                            request->grammar_field +
+                            "' (both constrain "
+                            "the output)");
   }
   // The grammar makes the reply start with the call: no think block to split.
   reply.reasoning = false;
   reply.starts_in_reasoning = false;
-  auto grammar =
-      ToolCallGrammar(reply.format, request->tools, request->tool_mode, request->parallel_tool_calls);
+  auto grammar = ToolCallGrammar(reply.format, request->tools, request->tool_mode,
+                                 request->parallel_tool_calls);
   if (!grammar.ok()) return InvalidField("tools", grammar.status().message());
   if (auto compiled = CompileGrammar(*grammar); !compiled.ok()) {
     return InvalidField("tools", compiled.status().Wrap("tool call grammar").message());

@@ -27,7 +27,9 @@ const json* FunctionOf(const json& tool) {
 // character classes.
 std::string RenameRule(const std::string& gbnf, const std::string& from, const std::string& to) {
   std::string out;
-  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; };
+  auto ident = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  };
   for (size_t i = 0; i < gbnf.size();) {
     const char c = gbnf[i];
     if (c == '"' || c == '[') {
@@ -61,10 +63,11 @@ json CallSchema(const json& function, const char* arguments_key) {
   json parameters = function.contains("parameters") && function["parameters"].is_object()
                         ? function["parameters"]
                         : json{{"type", "object"}};
-  return json{{"type", "object"},
-              {"properties", {{"name", {{"const", function["name"]}}}, {arguments_key, parameters}}},
-              {"required", {"name", arguments_key}},
-              {"additionalProperties", false}};
+  return json{
+      {"type", "object"},
+      {"properties", {{"name", {{"const", function["name"]}}}, {arguments_key, parameters}}},
+      {"required", {"name", arguments_key}},
+      {"additionalProperties", false}};
 }
 
 std::string Literal(const std::string& text) { return json(text).dump(); }
@@ -75,16 +78,17 @@ ApiResult ReadToolChoice(const json& tools, const json& tool_choice, ToolChoice*
   *out = ToolChoice();
   if (!tools.is_null()) {
     if (tools.size() > kMaxTools) {
-      return InvalidField("tools", "'tools' has more than " + std::to_string(kMaxTools) +
-                                       " functions");
+      return InvalidField("tools",
+                          "'tools' has more than " + std::to_string(kMaxTools) + " functions");
     }
     for (size_t i = 0; i < tools.size(); ++i) {
       const json* function = FunctionOf(tools[i]);
       const std::string where = "tools[" + std::to_string(i) + "]";
       if (!function || tools[i].value("type", std::string("function")) != "function") {
-        return InvalidField(where, "'" + where +
-                                       "' must be {\"type\": \"function\", \"function\": "
-                                       "{\"name\": …, \"parameters\": {…}}}",
+        return InvalidField(where,
+                            "'" + where +
+                                "' must be {\"type\": \"function\", \"function\": "
+                                "{\"name\": …, \"parameters\": {…}}}",
                             "invalid_type");
       }
       if (function->contains("parameters") && !(*function)["parameters"].is_object()) {

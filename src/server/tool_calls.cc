@@ -141,6 +141,7 @@ class ContentBuilder {
     out_->calls.push_back(std::move(call));
     after_call_ = true;
   }
+
  private:
   ParsedToolCalls* out_;
   bool after_call_ = false;
@@ -200,7 +201,8 @@ ParsedToolCalls ParseHermes(std::string_view text, bool final) {
 // <|python_tag|>.
 std::optional<std::vector<ToolCall>> Llama3Calls(std::string_view text) {
   text = TrimLeft(text);
-  if (text.substr(0, kPythonTag.size()) == kPythonTag) text = TrimLeft(text.substr(kPythonTag.size()));
+  if (text.substr(0, kPythonTag.size()) == kPythonTag)
+    text = TrimLeft(text.substr(kPythonTag.size()));
   std::vector<ToolCall> calls;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -285,8 +287,8 @@ size_t MistralCallsAt(std::string_view text, size_t pos, std::vector<ToolCall>* 
   const size_t end = JsonValueEnd(text, value);
   if (end == std::string_view::npos) return end;
   call.name = std::string(TrimRight(name));
-  const bool plain_name = !call.name.empty() &&
-                          call.name.find_first_of(" \n\t\"{}[]") == std::string::npos;
+  const bool plain_name =
+      !call.name.empty() && call.name.find_first_of(" \n\t\"{}[]") == std::string::npos;
   auto arguments = ArgumentsText(ParseJson(text.substr(value, end - value)));
   if (plain_name && arguments) {
     call.arguments = *arguments;

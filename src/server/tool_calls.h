@@ -34,7 +34,7 @@ std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name);
 const char* ToolCallFormatName(ToolCallFormat format);
 
 struct ToolCall {
-  std::string id;         // from the model's text when it wrote one (Mistral), else ""
+  std::string id;  // from the model's text when it wrote one (Mistral), else ""
   std::string name;
   std::string arguments;  // a JSON text (an object, as OpenAI sends it)
 };
@@ -58,9 +58,9 @@ class ToolCallStream {
   explicit ToolCallStream(ToolCallFormat format) : format_(format) {}
 
   struct Delta {
-    std::string content;            // new content text
-    std::vector<ToolCall> calls;    // calls completed since the last delta
-    size_t first_call_index = 0;    // the index of calls[0] among the reply's calls
+    std::string content;          // new content text
+    std::vector<ToolCall> calls;  // calls completed since the last delta
+    size_t first_call_index = 0;  // the index of calls[0] among the reply's calls
   };
   Delta Push(std::string_view text);
   Delta Finish();  // the end of the reply: what was held back is resolved
