@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "server/api_error.h"
-#include "server/completion_request.h"
 #include "core/grammar/grammar.h"
 #include "core/grammar/grammar_matcher.h"
+#include "server/api_error.h"
+#include "server/completion_request.h"
 #include "server/prompt_builder.h"
 #include "server/tool_call_grammar.h"
 #include "util/test_data.h"
@@ -288,15 +288,14 @@ TEST(ServerRequestTest, PromptsThroughTheTemplateAndTokenizer) {
 // tool_choice against tools, and the forcing grammar of each format: it accepts a call in that
 // format (two with parallel calls), which the format's parser reads back.
 TEST(ServerRequestTest, ToolChoiceAndItsGrammar) {
-  const json tools = {
-      {{"type", "function"},
-       {"function",
-        {{"name", "get_weather"},
-         {"parameters",
-          {{"type", "object"},
-           {"properties", {{"city", {{"type", "string"}}}}},
-           {"required", {"city"}}}}}}},
-      {{"type", "function"}, {"function", {{"name", "ping"}}}}};
+  const json tools = {{{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", {{"type", "string"}}}}},
+                           {"required", {"city"}}}}}}},
+                      {{"type", "function"}, {"function", {{"name", "ping"}}}}};
   json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", tools}};
   CompletionRequest request;
   ASSERT_FALSE(Parse(body, Endpoint::kChat, &request));

@@ -39,10 +39,9 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "response_format",
                                               "json_schema",
                                               "grammar"};
-constexpr std::string_view kChatFields[] = {"messages",    "max_completion_tokens",
-                                            "top_logprobs", "tools",
-                                            "tool_choice",  "parallel_tool_calls",
-                                            "reasoning_effort", "reasoning_format"};
+constexpr std::string_view kChatFields[] = {
+    "messages",    "max_completion_tokens", "top_logprobs",     "tools",
+    "tool_choice", "parallel_tool_calls",   "reasoning_effort", "reasoning_format"};
 constexpr std::string_view kCompletionFields[] = {"prompt"};
 constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
 

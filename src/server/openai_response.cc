@@ -129,8 +129,10 @@ std::string OpenAiResponse::ReplyChunks(ChoiceText& choice, size_t index, const 
     head["content"] = nullptr;
     head["tool_calls"] = json::array({ToolCallHeadDelta(parts.calls[i], call_index)});
     out += Chunk(index, std::move(head), nullptr, nullptr);
-    out += Chunk(index, json{{"tool_calls", json::array({ToolCallArgumentsDelta(parts.calls[i], call_index)})}},
-                 nullptr, nullptr);
+    out += Chunk(
+        index,
+        json{{"tool_calls", json::array({ToolCallArgumentsDelta(parts.calls[i], call_index)})}},
+        nullptr, nullptr);
   }
   return out;
 }
@@ -141,8 +143,8 @@ std::string OpenAiResponse::StreamEvent(const JobEvent& event) {
   if (ParsesReply()) {
     if (!choice.reply) choice.reply = std::make_unique<ReplyStream>(request_.reply);
     if (event.kind == JobEvent::Kind::kDelta) {
-      std::string out = ReplyChunks(choice, event.choice, choice.reply->Push(event.text),
-                                    event.tokens);
+      std::string out =
+          ReplyChunks(choice, event.choice, choice.reply->Push(event.text), event.tokens);
       choice.text += event.text;
       return out;
     }
@@ -241,8 +243,8 @@ std::string OpenAiResponse::Body(const Usage& usage) const {
       const ReplyParts parts = ParseReply(request_.reply, choice.text);
       json message = {{"role", "assistant"}};
       // OpenAI's shape: content null when the reply is only calls.
-      message["content"] = parts.content.empty() && !parts.calls.empty() ? json()
-                                                                          : json(parts.content);
+      message["content"] =
+          parts.content.empty() && !parts.calls.empty() ? json() : json(parts.content);
       if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
       if (!parts.calls.empty()) {
         json calls = json::array();
