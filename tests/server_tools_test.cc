@@ -107,8 +107,7 @@ json WeatherTools() {
   return json::array({{{"type", "function"},
                        {"function",
                         {{"name", "get_weather"},
-                         {"description", "The weather in a city."},
-                         {"parameters",
+                                        {"parameters",
                           {{"type", "object"},
                            {"properties", {{"city", city}, {"unit", unit}}},
                            {"required", {"city", "unit"}},
@@ -157,7 +156,7 @@ class ServerToolsTest : public ::testing::Test {
     template_ = new std::string(SharedDir() + "/chat-templates/Qwen-Qwen3-0.6B.jinja");
     model_ = new std::string(JsonCapableStory());
     server_ = new ServerProcess(
-        {"-m", *model_, "--parallel", "4", "-c", "512", "--chat-template-file", *template_});
+        {"-m", *model_, "--parallel", "4", "-c", "1024", "--chat-template-file", *template_});
   }
   static void TearDownTestSuite() {
     if (server_->ok()) EXPECT_EQ(server_->Stop(), 0) << server_->log();

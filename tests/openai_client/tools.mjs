@@ -16,7 +16,6 @@ const tools = [{
   type: "function",
   function: {
     name: "get_weather",
-    description: "The weather in a city.",
     parameters: {
       type: "object",
       properties: {
