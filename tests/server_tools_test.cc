@@ -5,15 +5,14 @@
 // the template; "none" leaves text alone; a think block comes back as `reasoning_content`; bad
 // tool requests are 400s naming the field. The official openai npm client reads the calls too.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,7 +106,7 @@ json WeatherTools() {
   return json::array({{{"type", "function"},
                        {"function",
                         {{"name", "get_weather"},
-                                        {"parameters",
+                         {"parameters",
                           {{"type", "object"},
                            {"properties", {{"city", city}, {"unit", unit}}},
                            {"required", {"city", "unit"}},
@@ -326,8 +325,8 @@ TEST_F(ServerToolsTest, BadToolRequestsAre400s) {
   bad_tool["tools"] = json::array({{{"type", "function"}, {"function", {{"parameters", 3}}}}});
   expect_400(bad_tool, "tools[0]");
   json unsupported = Ask("required");
-  unsupported["tools"][0]["function"]["parameters"]["properties"]["city"] = {{"type", "string"},
-                                                                             {"pattern", "("}};
+  unsupported["tools"][0]["function"]["parameters"]["properties"]["city"] = {{"type", "array"},
+                                                                             {"uniqueItems", true}};
   expect_400(unsupported, "tools");
   json with_grammar = Ask("required");
   with_grammar["grammar"] = "root ::= \"x\"";
