@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "core/grammar/grammar.h"
+#include "core/grammar/grammar_matcher.h"
 #include "server/api_error.h"
 #include "server/completion_request.h"
 #include "server/prompt_builder.h"
+#include "server/tool_call_grammar.h"
 #include "util/test_data.h"
 
 namespace petrel::server {
@@ -280,6 +283,81 @@ TEST(ServerRequestTest, PromptsThroughTheTemplateAndTokenizer) {
   ASSERT_FALSE(Parse(completion, Endpoint::kCompletion, &request));
   ASSERT_FALSE(BuildPrompt(request, **tokenizer, nullptr, n_vocab, &ids));
   EXPECT_EQ(ids, (*tokenizer)->Encode("Once upon a time", encode));
+}
+
+// tool_choice against tools, and the forcing grammar of each format: it accepts a call in that
+// format (two with parallel calls), which the format's parser reads back.
+TEST(ServerRequestTest, ToolChoiceAndItsGrammar) {
+  const json tools = {{{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", {{"type", "string"}}}}},
+                           {"required", {"city"}}}}}}},
+                      {{"type", "function"}, {"function", {{"name", "ping"}}}}};
+  json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", tools}};
+  CompletionRequest request;
+  ASSERT_FALSE(Parse(body, Endpoint::kChat, &request));
+  EXPECT_EQ(request.tool_mode.mode, ToolChoice::Mode::kAuto);
+  EXPECT_TRUE(request.parallel_tool_calls);
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  body["parallel_tool_calls"] = false;
+  body["reasoning_effort"] = "high";
+  body["reasoning_format"] = "deepseek";
+  ASSERT_FALSE(Parse(body, Endpoint::kChat, &request));
+  EXPECT_EQ(request.tool_mode.mode, ToolChoice::Mode::kNamed);
+  EXPECT_EQ(request.tool_mode.name, "get_weather");
+  EXPECT_FALSE(request.parallel_tool_calls);
+  EXPECT_EQ(request.reasoning_effort, "high");
+  EXPECT_EQ(request.reasoning_format, "auto");
+  body["parallel_tool_calls"] = "yes";
+  EXPECT_EQ(Parse(body, Endpoint::kChat)->param, "parallel_tool_calls");
+
+  const struct {
+    ToolCallFormat format;
+    std::string one_call;
+    std::string two_calls;
+  } cases[] = {
+      {ToolCallFormat::kHermes,
+       "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>\n"
+       "<tool_call>\n{\"name\":\"ping\",\"arguments\":{}}\n</tool_call>"},
+      {ToolCallFormat::kLlama3, "{\"name\":\"get_weather\",\"parameters\":{\"city\":\"Paris\"}}",
+       "{\"name\":\"get_weather\",\"parameters\":{\"city\":\"Paris\"}}; "
+       "{\"name\":\"ping\",\"parameters\":{}}"},
+      {ToolCallFormat::kMistral, "[{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]",
+       "[{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}, "
+       "{\"name\":\"ping\",\"arguments\":{}}]"},
+      {ToolCallFormat::kGeneric,
+       "{\"tool_calls\": [{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]}",
+       "{\"tool_calls\": [{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}, "
+       "{\"name\":\"ping\",\"arguments\":{}}]}"},
+  };
+  auto accepts = [](const std::string& gbnf, const std::string& text) {
+    auto grammar = CompileGrammar(gbnf);
+    if (!grammar.ok()) return false;
+    auto matcher = GrammarMatcher::Create(*grammar, nullptr);
+    return matcher.ok() && (*matcher)->AcceptBytes(text).ok() && (*matcher)->CanEnd();
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(ToolCallFormatName(c.format));
+    ToolChoice named{ToolChoice::Mode::kNamed, "get_weather"};
+    auto single = ToolCallGrammar(c.format, tools, named, /*parallel=*/false);
+    ASSERT_TRUE(single.ok()) << single.status().message();
+    EXPECT_TRUE(accepts(*single, c.one_call)) << *single;
+    EXPECT_FALSE(accepts(*single, c.two_calls));
+    ToolChoice required{ToolChoice::Mode::kRequired, ""};
+    auto any = ToolCallGrammar(c.format, tools, required, /*parallel=*/true);
+    ASSERT_TRUE(any.ok()) << any.status().message();
+    EXPECT_TRUE(accepts(*any, c.one_call));
+    EXPECT_TRUE(accepts(*any, c.two_calls)) << *any;
+    const ParsedToolCalls parsed = ParseToolCalls(c.format, c.two_calls, /*final=*/true);
+    ASSERT_EQ(parsed.calls.size(), 2u);
+    EXPECT_EQ(parsed.calls[0].name, "get_weather");
+    EXPECT_EQ(parsed.calls[1].name, "ping");
+    EXPECT_EQ(parsed.content, "");
+  }
 }
 
 }  // namespace

@@ -92,6 +92,8 @@ Runner AddServeCommand(CLI::App& app) {
     int64_t kv_blocks = 0;
     std::string api_key;
     std::string template_file;
+    std::string tool_call_format = "auto";
+    std::string reasoning_format = "auto";
     std::string model_name;
     int64_t max_body_kib = 8 << 10;
     int64_t shutdown_timeout = 30;
@@ -128,6 +130,14 @@ Runner AddServeCommand(CLI::App& app) {
   cmd->add_option("--chat-template-file", args->template_file,
                   "this Jinja template instead of the model's for /v1/chat/completions")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--tool-call-format", args->tool_call_format,
+                  "how tool calls are read from replies: auto (the chat template's own syntax), "
+                  "hermes, llama3, mistral, generic (default auto)")
+      ->check(CLI::IsMember({"auto", "hermes", "llama3", "mistral", "generic"}));
+  cmd->add_option("--reasoning-format", args->reasoning_format,
+                  "auto: a <think> block goes to reasoning_content when the chat template uses "
+                  "think tags; none: it stays in content (default auto; requests may override)")
+      ->check(CLI::IsMember({"auto", "none"}));
   cmd->add_option("--model-name", args->model_name,
                   "the model id /v1/models reports (default: the model file's name)");
   cmd->add_option("--max-body-kib", args->max_body_kib,
@@ -228,8 +238,11 @@ Runner AddServeCommand(CLI::App& app) {
     scheduling.batch_tokens = (*engine)->options().max_batch_tokens;
     server::Scheduler scheduler(**engine, scheduling, metrics);
     scheduler.Start();
-    server.SetModel(server::ServingModel{engine->get(), &scheduler, chat.get(),
-                                         args->embeddings || embeddings_only});
+    server::ServingModel serving{engine->get(), &scheduler, chat.get()};
+    serving.embeddings = args->embeddings || embeddings_only;
+    serving.tool_call_format = server::ToolCallFormatFromName(args->tool_call_format);
+    serving.reasoning_format = args->reasoning_format;
+    server.SetModel(serving);
     std::fprintf(stderr,
                  "petrel serve: ready: model %s, %lld parallel sequences of up to %zu tokens, "
                  "%zu KV blocks of %zu tokens, %zu tokens per step\n",

@@ -1,5 +1,6 @@
 // HandleCompletion: validate, build the prompt, queue the job, then relay its events to the
 // client: as Server-Sent Events while they come, or as one body at the end.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "server/job.h"
 #include "server/openai_response.h"
 #include "server/prompt_builder.h"
+#include "server/reply_setup.h"
 
 namespace petrel::server {
 namespace {
@@ -151,6 +153,17 @@ void HandleCompletion(const ServingModel& model, const std::string& model_name, 
                             endpoint == Endpoint::kChat ? "messages" : "prompt",
                             "context_length_exceeded"});
     return;
+  }
+  if (endpoint == Endpoint::kChat) {
+    // The prompt's last tokens, to see whether the template opened a think block.
+    const size_t tail = std::min<size_t>(prompt.size(), 8);
+    const std::string prompt_tail = engine.tokenizer()->Decode(
+        std::vector<int32_t>(prompt.end() - tail, prompt.end()), /*skip_special=*/false);
+    if (ApiResult error = SetUpReplyParsing(model.chat->source(), model.tool_call_format,
+                                            model.reasoning_format, prompt_tail, &request)) {
+      SendError(res, *error);
+      return;
+    }
   }
   if (ApiResult error = CheckGrammarAgainstVocabulary(request, *engine.tokenizer(), limits.n_vocab)) {
     SendError(res, *error);

@@ -39,10 +39,9 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "response_format",
                                               "json_schema",
                                               "grammar"};
-constexpr std::string_view kChatFields[] = {"messages",    "max_completion_tokens",
-                                            "top_logprobs", "tools",
-                                            "tool_choice",  "parallel_tool_calls",
-                                            "reasoning_effort"};
+constexpr std::string_view kChatFields[] = {
+    "messages",    "max_completion_tokens", "top_logprobs",     "tools",
+    "tool_choice", "parallel_tool_calls",   "reasoning_effort", "reasoning_format"};
 constexpr std::string_view kCompletionFields[] = {"prompt"};
 constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
 
@@ -266,6 +265,24 @@ ApiResult ReadGrammar(const json& request, CompletionRequest* out) {
   return std::nullopt;
 }
 
+// `reasoning_format` as llama-server reads it ("deepseek" is its name for splitting), and
+// `reasoning_effort` as OpenAI's values.
+ApiResult ReadReasoning(const FieldReader& fields, CompletionRequest* out) {
+  PETREL_RETURN_IF_API_ERROR(fields.String("reasoning_format", 32, &out->reasoning_format));
+  if (out->reasoning_format == "deepseek") out->reasoning_format = "auto";
+  if (!out->reasoning_format.empty() && out->reasoning_format != "none" &&
+      out->reasoning_format != "auto") {
+    return InvalidField("reasoning_format", "'reasoning_format' must be \"none\" or \"auto\"");
+  }
+  PETREL_RETURN_IF_API_ERROR(fields.String("reasoning_effort", 32, &out->reasoning_effort));
+  constexpr std::string_view kEfforts[] = {"none", "minimal", "low", "medium", "high"};
+  if (!out->reasoning_effort.empty() && !Contains(kEfforts, out->reasoning_effort)) {
+    return InvalidField("reasoning_effort",
+                        "'reasoning_effort' must be one of none, minimal, low, medium, high");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
@@ -298,6 +315,9 @@ ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
       }
       out->tool_choice = *choice;
     }
+    PETREL_RETURN_IF_API_ERROR(ReadToolChoice(out->tools, out->tool_choice, &out->tool_mode));
+    PETREL_RETURN_IF_API_ERROR(fields.Boolean("parallel_tool_calls", &out->parallel_tool_calls));
+    PETREL_RETURN_IF_API_ERROR(ReadReasoning(fields, out));
   } else {
     PETREL_RETURN_IF_API_ERROR(ReadPrompt(request, out));
   }

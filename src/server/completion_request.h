@@ -9,6 +9,8 @@
 
 #include "core/generation/sampling/sampler.h"  // SamplingParams
 #include "server/json_fields.h"
+#include "server/reply_parser.h"
+#include "server/tool_call_grammar.h"
 
 namespace petrel::server {
 
@@ -31,6 +33,12 @@ struct CompletionRequest {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   nlohmann::ordered_json tools;
   nlohmann::ordered_json tool_choice;
+  ToolChoice tool_mode;  // tool_choice as read against `tools`
+  bool parallel_tool_calls = true;
+  std::string reasoning_format;  // "none" or "auto"; "" for the server's --reasoning-format
+  std::string reasoning_effort;  // a template variable when given
+  // How the reply is read back (tool calls, reasoning): set from the model's chat template.
+  ReplyParsing reply;
   // Completions: a text prompt, or token ids.
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;

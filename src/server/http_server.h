@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "core/runtime/engine.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/tool_calls.h"
 
 namespace httplib {
 class Server;
@@ -38,6 +40,9 @@ struct ServingModel {
   const ChatPrompt* chat = nullptr;  // null: the model has no chat template
   // /v1/embeddings answers (serve --embeddings, or a model that gives only embeddings).
   bool embeddings = false;
+  // --tool-call-format (null: the one the chat template shows) and --reasoning-format.
+  std::optional<ToolCallFormat> tool_call_format;
+  std::string reasoning_format = "auto";
 };
 
 class HttpServer {

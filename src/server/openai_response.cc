@@ -88,9 +88,78 @@ json OpenAiResponse::LogprobsJson(const std::vector<GeneratedToken>& tokens,
               {"text_offset", offsets}};
 }
 
+bool OpenAiResponse::ParsesReply() const {
+  return request_.endpoint == Endpoint::kChat &&
+         (request_.reply.tool_calls || request_.reply.reasoning);
+}
+
+std::string OpenAiResponse::Chunk(size_t index, json delta, const json& logprobs,
+                                  const json& finish_reason) const {
+  json chunk = Envelope("chat.completion.chunk");
+  chunk["choices"] = json::array({json{{"index", index},
+                                       {"delta", std::move(delta)},
+                                       {"logprobs", logprobs},
+                                       {"finish_reason", finish_reason}}});
+  if (request_.include_usage) chunk["usage"] = nullptr;
+  return Data(chunk);
+}
+
+// One chunk for the reasoning and content, then per new call one with its id and name and one
+// with its arguments (OpenAI's order); the tokens' logprobs go with the first.
+std::string OpenAiResponse::ReplyChunks(ChoiceText& choice, size_t index, const ReplyParts& parts,
+                                        const std::vector<GeneratedToken>& tokens) {
+  std::string out;
+  auto delta_start = [&]() {
+    json delta = json::object();
+    if (!choice.started) delta["role"] = "assistant";
+    choice.started = true;
+    return delta;
+  };
+  const bool with_logprobs = request_.logprobs && !tokens.empty();
+  if (!parts.reasoning.empty() || !parts.content.empty() || with_logprobs) {
+    json delta = delta_start();
+    if (!parts.reasoning.empty()) delta["reasoning_content"] = parts.reasoning;
+    if (!parts.content.empty() || parts.reasoning.empty()) delta["content"] = parts.content;
+    out += Chunk(index, std::move(delta),
+                 request_.logprobs ? LogprobsJson(tokens, choice.text.size()) : json(), nullptr);
+  }
+  for (size_t i = 0; i < parts.calls.size(); ++i) {
+    const size_t call_index = parts.first_call_index + i;
+    json head = delta_start();
+    head["content"] = nullptr;
+    head["tool_calls"] = json::array({ToolCallHeadDelta(parts.calls[i], call_index)});
+    out += Chunk(index, std::move(head), nullptr, nullptr);
+    out += Chunk(
+        index,
+        json{{"tool_calls", json::array({ToolCallArgumentsDelta(parts.calls[i], call_index)})}},
+        nullptr, nullptr);
+  }
+  return out;
+}
+
 std::string OpenAiResponse::StreamEvent(const JobEvent& event) {
   const bool chat = request_.endpoint == Endpoint::kChat;
   ChoiceText& choice = choices_[event.choice];
+  if (ParsesReply()) {
+    if (!choice.reply) choice.reply = std::make_unique<ReplyStream>(request_.reply);
+    if (event.kind == JobEvent::Kind::kDelta) {
+      std::string out =
+          ReplyChunks(choice, event.choice, choice.reply->Push(event.text), event.tokens);
+      choice.text += event.text;
+      return out;
+    }
+    if (event.kind == JobEvent::Kind::kChoiceEnd) {
+      std::string out = ReplyChunks(choice, event.choice, choice.reply->Finish(), {});
+      json delta = json::object();
+      if (!choice.started) delta["role"] = "assistant";
+      choice.started = true;
+      const bool called = choice.reply->calls_sent() > 0 && event.finish_reason == "stop";
+      out += Chunk(event.choice, std::move(delta), nullptr,
+                   called ? "tool_calls" : event.finish_reason);
+      return out;
+    }
+    return "";
+  }
   json entry = {{"index", event.choice}};
   switch (event.kind) {
     case JobEvent::Kind::kDelta: {
@@ -169,13 +238,28 @@ std::string OpenAiResponse::Body(const Usage& usage) const {
   for (size_t i = 0; i < choices_.size(); ++i) {
     const ChoiceText& choice = choices_[i];
     json entry = {{"index", i}};
-    if (chat) {
+    std::string finish_reason = choice.finish_reason;
+    if (chat && ParsesReply()) {
+      const ReplyParts parts = ParseReply(request_.reply, choice.text);
+      json message = {{"role", "assistant"}};
+      // OpenAI's shape: content null when the reply is only calls.
+      message["content"] =
+          parts.content.empty() && !parts.calls.empty() ? json() : json(parts.content);
+      if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
+      if (!parts.calls.empty()) {
+        json calls = json::array();
+        for (const ToolCall& call : parts.calls) calls.push_back(ToolCallJson(call));
+        message["tool_calls"] = calls;
+        if (finish_reason == "stop") finish_reason = "tool_calls";
+      }
+      entry["message"] = message;
+    } else if (chat) {
       entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
     } else {
       entry["text"] = choice.text;
     }
     entry["logprobs"] = request_.logprobs ? LogprobsJson(choice.tokens, 0) : json();
-    entry["finish_reason"] = choice.finish_reason;
+    entry["finish_reason"] = finish_reason;
     choices.push_back(entry);
   }
   body["choices"] = choices;

@@ -2,12 +2,14 @@
 // chat.completion / text_completion, with logprobs and usage in OpenAI's shapes.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/tokenizer/tokenizer.h"
 #include "server/job.h"
+#include "server/reply_parser.h"
 
 namespace petrel::server {
 
@@ -33,7 +35,14 @@ class OpenAiResponse {
     std::vector<GeneratedToken> tokens;
     std::string finish_reason;
     bool started = false;  // streaming: the role was sent
+    std::unique_ptr<ReplyStream> reply;  // streaming chat with tool calls or reasoning
   };
+  bool ParsesReply() const;
+  // Streaming: the chunks of a choice's text read through its ReplyStream.
+  std::string ReplyChunks(ChoiceText& choice, size_t index, const ReplyParts& parts,
+                          const std::vector<GeneratedToken>& tokens);
+  std::string Chunk(size_t index, nlohmann::json delta, const nlohmann::json& logprobs,
+                    const nlohmann::json& finish_reason) const;
   nlohmann::json Envelope(const char* object) const;
   nlohmann::json LogprobsJson(const std::vector<GeneratedToken>& tokens, size_t text_offset) const;
   static nlohmann::json UsageJson(const Usage& usage);

@@ -16,6 +16,7 @@ ApiResult BuildPrompt(const CompletionRequest& request, const Tokenizer& tokeniz
       // As transformers' apply_chat_template: `tools` is always defined (none when absent).
       nlohmann::ordered_json extra = {{"tools", request.tools}};
       if (!request.tool_choice.is_null()) extra["tool_choice"] = request.tool_choice;
+      if (!request.reasoning_effort.empty()) extra["reasoning_effort"] = request.reasoning_effort;
       auto ids = chat->Tokenize(tokenizer, request.messages, /*add_generation_prompt=*/true, extra);
       if (!ids.ok()) {
         return InvalidField("messages",

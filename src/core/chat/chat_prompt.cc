@@ -34,7 +34,7 @@ Result<ChatPrompt> ChatPrompt::LoadFile(const std::string& template_path) {
 Result<ChatPrompt> ChatPrompt::FromSource(const std::string& source, std::string bos,
                                           std::string eos) {
   PETREL_ASSIGN_OR_RETURN(ChatTemplate parsed, ChatTemplate::Parse(source));
-  return ChatPrompt(std::move(parsed), std::move(bos), std::move(eos));
+  return ChatPrompt(std::move(parsed), source, std::move(bos), std::move(eos));
 }
 
 Result<std::string> ChatPrompt::Render(const nlohmann::ordered_json& messages,

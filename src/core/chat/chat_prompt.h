@@ -26,6 +26,8 @@ class ChatPrompt {
   Result<std::string> Render(
       const nlohmann::ordered_json& messages, bool add_generation_prompt,
       const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+  // The template's Jinja text (the server reads its tool-call and reasoning markers from it).
+  const std::string& source() const { return source_; }
   // Render + tokenize. The BOS token is added only when the rendered text does not start with it.
   Result<std::vector<int32_t>> Tokenize(
       const Tokenizer& tokenizer, const nlohmann::ordered_json& messages,
@@ -33,9 +35,13 @@ class ChatPrompt {
       const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
  private:
-  ChatPrompt(ChatTemplate chat_template, std::string bos, std::string eos)
-      : template_(std::move(chat_template)), bos_(std::move(bos)), eos_(std::move(eos)) {}
+  ChatPrompt(ChatTemplate chat_template, std::string source, std::string bos, std::string eos)
+      : template_(std::move(chat_template)),
+        source_(std::move(source)),
+        bos_(std::move(bos)),
+        eos_(std::move(eos)) {}
   ChatTemplate template_;
+  std::string source_;
   std::string bos_, eos_;
 };
 

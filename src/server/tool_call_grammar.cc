@@ -1,0 +1,186 @@
+// ToolCallGrammar: each allowed function's call object as a JSON schema, converted to GBNF, under
+// a root rule spelling the format's wrapper.
+#include "server/tool_call_grammar.h"
+
+#include <cctype>
+
+#include "core/grammar/json_schema.h"
+
+namespace petrel::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr size_t kMaxTools = 128;
+
+const json* FunctionOf(const json& tool) {
+  if (!tool.is_object()) return nullptr;
+  auto function = tool.find("function");
+  if (function == tool.end() || !function->is_object()) return nullptr;
+  auto name = function->find("name");
+  if (name == function->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+    return nullptr;
+  return &*function;
+}
+
+// Renames the rule `from` to `to` in GBNF text: every identifier outside string literals and
+// character classes.
+std::string RenameRule(const std::string& gbnf, const std::string& from, const std::string& to) {
+  std::string out;
+  auto ident = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  };
+  for (size_t i = 0; i < gbnf.size();) {
+    const char c = gbnf[i];
+    if (c == '"' || c == '[') {
+      const char end = c == '"' ? '"' : ']';
+      size_t j = i + 1;
+      while (j < gbnf.size() && gbnf[j] != end) j += gbnf[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, gbnf.size());
+      out.append(gbnf, i, j - i);
+      i = j;
+    } else if (c == '#') {
+      const size_t j = gbnf.find('\n', i);
+      const size_t stop = j == std::string::npos ? gbnf.size() : j;
+      out.append(gbnf, i, stop - i);
+      i = stop;
+    } else if (ident(c)) {
+      size_t j = i;
+      while (j < gbnf.size() && ident(gbnf[j])) ++j;
+      const std::string word = gbnf.substr(i, j - i);
+      out += word == from ? to : word;
+      i = j;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+// The schema of one call object: {"name": <const>, <key>: <parameters>}.
+json CallSchema(const json& function, const char* arguments_key) {
+  json parameters = function.contains("parameters") && function["parameters"].is_object()
+                        ? function["parameters"]
+                        : json{{"type", "object"}};
+  return json{
+      {"type", "object"},
+      {"properties", {{"name", {{"const", function["name"]}}}, {arguments_key, parameters}}},
+      {"required", {"name", arguments_key}},
+      {"additionalProperties", false}};
+}
+
+std::string Literal(const std::string& text) { return json(text).dump(); }
+
+}  // namespace
+
+ApiResult ReadToolChoice(const json& tools, const json& tool_choice, ToolChoice* out) {
+  *out = ToolChoice();
+  if (!tools.is_null()) {
+    if (tools.size() > kMaxTools) {
+      return InvalidField("tools",
+                          "'tools' has more than " + std::to_string(kMaxTools) + " functions");
+    }
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const json* function = FunctionOf(tools[i]);
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!function || tools[i].value("type", std::string("function")) != "function") {
+        return InvalidField(where,
+                            "'" + where +
+                                "' must be {\"type\": \"function\", \"function\": "
+                                "{\"name\": …, \"parameters\": {…}}}",
+                            "invalid_type");
+      }
+      if (function->contains("parameters") && !(*function)["parameters"].is_object()) {
+        return InvalidField(where + ".function.parameters",
+                            "'" + where + ".function.parameters' must be a JSON schema object",
+                            "invalid_type");
+      }
+    }
+  }
+  const bool has_tools = tools.is_array() && !tools.empty();
+  if (tool_choice.is_null()) {
+    out->mode = has_tools ? ToolChoice::Mode::kAuto : ToolChoice::Mode::kNone;
+    return std::nullopt;
+  }
+  if (tool_choice.is_string()) {
+    const std::string& mode = tool_choice.get_ref<const std::string&>();
+    if (mode == "none") {
+      out->mode = ToolChoice::Mode::kNone;
+    } else if (mode == "auto") {
+      out->mode = has_tools ? ToolChoice::Mode::kAuto : ToolChoice::Mode::kNone;
+    } else if (mode == "required") {
+      if (!has_tools) {
+        return InvalidField("tool_choice", "'tool_choice' \"required\" needs 'tools'");
+      }
+      out->mode = ToolChoice::Mode::kRequired;
+    } else {
+      return InvalidField("tool_choice",
+                          "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                          "{\"type\": \"function\", \"function\": {\"name\": …}}");
+    }
+    return std::nullopt;
+  }
+  const json* function = FunctionOf(tool_choice);
+  if (!function) {
+    return InvalidField("tool_choice",
+                        "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                        "{\"type\": \"function\", \"function\": {\"name\": …}}");
+  }
+  out->mode = ToolChoice::Mode::kNamed;
+  out->name = (*function)["name"].get<std::string>();
+  if (has_tools) {
+    for (const json& tool : tools) {
+      if ((*FunctionOf(tool))["name"] == out->name) return std::nullopt;
+    }
+  }
+  return InvalidField("tool_choice",
+                      "'tool_choice' names function '" + out->name + "', which is not in 'tools'");
+}
+
+Result<std::string> ToolCallGrammar(ToolCallFormat format, const json& tools,
+                                    const ToolChoice& choice, bool parallel) {
+  const char* key = format == ToolCallFormat::kLlama3 ? "parameters" : "arguments";
+  json alternatives = json::array();
+  for (const json& tool : tools) {
+    const json* function = FunctionOf(tool);
+    if (!function) continue;
+    if (choice.mode == ToolChoice::Mode::kNamed && (*function)["name"] != choice.name) continue;
+    alternatives.push_back(CallSchema(*function, key));
+  }
+  if (alternatives.empty()) return Error("no function to call");
+  const json schema = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
+  auto gbnf = JsonSchemaValueToGbnf(schema);
+  if (!gbnf.ok()) return gbnf.status().Wrap("tools");
+  std::string rules = RenameRule(*gbnf, "root", "tool-call-json");
+  std::string call, separator, open, close;
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      call = Literal("<tool_call>\n") + " tool-call-json " + Literal("\n</tool_call>");
+      separator = Literal("\n");
+      break;
+    case ToolCallFormat::kLlama3:
+      call = "tool-call-json";
+      separator = Literal("; ");
+      break;
+    case ToolCallFormat::kMistral:
+      // The [TOOL_CALLS] marker is a control token: the bare array is what the parser also reads.
+      call = "tool-call-json";
+      separator = Literal(", ");
+      open = Literal("[");
+      close = Literal("]");
+      break;
+    case ToolCallFormat::kGeneric:
+      call = "tool-call-json";
+      separator = Literal(", ");
+      open = Literal("{\"tool_calls\": [");
+      close = Literal("]}");
+      break;
+  }
+  std::string root = "root ::= " + open + " " + call;
+  if (parallel) root += " (" + separator + " " + call + ")*";
+  root += " " + close + "\n";
+  return root + rules;
+}
+
+}  // namespace petrel::server

@@ -1,0 +1,366 @@
+// Tool calls and reasoning through a real `petrel serve` with a real model's chat template
+// (Qwen3's, from ../shared/chat-templates): `tool_choice` "required" and a named function make
+// the grammar write a call whose arguments parse against the tool's schema, returned as
+// `tool_calls` (whole and streamed as OpenAI's deltas); the call and its result go back through
+// the template; "none" leaves text alone; a think block comes back as `reasoning_content`; bad
+// tool requests are 400s naming the field. The official openai npm client reads the calls too.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "util/cli_runner.h"
+#include "util/openai_client.h"
+#include "util/server_process.h"
+
+namespace petrel::testing {
+namespace {
+
+using json = nlohmann::json;
+
+struct Reply {
+  int status = 0;
+  json body;
+};
+
+Reply Post(httplib::Client& client, const json& body) {
+  auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
+  if (!res) return Reply{-1, json()};
+  return Reply{res->status, json::parse(res->body, nullptr, false)};
+}
+
+// The data: events of a streamed reply, [DONE] left out.
+std::vector<json> PostStream(httplib::Client& client, json body) {
+  body["stream"] = true;
+  auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
+  std::vector<json> chunks;
+  if (!res) return chunks;
+  size_t pos = 0;
+  for (size_t end; (end = res->body.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    const std::string event = res->body.substr(pos, end - pos);
+    if (event.rfind("data: ", 0) != 0 || event == "data: [DONE]") continue;
+    chunks.push_back(json::parse(event.substr(6), nullptr, false));
+  }
+  return chunks;
+}
+
+// The story model, whose vocabulary cannot spell '{', '}', '[' or ']' (so no JSON), with four of
+// its longest merged tokens renamed to those characters (and the merges that made them dropped):
+// the weights are the same, so the grammar can make it write calls.
+std::string JsonCapableStory() {
+  namespace fs = std::filesystem;
+  const std::string dir = ScratchDir() + "/story_json_" + std::to_string(getpid());
+  fs::create_directories(dir);
+  for (const char* name : {"config.json", "generation_config.json", "model.safetensors",
+                           "special_tokens_map.json", "tokenizer_config.json"}) {
+    fs::copy_file(StoryHf() + "/" + name, dir + "/" + name, fs::copy_options::overwrite_existing);
+    fs::permissions(dir + "/" + name, fs::perms::owner_read | fs::perms::owner_write);
+  }
+  std::ifstream in(StoryHf() + "/tokenizer.json");
+  nlohmann::ordered_json tokenizer = nlohmann::ordered_json::parse(in);
+  auto& vocab = tokenizer["model"]["vocab"];
+  auto& merges = tokenizer["model"]["merges"];
+  std::set<std::string> inputs;
+  for (const auto& merge : merges) {
+    const std::string text = merge.get<std::string>();
+    const size_t space = text.find(' ');
+    inputs.insert(text.substr(0, space));
+    inputs.insert(text.substr(space + 1));
+  }
+  std::vector<std::pair<std::string, int>> candidates;
+  for (const auto& [token, id] : vocab.items()) {
+    if (token.size() >= 4 && !inputs.count(token)) candidates.push_back({token, id});
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::set<std::string> renamed;
+  const char* brackets[] = {"{", "}", "[", "]"};
+  nlohmann::ordered_json new_vocab = nlohmann::ordered_json::object();
+  std::map<std::string, std::string> rename;
+  for (size_t i = 0; i < 4 && i < candidates.size(); ++i) rename[candidates[i].first] = brackets[i];
+  for (const auto& [token, id] : vocab.items()) {
+    new_vocab[rename.count(token) ? rename[token] : token] = id;
+  }
+  vocab = new_vocab;
+  nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+  for (const auto& merge : merges) {
+    std::string text = merge.get<std::string>();
+    const std::string joined = text.substr(0, text.find(' ')) + text.substr(text.find(' ') + 1);
+    if (!rename.count(joined)) kept.push_back(merge);
+  }
+  merges = kept;
+  std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
+  return dir;
+}
+
+json WeatherTools() {
+  const json city = {{"type", "string"}, {"enum", {"Paris", "London", "Tokyo"}}};
+  const json unit = {{"type", "string"}, {"enum", {"celsius", "fahrenheit"}}};
+  return json::array({{{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", city}, {"unit", unit}}},
+                           {"required", {"city", "unit"}},
+                           {"additionalProperties", false}}}}}},
+                      {{"type", "function"},
+                       {"function",
+                        {{"name", "get_time"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", city}}},
+                           {"required", {"city"}},
+                           {"additionalProperties", false}}}}}}});
+}
+
+json Ask(const json& tool_choice) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "What is the weather in Paris?"}}}},
+               {"tools", WeatherTools()},
+               {"max_tokens", 96},
+               {"temperature", 0},
+               // One call: the grammar then ends the reply (with parallel calls a small model
+               // may go on writing calls until max_tokens cuts the last one).
+               {"parallel_tool_calls", false}};
+  if (!tool_choice.is_null()) body["tool_choice"] = tool_choice;
+  return body;
+}
+
+// Arguments that parse and follow the schema (enum values, the required keys, no others).
+void ExpectArguments(const std::string& name, const std::string& arguments) {
+  const json args = json::parse(arguments, nullptr, false);
+  ASSERT_TRUE(args.is_object()) << arguments;
+  const std::vector<std::string> cities = {"Paris", "London", "Tokyo"};
+  ASSERT_TRUE(args.contains("city")) << arguments;
+  EXPECT_NE(std::find(cities.begin(), cities.end(), args["city"]), cities.end()) << arguments;
+  if (name == "get_weather") {
+    EXPECT_EQ(args.size(), 2u) << arguments;
+    EXPECT_TRUE(args["unit"] == "celsius" || args["unit"] == "fahrenheit") << arguments;
+  } else {
+    EXPECT_EQ(name, "get_time");
+    EXPECT_EQ(args.size(), 1u) << arguments;
+  }
+}
+
+class ServerToolsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    template_ = new std::string(SharedDir() + "/chat-templates/Qwen-Qwen3-0.6B.jinja");
+    model_ = new std::string(JsonCapableStory());
+    server_ = new ServerProcess(
+        {"-m", *model_, "--parallel", "4", "-c", "1024", "--chat-template-file", *template_});
+  }
+  static void TearDownTestSuite() {
+    if (server_->ok()) EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    delete server_;
+    delete template_;
+    std::filesystem::remove_all(*model_);
+    delete model_;
+  }
+  void SetUp() override { ASSERT_TRUE(server_->ok()) << server_->log(); }
+  static inline ServerProcess* server_ = nullptr;
+  static inline std::string* template_ = nullptr;
+  static inline std::string* model_ = nullptr;
+};
+
+TEST_F(ServerToolsTest, RequiredCallIsParsedAndItsResultGoesBack) {
+  httplib::Client client = server_->Client();
+  const Reply reply = Post(client, Ask("required"));
+  ASSERT_EQ(reply.status, 200) << reply.body.dump();
+  const json& choice = reply.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << reply.body.dump();
+  const json& message = choice["message"];
+  EXPECT_TRUE(message["content"].is_null()) << message.dump();
+  ASSERT_TRUE(message["tool_calls"].is_array() && !message["tool_calls"].empty()) << message.dump();
+  for (const json& call : message["tool_calls"]) {
+    EXPECT_EQ(call["type"], "function");
+    EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+    ExpectArguments(call["function"]["name"], call["function"]["arguments"]);
+  }
+  // The call and its result back through the template, then an answer in text.
+  json next = Ask("none");
+  next["messages"].push_back(message);
+  next["messages"].push_back({{"role", "tool"},
+                              {"tool_call_id", message["tool_calls"][0]["id"]},
+                              {"content", "{\"temperature\": 22}"}});
+  next["max_tokens"] = 8;
+  const Reply answer = Post(client, next);
+  ASSERT_EQ(answer.status, 200) << answer.body.dump();
+  EXPECT_TRUE(answer.body["choices"][0]["message"]["content"].is_string());
+  EXPECT_FALSE(answer.body["choices"][0]["message"].contains("tool_calls"));
+}
+
+TEST_F(ServerToolsTest, NamedFunctionAndSingleCall) {
+  httplib::Client client = server_->Client();
+  const json body = Ask({{"type", "function"}, {"function", {{"name", "get_time"}}}});
+  const Reply reply = Post(client, body);
+  ASSERT_EQ(reply.status, 200) << reply.body.dump();
+  const json& calls = reply.body["choices"][0]["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), 1u) << reply.body.dump();
+  EXPECT_EQ(calls[0]["function"]["name"], "get_time");
+  ExpectArguments("get_time", calls[0]["function"]["arguments"]);
+}
+
+// Sampled (not greedy) calls under "required": the arguments always parse against the schema.
+TEST_F(ServerToolsTest, RequiredArgumentsAlwaysParse) {
+  httplib::Client client = server_->Client();
+  for (int seed = 0; seed < 20; ++seed) {
+    json body = Ask("required");
+    body["temperature"] = 1.5;
+    body["seed"] = seed;
+    body["parallel_tool_calls"] = seed % 2 == 0;  // with parallel calls the last may be cut
+    body["max_tokens"] = 200;
+    const Reply reply = Post(client, body);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    const json& calls = reply.body["choices"][0]["message"]["tool_calls"];
+    ASSERT_TRUE(calls.is_array() && !calls.empty()) << "seed " << seed << " " << reply.body.dump();
+    for (const json& call : calls) {
+      ExpectArguments(call["function"]["name"], call["function"]["arguments"]);
+    }
+  }
+}
+
+// Streamed: a delta with index, id, type and name (arguments ""), then the arguments; the
+// concatenated fragments are the whole reply's arguments.
+TEST_F(ServerToolsTest, StreamedCallDeltas) {
+  httplib::Client client = server_->Client();
+  const Reply whole = Post(client, Ask("required"));
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  const std::vector<json> chunks = PostStream(client, Ask("required"));
+  ASSERT_FALSE(chunks.empty());
+  std::map<int, json> calls;  // index -> {id, name, arguments}
+  std::string finish;
+  std::string content;
+  for (const json& chunk : chunks) {
+    const json& choice = chunk["choices"][0];
+    if (choice["finish_reason"].is_string()) finish = choice["finish_reason"];
+    const json& delta = choice["delta"];
+    if (delta.contains("content") && delta["content"].is_string()) content += delta["content"];
+    if (!delta.contains("tool_calls")) continue;
+    for (const json& call : delta["tool_calls"]) {
+      const int index = call["index"];
+      if (call.contains("id")) {
+        ASSERT_FALSE(calls.count(index)) << "second head for call " << index;
+        EXPECT_EQ(call["type"], "function");
+        EXPECT_EQ(call["function"]["arguments"], "");
+        calls[index] = {{"id", call["id"]}, {"name", call["function"]["name"]}, {"arguments", ""}};
+      } else {
+        ASSERT_TRUE(calls.count(index)) << "arguments before the head of call " << index;
+        calls[index]["arguments"] = calls[index]["arguments"].get<std::string>() +
+                                    call["function"]["arguments"].get<std::string>();
+      }
+    }
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(content, "");
+  const json& expected = whole.body["choices"][0]["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), expected.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[int(i)]["name"], expected[i]["function"]["name"]);
+    EXPECT_EQ(calls[int(i)]["arguments"], expected[i]["function"]["arguments"]);
+  }
+}
+
+// tool_choice "none", and "auto" where the model writes no call: plain content.
+TEST_F(ServerToolsTest, NoneAndAutoLeaveTextAlone) {
+  httplib::Client client = server_->Client();
+  for (const char* mode : {"none", "auto"}) {
+    json body = Ask(mode);
+    body["max_tokens"] = 12;
+    const Reply reply = Post(client, body);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    const json& message = reply.body["choices"][0]["message"];
+    EXPECT_TRUE(message["content"].is_string()) << mode;
+    EXPECT_FALSE(message.contains("tool_calls")) << mode;
+    EXPECT_NE(reply.body["choices"][0]["finish_reason"], "tool_calls");
+  }
+}
+
+// A think block (written here by a grammar) comes back as reasoning_content, whole and streamed;
+// reasoning_format "none" leaves it in the content.
+TEST_F(ServerToolsTest, ThinkBlockIsReasoningContent) {
+  httplib::Client client = server_->Client();
+  json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+               {"grammar", "root ::= \"<think>\\nthe cat\\n</think>\\n\\nA dog.\""},
+               {"max_tokens", 64},
+               {"temperature", 0}};
+  Reply reply = Post(client, body);
+  ASSERT_EQ(reply.status, 200) << reply.body.dump();
+  EXPECT_EQ(reply.body["choices"][0]["message"]["reasoning_content"], "the cat");
+  EXPECT_EQ(reply.body["choices"][0]["message"]["content"], "A dog.");
+  std::string reasoning, content;
+  for (const json& chunk : PostStream(client, body)) {
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"];
+    if (delta.contains("content") && delta["content"].is_string()) content += delta["content"];
+  }
+  EXPECT_EQ(reasoning, "the cat");
+  EXPECT_EQ(content, "A dog.");
+  body["reasoning_format"] = "none";
+  reply = Post(client, body);
+  EXPECT_EQ(reply.body["choices"][0]["message"]["content"], "<think>\nthe cat\n</think>\n\nA dog.");
+  EXPECT_FALSE(reply.body["choices"][0]["message"].contains("reasoning_content"));
+}
+
+TEST_F(ServerToolsTest, BadToolRequestsAre400s) {
+  httplib::Client client = server_->Client();
+  auto expect_400 = [&](const json& body, const std::string& param) {
+    const Reply reply = Post(client, body);
+    EXPECT_EQ(reply.status, 400) << body.dump() << " -> " << reply.body.dump();
+    EXPECT_EQ(reply.body["error"]["param"], param) << reply.body.dump();
+  };
+  expect_400(Ask({{"type", "function"}, {"function", {{"name", "nope"}}}}), "tool_choice");
+  expect_400(Ask("sometimes"), "tool_choice");
+  json no_tools = Ask("required");
+  no_tools.erase("tools");
+  expect_400(no_tools, "tool_choice");
+  json bad_tool = Ask("auto");
+  bad_tool["tools"] = json::array({{{"type", "function"}, {"function", {{"parameters", 3}}}}});
+  expect_400(bad_tool, "tools[0]");
+  json unsupported = Ask("required");
+  unsupported["tools"][0]["function"]["parameters"]["properties"]["city"] = {{"type", "array"},
+                                                                             {"uniqueItems", true}};
+  expect_400(unsupported, "tools");
+  json with_grammar = Ask("required");
+  with_grammar["grammar"] = "root ::= \"x\"";
+  expect_400(with_grammar, "tool_choice");
+  json effort = Ask("auto");
+  effort["reasoning_effort"] = "extreme";
+  expect_400(effort, "reasoning_effort");
+  json format = Ask("auto");
+  format["reasoning_format"] = "xml";
+  expect_400(format, "reasoning_format");
+  // Recursive schemas become recursive rules; many tools are refused past the limit.
+  json recursive = Ask("required");
+  recursive["tools"][1]["function"]["parameters"] = {{"type", "object"},
+                                                     {"properties", {{"child", {{"$ref", "#"}}}}}};
+  EXPECT_EQ(Post(client, recursive).status, 200);
+  json many = Ask("auto");
+  for (int i = 0; i < 10000; ++i) many["tools"].push_back(many["tools"][0]);
+  expect_400(many, "tools");
+}
+
+TEST_F(ServerToolsTest, OfficialOpenAiClientReadsToolCalls) {
+  std::string skip;
+  const std::string dir = OpenAiClientDir(&skip);
+  if (dir.empty()) GTEST_SKIP() << skip;
+  const json result = RunOpenAiScript(dir, "tools.mjs", server_->port());
+  ASSERT_TRUE(result.is_object()) << "see " << dir << "/tools.mjs.json.log";
+  for (const char* mode : {"plain", "stream"}) {
+    const json& call = result[mode];
+    EXPECT_EQ(call["finish_reason"], "tool_calls") << result.dump();
+    EXPECT_EQ(call["name"], "get_weather") << result.dump();
+    ExpectArguments("get_weather", call["arguments"]);
+  }
+  EXPECT_TRUE(result["answer"].is_string()) << result.dump();
+}
+
+}  // namespace
+}  // namespace petrel::testing
