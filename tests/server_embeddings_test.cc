@@ -116,8 +116,8 @@ TEST(ServerEmbeddings, RequestShapesMatchTheCommand) {
   ASSERT_EQ(tokens.status, 200) << tokens.body.dump();
   const auto from_ids = tokens.body["data"][0]["embedding"].get<std::vector<float>>();
   for (size_t i = 0; i < 64; ++i) EXPECT_NEAR(from_ids[i], cli[0][i], 1e-6);
-  const Reply lists = Post(server.port(), "/v1/embeddings",
-                           json{{"input", {ids, std::vector<int32_t>{2, 3}}}});
+  const Reply lists =
+      Post(server.port(), "/v1/embeddings", json{{"input", {ids, std::vector<int32_t>{2, 3}}}});
   ASSERT_EQ(lists.status, 200) << lists.body.dump();
   EXPECT_EQ(lists.body["data"].size(), 2u);
   EXPECT_EQ(lists.body["usage"]["prompt_tokens"], 7);
@@ -126,13 +126,15 @@ TEST(ServerEmbeddings, RequestShapesMatchTheCommand) {
   const Reply b64 = Post(server.port(), "/v1/embeddings",
                          json{{"input", "Hello world"}, {"encoding_format", "base64"}});
   ASSERT_EQ(b64.status, 200) << b64.body.dump();
-  const std::vector<float> decoded = FromBase64(b64.body["data"][0]["embedding"].get<std::string>());
+  const std::vector<float> decoded =
+      FromBase64(b64.body["data"][0]["embedding"].get<std::string>());
   ASSERT_EQ(decoded.size(), 64u);
   for (size_t i = 0; i < 64; ++i) EXPECT_EQ(decoded[i], vector[i]);
 
   // `dimensions`: the model's own is accepted, another is a 400.
-  EXPECT_EQ(Post(server.port(), "/v1/embeddings",
-                 json{{"input", "Hello"}, {"dimensions", 64}}).status, 200);
+  EXPECT_EQ(
+      Post(server.port(), "/v1/embeddings", json{{"input", "Hello"}, {"dimensions", 64}}).status,
+      200);
   Expect4xx(Post(server.port(), "/v1/embeddings", json{{"input", "Hello"}, {"dimensions", 32}}),
             "cannot be shortened to 32");
 
@@ -183,7 +185,8 @@ TEST(ServerEmbeddings, ChatModelNeedsTheFlag) {
   }
   ServerProcess server({"-m", StoryF32Gguf(), "--no-access-log", "-c", "256", "--embeddings"});
   ASSERT_TRUE(server.ok()) << server.log();
-  const Reply reply = Post(server.port(), "/v1/embeddings", json{{"input", {"Once upon", "a time"}}});
+  const Reply reply =
+      Post(server.port(), "/v1/embeddings", json{{"input", {"Once upon", "a time"}}});
   ASSERT_EQ(reply.status, 200) << reply.body.dump();
   ASSERT_EQ(reply.body["data"].size(), 2u);
   const auto v = reply.body["data"][0]["embedding"].get<std::vector<float>>();
