@@ -199,6 +199,35 @@ TEST(ServerEmbeddings, ChatModelNeedsTheFlag) {
   EXPECT_EQ(completion.status, 200) << completion.body.dump();
 }
 
+// `petrel embed` itself: raw float32 output equals the JSON one, and bad options or inputs are
+// one error line.
+TEST(EmbedCommand, OutputsAndErrors) {
+  const std::vector<std::vector<float>> json_vectors = EmbedCli(BertGguf(), "Hello world\nSecond");
+  ASSERT_EQ(json_vectors.size(), 2u);
+  const Output raw =
+      Petrel({"embed", "-m", BertGguf(), "-p", "Hello world\nSecond", "--output", "f32"});
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  ASSERT_EQ(raw.out.size(), 2 * 64 * sizeof(float));
+  std::vector<float> values(2 * 64);
+  std::memcpy(values.data(), raw.out.data(), raw.out.size());
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(values[i], json_vectors[i / 64][i % 64]);
+  // Without normalisation the vector keeps its length.
+  const Output raw_norm =
+      Petrel({"embed", "-m", BertGguf(), "-p", "Hello world", "--embd-normalize", "-1"});
+  ASSERT_EQ(raw_norm.exit_code, 0) << raw_norm.err;
+  const auto unnormalised = json::parse(raw_norm.out).get<std::vector<float>>();
+  double norm = 0;
+  for (float x : unnormalised) norm += double(x) * x;
+  EXPECT_GT(std::fabs(norm - 1.0), 1e-3);
+  ExpectOneLineError(Petrel({"embed", "-m", BertGguf(), "-p", "x", "--pooling", "max"}),
+                     "--pooling");
+  ExpectOneLineError(Petrel({"embed", "-m", BertGguf()}), "give -p TEXT or -f FILE");
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "word ";
+  ExpectOneLineError(Petrel({"embed", "-m", BertGguf(), "-p", long_text}), "learned positions");
+  ExpectOneLineError(Petrel({"run", "-m", BertGguf(), "-p", "x", "-n", "2"}), "no output head");
+}
+
 // The official `openai` npm client (tests/openai_client/embeddings.mjs, installed on demand
 // into the scratch folder) against the server, checked against `petrel embed`.
 TEST(ServerEmbeddings, OfficialOpenAiClient) {
