@@ -2,6 +2,8 @@
 // (GGUF and Hugging Face folder, cpu and ref backends), that each of its features matters (a
 // causal mask, another pooling, no normalisation fail parity), hostile configs as one-line
 // errors, and a decoder used as an embedder (last-token pooling).
+#include "core/generation/embedding.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +16,6 @@
 
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
-#include "core/generation/embedding.h"
 #include "core/model/loader.h"
 #include "core/runtime/engine.h"
 #include "core/tokenizer/tokenizer.h"
@@ -189,7 +190,8 @@ std::string RewriteGguf(const std::string& name, const std::function<void(GgufWr
     if (info.name == drop) continue;
     const void* data = info.data;
     const size_t bytes = info.desc.bytes();
-    writer.AddTensor(info.name, info.desc, [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+    writer.AddTensor(info.name, info.desc,
+                     [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
   }
   const std::string path = testing::ScratchDir() + "/embedding_" + name + ".gguf";
   EXPECT_TRUE(writer.Write(path).ok());
@@ -249,9 +251,11 @@ TEST(BertHostile, OneLineErrors) {
                   "pooling type 7 is not known");
   ExpectLoadError(RewriteGguf("pool4", [](GgufWriter& w) { w.SetU32("bert.pooling_type", 4); }),
                   "rank");
-  ExpectLoadError(RewriteGguf("nopos", [](GgufWriter&) {}, "position_embd.weight"),
+  ExpectLoadError(RewriteGguf(
+                      "nopos", [](GgufWriter&) {}, "position_embd.weight"),
                   "tensor position_embd.weight is missing");
-  ExpectLoadError(RewriteGguf("notypes", [](GgufWriter&) {}, "token_types.weight"),
+  ExpectLoadError(RewriteGguf(
+                      "notypes", [](GgufWriter&) {}, "token_types.weight"),
                   "tensor token_types.weight is missing");
   ExpectLoadError(
       RewriteGguf("heads5", [](GgufWriter& w) { w.SetU32("bert.attention.head_count", 5); }),
@@ -262,19 +266,22 @@ TEST(BertHostile, OneLineErrors) {
   ExpectLoadError(RewriteHf("tanh", {{"hidden_act", "gelu_new"}}), "hidden_act 'gelu_new'");
   ExpectLoadError(RewriteHf("relative", {{"position_embedding_type", "relative_key"}}),
                   "position_embedding_type 'relative_key'");
-  ExpectLoadError(RewriteHf("maxpool", nlohmann::json::object(),
-                            {{"1_Pooling/config.json",
-                              R"({"pooling_mode_max_tokens": true, "pooling_mode_mean_tokens": false})"}}),
-                  "pooling_mode_max_tokens is not supported");
-  ExpectLoadError(RewriteHf("twopool", nlohmann::json::object(),
-                            {{"1_Pooling/config.json",
-                              R"({"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true})"}}),
-                  "expected one pooling mode, found 2");
+  ExpectLoadError(
+      RewriteHf("maxpool", nlohmann::json::object(),
+                {{"1_Pooling/config.json",
+                  R"({"pooling_mode_max_tokens": true, "pooling_mode_mean_tokens": false})"}}),
+      "pooling_mode_max_tokens is not supported");
+  ExpectLoadError(
+      RewriteHf("twopool", nlohmann::json::object(),
+                {{"1_Pooling/config.json",
+                  R"({"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true})"}}),
+      "expected one pooling mode, found 2");
   ExpectLoadError(RewriteHf("badflag", nlohmann::json::object(),
                             {{"1_Pooling/config.json", R"({"pooling_mode_cls_token": "yes"})"}}),
                   "must be true or false");
-  ExpectLoadError(RewriteHf("badmodules", nlohmann::json::object(), {{"modules.json", R"({"not": "a list"})"}}),
-                  "expected a JSON array of modules");
+  ExpectLoadError(
+      RewriteHf("badmodules", nlohmann::json::object(), {{"modules.json", R"({"not": "a list"})"}}),
+      "expected a JSON array of modules");
   // More context than the 128 learned positions.
   EngineOptions long_context;
   long_context.context = 512;

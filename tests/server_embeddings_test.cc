@@ -116,8 +116,8 @@ TEST(ServerEmbeddings, RequestShapesMatchTheCommand) {
   ASSERT_EQ(tokens.status, 200) << tokens.body.dump();
   const auto from_ids = tokens.body["data"][0]["embedding"].get<std::vector<float>>();
   for (size_t i = 0; i < 64; ++i) EXPECT_NEAR(from_ids[i], cli[0][i], 1e-6);
-  const Reply lists = Post(server.port(), "/v1/embeddings",
-                           json{{"input", {ids, std::vector<int32_t>{2, 3}}}});
+  const Reply lists =
+      Post(server.port(), "/v1/embeddings", json{{"input", {ids, std::vector<int32_t>{2, 3}}}});
   ASSERT_EQ(lists.status, 200) << lists.body.dump();
   EXPECT_EQ(lists.body["data"].size(), 2u);
   EXPECT_EQ(lists.body["usage"]["prompt_tokens"], 7);
@@ -126,13 +126,15 @@ TEST(ServerEmbeddings, RequestShapesMatchTheCommand) {
   const Reply b64 = Post(server.port(), "/v1/embeddings",
                          json{{"input", "Hello world"}, {"encoding_format", "base64"}});
   ASSERT_EQ(b64.status, 200) << b64.body.dump();
-  const std::vector<float> decoded = FromBase64(b64.body["data"][0]["embedding"].get<std::string>());
+  const std::vector<float> decoded =
+      FromBase64(b64.body["data"][0]["embedding"].get<std::string>());
   ASSERT_EQ(decoded.size(), 64u);
   for (size_t i = 0; i < 64; ++i) EXPECT_EQ(decoded[i], vector[i]);
 
   // `dimensions`: the model's own is accepted, another is a 400.
-  EXPECT_EQ(Post(server.port(), "/v1/embeddings",
-                 json{{"input", "Hello"}, {"dimensions", 64}}).status, 200);
+  EXPECT_EQ(
+      Post(server.port(), "/v1/embeddings", json{{"input", "Hello"}, {"dimensions", 64}}).status,
+      200);
   Expect4xx(Post(server.port(), "/v1/embeddings", json{{"input", "Hello"}, {"dimensions", 32}}),
             "cannot be shortened to 32");
 
@@ -183,7 +185,8 @@ TEST(ServerEmbeddings, ChatModelNeedsTheFlag) {
   }
   ServerProcess server({"-m", StoryF32Gguf(), "--no-access-log", "-c", "256", "--embeddings"});
   ASSERT_TRUE(server.ok()) << server.log();
-  const Reply reply = Post(server.port(), "/v1/embeddings", json{{"input", {"Once upon", "a time"}}});
+  const Reply reply =
+      Post(server.port(), "/v1/embeddings", json{{"input", {"Once upon", "a time"}}});
   ASSERT_EQ(reply.status, 200) << reply.body.dump();
   ASSERT_EQ(reply.body["data"].size(), 2u);
   const auto v = reply.body["data"][0]["embedding"].get<std::vector<float>>();
@@ -194,6 +197,35 @@ TEST(ServerEmbeddings, ChatModelNeedsTheFlag) {
   const Reply completion =
       Post(server.port(), "/v1/completions", json{{"prompt", "Once upon"}, {"max_tokens", 4}});
   EXPECT_EQ(completion.status, 200) << completion.body.dump();
+}
+
+// `petrel embed` itself: raw float32 output equals the JSON one, and bad options or inputs are
+// one error line.
+TEST(EmbedCommand, OutputsAndErrors) {
+  const std::vector<std::vector<float>> json_vectors = EmbedCli(BertGguf(), "Hello world\nSecond");
+  ASSERT_EQ(json_vectors.size(), 2u);
+  const Output raw =
+      Petrel({"embed", "-m", BertGguf(), "-p", "Hello world\nSecond", "--output", "f32"});
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  ASSERT_EQ(raw.out.size(), 2 * 64 * sizeof(float));
+  std::vector<float> values(2 * 64);
+  std::memcpy(values.data(), raw.out.data(), raw.out.size());
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(values[i], json_vectors[i / 64][i % 64]);
+  // Without normalisation the vector keeps its length.
+  const Output raw_norm =
+      Petrel({"embed", "-m", BertGguf(), "-p", "Hello world", "--embd-normalize", "-1"});
+  ASSERT_EQ(raw_norm.exit_code, 0) << raw_norm.err;
+  const auto unnormalised = json::parse(raw_norm.out).get<std::vector<float>>();
+  double norm = 0;
+  for (float x : unnormalised) norm += double(x) * x;
+  EXPECT_GT(std::fabs(norm - 1.0), 1e-3);
+  ExpectOneLineError(Petrel({"embed", "-m", BertGguf(), "-p", "x", "--pooling", "max"}),
+                     "--pooling");
+  ExpectOneLineError(Petrel({"embed", "-m", BertGguf()}), "give -p TEXT or -f FILE");
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "word ";
+  ExpectOneLineError(Petrel({"embed", "-m", BertGguf(), "-p", long_text}), "learned positions");
+  ExpectOneLineError(Petrel({"run", "-m", BertGguf(), "-p", "x", "-n", "2"}), "no output head");
 }
 
 // The official `openai` npm client (tests/openai_client/embeddings.mjs, installed on demand

@@ -24,7 +24,8 @@ std::string Base64(const void* data, size_t n) {
   std::string out;
   out.reserve((n + 2) / 3 * 4);
   for (size_t i = 0; i < n; i += 3) {
-    const uint32_t chunk = uint32_t(bytes[i]) << 16 | (i + 1 < n ? uint32_t(bytes[i + 1]) << 8 : 0) |
+    const uint32_t chunk = uint32_t(bytes[i]) << 16 |
+                           (i + 1 < n ? uint32_t(bytes[i + 1]) << 8 : 0) |
                            (i + 2 < n ? uint32_t(bytes[i + 2]) : 0);
     out += kAlphabet[chunk >> 18 & 63];
     out += kAlphabet[chunk >> 12 & 63];
@@ -88,8 +89,9 @@ ApiResult ReadInputs(const json& input, const Engine& engine,
       inputs->emplace_back();
       PETREL_RETURN_IF_API_ERROR(TokenInput(item, where, n_vocab, &inputs->back()));
     } else {
-      return InvalidField("input", where + " must be a string or an array of token ids, not " +
-                                       std::string(JsonTypeName(item)),
+      return InvalidField("input",
+                          where + " must be a string or an array of token ids, not " +
+                              std::string(JsonTypeName(item)),
                           "invalid_type");
     }
   }
@@ -108,13 +110,13 @@ void HandleEmbeddings(const ServingModel& model, const std::string& model_name,
   }
   json request = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded() || !request.is_object()) {
-    SendError(res, ApiError{400, "the request body must be a JSON object",
-                            "invalid_request_error", "", "invalid_json"});
+    SendError(res, ApiError{400, "the request body must be a JSON object", "invalid_request_error",
+                            "", "invalid_json"});
     return;
   }
   for (const auto& [name, value] : request.items()) {
-    if (name != "input" && name != "model" && name != "encoding_format" &&
-        name != "dimensions" && name != "user") {
+    if (name != "input" && name != "model" && name != "encoding_format" && name != "dimensions" &&
+        name != "user") {
       SendError(res, InvalidField(name, "'" + name + "' is not supported by this server",
                                   "unsupported_parameter"));
       return;
@@ -146,10 +148,10 @@ void HandleEmbeddings(const ServingModel& model, const std::string& model_name,
   }
   if (dimensions != dim) {
     // Truncating is only meaningful for models trained for it, which do not say so.
-    SendError(res, InvalidField("dimensions", "this model's embeddings have " +
-                                                  std::to_string(dim) +
-                                                  " dimensions and cannot be shortened to " +
-                                                  std::to_string(dimensions)));
+    SendError(res,
+              InvalidField("dimensions", "this model's embeddings have " + std::to_string(dim) +
+                                             " dimensions and cannot be shortened to " +
+                                             std::to_string(dimensions)));
     return;
   }
   std::vector<std::vector<int32_t>> inputs;
@@ -168,10 +170,10 @@ void HandleEmbeddings(const ServingModel& model, const std::string& model_name,
       return;
     }
     if (inputs[i].size() > limit) {
-      SendError(res, InvalidField("input", "input " + std::to_string(i) + " has " +
-                                               std::to_string(inputs[i].size()) +
-                                               " tokens, more than the " + std::to_string(limit) +
-                                               " this server takes per input",
+      SendError(res, InvalidField("input",
+                                  "input " + std::to_string(i) + " has " +
+                                      std::to_string(inputs[i].size()) + " tokens, more than the " +
+                                      std::to_string(limit) + " this server takes per input",
                                   "context_length_exceeded"));
       return;
     }
@@ -199,12 +201,11 @@ void HandleEmbeddings(const ServingModel& model, const std::string& model_name,
     }
     data.push_back(std::move(item));
   }
-  const json body = {{"object", "list"},
-                     {"data", std::move(data)},
-                     {"model", model_name},
-                     {"usage",
-                      {{"prompt_tokens", embeddings->tokens},
-                       {"total_tokens", embeddings->tokens}}}};
+  const json body = {
+      {"object", "list"},
+      {"data", std::move(data)},
+      {"model", model_name},
+      {"usage", {{"prompt_tokens", embeddings->tokens}, {"total_tokens", embeddings->tokens}}}};
   res.set_content(body.dump(), "application/json");
 }
 

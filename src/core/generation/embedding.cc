@@ -59,11 +59,14 @@ void Pool(PoolingKind pooling, const float* rows, size_t n_rows, size_t dim,
 // Which of a sequence's rows the pooling reads.
 bool Wanted(PoolingKind pooling, size_t index, size_t length) {
   switch (pooling) {
-    case PoolingKind::kCls: return index == 0;
-    case PoolingKind::kLast: return index + 1 == length;
+    case PoolingKind::kCls:
+      return index == 0;
+    case PoolingKind::kLast:
+      return index + 1 == length;
     case PoolingKind::kUnset:
     case PoolingKind::kNone:
-    case PoolingKind::kMean: return true;
+    case PoolingKind::kMean:
+      return true;
   }
   return true;
 }
@@ -89,8 +92,8 @@ Result<Embeddings> Embed(Engine& engine, std::span<const std::vector<int32_t>> i
     if (ids.empty()) return Error("input %zu is empty", i);
     for (size_t t = 0; t < ids.size(); ++t) {
       if (ids[t] < 0 || ids[t] >= config.n_vocab) {
-        return Error("input %zu: token %zu (id %d) is outside the vocabulary of %lld", i, t,
-                     ids[t], (long long)config.n_vocab);
+        return Error("input %zu: token %zu (id %d) is outside the vocabulary of %lld", i, t, ids[t],
+                     (long long)config.n_vocab);
       }
     }
     if (ids.size() > engine.context()) {
@@ -148,7 +151,8 @@ Result<Embeddings> Embed(Engine& engine, std::span<const std::vector<int32_t>> i
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<int32_t>& ids = inputs[i];
     const size_t blocks = (ids.size() + block_tokens - 1) / block_tokens;
-    if (batch.size() + ids.size() > batch_limit || blocks_taken + blocks > engine.kv_free_blocks()) {
+    if (batch.size() + ids.size() > batch_limit ||
+        blocks_taken + blocks > engine.kv_free_blocks()) {
       PETREL_RETURN_IF_ERROR(run());
       blocks_taken = 0;
     }

@@ -12,7 +12,8 @@ enum class OpKind : uint8_t {
   kRmsNorm,    // out = x / rms(x) * weight
   kMatMul,     // out[t] = W x[t] (+ bias): one row of W per output feature
   kRope,       // rotate q (in[0]) and k (in[1]) in place by each token's position
-  kAttention,  // write k/v rows into the paged KV cache, then causal attention of q over it
+  kAttention,  // write k/v rows into the paged KV cache, then attention of q over it (causal or
+               // bidirectional, AttentionParams::causal)
   kSiluMul,    // out = silu(gate) * up
   kGatedFfn,   // out[t] = silu(W_gate x[t]) * (W_up x[t]): both projections and the product in
                // one sweep over the rows (one pass, one barrier, no gate/up values)

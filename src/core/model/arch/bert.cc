@@ -195,8 +195,7 @@ Result<ModelConfig> BertConfigFromHf(const nlohmann::json& json, const Architect
   // Only the exact GELU has a kernel; the tanh forms would differ by ~1e-4 and are refused.
   PETREL_ASSIGN_OR_RETURN(const std::string act, JsonStringOr(json, "hidden_act", "gelu"));
   if (act != "gelu") {
-    return Error("config.json: hidden_act '%s' is not supported (gelu, the erf form)",
-                 act.c_str());
+    return Error("config.json: hidden_act '%s' is not supported (gelu, the erf form)", act.c_str());
   }
   PETREL_ASSIGN_OR_RETURN(const std::string positions,
                           JsonStringOr(json, "position_embedding_type", "absolute"));
@@ -227,16 +226,16 @@ void BertConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWriter
   writer->SetU32("tokenizer.ggml.token_type_count", uint32_t(c.n_token_types));
   const PoolingKind pooling = c.pooling;
   if (pooling != PoolingKind::kUnset) {
-    const uint32_t number = pooling == PoolingKind::kMean  ? 1
-                            : pooling == PoolingKind::kCls ? 2
+    const uint32_t number = pooling == PoolingKind::kMean   ? 1
+                            : pooling == PoolingKind::kCls  ? 2
                             : pooling == PoolingKind::kLast ? 3
                                                             : 0;
     writer->SetU32(a + ".pooling_type", number);
   }
 }
 
-void BuildBertGraph(const ModelConfig& c, const ModelWeights& w, size_t n_tokens,
-                    size_t n_selected, Graph* g) {
+void BuildBertGraph(const ModelConfig& c, const ModelWeights& w, size_t n_tokens, size_t n_selected,
+                    Graph* g) {
   auto rows_of = [&](ValueId v) { return g->values[size_t(v)].rows; };
   auto mat_mul = [&](int layer, ValueId x, const TensorView& weight, const TensorView& bias) {
     Node node{OpKind::kMatMul, layer, {x}};
