@@ -242,7 +242,8 @@ TEST(HostileConfig, GptOss) {
       TensorDesc desc = info.desc;
       if (info.name == "blk.2.attn_sinks.weight") desc = TensorDesc::Make(DType::kF32, {3});
       const size_t bytes = desc.bytes();
-      writer.AddTensor(info.name, desc, [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+      writer.AddTensor(info.name, desc,
+                       [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
     }
     const std::string path = testing::ScratchDir() + "/hostile_gptoss_sinks.gguf";
     ASSERT_TRUE(writer.Write(path).ok());
@@ -255,11 +256,13 @@ TEST(HostileConfig, GptOss) {
                   "sliding window 0 is invalid for windowed layers");
   ExpectLoadError(RewriteHf("gpt-oss", {{"sliding_window", nullptr}}, "gptoss_hf_wnull"),
                   "sliding window 0 is invalid for windowed layers");
-  ExpectLoadError(RewriteHf("gpt-oss",
-                            {{"layer_types", {"sliding_attention", "chunked_attention",
-                                              "sliding_attention", "full_attention"}}},
-                            "gptoss_hf_lt"),
-                  "layer type \"chunked_attention\" is not supported");
+  ExpectLoadError(
+      RewriteHf(
+          "gpt-oss",
+          {{"layer_types",
+            {"sliding_attention", "chunked_attention", "sliding_attention", "full_attention"}}},
+          "gptoss_hf_lt"),
+      "layer type \"chunked_attention\" is not supported");
   // Unknown RoPE scaling kinds.
   {
     auto in = GgufFile::Open(SynthArch("gpt-oss.gguf"));
@@ -272,32 +275,36 @@ TEST(HostileConfig, GptOss) {
     for (const GgufTensorInfo& info : (*in)->tensors()) {
       const void* data = info.data;
       const size_t bytes = info.desc.bytes();
-      writer.AddTensor(info.name, info.desc, [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+      writer.AddTensor(info.name, info.desc,
+                       [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
     }
     const std::string path = testing::ScratchDir() + "/hostile_gptoss_scaling.gguf";
     ASSERT_TRUE(writer.Write(path).ok());
     ExpectLoadError(path, "rope scaling 'ntk-magic' is not supported");
   }
-  ExpectLoadError(RewriteHf("gpt-oss", {{"rope_scaling", {{"rope_type", "ntk-magic"}, {"factor", 2.0}}}},
-                            "gptoss_hf_scaling"),
-                  "rope_scaling type 'ntk-magic' is not supported");
+  ExpectLoadError(
+      RewriteHf("gpt-oss", {{"rope_scaling", {{"rope_type", "ntk-magic"}, {"factor", 2.0}}}},
+                "gptoss_hf_scaling"),
+      "rope_scaling type 'ntk-magic' is not supported");
   // YaRN factor <= 0, inverted betas.
   for (double factor : {0.0, -32.0}) {
     ExpectLoadError(
         RewriteGguf("gpt-oss", {{"rope.scaling.factor", KeyEdit::kF32, factor}}, "gptoss_f"),
         "yarn rope scaling factor");
-    nlohmann::json scaling = {{"rope_type", "yarn"}, {"factor", factor},
-                              {"original_max_position_embeddings", 4096}};
+    nlohmann::json scaling = {
+        {"rope_type", "yarn"}, {"factor", factor}, {"original_max_position_embeddings", 4096}};
     ExpectLoadError(RewriteHf("gpt-oss", {{"rope_scaling", scaling}}, "gptoss_hf_f"),
                     "must be positive");
   }
-  ExpectLoadError(
-      RewriteHf("gpt-oss",
-                {{"rope_scaling",
-                  {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 1.0}, {"beta_slow", 32.0},
-                   {"original_max_position_embeddings", 4096}}}},
-                "gptoss_hf_beta"),
-      "yarn rope scaling needs beta_fast > beta_slow > 0");
+  ExpectLoadError(RewriteHf("gpt-oss",
+                            {{"rope_scaling",
+                              {{"rope_type", "yarn"},
+                               {"factor", 32.0},
+                               {"beta_fast", 1.0},
+                               {"beta_slow", 32.0},
+                               {"original_max_position_embeddings", 4096}}}},
+                            "gptoss_hf_beta"),
+                  "yarn rope scaling needs beta_fast > beta_slow > 0");
   ExpectLoadError(
       RewriteGguf("gpt-oss", {{"rope.scaling.yarn_beta_slow", KeyEdit::kF32, 64}}, "gptoss_beta"),
       "yarn rope scaling needs beta_fast > beta_slow > 0");

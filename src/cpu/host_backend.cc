@@ -150,7 +150,7 @@ Status HostBackend::BeginBatch(const BatchContext& batch) {
 }
 
 const HostBackend::RopeTable& HostBackend::RopeTableFor(const double* inv_freq, size_t pairs,
-                                                         float attn_factor) {
+                                                        float attn_factor) {
   for (size_t i = 0; i < rope_tables_used_; ++i) {
     const RopeTable& table = rope_tables_[i];
     if (table.inv_freq == inv_freq && table.pairs == pairs && table.attn_factor == attn_factor) {

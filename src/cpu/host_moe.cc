@@ -245,8 +245,7 @@ Status HostBackend::RunMoeFfn(const Node& node, const TensorView* values) {
       const char* up_e = static_cast<const char*>(up.data) + e * n_ff * up_row_bytes;
       float* act = m.act.data() + first * n_ff;
       MatMulRows(gate.desc.dtype, gate_e + lo * gate_row_bytes, gate_row_bytes, n_in, in, tokens,
-                 gate_bias ? gate_bias + e * n_ff + lo : nullptr, gate_rows.data(), rows, 0,
-                 rows);
+                 gate_bias ? gate_bias + e * n_ff + lo : nullptr, gate_rows.data(), rows, 0, rows);
       MatMulRows(up.desc.dtype, up_e, up_row_bytes, n_in, in, tokens,
                  up_bias ? up_bias + e * n_ff : nullptr, act, n_ff, lo, hi);
       for (size_t t = 0; t < tokens; ++t) {
@@ -295,8 +294,8 @@ Status HostBackend::RunMoeFfn(const Node& node, const TensorView* values) {
                            act_in.row_bytes};
       const char* down_e = static_cast<const char*>(down.data) + e * n_out * down_row_bytes;
       MatMulRows(down.desc.dtype, down_e, down_row_bytes, n_ff, in, tokens,
-                 down_bias ? down_bias + e * n_out : nullptr, m.y.data() + first * n_out, n_out,
-                 lo, hi);
+                 down_bias ? down_bias + e * n_out : nullptr, m.y.data() + first * n_out, n_out, lo,
+                 hi);
     });
   }, kRowGrain, MatMulChunksPerThread(act_in.type, max_tokens));
 

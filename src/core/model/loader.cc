@@ -184,9 +184,8 @@ class Binder {
         // One row of n_in, or one per expert (n_out rows).
         if (view->desc.n_elems() != shape.n_in * shape.n_out || view->desc.ne[0] != shape.n_in) {
           if (shape.n_out == 1) {
-            return Error("%s: tensor %s has shape %s, expected [%lld]",
-                         source_.Describe().c_str(), name.c_str(),
-                         view->desc.ShapeString().c_str(), (long long)shape.n_in);
+            return Error("%s: tensor %s has shape %s, expected [%lld]", source_.Describe().c_str(),
+                         name.c_str(), view->desc.ShapeString().c_str(), (long long)shape.n_in);
           }
           return Error("%s: tensor %s has shape %s, expected [%lld, %lld]",
                        source_.Describe().c_str(), name.c_str(), view->desc.ShapeString().c_str(),
@@ -232,8 +231,8 @@ class Binder {
     const int64_t n_features = vector ? shape.n_in : shape.n_out;
     const int64_t n_inputs = vector ? 1 : shape.n_in;
     const int64_t n_mats = spec.kind == WeightKind::kExperts ? config_.n_experts
-                           : vector                           ? shape.n_out
-                                                              : 1;
+                           : vector                          ? shape.n_out
+                                                             : 1;
     // The expected HF shape, innermost first.
     int64_t want[3] = {0, 0, 0};
     if (vector) {
@@ -244,16 +243,16 @@ class Binder {
       want[0] = n_inputs, want[1] = n_features * stride, want[2] = n_mats;
     }
     const TensorDesc& d = view->desc;
-    const size_t elem_bytes = d.dtype == DType::kF32 ? 4
+    const size_t elem_bytes = d.dtype == DType::kF32                              ? 4
                               : d.dtype == DType::kF16 || d.dtype == DType::kBF16 ? 2
                                                                                   : 0;
     if (d.ne[0] != want[0] || d.ne[1] != want[1] || d.ne[2] != want[2] || d.ne[3] != 1 ||
         elem_bytes == 0 || first < 0 || first >= stride) {
-      return Error("%s: tensor %s is %s %s, expected F32, F16 or BF16 [%lld, %lld, %lld] "
-                   "(innermost first)",
-                   source_.Describe().c_str(), name.c_str(), DTypeName(d.dtype),
-                   d.ShapeString().c_str(), (long long)want[0], (long long)want[1],
-                   (long long)want[2]);
+      return Error(
+          "%s: tensor %s is %s %s, expected F32, F16 or BF16 [%lld, %lld, %lld] "
+          "(innermost first)",
+          source_.Describe().c_str(), name.c_str(), DTypeName(d.dtype), d.ShapeString().c_str(),
+          (long long)want[0], (long long)want[1], (long long)want[2]);
     }
     // out[m][o][i] = in[m][i][o * stride + first] (input-major) or in[m][o * stride + first][i].
     const size_t n_out_elems = size_t(n_mats * n_features * n_inputs);
@@ -290,8 +289,8 @@ class Binder {
   // is the exponent followed by 16 bytes whose low nibbles are elements 0-15 and high nibbles
   // 16-31, so the blocks are repacked into an owned tensor (same values, no rounding); the
   // scales being a separate tensor, the checkpoint's bytes cannot be used in place.
-  Status BindMxfp4Experts(const WeightSpec& spec, const std::string& name,
-                          const TensorView& blocks, TensorView* out) {
+  Status BindMxfp4Experts(const WeightSpec& spec, const std::string& name, const TensorView& blocks,
+                          TensorView* out) {
     PETREL_ASSIGN_OR_RETURN(const TensorView* scales, source_.Find(name + "_scales"));
     const WeightShape shape = spec.shape(config_);
     const int64_t stride = spec.hf_stride, first = spec.hf_first;
@@ -299,11 +298,11 @@ class Binder {
     const TensorDesc& b = blocks.desc;
     if (shape.n_in % 32 != 0 || b.dtype != DType::kI8 || b.ne[0] != 16 || b.ne[1] != n_blocks ||
         b.ne[2] != n_rows || b.ne[3] != config_.n_experts) {
-      return Error("%s: tensor %s_blocks is %s %s, expected U8 [%lld, %lld, %lld, 16] (an input "
-                   "width that is a multiple of 32)",
-                   source_.Describe().c_str(), name.c_str(), DTypeName(b.dtype),
-                   b.ShapeString().c_str(), (long long)config_.n_experts, (long long)n_rows,
-                   (long long)n_blocks);
+      return Error(
+          "%s: tensor %s_blocks is %s %s, expected U8 [%lld, %lld, %lld, 16] (an input "
+          "width that is a multiple of 32)",
+          source_.Describe().c_str(), name.c_str(), DTypeName(b.dtype), b.ShapeString().c_str(),
+          (long long)config_.n_experts, (long long)n_rows, (long long)n_blocks);
     }
     if (!scales || scales->desc.dtype != DType::kI8 || scales->desc.ne[0] != n_blocks ||
         scales->desc.ne[1] != n_rows || scales->desc.ne[2] != config_.n_experts ||

@@ -125,9 +125,10 @@ Status ModelConfig::Validate() const {
   if (!(expert_glu_alpha > 0.0f) || !std::isfinite(expert_glu_alpha) ||
       !(expert_glu_limit >= 0.0f) || !std::isfinite(expert_glu_limit) ||
       !std::isfinite(expert_glu_up_offset)) {
-    return Error("expert activation alpha %g / limit %g is invalid (alpha and limit must be "
-                 "positive)",
-                 double(expert_glu_alpha), double(expert_glu_limit));
+    return Error(
+        "expert activation alpha %g / limit %g is invalid (alpha and limit must be "
+        "positive)",
+        double(expert_glu_alpha), double(expert_glu_limit));
   }
   if (!(norm_eps >= 0.0f) || !std::isfinite(norm_eps)) return Error("norm epsilon is invalid");
   if (max_context < 0) return Error("context length is negative");
@@ -294,16 +295,14 @@ std::string ModelConfig::Summary() const {
     std::snprintf(buffer, sizeof(buffer),
                   "yarn             original context %lld, beta %g/%g, %s range, attention "
                   "factor %g\n",
-                  (long long)rope.original_context, double(rope.beta_fast),
-                  double(rope.beta_slow), rope.yarn_truncate ? "rounded" : "unrounded",
-                  double(rope.attn_factor));
+                  (long long)rope.original_context, double(rope.beta_fast), double(rope.beta_slow),
+                  rope.yarn_truncate ? "rounded" : "unrounded", double(rope.attn_factor));
     summary += buffer;
   }
   if (expert_glu_limit > 0.0f || expert_glu_alpha != 1.0f || expert_glu_up_offset != 0.0f) {
     std::snprintf(buffer, sizeof(buffer),
                   "expert glu       clamped at %g, sigmoid(%g x), up + %g\n",
-                  double(expert_glu_limit), double(expert_glu_alpha),
-                  double(expert_glu_up_offset));
+                  double(expert_glu_limit), double(expert_glu_alpha), double(expert_glu_up_offset));
     summary += buffer;
   }
   if (rope_local_base > 0.0f) {

@@ -36,7 +36,7 @@ struct RopeConfig {
   float factor = 1.0f;             // linear and llama3
   float low_freq_factor = 1.0f;    // llama3
   float high_freq_factor = 4.0f;   // llama3
-  int64_t original_context = 8192; // llama3, yarn
+  int64_t original_context = 8192;  // llama3, yarn
   // YaRN (rope_scaling.rope_type "yarn"): pairs rotating faster than `beta_fast` turns over the
   // original context keep their frequency, those slower than `beta_slow` turns are divided by
   // `factor`, a linear ramp between. The ramp's ends are rounded outwards (floor/ceil) when

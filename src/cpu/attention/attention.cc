@@ -453,8 +453,7 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
     for (size_t r = 0; r < n_rows; ++r) {
       const size_t query = r / n_group_heads, head = h0 + r % n_group_heads;
       float* acc = rows.acc.data() + r * dim_padded;
-      float sum =
-          hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, rows.sum_lanes.data() + r * kLanes)));
+      float sum = hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, rows.sum_lanes.data() + r * kLanes)));
       float correction = 1.0f;
       if (args.sinks != nullptr) {
         // The sink joins the denominator only. Rescaled to the larger of the running max and

@@ -321,8 +321,7 @@ void LlamaConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWrite
   } else if (c.rope.scaling == RopeScalingKind::kYarn) {
     writer->SetString(a + ".rope.scaling.type", "yarn");
     writer->SetF32(a + ".rope.scaling.factor", c.rope.factor);
-    writer->SetU32(a + ".rope.scaling.original_context_length",
-                   uint32_t(c.rope.original_context));
+    writer->SetU32(a + ".rope.scaling.original_context_length", uint32_t(c.rope.original_context));
     writer->SetF32(a + ".rope.scaling.yarn_beta_fast", c.rope.beta_fast);
     writer->SetF32(a + ".rope.scaling.yarn_beta_slow", c.rope.beta_slow);
     // No llama.cpp key says whether the ramp is rounded: petrel's own, only when it is not
