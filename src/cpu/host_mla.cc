@@ -57,7 +57,7 @@ Status HostBackend::RunMlaAttention(const Node& node, const TensorView* values,
                  latent.desc.ShapeString().c_str(), k_rope.desc.ShapeString().c_str(),
                  kv.row_elems, n_heads, nope, rope, kv_lora);
   }
-  const RopeTable& table = RopeTableFor(node.rope.inv_freq, rope / 2);
+  const RopeTable& table = RopeTableFor(node.rope.inv_freq, rope / 2, node.rope.attn_factor);
   const RopeStyle style = node.rope.style;
   MlaScratch& m = mla_;
   m.rows.resize(n_tokens * row);
