@@ -646,7 +646,9 @@ TEST_P(BackendConformance, MoeFfnGroupedRouting) {
     node.weight_up = Placed(up);
     node.weight_down = Placed(down);
     node.select_bias = r.with_bias ? &bias : nullptr;
-    node.moe = MoeParams{int32_t(n_experts), top_k, r.norm, r.gating, r.groups, r.used, r.score, r.scale};
+    node.moe = MoeParams{.n_experts = int32_t(n_experts), .top_k = top_k, .norm_top_k = r.norm,
+                         .gating = r.gating, .n_groups = r.groups, .groups_used = r.used,
+                         .group_score = r.score, .scale = r.scale};
     if (!backend_->Supports(node)) continue;
     const size_t n = 21;
     BatchData b = SimpleBatch(n, kVocab);
@@ -718,11 +720,14 @@ TEST_P(BackendConformance, MoeFfnGroupedRouting) {
   bad.weight = &gate.view;
   bad.weight_up = &up.view;
   bad.weight_down = &down.view;
-  bad.moe = MoeParams{int32_t(n_experts), 2, true, MoeGating::kSigmoid, 3, 1};
+  bad.moe = MoeParams{.n_experts = int32_t(n_experts), .top_k = 2,
+                      .gating = MoeGating::kSigmoid, .n_groups = 3, .groups_used = 1};
   EXPECT_FALSE(backend_->Supports(bad));
-  bad.moe = MoeParams{int32_t(n_experts), 2, true, MoeGating::kSigmoid, 2, 3};
+  bad.moe = MoeParams{.n_experts = int32_t(n_experts), .top_k = 2,
+                      .gating = MoeGating::kSigmoid, .n_groups = 2, .groups_used = 3};
   EXPECT_FALSE(backend_->Supports(bad));
-  bad.moe = MoeParams{int32_t(n_experts), 5, true, MoeGating::kSigmoid, 2, 1};
+  bad.moe = MoeParams{.n_experts = int32_t(n_experts), .top_k = 5,
+                      .gating = MoeGating::kSigmoid, .n_groups = 2, .groups_used = 1};
   EXPECT_FALSE(backend_->Supports(bad));
 }
 
