@@ -105,7 +105,12 @@ TEST(WeightTables, NamesAreUnique) {
     }
     for (const WeightSpec& spec : arch->layer_weights) {
       EXPECT_TRUE(gguf.insert(GgufWeightName(spec, 0)).second) << spec.gguf_name;
-      EXPECT_TRUE(hf.insert(HfWeightName(*arch, spec, 0)).second) << spec.hf_name;
+      // Interleaved slices of one HF tensor (gpt-oss's gate_up_proj) share its name, and
+      // weights derived from one HF tensor (DeepSeek's k_b and v_b from kv_b_proj) name it.
+      if (spec.derived) continue;
+      const std::string slice =
+          spec.hf_stride > 1 ? "#" + std::to_string(spec.hf_first) : std::string();
+      EXPECT_TRUE(hf.insert(HfWeightName(*arch, spec, 0) + slice).second) << spec.hf_name;
     }
     begin = end + 2;
   }

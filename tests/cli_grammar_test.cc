@@ -49,11 +49,11 @@ name ::= [A-Z] [a-z]{1,6}
 }
 
 TEST(CliGrammarTest, JsonSchemaFileIsConvertedAndChecked) {
-  // The story vocabulary has no braces, so a schema run on it fails with the mask's error.
+  // The story vocabulary has no braces, so a schema run on it is refused before generating.
   const std::string schema = WriteFile("cli-grammar.schema.json", R"({"type": "object"})");
   const auto output =
       Petrel({"run", "-m", StoryF32Gguf(), "-p", "Once", "-n", "8", "--json-schema-file", schema});
-  ExpectOneLineError(output, "no token of the vocabulary can continue the text");
+  ExpectOneLineError(output, "needs the character '{' (U+007B), which no token of the model's vocabulary spells");
 }
 
 TEST(CliGrammarTest, ErrorsComeBeforeTheModelLoads) {

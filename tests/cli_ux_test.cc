@@ -271,8 +271,9 @@ TEST(CliUxTest, ChatEscapesTheSystemPromptWithE) {
 }
 
 // Every `petrel …` line of README.md's "Using petrel" block, as written: MODEL is the story model
-// (MODEL.gguf and VOCAB.gguf its GGUF file); the files the examples read (prompt.txt, ctx.json,
-// text.txt) are made in a scratch working folder, where they also write theirs.
+// (MODEL.gguf and VOCAB.gguf its GGUF file), BERT.gguf the synthetic encoder; the files the
+// examples read (prompt.txt, lines.txt, ctx.json, text.txt) are made in a scratch working
+// folder, where they also write theirs.
 TEST(CliUxTest, ReadmeExamplesRun) {
   const char* source = std::getenv("PETREL_SOURCE_DIR");
   ASSERT_NE(source, nullptr);
@@ -297,11 +298,15 @@ TEST(CliUxTest, ReadmeExamplesRun) {
   std::filesystem::create_directories(work);
   const std::string model = StoryWithChatTemplate(work + "/story-chat");
   std::ofstream(work + "/prompt.txt") << "Once upon a time";
+  std::ofstream(work + "/lines.txt") << "Once upon a time\nA cat sat on the mat\n";
   std::ofstream(work + "/text.txt") << ReadFile(testing::SharedDir() + "/golden/perplexity/stories.txt");
   std::ofstream(work + "/ctx.json")
       << R"({"messages": [{"role": "user", "content": "Hi!"}], "add_generation_prompt": true})";
   const std::vector<std::pair<std::string, std::string>> placeholders = {
-      {"MODEL.gguf", testing::StoryF32Gguf()}, {"VOCAB.gguf", testing::StoryF32Gguf()}, {"MODEL", model}};
+      {"MODEL.gguf", testing::StoryF32Gguf()},
+      {"VOCAB.gguf", testing::StoryF32Gguf()},
+      {"BERT.gguf", testing::SharedDir() + "/models/synth-arch2/bert.gguf"},
+      {"MODEL", model}};
   for (const std::string& example : examples) {
     std::string command = testing::Quote(std::getenv("PETREL_BIN")) + example.substr(6);
     for (const auto& [name, value] : placeholders) {

@@ -147,12 +147,13 @@ constexpr std::array<WeightSpec, kDeepSeek2WeightCount> DeepSeek2LayerWeights() 
   w[kWqB] = {"attn_q_b.weight", "self_attn.q_b_proj.weight", kMatrix, &QRankToQ, &QLora};
   w[kWq] = {"attn_q.weight", "self_attn.q_proj.weight", kMatrix, &DimToQ, &NoQLora};
   w[kWkvA] = {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight", kMatrix, &DimToKvA};
-  w[kWkvALatent] = {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight", kMatrix,
-                    &DimToKvRank};
+  // The two row ranges of the fused tensor, named like Phi-3's parts ("name[part]").
+  w[kWkvALatent] = {"attn_kv_a_mqa.weight[latent]", "self_attn.kv_a_proj_with_mqa.weight[latent]",
+                    kMatrix, &DimToKvRank};
   w[kWkvALatent].fused_in = kWkvA;
   w[kWkvALatent].first_row = &FirstRow;
-  w[kWkvARope] = {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight", kMatrix,
-                  &DimToRope};
+  w[kWkvARope] = {"attn_kv_a_mqa.weight[rope]", "self_attn.kv_a_proj_with_mqa.weight[rope]",
+                  kMatrix, &DimToRope};
   w[kWkvARope].fused_in = kWkvA;
   w[kWkvARope].first_row = &RopeRow;
   w[kKvANorm] = {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight", kVector, &KvRank};
