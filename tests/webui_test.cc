@@ -87,10 +87,11 @@ TEST_F(WebUiTest, ServesItsFilesWithTypesAndPolicy) {
     const char* source;
     const char* content_type;
   };
-  for (const File& file : {File{"/", "src/server/webui/index.html", "text/html; charset=utf-8"},
-                           File{"/index.html", "src/server/webui/index.html", "text/html; charset=utf-8"},
-                           File{"/app.js", "src/server/webui/app.js", "text/javascript; charset=utf-8"},
-                           File{"/style.css", "src/server/webui/style.css", "text/css; charset=utf-8"}}) {
+  for (const File& file :
+       {File{"/", "src/server/webui/index.html", "text/html; charset=utf-8"},
+        File{"/index.html", "src/server/webui/index.html", "text/html; charset=utf-8"},
+        File{"/app.js", "src/server/webui/app.js", "text/javascript; charset=utf-8"},
+        File{"/style.css", "src/server/webui/style.css", "text/css; charset=utf-8"}}) {
     SCOPED_TRACE(file.path);
     auto res = client.Get(file.path);  // no key: the page's files are public
     ASSERT_TRUE(res);
