@@ -83,7 +83,7 @@ void RouteWebUi(httplib::Server& server) {
   // cpp-httplib reads a pattern as a regex, whose '.' matches any character: FindWebUiFile()
   // answers only the exact names.
   for (size_t i = 0; i < kWebUiFiles_count; ++i) {
-    server.Get("/" + std::string(kWebUiFiles[i].name), serve);
+    server.Get(std::string("/").append(kWebUiFiles[i].name), serve);
   }
 }
 

@@ -30,8 +30,10 @@ inline std::string NpmPackagesDir(const std::string& name, const std::vector<std
     // "@scope/package@range": the version is after the last '@' that is not the first byte.
     const size_t at = spec.rfind('@');
     const std::string package = at == 0 || at == std::string::npos ? spec : spec.substr(0, at);
-    present += " && test -d " + Quote("node_modules/" + package);
-    wanted += " " + Quote(spec);
+    present += " && test -d ";
+    present += Quote("node_modules/" + package);
+    wanted += ' ';
+    wanted += Quote(spec);
   }
   const std::string install = "mkdir -p " + Quote(dir) + " && cd " + Quote(dir) + " && ((" +
                               present + ") || npm install --silent --no-audit --no-fund" + wanted +
@@ -63,7 +65,10 @@ inline nlohmann::json RunNodeScript(const std::string& dir, const std::string& s
   std::remove(out.c_str());
   std::string command = "cd " + Quote(dir) + " && node " + Quote(TestsSourceDir() + "/" + script) +
                         " " + std::to_string(port) + " " + Quote(out);
-  for (const std::string& arg : extra) command += " " + Quote(arg);
+  for (const std::string& arg : extra) {
+    command += ' ';
+    command += Quote(arg);
+  }
   command += " >" + Quote(out + ".log") + " 2>&1";
   if (std::system(command.c_str()) != 0) return nlohmann::json::value_t::discarded;
   std::ifstream in(out);
