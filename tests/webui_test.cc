@@ -256,6 +256,7 @@ TEST_F(WebUiTest, ChatInHeadlessChromium) {
   EXPECT_TRUE(hostile["reasoning_present"].get<bool>());
   EXPECT_FALSE(hostile["reasoning_open"].get<bool>());
   EXPECT_EQ(hostile["reasoning"], "thinking " + img);
+  EXPECT_EQ(hostile["stats"], "");
   EXPECT_EQ(seen["page_errors"].size(), 0u);
 }
 

@@ -32,6 +32,9 @@ const kHostile = {
     {
       role: "assistant",
       reasoning: `thinking ${kImg}`,
+      // Stored figures of the wrong type are dropped, not rendered or called.
+      stats: { tokens: kImg, seconds: "1", rate: "5" },
+      finish: kImg,
       content:
         `${kScript}\n\n${kImg}\n\n**bold ${kImg}** and \`code ${kScript}\`\n\n` +
         "- one\n- two\n\n1. first\n2. second\n\n```html\n" + kScript + "\n```\nafter",
@@ -171,6 +174,7 @@ try {
       user: document.querySelector('#messages .message[data-role="user"] .content').textContent,
       title: document.querySelector("#conversations li.current .open").textContent,
       content: assistant.querySelector(".content").textContent,
+      stats: assistant.querySelector(".stats").textContent,
       paragraphs: [...assistant.querySelectorAll(".content > p")].map((node) => node.textContent),
       strong: [...assistant.querySelectorAll(".content strong")].map((node) => node.textContent),
       code: [...assistant.querySelectorAll(".content p code")].map((node) => node.textContent),

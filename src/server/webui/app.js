@@ -50,6 +50,10 @@ function asText(value) {
   return typeof value === "string" ? value : "";
 }
 
+function asNumber(value) {
+  return typeof value === "number" && Number.isFinite(value) ? value : 0;
+}
+
 function loadConversations() {
   const stored = readJson(kConversationsKey, []);
   if (!Array.isArray(stored)) return [];
@@ -63,7 +67,9 @@ function loadConversations() {
         content: asText(m.content),
         reasoning: asText(m.reasoning),
         finish: asText(m.finish),
-        stats: m.stats && typeof m.stats === "object" ? m.stats : null,
+        stats: m.stats && typeof m.stats === "object"
+          ? { tokens: asNumber(m.stats.tokens), seconds: asNumber(m.stats.seconds), rate: asNumber(m.stats.rate) }
+          : null,
       }));
     conversations.push({
       id: asText(item.id) || newId(),
@@ -190,6 +196,7 @@ function formatStats(message) {
   if (stats && stats.rate > 0) parts.push(stats.rate.toFixed(1) + " tokens/s");
   if (message.finish === "stopped") parts.push("stopped");
   if (message.finish === "length") parts.push("max tokens reached");
+  if (message.finish === "error") parts.push("ended with an error");
   return parts.join(" · ");
 }
 
@@ -486,6 +493,7 @@ async function send(text) {
         if (event.error) {
           // An error after the stream began (the server cancelled the request).
           showError(asText(event.error.message) || "the reply ended with an error");
+          reply.finish = "error";
           return;
         }
         if (event.usage && event.usage.completion_tokens) usageTokens = event.usage.completion_tokens;
