@@ -14,8 +14,8 @@ packages=(
   # the gpu tests run on any machine, and vulkaninfo.
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 )
-# The Khronos validation layer (PETREL_VULKAN_VALIDATION=1) is not packaged everywhere: only
-# when apt knows it.
+# Optional packages are installed only when apt knows them: the Khronos validation layer
+# (PETREL_VULKAN_VALIDATION=1) is not packaged everywhere, nor is a chromium outside a snap.
 optional_packages=(vulkan-validationlayers)
 missing=()
 for package in "${packages[@]}"; do
@@ -25,6 +25,12 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 updated=0
+# The web page test (tests/webui_test.cc) drives chromium with puppeteer-core from npm; node and
+# npm also run the openai client tests. Each is installed only when its command is missing, so a
+# node from elsewhere (NodeSource's, nvm's) is kept.
+for pair in chromium:chromium node:nodejs npm:npm; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || optional_packages+=("${pair#*:}")
+done
 for package in "${optional_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" && continue
   if ((!updated)); then

@@ -98,6 +98,7 @@ Runner AddServeCommand(CLI::App& app) {
     int64_t max_body_kib = 8 << 10;
     int64_t shutdown_timeout = 30;
     bool no_access_log = false;
+    bool no_web_ui = false;
     bool embeddings = false;
   };
   auto args = std::make_shared<Args>();
@@ -126,7 +127,8 @@ Runner AddServeCommand(CLI::App& app) {
                   "requests waiting for a slot at most; more get HTTP 429 (default 64)")
       ->check(IntRange(0, 4096));
   cmd->add_option("--api-key", args->api_key,
-                  "require \"Authorization: Bearer KEY\" on every route but /health");
+                  "require \"Authorization: Bearer KEY\" on every route but /health and the web "
+                  "page's files (the page asks for the key)");
   cmd->add_option("--chat-template-file", args->template_file,
                   "this Jinja template instead of the model's for /v1/chat/completions")
       ->check(CLI::ExistingFile);
@@ -148,6 +150,7 @@ Runner AddServeCommand(CLI::App& app) {
                   "are cancelled (default 30)")
       ->check(IntRange(0, 3600));
   cmd->add_flag("--no-access-log", args->no_access_log, "no line per request on stderr");
+  cmd->add_flag("--no-webui", args->no_web_ui, "no chat page at / (it answers 404)");
   cmd->add_flag("--embeddings", args->embeddings,
                 "also answer /v1/embeddings (always on for a model that gives only embeddings)");
   CLI::Option* cache_type = cmd->get_option("--cache-type");
@@ -181,6 +184,7 @@ Runner AddServeCommand(CLI::App& app) {
     // Every queued or running request holds a connection thread while it waits.
     http.threads = size_t(args->parallel + args->max_queue) + 16;
     http.access_log = !args->no_access_log;
+    http.web_ui = !args->no_web_ui;
     http.model_name = args->model_name.empty()
                           ? std::filesystem::path(args->model.model_path).filename().string()
                           : args->model_name;

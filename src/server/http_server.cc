@@ -11,6 +11,7 @@
 
 #include "server/connection_pool.h"
 #include "server/handlers.h"
+#include "server/web_ui.h"
 
 namespace petrel::server {
 namespace {
@@ -86,6 +87,10 @@ void HttpServer::Route() {
     if (options_.api_key.empty() || req.path == "/health") {
       return httplib::Server::HandlerResponse::Unhandled;
     }
+    // The page's files are public (see RouteWebUi); what the page asks of the API is not.
+    const bool page_file = options_.web_ui && (req.method == "GET" || req.method == "HEAD") &&
+                           FindWebUiFile(req.path).has_value();
+    if (page_file) return httplib::Server::HandlerResponse::Unhandled;
     const std::string header = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     const bool bearer = header.compare(0, prefix.size(), prefix) == 0;
@@ -211,6 +216,7 @@ void HttpServer::Route() {
                 HandleEmbeddings(serving, model_name, req, res);
               })));
   server.Post("/tokenize", bounded(with_model(&HandleTokenize)));
+  if (options_.web_ui) RouteWebUi(server);
   server.Post("/detokenize", bounded(with_model(&HandleDetokenize)));
 }
 

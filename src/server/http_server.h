@@ -25,12 +25,13 @@ namespace petrel::server {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;      // 0: a free port (see port())
-  std::string api_key;  // non-empty: every route but /health needs it
+  std::string api_key;  // non-empty: every route but /health and the web page's files needs it
   size_t max_body_bytes = size_t(8) << 20;
   size_t threads = 32;                // connection threads that always run
   size_t max_threads = 4096;          // connections served at once at most (idle ones included)
   std::string model_name = "petrel";  // the id /v1/models reports
   bool access_log = true;             // one line per request on stderr
+  bool web_ui = true;                 // the chat page at / (server/web_ui.h)
 };
 
 // What the model endpoints need once the model is loaded. Not owned.

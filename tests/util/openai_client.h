@@ -1,47 +1,89 @@
-// The official `openai` npm package driving a test script (tests/openai_client/*.mjs) against a
-// running server: installed on demand into the scratch folder, skipped with a reason where
-// node, npm or the network are missing.
+// Node scripts from tests/ driving a running server with npm packages: the official `openai`
+// client (tests/openai_client/*.mjs) and `puppeteer-core` with Debian's chromium
+// (tests/webui/*.mjs). Packages are installed on demand into a folder of the scratch folder;
+// the tests skip, saying why, where node, npm, the network or chromium are missing.
 #pragma once
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "util/cli_runner.h"
 
 namespace petrel::testing {
 
-// The folder the package is installed into, or "" with `*skip` set to why it cannot be.
-inline std::string OpenAiClientDir(std::string* skip) {
+// The folder `specs` (npm package specs such as "openai@4") are installed into, under the
+// scratch folder's `name`, or "" with `*skip` set to why they cannot be. A package already
+// there is not installed again.
+inline std::string NpmPackagesDir(const std::string& name, const std::vector<std::string>& specs,
+                                  std::string* skip) {
   if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0) {
-    *skip = "node and npm are needed for the openai client tests";
+    *skip = "node and npm are needed for this test (scripts/setup.sh installs them)";
     return "";
   }
-  const std::string dir = ScratchDir() + "/openai_client";
-  const std::string install = "mkdir -p " + Quote(dir) + " && cd " + Quote(dir) +
-                              " && (test -d node_modules/openai || npm install --silent "
-                              "--no-audit --no-fund openai@4 >npm.log 2>&1)";
+  const std::string dir = ScratchDir() + "/" + name;
+  std::string present = "true", wanted;
+  for (const std::string& spec : specs) {
+    // "@scope/package@range": the version is after the last '@' that is not the first byte.
+    const size_t at = spec.rfind('@');
+    const std::string package = at == 0 || at == std::string::npos ? spec : spec.substr(0, at);
+    present += " && test -d ";
+    present += Quote("node_modules/" + package);
+    wanted += ' ';
+    wanted += Quote(spec);
+  }
+  const std::string install = "mkdir -p " + Quote(dir) + " && cd " + Quote(dir) + " && ((" +
+                              present + ") || npm install --silent --no-audit --no-fund" + wanted +
+                              " >npm.log 2>&1)";
   if (std::system(install.c_str()) != 0) {
-    *skip = "npm could not install the openai package (offline?); see " + dir + "/npm.log";
+    *skip = "npm could not install" + wanted + " (offline?); see " + dir + "/npm.log";
     return "";
   }
   return dir;
 }
 
-// Runs tests/openai_client/SCRIPT with the server's port and an output path; returns the JSON
-// the script wrote (discarded when it failed or wrote none).
-inline nlohmann::json RunOpenAiScript(const std::string& dir, const std::string& script, int port) {
+// The folder the `openai` package is installed into, or "" with `*skip` set to why it cannot be.
+inline std::string OpenAiClientDir(std::string* skip) {
+  return NpmPackagesDir("openai_client", {"openai@4"}, skip);
+}
+
+// The source tree's tests/ folder (PETREL_SOURCE_DIR, set by meson).
+inline std::string TestsSourceDir() {
   const char* source = std::getenv("PETREL_SOURCE_DIR");
-  const std::string path = std::string(source ? source : "..") + "/tests/openai_client/" + script;
-  const std::string out = dir + "/" + script + ".json";
+  return std::string(source ? source : "..") + "/tests";
+}
+
+// Runs `node tests/SCRIPT PORT OUT EXTRA...` from `dir` (where its packages are); returns the
+// JSON the script wrote to OUT (discarded when it failed or wrote none). Its output goes to
+// OUT.log (NodeScriptLog).
+inline nlohmann::json RunNodeScript(const std::string& dir, const std::string& script, int port,
+                                    const std::vector<std::string>& extra = {}) {
+  const std::string out = dir + "/" + script.substr(script.rfind('/') + 1) + ".json";
   std::remove(out.c_str());
-  const std::string command = "cd " + Quote(dir) + " && node " + Quote(path) + " " +
-                              std::to_string(port) + " " + Quote(out) + " >" +
-                              Quote(out + ".log") + " 2>&1";
+  std::string command = "cd " + Quote(dir) + " && node " + Quote(TestsSourceDir() + "/" + script) +
+                        " " + std::to_string(port) + " " + Quote(out);
+  for (const std::string& arg : extra) {
+    command += ' ';
+    command += Quote(arg);
+  }
+  command += " >" + Quote(out + ".log") + " 2>&1";
   if (std::system(command.c_str()) != 0) return nlohmann::json::value_t::discarded;
   std::ifstream in(out);
   return nlohmann::json::parse(in, nullptr, false);
+}
+
+// What RunNodeScript's run of `script` printed.
+inline std::string NodeScriptLog(const std::string& dir, const std::string& script) {
+  std::ifstream in(dir + "/" + script.substr(script.rfind('/') + 1) + ".json.log");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs tests/openai_client/SCRIPT with the server's port and an output path.
+inline nlohmann::json RunOpenAiScript(const std::string& dir, const std::string& script, int port) {
+  return RunNodeScript(dir, "openai_client/" + script, port);
 }
 
 }  // namespace petrel::testing
