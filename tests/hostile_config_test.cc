@@ -322,6 +322,9 @@ TEST(HostileConfig, GptOss) {
   auto gguf = LoadModel(RewriteGguf("gpt-oss", {}, "gptoss_same"), options);
   EXPECT_TRUE(gguf.ok()) << gguf.status().message();
   auto hf = LoadModel(RewriteHf("gpt-oss", nlohmann::json::object(), "gptoss_hf_same"), options);
+  EXPECT_TRUE(hf.ok()) << hf.status().message();
+}
+
 // DeepSeek2's latent attention and grouped routing, from GGUF metadata and from config.json.
 TEST(HostileConfig, DeepSeek2) {
   const std::string a = "deepseek2";
