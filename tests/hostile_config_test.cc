@@ -101,8 +101,8 @@ void ExpectLoadError(const std::string& path, const std::string& needle) {
   EXPECT_NE(message.find(path), std::string::npos) << "the error names the file: " << message;
 }
 
-const char* const kFamilies[] = {"qwen3",   "qwen3moe", "phi3",   "gemma2",
-                                 "gemma3",  "olmo2",    "granite", "smollm3"};
+const char* const kFamilies[] = {"qwen3",  "qwen3moe", "phi3",    "gemma2",
+                                 "gemma3", "olmo2",    "granite", "smollm3"};
 
 TEST(HostileConfig, EveryFamilyRefusesBadHeadsAndRopeFromGguf) {
   for (const std::string arch : kFamilies) {
@@ -379,8 +379,8 @@ TEST(HostileConfig, GraniteMultipliers) {
     SCOPED_TRACE(keys[i]);
     for (double bad : {0.0, -0.5}) {
       ExpectLoadError(RewriteGguf("granite", {{keys[i], KeyEdit::kF32, bad}}, "granite_mult"),
-                      "key granite." + std::string(keys[i]) + ": " +
-                          (bad == 0.0 ? "0" : "-0.5") + " is invalid (must be positive)");
+                      "key granite." + std::string(keys[i]) + ": " + (bad == 0.0 ? "0" : "-0.5") +
+                          " is invalid (must be positive)");
       ExpectLoadError(RewriteHf("granite", {{fields[i], bad}}, "granite_hf_mult"),
                       "field '" + std::string(fields[i]) + "' must be a positive number");
     }
@@ -415,10 +415,9 @@ TEST(HostileConfig, SmolLm3NopeLayers) {
                   "field 'no_rope_layers' entry 2 must be 1 (RoPE) or 0 (none)");
   ExpectLoadError(RewriteHf("smollm3", {{"no_rope_layers", "all"}}, "smol_hf_str"),
                   "field 'no_rope_layers' must list one flag per layer (4), found string");
-  ExpectLoadError(
-      RewriteHf("smollm3", {{"no_rope_layers", nullptr}, {"no_rope_layer_interval", 0}},
-                "smol_hf_interval0"),
-      "field 'no_rope_layer_interval' must be a positive integer, not 0");
+  ExpectLoadError(RewriteHf("smollm3", {{"no_rope_layers", nullptr}, {"no_rope_layer_interval", 0}},
+                            "smol_hf_interval0"),
+                  "field 'no_rope_layer_interval' must be a positive integer, not 0");
   ExpectLoadError(RewriteHf("smollm3", {{"use_sliding_window", true}}, "smol_hf_window"),
                   "windowed SmolLM3 layers are not supported");
   // petrel's GGUF key of the wrong length or with other values than 0/1.

@@ -120,21 +120,6 @@ TEST_P(Family, GreedyContinuationMatches) {
   EXPECT_EQ(result->new_ids, want) << PathOf(source);
 }
 
-// The HF folder through `petrel quantize` (F32): the GGUF it writes (Q/K rows permuted for
-// Granite and SmolLM3, Granite's multiplier keys) reads back to the golden logits.
-TEST_P(Family, HfFolderConvertedToGgufKeepsParity) {
-  const Source source = GetParam();
-  if (!source.hf) GTEST_SKIP() << "converts HF folders";
-  const std::string out = Scratch(std::string(source.arch) + "_converted.gguf");
-  const auto mix = ParseQuantMix("F32");
-  ASSERT_TRUE(mix.has_value());
-  const Status written = QuantizeHfFolder(PathOf(source), out, *mix, false);
-  ASSERT_TRUE(written.ok()) << written.message();
-  const auto stats = RunAgainstGolden(source.arch, out);
-  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
-  std::remove(out.c_str());
-}
-
 INSTANTIATE_TEST_SUITE_P(Sources, Family,
                          ::testing::Values(Source{"olmo2", false}, Source{"olmo2", true},
                                            Source{"granite", false}, Source{"granite", true},
@@ -142,6 +127,21 @@ INSTANTIATE_TEST_SUITE_P(Sources, Family,
                          [](const auto& info) {
                            return std::string(info.param.arch) + (info.param.hf ? "_hf" : "_gguf");
                          });
+
+// The HF folders through `petrel quantize` (F32): the GGUF each writes (Q/K rows permuted for
+// Granite and SmolLM3, Granite's multiplier keys) reads back to the golden logits.
+TEST(FamilyConvert, HfFolderToGgufKeepsParity) {
+  for (const std::string arch : {"olmo2", "granite", "smollm3"}) {
+    const std::string out = Scratch(arch + "_converted.gguf");
+    const auto mix = ParseQuantMix("F32");
+    ASSERT_TRUE(mix.has_value());
+    const Status written = QuantizeHfFolder(ModelDir() + arch + "-hf", out, *mix, false);
+    ASSERT_TRUE(written.ok()) << written.message();
+    const auto stats = RunAgainstGolden(arch, out);
+    EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << arch << ": " << stats.ToString();
+    std::remove(out.c_str());
+  }
+}
 
 // --- Each feature matters -----------------------------------------------------------------
 
@@ -224,8 +224,7 @@ TEST(GraniteFeatures, EachMultiplierMatters) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.ablation);
-    ExpectAblation("granite",
-                   RewriteGguf("granite", c.ablation, {{c.gguf_key, c.gguf_value}}),
+    ExpectAblation("granite", RewriteGguf("granite", c.ablation, {{c.gguf_key, c.gguf_value}}),
                    c.ablation);
     ExpectAblation("granite",
                    RewriteHf("granite", c.ablation, {{c.hf_field, double(c.gguf_value)}}),
@@ -235,15 +234,18 @@ TEST(GraniteFeatures, EachMultiplierMatters) {
 
 TEST(SmolLm3Features, NopeLayersMatter) {
   // RoPE on every layer: HF's list, petrel's GGUF key, and the config edited.
-  ExpectAblation("smollm3", RewriteHf("smollm3", "rope_everywhere", {{"no_rope_layers", {1, 1, 1, 1}}}),
-                 "nope_ignored");
   ExpectAblation("smollm3",
-                 RewriteGguf("smollm3", "rope_everywhere", {}, {{"smollm3.no_rope_layers", {1, 1, 1, 1}}}),
+                 RewriteHf("smollm3", "rope_everywhere", {{"no_rope_layers", {1, 1, 1, 1}}}),
                  "nope_ignored");
+  ExpectAblation(
+      "smollm3",
+      RewriteGguf("smollm3", "rope_everywhere", {}, {{"smollm3.no_rope_layers", {1, 1, 1, 1}}}),
+      "nope_ignored");
   ExpectAblation("smollm3", ModelDir() + "smollm3.gguf", "nope_ignored",
                  [](ModelConfig& c) { c.nope_layers.clear(); });
   // NoPE on layer 0 instead of 3 (the every-4th rule counted from 0).
-  ExpectAblation("smollm3", RewriteHf("smollm3", "nope_shifted", {{"no_rope_layers", {0, 1, 1, 1}}}),
+  ExpectAblation("smollm3",
+                 RewriteHf("smollm3", "nope_shifted", {{"no_rope_layers", {0, 1, 1, 1}}}),
                  "nope_shifted");
   // The interval alone gives the same layers as the list: without the list, every 4th.
   nlohmann::json no_list = {{"no_rope_layers", nullptr}, {"no_rope_layer_interval", 4}};

@@ -134,8 +134,8 @@ Status ModelConfig::Validate() const {
     for (const auto* table : {&rope.long_factors, &rope.short_factors}) {
       const char* which = table == &rope.long_factors ? "long" : "short";
       if (table->size() != n_pairs) {
-        return Error("longrope %s factors: %zu values, expected %zu (one per rotated pair)",
-                     which, table->size(), n_pairs);
+        return Error("longrope %s factors: %zu values, expected %zu (one per rotated pair)", which,
+                     table->size(), n_pairs);
       }
       for (float f : *table) {
         if (!(f > 0.0f) || !std::isfinite(f)) {

@@ -53,13 +53,12 @@ constexpr std::array<WeightSpec, kOlmo2WeightCount> Olmo2LayerWeights() {
   // One weight per element of the whole projection; its elements follow the rows' pair layout.
   w[kQNorm] = {"attn_q_norm.weight", "self_attn.q_norm.weight", kVector, &QDim, nullptr, true};
   w[kKNorm] = {"attn_k_norm.weight", "self_attn.k_norm.weight", kVector, &KvDim, nullptr, true};
-  w[kAttnPostNorm] = {
-      "post_attention_norm.weight", "post_attention_layernorm.weight", kVector, &Dim};
+  w[kAttnPostNorm] = {"post_attention_norm.weight", "post_attention_layernorm.weight", kVector,
+                      &Dim};
   w[kWGate] = {"ffn_gate.weight", "mlp.gate_proj.weight", kMatrix, &DimToFfn};
   w[kWUp] = {"ffn_up.weight", "mlp.up_proj.weight", kMatrix, &DimToFfn};
   w[kWDown] = {"ffn_down.weight", "mlp.down_proj.weight", kMatrix, &FfnToDim};
-  w[kFfnPostNorm] = {
-      "post_ffw_norm.weight", "post_feedforward_layernorm.weight", kVector, &Dim};
+  w[kFfnPostNorm] = {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", kVector, &Dim};
   return w;
 }
 
@@ -74,7 +73,8 @@ Result<ModelConfig> Olmo2ConfigFromGguf(const GgufFile& file, const Architecture
 
 Result<ModelConfig> Olmo2ConfigFromHf(const nlohmann::json& json, const Architecture& arch) {
   PETREL_ASSIGN_OR_RETURN(ModelConfig c, LlamaConfigFromHf(json, arch));
-  if (c.qkv_bias) return Error("config.json: field 'attention_bias': OLMo 2 biases are not supported");
+  if (c.qkv_bias)
+    return Error("config.json: field 'attention_bias': OLMo 2 biases are not supported");
   c.norms_after_sublayers = true;
   c.sliding_window = 0;  // OLMo 2 has none (OLMo 3's windows are another family)
   return c;

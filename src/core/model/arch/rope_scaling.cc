@@ -54,10 +54,11 @@ Result<std::vector<float>> FactorArray(const nlohmann::json& s, const char* fiel
 // A GGUF factor table: an F32 vector.
 Result<std::vector<float>> FactorTensor(const GgufFile& file, const char* name) {
   const GgufTensorInfo* info = file.FindTensor(name);
-  if (!info) return Error("tensor %s is missing (longrope needs the long and the short table)", name);
+  if (!info)
+    return Error("tensor %s is missing (longrope needs the long and the short table)", name);
   if (info->desc.dtype != DType::kF32 || info->desc.n_dims != 1) {
-    return Error("tensor %s: expected a F32 vector, found %s %s", name,
-                 DTypeName(info->desc.dtype), info->desc.ShapeString().c_str());
+    return Error("tensor %s: expected a F32 vector, found %s %s", name, DTypeName(info->desc.dtype),
+                 info->desc.ShapeString().c_str());
   }
   const float* values = static_cast<const float*>(info->data);
   return std::vector<float>(values, values + info->desc.ne[0]);
@@ -72,8 +73,9 @@ Status ReadGgufLongRope(const GgufFile& file, const Architecture& arch, int64_t 
     return Status::Ok();
   }
   if (!rope->freq_factors.empty() || rope->scaling != RopeScalingKind::kNone) {
-    return Error("rope_factors_long/short with another rope scaling (rope_freqs.weight or "
-                 "rope.scaling.type) is not supported");
+    return Error(
+        "rope_factors_long/short with another rope scaling (rope_freqs.weight or "
+        "rope.scaling.type) is not supported");
   }
   const std::string prefix = std::string(arch.gguf_name) + ".rope.scaling.";
   PETREL_ASSIGN_OR_RETURN(rope->long_factors, FactorTensor(file, "rope_factors_long.weight"));
@@ -101,10 +103,10 @@ Status ReadHfLongRope(const nlohmann::json& config, const nlohmann::json& s,
   // Phi-3 keeps the original context beside max_position_embeddings, newer configs inside
   // rope_scaling; either way the stretch is their ratio.
   const char* kOriginal = "original_max_position_embeddings";
-  const nlohmann::json* holder = config.contains(kOriginal) && !config[kOriginal].is_null()
-                                     ? &config
-                                     : (s.contains(kOriginal) && !s[kOriginal].is_null() ? &s
-                                                                                          : nullptr);
+  const nlohmann::json* holder =
+      config.contains(kOriginal) && !config[kOriginal].is_null()
+          ? &config
+          : (s.contains(kOriginal) && !s[kOriginal].is_null() ? &s : nullptr);
   double original = double(max_position_embeddings), factor = 1.0;
   if (holder) {
     const nlohmann::json& value = (*holder)[kOriginal];
@@ -133,8 +135,8 @@ Status ReadHfLongRope(const nlohmann::json& config, const nlohmann::json& s,
   rope->scaling = RopeScalingKind::kLongRope;
   rope->original_context = int64_t(original);
   rope->factor = float(factor);
-  rope->attn_factor = float(attention_factor > 0.0 ? attention_factor
-                                                   : LongRopeAttentionFactor(factor, original));
+  rope->attn_factor =
+      float(attention_factor > 0.0 ? attention_factor : LongRopeAttentionFactor(factor, original));
   rope->SelectLongRopeFactors(max_position_embeddings);
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
-// Readers of the RoPE scaling kinds that need more than a factor (YaRN, LongRoPE), from GGUF metadata and
-// from config.json's `rope_scaling`, shared by the families whose configs may carry them.
+// Readers of the RoPE scaling kinds that need more than a factor (YaRN, LongRoPE), from GGUF
+// metadata and from config.json's `rope_scaling`, shared by the families whose configs may carry
+// them.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -101,16 +101,17 @@ Result<ModelConfig> SmolLm3ConfigFromHf(const nlohmann::json& json, const Archit
   // Released SmolLM3 configs have `use_sliding_window: false` (and llama.cpp never applies a
   // window to this arch); a config that turns it on is refused rather than run without it.
   if (json.value("use_sliding_window", false) == true) {
-    return Error("config.json: field 'use_sliding_window': windowed SmolLM3 layers are not supported");
+    return Error(
+        "config.json: field 'use_sliding_window': windowed SmolLM3 layers are not supported");
   }
   c.sliding_window = 0;
   if (auto it = json.find("no_rope_layers"); it != json.end() && !it->is_null()) {
     if (!it->is_array() || int64_t(it->size()) != c.n_layers) {
-      return Error("config.json: field 'no_rope_layers' must list one flag per layer (%lld), "
-                   "found %s",
-                   (long long)c.n_layers,
-                   it->is_array() ? (std::to_string(it->size()) + " entries").c_str()
-                                  : it->type_name());
+      return Error(
+          "config.json: field 'no_rope_layers' must list one flag per layer (%lld), "
+          "found %s",
+          (long long)c.n_layers,
+          it->is_array() ? (std::to_string(it->size()) + " entries").c_str() : it->type_name());
     }
     for (const nlohmann::json& flag : *it) {
       if (!flag.is_number_integer() || (flag.get<int64_t>() != 0 && flag.get<int64_t>() != 1)) {
