@@ -161,6 +161,30 @@ TEST(Cli, TokenizeAndInfo) {
   EXPECT_NE(info.out.find("mat_mul: f32 FMA tiles"), std::string::npos) << info.out;
 }
 
+// `petrel info` names OLMo 2, Granite and SmolLM3 and their variants, from GGUF and HF folders.
+TEST(Cli, InfoShowsOlmo2GraniteSmolLm3) {
+  const struct {
+    const char* arch;
+    std::vector<std::string> lines;
+  } cases[] = {
+      {"olmo2", {"architecture     olmo2", "block norms      after attention and FFN (post-norm)"}},
+      {"granite",
+       {"architecture     granite", "residual scale   x0.22, logits divided by 8",
+        "scales           embedding x12, attention 0.0625"}},
+      {"smollm3", {"architecture     smollm3", "nope layers      3 of 4 (no rope)"}},
+  };
+  for (const auto& c : cases) {
+    for (const char* suffix : {".gguf", "-hf"}) {
+      const std::string model = SharedDir() + "/models/synth-arch2/" + c.arch + suffix;
+      const Output info = Petrel({"info", "-m", model});
+      ASSERT_EQ(info.exit_code, 0) << model << ": " << info.err;
+      for (const std::string& line : c.lines) {
+        EXPECT_NE(info.out.find(line), std::string::npos) << model << ": " << info.out;
+      }
+    }
+  }
+}
+
 TEST(Cli, SynthWritesARunnableModel) {
   const std::string path = testing::ScratchDir() + "/petrel_cli_synth.gguf";
   const Output synth = Petrel({"synth", "--shape", "64x2x4x2x96", "--type", "f16", "--vocab", StoryGguf(), "-o", path});

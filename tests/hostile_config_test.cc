@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/format/gguf.h"
@@ -100,7 +101,8 @@ void ExpectLoadError(const std::string& path, const std::string& needle) {
   EXPECT_NE(message.find(path), std::string::npos) << "the error names the file: " << message;
 }
 
-const char* const kFamilies[] = {"qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"};
+const char* const kFamilies[] = {"qwen3",  "qwen3moe", "phi3",    "gemma2",
+                                 "gemma3", "olmo2",    "granite", "smollm3"};
 
 TEST(HostileConfig, EveryFamilyRefusesBadHeadsAndRopeFromGguf) {
   for (const std::string arch : kFamilies) {
@@ -364,6 +366,165 @@ TEST(HostileConfig, DeepSeek2) {
   EXPECT_TRUE(gguf.ok()) << gguf.status().message();
   auto hf = LoadModel(RewriteHf(a, nlohmann::json::object(), "ds_hf_same"), options);
   EXPECT_TRUE(hf.ok()) << hf.status().message();
+}
+
+// Granite's four multipliers must be positive (zero or negative would silently zero or flip the
+// model; a zero attention scale would even read as the default).
+TEST(HostileConfig, GraniteMultipliers) {
+  const char* const keys[] = {"embedding_scale", "residual_scale", "attention.scale",
+                              "logit_scale"};
+  const char* const fields[] = {"embedding_multiplier", "residual_multiplier",
+                                "attention_multiplier", "logits_scaling"};
+  for (size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(keys[i]);
+    for (double bad : {0.0, -0.5}) {
+      ExpectLoadError(RewriteGguf("granite", {{keys[i], KeyEdit::kF32, bad}}, "granite_mult"),
+                      "key granite." + std::string(keys[i]) + ": " + (bad == 0.0 ? "0" : "-0.5") +
+                          " is invalid (must be positive)");
+      ExpectLoadError(RewriteHf("granite", {{fields[i], bad}}, "granite_hf_mult"),
+                      "field '" + std::string(fields[i]) + "' must be a positive number");
+    }
+    ExpectLoadError(RewriteHf("granite", {{fields[i], "12"}}, "granite_hf_mult_str"),
+                    "field '" + std::string(fields[i]) + "' must be a positive number, not \"12\"");
+  }
+  // The GGUF keys are required, as llama.cpp requires them.
+  auto in = GgufFile::Open(SynthArch("granite.gguf"));
+  ASSERT_TRUE(in.ok());
+  GgufWriter writer;
+  for (const auto& [key, value] : (*in)->metadata()) {
+    if (key != "general.alignment" && key != "granite.logit_scale") writer.CopyValue(key, value);
+  }
+  for (const GgufTensorInfo& info : (*in)->tensors()) {
+    const void* data = info.data;
+    const size_t bytes = info.desc.bytes();
+    writer.AddTensor(info.name, info.desc,
+                     [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+  }
+  const std::string path = testing::ScratchDir() + "/hostile_granite_nologit.gguf";
+  ASSERT_TRUE(writer.Write(path).ok());
+  ExpectLoadError(path, "granite.logit_scale");
+}
+
+// SmolLM3's NoPE layers: one 0/1 flag per layer, or a positive interval.
+TEST(HostileConfig, SmolLm3NopeLayers) {
+  ExpectLoadError(RewriteHf("smollm3", {{"no_rope_layers", {1, 1, 0}}}, "smol_hf_short"),
+                  "field 'no_rope_layers' must list one flag per layer (4), found 3 entries");
+  ExpectLoadError(RewriteHf("smollm3", {{"no_rope_layers", {1, 1, 0, 1, 1}}}, "smol_hf_long"),
+                  "field 'no_rope_layers' must list one flag per layer (4), found 5 entries");
+  ExpectLoadError(RewriteHf("smollm3", {{"no_rope_layers", {1, 1, 2, 0}}}, "smol_hf_two"),
+                  "field 'no_rope_layers' entry 2 must be 1 (RoPE) or 0 (none)");
+  ExpectLoadError(RewriteHf("smollm3", {{"no_rope_layers", "all"}}, "smol_hf_str"),
+                  "field 'no_rope_layers' must list one flag per layer (4), found string");
+  ExpectLoadError(RewriteHf("smollm3", {{"no_rope_layers", nullptr}, {"no_rope_layer_interval", 0}},
+                            "smol_hf_interval0"),
+                  "field 'no_rope_layer_interval' must be a positive integer, not 0");
+  ExpectLoadError(RewriteHf("smollm3", {{"use_sliding_window", true}}, "smol_hf_window"),
+                  "windowed SmolLM3 layers are not supported");
+  // petrel's GGUF key of the wrong length or with other values than 0/1.
+  for (const auto& [list, needle] :
+       {std::pair{std::vector<int32_t>{1, 1, 0}, "smollm3.no_rope_layers: 3 entries for 4 layers"},
+        std::pair{std::vector<int32_t>{1, 1, 1, 7}, "smollm3.no_rope_layers: entry 3 is 7"}}) {
+    auto in = GgufFile::Open(SynthArch("smollm3.gguf"));
+    ASSERT_TRUE(in.ok());
+    GgufWriter writer;
+    for (const auto& [key, value] : (*in)->metadata()) {
+      if (key != "general.alignment") writer.CopyValue(key, value);
+    }
+    writer.SetI32Array("smollm3.no_rope_layers", list);
+    for (const GgufTensorInfo& info : (*in)->tensors()) {
+      const void* data = info.data;
+      const size_t bytes = info.desc.bytes();
+      writer.AddTensor(info.name, info.desc,
+                       [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+    }
+    const std::string path = testing::ScratchDir() + "/hostile_smol_nope.gguf";
+    ASSERT_TRUE(writer.Write(path).ok());
+    ExpectLoadError(path, needle);
+  }
+}
+
+// OLMo 2's q/k norms span the whole projection: a per-head norm tensor is refused by shape.
+TEST(HostileConfig, Olmo2QkNormShape) {
+  auto in = GgufFile::Open(SynthArch("olmo2.gguf"));
+  ASSERT_TRUE(in.ok());
+  GgufWriter writer;
+  for (const auto& [key, value] : (*in)->metadata()) {
+    if (key != "general.alignment") writer.CopyValue(key, value);
+  }
+  for (const GgufTensorInfo& info : (*in)->tensors()) {
+    const void* data = info.data;
+    TensorDesc desc = info.desc;
+    if (info.name == "blk.1.attn_q_norm.weight") desc = TensorDesc::Make(DType::kF32, {16});
+    const size_t bytes = desc.bytes();
+    writer.AddTensor(info.name, desc, [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+  }
+  const std::string path = testing::ScratchDir() + "/hostile_olmo2_qnorm.gguf";
+  ASSERT_TRUE(writer.Write(path).ok());
+  ExpectLoadError(path, "tensor blk.1.attn_q_norm.weight has shape [16], expected [64]");
+}
+
+// LongRoPE's tables: one positive factor per rotated pair (16 here), both present.
+TEST(HostileConfig, LongRopeFactors) {
+  auto scaling = [](nlohmann::json long_factor, nlohmann::json short_factor) {
+    nlohmann::json s = {{"type", "longrope"}};
+    if (!long_factor.is_null()) s["long_factor"] = long_factor;
+    if (!short_factor.is_null()) s["short_factor"] = short_factor;
+    return nlohmann::json{{"max_position_embeddings", 4096},
+                          {"original_max_position_embeddings", 256},
+                          {"rope_scaling", s}};
+  };
+  const std::vector<double> ok(16, 1.5);
+  ExpectLoadError(RewriteHf("phi3", scaling(std::vector<double>(15, 1.5), ok), "lr_long15"),
+                  "longrope long factors: 15 values, expected 16 (one per rotated pair)");
+  ExpectLoadError(RewriteHf("phi3", scaling(ok, std::vector<double>(32, 1.5)), "lr_short32"),
+                  "longrope short factors: 32 values, expected 16 (one per rotated pair)");
+  std::vector<double> negative = ok;
+  negative[5] = -1.0;
+  ExpectLoadError(RewriteHf("phi3", scaling(ok, negative), "lr_neg"),
+                  "longrope short factor -1 is invalid (must be positive)");
+  ExpectLoadError(RewriteHf("phi3", scaling(ok, nullptr), "lr_noshort"),
+                  "rope_scaling field 'short_factor' must be an array of numbers (longrope)");
+  nlohmann::json text = ok;
+  text[2] = "x";
+  ExpectLoadError(RewriteHf("phi3", scaling(text, ok), "lr_text"),
+                  "rope_scaling field 'long_factor' must be an array of numbers, found \"x\"");
+  nlohmann::json zero_original = scaling(ok, ok);
+  zero_original["original_max_position_embeddings"] = 0;
+  ExpectLoadError(RewriteHf("phi3", zero_original, "lr_orig0"),
+                  "field 'original_max_position_embeddings' must be a positive integer, not 0");
+  nlohmann::json bad_attention = scaling(ok, ok);
+  bad_attention["rope_scaling"]["attention_factor"] = -2.0;
+  ExpectLoadError(RewriteHf("phi3", bad_attention, "lr_attn"),
+                  "rope_scaling field 'attention_factor' -2 must be positive");
+  // GGUF: a table of the wrong length, and one table without the other.
+  for (const auto& [long_len, with_short, needle] :
+       {std::tuple{15, true, "longrope long factors: 15 values, expected 16"},
+        std::tuple{16, false, "tensor rope_factors_short.weight is missing"}}) {
+    auto in = GgufFile::Open(SynthArch("phi3.gguf"));
+    ASSERT_TRUE(in.ok());
+    GgufWriter writer;
+    for (const auto& [key, value] : (*in)->metadata()) {
+      if (key != "general.alignment") writer.CopyValue(key, value);
+    }
+    for (const GgufTensorInfo& info : (*in)->tensors()) {
+      const void* data = info.data;
+      const size_t bytes = info.desc.bytes();
+      writer.AddTensor(info.name, info.desc,
+                       [data, bytes](void* dst) { std::memcpy(dst, data, bytes); });
+    }
+    auto fill = [](void* dst, int n) {
+      for (int i = 0; i < n; ++i) static_cast<float*>(dst)[i] = 1.5f;
+    };
+    writer.AddTensor("rope_factors_long.weight", TensorDesc::Make(DType::kF32, {long_len}),
+                     [fill, n = long_len](void* dst) { fill(dst, n); });
+    if (with_short) {
+      writer.AddTensor("rope_factors_short.weight", TensorDesc::Make(DType::kF32, {16}),
+                       [fill](void* dst) { fill(dst, 16); });
+    }
+    const std::string path = testing::ScratchDir() + "/hostile_longrope.gguf";
+    ASSERT_TRUE(writer.Write(path).ok());
+    ExpectLoadError(path, needle);
+  }
 }
 
 // The files rewritten with nothing changed still load: the edits above are what fails.

@@ -130,6 +130,18 @@ Status QuantizeHfFolder(const std::string& folder, const std::string& out_path, 
     writer.AddTensor("rope_freqs.weight", TensorDesc::Make(DType::kF32, {int64_t(factors->size())}),
                      [factors](void* dst) { std::memcpy(dst, factors->data(), factors->size() * sizeof(float)); });
   }
+  if (c.rope.scaling == RopeScalingKind::kLongRope) {
+    // llama.cpp's form of LongRoPE: the two divisor tables as tensors.
+    for (const auto& [name, table] :
+         {std::pair{"rope_factors_long.weight", &c.rope.long_factors},
+          std::pair{"rope_factors_short.weight", &c.rope.short_factors}}) {
+      auto factors = std::make_shared<std::vector<float>>(*table);
+      writer.AddTensor(name, TensorDesc::Make(DType::kF32, {int64_t(factors->size())}),
+                       [factors](void* dst) {
+                         std::memcpy(dst, factors->data(), factors->size() * sizeof(float));
+                       });
+    }
+  }
   PETREL_RETURN_IF_ERROR(unwritable);
   fallbacks.Finish(n_tensors);
   writer.SetProgress(progress);

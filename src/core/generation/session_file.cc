@@ -96,6 +96,11 @@ ModelFingerprint FingerprintModel(const LoadedModel& model) {
   header.Value<uint64_t>(c.rope.freq_factors.size());
   header.Bytes(c.rope.freq_factors.data(), c.rope.freq_factors.size() * sizeof(float));
   for (bool flag : {c.tied_embeddings, c.qkv_bias, c.output_proj_bias}) header.Value<uint8_t>(flag);
+  // Variants that change the cached K/V rows of the same tensors; hashed only when set, so the
+  // fingerprints of models without them are unchanged.
+  if (!c.nope_layers.empty()) header.Bytes(c.nope_layers.data(), c.nope_layers.size());
+  if (c.residual_scale != 1.0f) header.Value(c.residual_scale);
+  if (c.norms_after_sublayers) header.Value<uint8_t>(1);
   const Architecture& arch = *model.arch;
   const ModelWeights& w = model.weights;
   HashWeight(GgufWeightName(arch.token_embd, -1), w.token_embd, &header, &data);

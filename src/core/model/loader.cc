@@ -584,8 +584,9 @@ void Account(LoadedModel& model) {
   model.bytes_by_type.assign(by_type.begin(), by_type.end());
 }
 
-// Runs before any allocation sized by the config.
-Status CheckConfig(const ModelConfig& config, const std::string& where) {
+// Runs before any allocation sized by the config, after the caller's edit.
+Status CheckConfig(const LoadOptions& options, ModelConfig& config, const std::string& where) {
+  if (options.edit_config) options.edit_config(config);
   return config.Validate().Wrap(where);
 }
 
@@ -614,7 +615,7 @@ Status LoadGguf(const std::string& path, const LoadOptions& options, LoadedModel
       model.config.pooling = *pooling;
     }
   }
-  PETREL_RETURN_IF_ERROR(CheckConfig(model.config, path));
+  PETREL_RETURN_IF_ERROR(CheckConfig(options, model.config, path));
   if (options.load_tokenizer) {
     auto tokenizer = Tokenizer::FromGguf(*model.gguf);
     if (!tokenizer.ok()) return tokenizer.status().Wrap(path);
@@ -643,7 +644,7 @@ Status LoadHfFolder(const std::string& folder, const LoadOptions& options, Loade
   if (!quant_config.ok()) return quant_config.status().Wrap(folder + "/config.json");
   model.config = std::move(parsed).value();
   PETREL_RETURN_IF_ERROR(ReadSentenceTransformersPooling(folder, &model.config));
-  PETREL_RETURN_IF_ERROR(CheckConfig(model.config, folder));
+  PETREL_RETURN_IF_ERROR(CheckConfig(options, model.config, folder));
   PETREL_ASSIGN_OR_RETURN(model.safetensors, SafetensorsSet::OpenFolder(folder));
   model.format = "safetensors";
   model.mapped_bytes = model.safetensors->total_bytes();
@@ -695,6 +696,12 @@ Result<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
         model->lora, LoadLoraAdapters(*model->arch, model->config, model->weights, options.lora));
   }
   return model;
+}
+
+void UseRopeContext(int64_t context, LoadedModel* model) {
+  if (model->config.rope.scaling != RopeScalingKind::kLongRope) return;
+  model->config.rope.SelectLongRopeFactors(context);
+  model->weights.rope_inv_freq = model->config.rope.InverseFrequencies();
 }
 
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {

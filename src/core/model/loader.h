@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct LoadOptions {
   // of repacked exactly into Q4_0/Q5_0 where its groups allow (hf_quant.h): 4x the memory of
   // Q4_0, but f32 activations, so the logits match the checkpoint's f32 dequantization.
   bool prequantized_as_f32 = false;
+  // Changes the config read from the file before it is validated and anything is sized from
+  // it: for experiments and tests that run a model with one variant changed (an ablation).
+  std::function<void(ModelConfig&)> edit_config;
 };
 
 struct LoadedModel {
@@ -59,6 +63,11 @@ struct LoadedModel {
 
 // `path` is a .gguf file or a folder with config.json + safetensors (+ tokenizer.json).
 Result<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path, const LoadOptions& options = {});
+
+// LongRoPE chooses its factor table by the context the model runs with (model_config.h):
+// selects it for sequences of up to `context` tokens and recomputes the rotation frequencies.
+// Nothing to do for other scalings. Before any graph points at `weights.rope_inv_freq`.
+void UseRopeContext(int64_t context, LoadedModel* model);
 
 // Only the tokenizer of a model (vocabulary-only GGUF files work too).
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path);

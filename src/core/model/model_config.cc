@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace petrel {
 
@@ -38,6 +39,7 @@ std::vector<double> RopeConfig::InverseFrequencies() const {
     double freq = std::pow(double(base), -2.0 * double(i) / double(dims));
     switch (scaling) {
       case RopeScalingKind::kNone:
+      case RopeScalingKind::kLongRope:  // its divisors are `freq_factors`, applied below
         break;
       case RopeScalingKind::kLinear:
         freq /= factor;
@@ -70,6 +72,11 @@ std::vector<double> RopeConfig::InverseFrequencies() const {
     inv_freq[size_t(i)] = freq;
   }
   return inv_freq;
+}
+
+void RopeConfig::SelectLongRopeFactors(int64_t context) {
+  if (scaling != RopeScalingKind::kLongRope) return;
+  freq_factors = context > original_context ? long_factors : short_factors;
 }
 
 RopeConfig ModelConfig::LocalRope() const {
@@ -117,6 +124,25 @@ Status ModelConfig::Validate() const {
         "yarn rope scaling needs beta_fast > beta_slow > 0 (got %g, %g) and an original context "
         "length (got %lld)",
         double(rope.beta_fast), double(rope.beta_slow), value(rope.original_context));
+  }
+  if (rope.scaling == RopeScalingKind::kLongRope) {
+    if (rope.original_context <= 0) {
+      return Error("longrope rope scaling needs an original context length (got %lld)",
+                   value(rope.original_context));
+    }
+    const size_t n_pairs = size_t(rope.dims / 2);
+    for (const auto* table : {&rope.long_factors, &rope.short_factors}) {
+      const char* which = table == &rope.long_factors ? "long" : "short";
+      if (table->size() != n_pairs) {
+        return Error("longrope %s factors: %zu values, expected %zu (one per rotated pair)", which,
+                     table->size(), n_pairs);
+      }
+      for (float f : *table) {
+        if (!(f > 0.0f) || !std::isfinite(f)) {
+          return Error("longrope %s factor %g is invalid (must be positive)", which, double(f));
+        }
+      }
+    }
   }
   if (!(rope.attn_factor > 0.0f) || !std::isfinite(rope.attn_factor)) {
     return Error("rope attention factor %g is invalid (must be positive)",
@@ -168,6 +194,16 @@ Status ModelConfig::Validate() const {
   }
   if (!std::isfinite(embedding_scale) || !(embedding_scale > 0.0f)) {
     return Error("embedding scale %g is invalid", double(embedding_scale));
+  }
+  if (!std::isfinite(residual_scale) || !(residual_scale > 0.0f)) {
+    return Error("residual scale %g is invalid (must be positive)", double(residual_scale));
+  }
+  if (!std::isfinite(logits_divisor) || !(logits_divisor > 0.0f)) {
+    return Error("logits divisor %g is invalid (must be positive)", double(logits_divisor));
+  }
+  if (!nope_layers.empty() && nope_layers.size() != size_t(n_layers)) {
+    return Error("the NoPE layer list has %zu layers, the model %lld", nope_layers.size(),
+                 value(n_layers));
   }
   if (n_experts < 0 || n_experts > 4096) {
     return Error("expert count %lld is invalid", value(n_experts));
@@ -280,7 +316,8 @@ std::string ModelConfig::Summary() const {
                 rope.scaling == RopeScalingKind::kNone     ? "none"
                 : rope.scaling == RopeScalingKind::kLinear ? "linear"
                 : rope.scaling == RopeScalingKind::kLlama3 ? "llama3"
-                                                           : "yarn",
+                : rope.scaling == RopeScalingKind::kYarn   ? "yarn"
+                                                           : "longrope",
                 double(rope.factor), tied_embeddings ? "yes" : "no", qkv_bias ? "yes" : "no");
   std::string summary = buffer;
   // The variants of the other families, only when present.
@@ -297,6 +334,34 @@ std::string ModelConfig::Summary() const {
                   "factor %g\n",
                   (long long)rope.original_context, double(rope.beta_fast), double(rope.beta_slow),
                   rope.yarn_truncate ? "rounded" : "unrounded", double(rope.attn_factor));
+    summary += buffer;
+  }
+  if (rope.scaling == RopeScalingKind::kLongRope) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "longrope         original context %lld, %s factors in use, attention factor "
+                  "%g\n",
+                  (long long)rope.original_context,
+                  rope.freq_factors == rope.long_factors ? "long" : "short",
+                  double(rope.attn_factor));
+    summary += buffer;
+  }
+  if (!nope_layers.empty()) {
+    std::string layers;
+    for (size_t l = 0; l < nope_layers.size(); ++l) {
+      if (!nope_layers[l]) continue;
+      if (!layers.empty()) layers += ',';
+      layers += std::to_string(l);
+    }
+    std::snprintf(buffer, sizeof(buffer), "nope layers      %s of %lld (no rope)\n",
+                  layers.empty() ? "none" : layers.c_str(), (long long)n_layers);
+    summary += buffer;
+  }
+  if (norms_after_sublayers) {
+    summary += "block norms      after attention and FFN (post-norm)\n";
+  }
+  if (residual_scale != 1.0f || logits_divisor != 1.0f) {
+    std::snprintf(buffer, sizeof(buffer), "residual scale   x%g, logits divided by %g\n",
+                  double(residual_scale), double(logits_divisor));
     summary += buffer;
   }
   if (expert_glu_limit > 0.0f || expert_glu_alpha != 1.0f || expert_glu_up_offset != 0.0f) {

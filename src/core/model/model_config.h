@@ -11,7 +11,7 @@
 
 namespace petrel {
 
-enum class RopeScalingKind : uint8_t { kNone, kLinear, kLlama3, kYarn };
+enum class RopeScalingKind : uint8_t { kNone, kLinear, kLlama3, kYarn, kLongRope };
 
 // How an embedding is made from a sequence's final hidden states: GGUF `<arch>.pooling_type`
 // (0 none, 1 mean, 2 cls, 3 last), sentence-transformers' `1_Pooling/config.json`.
@@ -36,7 +36,7 @@ struct RopeConfig {
   float factor = 1.0f;             // linear and llama3
   float low_freq_factor = 1.0f;    // llama3
   float high_freq_factor = 4.0f;   // llama3
-  int64_t original_context = 8192;  // llama3, yarn
+  int64_t original_context = 8192;  // llama3, yarn, longrope
   // YaRN (rope_scaling.rope_type "yarn"): pairs rotating faster than `beta_fast` turns over the
   // original context keep their frequency, those slower than `beta_slow` turns are divided by
   // `factor`, a linear ramp between. The ramp's ends are rounded outwards (floor/ceil) when
@@ -48,6 +48,18 @@ struct RopeConfig {
   // unless the config names it; 1 for the other kinds.
   float attn_factor = 1.0f;
   std::vector<float> freq_factors; // per-pair divisors (GGUF `rope_freqs.weight`), empty = none
+  // LongRoPE (Phi-3/3.5 long-context, HF rope_scaling "longrope"/"su"): two tables of per-pair
+  // divisors, `long_factors` for contexts past `original_context` and `short_factors` within
+  // it; `freq_factors` holds the one in use (SelectLongRopeFactors) and `attn_factor` is
+  // sqrt(1 + ln(s) / ln(original_context)) for the stretch s unless the config names it.
+  std::vector<float> long_factors;
+  std::vector<float> short_factors;
+
+  // LongRoPE: makes `freq_factors` the table for sequences of up to `context` tokens. The
+  // table is chosen once for the context the model runs with, as llama.cpp does (short when
+  // it fits `original_context`, else long); transformers instead switches per forward pass by
+  // the sequence's current length, so a long-context run of a short prompt differs from it.
+  void SelectLongRopeFactors(int64_t context);
 
   // The rotation frequency of each pair i in [0, dims/2), scaling applied.
   std::vector<double> InverseFrequencies() const;
@@ -106,6 +118,16 @@ struct ModelConfig {
   float attn_softcap = 0.0f;     // 0: none; else scores become c·tanh(s/c) (Gemma 2)
   float final_softcap = 0.0f;    // 0: none; else logits become c·tanh(x/c) (Gemma 2)
   float embedding_scale = 1.0f;  // multiplies the embedding rows (Gemma: sqrt(dim))
+  // Granite: each block's attention and FFN outputs are multiplied by `residual_scale` before
+  // the residual add, and the logits are divided by `logits_divisor`.
+  float residual_scale = 1.0f;
+  float logits_divisor = 1.0f;
+  // OLMo 2: a block's two norms act on the attention and FFN outputs before the residual add
+  // (x + n(f(x))) instead of on their inputs (x + f(n(x))).
+  bool norms_after_sublayers = false;
+  // One flag per layer: 1 = the layer applies no RoPE at all (SmolLM3's NoPE layers); empty =
+  // every layer rotates.
+  std::vector<uint8_t> nope_layers;
   bool qk_norm = false;          // per-head RMS norm of q and k before RoPE (Qwen3, Gemma 3)
   float norm_eps = 1e-5f;
   RopeConfig rope;
@@ -142,6 +164,10 @@ struct ModelConfig {
   bool LayerSlides(int64_t layer) const {
     if (sliding_window <= 0) return false;
     return sliding_layers.empty() || (size_t(layer) < sliding_layers.size() && sliding_layers[size_t(layer)]);
+  }
+  // Whether layer `layer` rotates q and k (not a NoPE layer).
+  bool LayerRotates(int64_t layer) const {
+    return size_t(layer) >= nope_layers.size() || !nope_layers[size_t(layer)];
   }
   // The RoPE of windowed layers when it differs (rope_local_base > 0): `rope` with that base and
   // no scaling.

@@ -114,6 +114,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   load_options.map = opts.map;
   load_options.lora = opts.lora;
   load_options.prequantized_as_f32 = opts.prequantized_as_f32;
+  load_options.edit_config = opts.edit_config;
   PETREL_ASSIGN_OR_RETURN(engine->model_, LoadModel(path, load_options));
   const ModelConfig& config = engine->model_->config;
   const size_t n_layers = size_t(config.n_layers);
@@ -138,6 +139,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
                  (long long)config.n_positions);
   }
   kv_options.context = context;
+  UseRopeContext(int64_t(context), engine->model_.get());  // LongRoPE's table for this context
   const size_t blocks_per_seq =
       (context + opts.kv_block_tokens - 1) / std::max<size_t>(1, opts.kv_block_tokens);
   kv_options.n_blocks =

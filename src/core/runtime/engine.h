@@ -49,6 +49,7 @@ struct EngineOptions {
   MapOptions map;  // weight files: mapped (default) or read into memory, locked, load progress
   std::vector<LoraFile> lora;  // LoRA adapters added to every pass (LoraSet::AddToGraph)
   bool prequantized_as_f32 = false;  // LoadOptions::prequantized_as_f32
+  std::function<void(ModelConfig&)> edit_config;  // LoadOptions::edit_config
 };
 
 // The longest pass, a power of two from 64 (or max_batch_tokens if shorter) up to

@@ -34,6 +34,12 @@ class NodeAdder {
   ValueId MaybeRmsNorm(int layer, ValueId x, const TensorView* weight) {
     return Present(weight) ? RmsNorm(layer, x, *weight) : x;
   }
+  // q's or k's norm: per head when its weight is one head wide (Qwen3, Gemma 3), else over the
+  // whole projection (OLMo 2's weight spans every head; with one head the two are the same).
+  ValueId QkNorm(int layer, ValueId x, const TensorView& weight) {
+    return weight.desc.ne[0] == c_.head_dim ? HeadRmsNorm(layer, x, weight)
+                                            : RmsNorm(layer, x, weight);
+  }
   ValueId HeadRmsNorm(int layer, ValueId x, const TensorView& weight) {
     Node node{OpKind::kHeadRmsNorm, layer, {x}};
     node.weight = &weight;
@@ -145,17 +151,9 @@ ValueId AddLatentAttention(NodeAdder& add, const ModelConfig& c, const ModelWeig
   return add.MatMul(layer, attn, *b.wo, nullptr);
 }
 
-// The attention of block `layer` on the normed input h, before the output's post-norm.
-ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w, int layer,
-                     ValueId h, const BlockViews& b) {
-  if (Present(b.wkv_a_latent)) return AddLatentAttention(add, c, w, layer, h, b);
-  const bool slides = c.LayerSlides(layer);
-  ValueId q = add.MatMul(layer, h, *b.wq, b.bq);
-  ValueId k = add.MatMul(layer, h, *b.wk, b.bk);
-  const ValueId v = add.MatMul(layer, h, *b.wv, b.bv);
-  if (Present(b.q_norm)) q = add.HeadRmsNorm(layer, q, *b.q_norm);
-  if (Present(b.k_norm)) k = add.HeadRmsNorm(layer, k, *b.k_norm);
-
+// RoPE on q and k of block `layer`, in place: the windowed layers' own table when it differs.
+void AddRope(NodeAdder& add, const ModelConfig& c, const ModelWeights& w, int layer, bool slides,
+             ValueId q, ValueId k) {
   Node rope{OpKind::kRope, layer, {q, k}};  // in place, no output value
   rope.rope.n_heads = int32_t(c.n_heads);
   rope.rope.n_kv_heads = int32_t(c.n_kv_heads);
@@ -166,6 +164,20 @@ ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w
   rope.rope.inv_freq = local_rope ? w.rope_inv_freq_local.data() : w.rope_inv_freq.data();
   rope.rope.attn_factor = local_rope ? c.LocalRope().attn_factor : c.rope.attn_factor;
   add.graph()->nodes.push_back(rope);
+}
+
+// The attention of block `layer` on the normed input h, before the output's post-norm.
+ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w, int layer,
+                     ValueId h, const BlockViews& b) {
+  if (Present(b.wkv_a_latent)) return AddLatentAttention(add, c, w, layer, h, b);
+  const bool slides = c.LayerSlides(layer);
+  ValueId q = add.MatMul(layer, h, *b.wq, b.bq);
+  ValueId k = add.MatMul(layer, h, *b.wk, b.bk);
+  const ValueId v = add.MatMul(layer, h, *b.wv, b.bv);
+  if (Present(b.q_norm)) q = add.QkNorm(layer, q, *b.q_norm);
+  if (Present(b.k_norm)) k = add.QkNorm(layer, k, *b.k_norm);
+
+  if (c.LayerRotates(layer)) AddRope(add, c, w, layer, slides, q, k);
 
   Node attention{OpKind::kAttention, layer, {q, k, v}};
   AttentionParams& p = attention.attention;
@@ -181,6 +193,11 @@ ValueId AddAttention(NodeAdder& add, const ModelConfig& c, const ModelWeights& w
   return add.MatMul(layer, attn, *b.wo, b.bo);
 }
 
+// A sublayer's output as the residual adds it: times Granite's residual multiplier.
+ValueId ResidualScaled(NodeAdder& add, const ModelConfig& c, int layer, ValueId out) {
+  return c.residual_scale == 1.0f ? out : add.Scalar(OpKind::kScale, layer, out, c.residual_scale);
+}
+
 }  // namespace
 
 void BuildDecoderGraph(const DecoderSpec& spec, const ModelConfig& c, const ModelWeights& w,
@@ -194,14 +211,17 @@ void BuildDecoderGraph(const DecoderSpec& spec, const ModelConfig& c, const Mode
   }
   for (int l = 0; l < int(c.n_layers); ++l) {
     const BlockViews b = spec.block_views(w.layers[size_t(l)]);
-    const ValueId h = add.RmsNorm(l, x, *b.attn_norm);
-    const ValueId attn = add.MaybeRmsNorm(l, AddAttention(add, c, w, l, h, b), b.attn_post_norm);
-    x = add.Binary(OpKind::kAdd, l, x, attn);
-    const ValueId h2 = add.RmsNorm(l, x, *b.ffn_norm);
+    // OLMo 2 norms the sublayers' outputs with the block's two norms instead of their inputs.
+    const bool after = c.norms_after_sublayers;
+    const ValueId h = after ? x : add.RmsNorm(l, x, *b.attn_norm);
+    const ValueId attn = add.MaybeRmsNorm(l, AddAttention(add, c, w, l, h, b),
+                                          after ? b.attn_norm : b.attn_post_norm);
+    x = add.Binary(OpKind::kAdd, l, x, ResidualScaled(add, c, l, attn));
+    const ValueId h2 = after ? x : add.RmsNorm(l, x, *b.ffn_norm);
     const ValueId ffn_out = Present(b.ffn_router) ? AddMoeFfn(add, c, l, h2, b)
                                                   : AddGatedFfn(add, spec.activation, l, h2, b);
-    const ValueId ffn = add.MaybeRmsNorm(l, ffn_out, b.ffn_post_norm);
-    x = add.Binary(OpKind::kAdd, l, x, ffn);
+    const ValueId ffn = add.MaybeRmsNorm(l, ffn_out, after ? b.ffn_norm : b.ffn_post_norm);
+    x = add.Binary(OpKind::kAdd, l, x, ResidualScaled(add, c, l, ffn));
   }
   const int head = int(c.n_layers);
   const ValueId selected = g->Add(Node{OpKind::kGetRows, head, {x}}, int64_t(n_selected), c.dim);
@@ -211,6 +231,10 @@ void BuildDecoderGraph(const DecoderSpec& spec, const ModelConfig& c, const Mode
     return;
   }
   ValueId logits = add.MatMul(head, normed, w.output, nullptr);
+  // Granite divides its logits (before any soft-cap; no family has both).
+  if (c.logits_divisor != 1.0f) {
+    logits = add.Scalar(OpKind::kScale, head, logits, 1.0f / c.logits_divisor);
+  }
   if (c.final_softcap > 0.0f) logits = add.Scalar(OpKind::kSoftcap, head, logits, c.final_softcap);
   g->logits = logits;
 }

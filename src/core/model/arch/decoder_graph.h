@@ -4,9 +4,12 @@
 // enum onto `BlockViews` and passes its feed-forward activation.
 //
 // Per block, with n(·) an RMS norm whose weight may be absent (then skipped):
-//   h = n_attn(x); q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv); q, k = n_q(q), n_k(k) per head;
-//   q, k = RoPE(q, k); x += n_post_attn(Wo · Attn(q, k, v) (+bo))   (Attn with optional sinks)
-//   h = n_ffn(x); x += n_post_ffn(FFN(h))
+//   h = n_attn(x); q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv); q, k = n_q(q), n_k(k) per head
+//   (or over the whole projection when the norm's weight spans it);
+//   q, k = RoPE(q, k) (not in NoPE layers); x += r · n_post_attn(Wo · Attn(q, k, v) (+bo))
+//   (Attn with optional sinks); h = n_ffn(x); x += r · n_post_ffn(FFN(h))
+// with r the residual scale (1 but for Granite). With `norms_after_sublayers` (OLMo 2) n_attn and
+// n_ffn move onto the outputs instead: x += n_attn(Attn(x)), x += n_ffn(FFN(x)).
 // where FFN is a gated FFN, or with a router a mixture of experts: the router's softmax picks
 // each token's top-k experts, whose gated FFNs' outputs are summed with those weights.
 #pragma once

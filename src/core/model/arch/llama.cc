@@ -168,6 +168,8 @@ Result<ModelConfig> LlamaConfigFromGguf(const GgufFile& file, const Architecture
     const float* values = static_cast<const float*>(freqs->data);
     c.rope.freq_factors.assign(values, values + freqs->desc.ne[0]);
   }
+  // LongRoPE (Phi-3's long-context models) is stored as two tables of per-pair divisors.
+  PETREL_RETURN_IF_ERROR(ReadGgufLongRope(file, arch, c.max_context, &c.rope));
   c.qkv_bias = arch.qkv_bias;
   // The vocabulary size comes from the token list; the weights are checked against it later.
   if (const GgufValue* tokens = file.Find("tokenizer.ggml.tokens")) {
@@ -283,6 +285,8 @@ Result<ModelConfig> LlamaConfigFromHf(const nlohmann::json& json, const Architec
       c.rope.original_context = int64_t(original);
     } else if (type == "yarn") {
       PETREL_RETURN_IF_ERROR(ReadHfYarn(s, c.max_context, &c.rope));
+    } else if (type == "longrope" || type == "su") {  // "su": Phi-3's first name for it
+      PETREL_RETURN_IF_ERROR(ReadHfLongRope(json, s, c.max_context, &c.rope));
     } else if (type != "default") {
       return Error("config.json: rope_scaling type '%s' is not supported", type.c_str());
     }
@@ -332,6 +336,12 @@ void LlamaConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWrite
     if (c.rope.attn_factor != mscale) {
       writer->SetF32(a + ".rope.scaling.attn_factor", c.rope.attn_factor / mscale);
     }
+  }
+  if (c.rope.scaling == RopeScalingKind::kLongRope) {
+    // As llama.cpp's converter: no scaling type, the factor tables as tensors (written by the
+    // converter), the attention factor itself.
+    writer->SetU32(a + ".rope.scaling.original_context_length", uint32_t(c.rope.original_context));
+    writer->SetF32(a + ".rope.scaling.attn_factor", c.rope.attn_factor);
   }
   if (c.n_experts > 0) {
     writer->SetU32(a + ".expert_count", uint32_t(c.n_experts));

@@ -76,10 +76,7 @@ static_assert(AllSpecsSet(kPhi3LayerWeights), "every Phi3Weight needs its row");
 
 Result<ModelConfig> Phi3ConfigFromGguf(const GgufFile& file, const Architecture& arch) {
   PETREL_ASSIGN_OR_RETURN(ModelConfig c, LlamaConfigFromGguf(file, arch));
-  // Long-context Phi-3 variants scale RoPE per pair with two tables chosen by the context.
-  if (file.FindTensor("rope_factors_long.weight") || file.FindTensor("rope_factors_short.weight")) {
-    return Error("Phi-3 long-context RoPE scaling (rope_factors_long/short) is not supported");
-  }
+  // Long-context Phi-3 variants' LongRoPE tables are read with Llama's keys (rope_scaling.h).
   // Phi-3's `sliding_window` is ignored, as llama.cpp does: attention is over the full context.
   c.sliding_window = 0;
   return c;

@@ -18,6 +18,9 @@ extern const ArchitectureFamily kGemma3Family;
 extern const ArchitectureFamily kBertFamily;
 extern const ArchitectureFamily kGptOssFamily;
 extern const ArchitectureFamily kDeepSeek2Family;
+extern const ArchitectureFamily kOlmo2Family;
+extern const ArchitectureFamily kGraniteFamily;
+extern const ArchitectureFamily kSmolLm3Family;
 
 namespace {
 
@@ -46,6 +49,11 @@ std::span<const Architecture> Architectures() {
       // Rows unpermuted, pairs interleaved (HF rope_interleave).
       {kDeepSeek2Family, "deepseek2", "DeepseekV3ForCausalLM", RopeStyle::kInterleaved, false},
       {kDeepSeek2Family, "deepseek2", "DeepseekV2ForCausalLM", RopeStyle::kInterleaved, false},
+      // OLMo 2: rows not permuted (NEOX rotation); q/k norms span the whole projections.
+      {kOlmo2Family, "olmo2", "Olmo2ForCausalLM", RopeStyle::kHalfSplit, false},
+      // Granite 3.x and SmolLM3: the converter permutes Q/K rows as Llama's.
+      {kGraniteFamily, "granite", "GraniteForCausalLM", RopeStyle::kInterleaved, false},
+      {kSmolLm3Family, "smollm3", "SmolLM3ForCausalLM", RopeStyle::kInterleaved, false},
   };
   return kRows;
 }
