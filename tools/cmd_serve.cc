@@ -238,7 +238,10 @@ Runner AddServeCommand(CLI::App& app) {
     scheduling.batch_tokens = (*engine)->options().max_batch_tokens;
     server::Scheduler scheduler(**engine, scheduling, metrics);
     scheduler.Start();
-    server::ServingModel serving{engine->get(), &scheduler, chat.get()};
+    server::ServingModel serving;
+    serving.engine = engine->get();
+    serving.scheduler = &scheduler;
+    serving.chat = chat.get();
     serving.embeddings = args->embeddings || embeddings_only;
     serving.tool_call_format = server::ToolCallFormatFromName(args->tool_call_format);
     serving.reasoning_format = args->reasoning_format;

@@ -1,6 +1,6 @@
-// The official `openai` npm package driving a test script (tests/openai_client/*.mjs) against a
-// running server: installed on demand into the scratch folder, skipped with a reason where
-// node, npm or the network are missing.
+// The official `openai` and `@anthropic-ai/sdk` npm packages driving a test script
+// (tests/openai_client/*.mjs) against a running server: installed on demand into the scratch
+// folder, skipped with a reason where node, npm or the network are missing.
 #pragma once
 
 #include <cstdlib>
@@ -12,18 +12,20 @@
 
 namespace petrel::testing {
 
-// The folder the package is installed into, or "" with `*skip` set to why it cannot be.
+// The folder both packages are installed into, or "" with `*skip` set to why it cannot be.
 inline std::string OpenAiClientDir(std::string* skip) {
   if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0) {
-    *skip = "node and npm are needed for the openai client tests";
+    *skip = "node and npm are needed for the official client tests";
     return "";
   }
   const std::string dir = ScratchDir() + "/openai_client";
   const std::string install = "mkdir -p " + Quote(dir) + " && cd " + Quote(dir) +
-                              " && (test -d node_modules/openai || npm install --silent "
-                              "--no-audit --no-fund openai@4 >npm.log 2>&1)";
+                              " && (test -d node_modules/openai && test -d "
+                              "node_modules/@anthropic-ai/sdk || npm install --silent --no-audit "
+                              "--no-fund openai@4 @anthropic-ai/sdk@0 >npm.log 2>&1)";
   if (std::system(install.c_str()) != 0) {
-    *skip = "npm could not install the openai package (offline?); see " + dir + "/npm.log";
+    *skip = "npm could not install the openai and @anthropic-ai/sdk packages (offline?); see " +
+            dir + "/npm.log";
     return "";
   }
   return dir;
