@@ -46,7 +46,7 @@ ApiResult ReadText(const json& value, const std::string& where, std::string* out
 // An assistant turn: its text blocks joined, its tool_use blocks as OpenAI's tool_calls (the
 // form chat templates render).
 ApiResult ReadAssistant(const json& content, const std::string& where, json* messages) {
-  json message = {{"role", "assistant"}, {"content", nullptr}};
+  json message = {{"role", "assistant"}};
   if (content.is_string()) {
     message["content"] = content;
     messages->push_back(std::move(message));
@@ -76,7 +76,9 @@ ApiResult ReadAssistant(const json& content, const std::string& where, json* mes
                      "unsupported_content");
     }
   }
-  if (!text.empty() || calls.empty()) message["content"] = text;
+  // A string even when empty: templates test it with `in` and string methods, which fail on
+  // null (Qwen3's `'</think>' in message.content`).
+  message["content"] = text;
   if (!calls.empty()) message["tool_calls"] = std::move(calls);
   messages->push_back(std::move(message));
   return std::nullopt;

@@ -1,5 +1,5 @@
-// A chat model that can write JSON, for the tests of tool calls: the story model with four
-// tokens renamed to '{', '}', '[' and ']' (written into the scratch folder).
+// A chat model that can write JSON, for the tests of tool calls: the story model with five
+// tokens renamed to '{', '}', '[', ']' and '/' (written into the scratch folder).
 #pragma once
 
 #include <unistd.h>
@@ -17,8 +17,8 @@
 
 namespace petrel::testing {
 
-// The story model, whose vocabulary cannot spell '{', '}', '[' or ']' (so no JSON), with four of
-// its longest merged tokens renamed to those characters (and the merges that made them dropped):
+// The story model, whose vocabulary cannot spell '{', '}', '[', ']' or '/' (so no JSON and no
+// closing tags), with five of its longest merged tokens renamed to those characters (and the merges that made them dropped):
 // the weights are the same, so the grammar can make it write calls.
 inline std::string JsonCapableStory() {
   namespace fs = std::filesystem;
@@ -47,10 +47,14 @@ inline std::string JsonCapableStory() {
   std::sort(candidates.begin(), candidates.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
   std::set<std::string> renamed;
-  const char* brackets[] = {"{", "}", "[", "]"};
+  // '/' for the closing tags of tool-call syntaxes (Hermes' </tool_call>): a grammar the
+  // vocabulary cannot spell to its end is refused before generation.
+  const char* brackets[] = {"{", "}", "[", "]", "/"};
   nlohmann::ordered_json new_vocab = nlohmann::ordered_json::object();
   std::map<std::string, std::string> rename;
-  for (size_t i = 0; i < 4 && i < candidates.size(); ++i) rename[candidates[i].first] = brackets[i];
+  for (size_t i = 0; i < std::size(brackets) && i < candidates.size(); ++i) {
+    rename[candidates[i].first] = brackets[i];
+  }
   for (const auto& [token, id] : vocab.items()) {
     new_vocab[rename.count(token) ? rename[token] : token] = id;
   }

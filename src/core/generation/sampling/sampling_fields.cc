@@ -97,7 +97,11 @@ std::string SamplingRangeText(const SamplingField& field) {
     }
     return "one of " + list;
   }
-  return (field.lo_open ? "(" : "[") + Number(field.lo) + ", " + Number(field.hi) + "]";
+  std::string range(1, field.lo_open ? '(' : '[');
+  range += Number(field.lo);
+  range += ", ";
+  range += Number(field.hi);
+  return range + "]";
 }
 
 Status CheckSamplingValue(const SamplingField& field, double value) {
