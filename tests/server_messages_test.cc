@@ -75,7 +75,7 @@ json WeatherTool() {
 
 json AskWeather() {
   return {{"model", "petrel"},
-          {"max_tokens", 96},
+          {"max_tokens", 160},
           {"temperature", 0},
           {"tools", {WeatherTool()}},
           {"tool_choice", {{"type", "any"}, {"disable_parallel_tool_use", true}}},

@@ -76,7 +76,7 @@ json WeatherTools() {
 json Ask(const json& tool_choice) {
   json body = {{"messages", {{{"role", "user"}, {"content", "What is the weather in Paris?"}}}},
                {"tools", WeatherTools()},
-               {"max_tokens", 96},
+               {"max_tokens", 160},
                {"temperature", 0},
                // One call: the grammar then ends the reply (with parallel calls a small model
                // may go on writing calls until max_tokens cuts the last one).

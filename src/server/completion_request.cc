@@ -119,9 +119,11 @@ ApiResult ReadMessages(const json& request, CompletionRequest* out) {
     } else if (*role != "assistant") {
       return InvalidField(where + ".content", "'" + where + ".content' is required",
                           "missing_required_parameter");
-    } else {
-      copy["content"] = nullptr;
     }
+    // An assistant turn of only tool calls (content null or absent) reaches the template with
+    // "": templates test content with `in` and string methods, which fail on null (Qwen3's
+    // `'</think>' in message.content`), and print nothing for "".
+    if (copy["content"].is_null()) copy["content"] = "";
     out->messages.push_back(std::move(copy));
   }
   return std::nullopt;

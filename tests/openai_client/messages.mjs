@@ -58,7 +58,7 @@ const tools = [{
 }];
 const question = { role: "user", content: "What is the weather in Paris?" };
 const toolRequest = {
-  model: "petrel", max_tokens: 96, temperature: 0, tools,
+  model: "petrel", max_tokens: 160, temperature: 0, tools,
   tool_choice: { type: "any", disable_parallel_tool_use: true }, messages: [question],
 };
 const called = await client.messages.create(toolRequest);
