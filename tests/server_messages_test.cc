@@ -102,9 +102,9 @@ class ServerMessagesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     model_ = new std::string(JsonCapableStory());
-    server_ = new ServerProcess({"-m", *model_, "--parallel", "2", "-c", "1024",
-                                 "--chat-template-file",
-                                 SharedDir() + "/chat-templates/Qwen-Qwen3-0.6B.jinja"});
+    server_ =
+        new ServerProcess({"-m", *model_, "--parallel", "2", "-c", "1024", "--chat-template-file",
+                           SharedDir() + "/chat-templates/Qwen-Qwen3-0.6B.jinja"});
   }
   static void TearDownTestSuite() {
     if (server_->ok()) EXPECT_EQ(server_->Stop(), 0) << server_->log();
@@ -163,7 +163,8 @@ TEST_F(ServerMessagesTest, StreamedEventsInAnthropicOrder) {
       open = next;
     } else if (event.name == "content_block_delta") {
       EXPECT_EQ(event.data["index"], open);
-      if (event.data["delta"]["type"] == "text_delta") text += event.data["delta"]["text"].get<std::string>();
+      if (event.data["delta"]["type"] == "text_delta")
+        text += event.data["delta"]["text"].get<std::string>();
     } else if (event.name == "content_block_stop") {
       EXPECT_EQ(event.data["index"], open);
       open = -1;
@@ -269,6 +270,11 @@ TEST_F(ServerMessagesTest, ErrorsInAnthropicShape) {
   const Reply broken = Post(client, json("not an object"));
   EXPECT_EQ(broken.status, 400);
   EXPECT_EQ(broken.body["type"], "error");
+  auto missing = client.Post("/v1/messages/count_tokens", Story().dump(), "application/json");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body, nullptr, false)["error"]["type"], "not_found_error")
+      << missing->body;
 }
 
 TEST(ServerMessagesAuthTest, XApiKeyOrBearer) {

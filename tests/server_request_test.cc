@@ -529,6 +529,8 @@ TEST(ServerRequestTest, AnthropicErrorShape) {
   EXPECT_EQ(json::parse(ErrorJson(StatusError(503, "no"), ErrorShape::kAnthropic))["error"]["type"],
             "overloaded_error");
   EXPECT_EQ(ErrorShapeOfPath("/v1/messages"), ErrorShape::kAnthropic);
+  EXPECT_EQ(ErrorShapeOfPath("/v1/messages/count_tokens"), ErrorShape::kAnthropic);
+  EXPECT_EQ(ErrorShapeOfPath("/v1/messagesx"), ErrorShape::kOpenAi);
   EXPECT_EQ(ErrorShapeOfPath("/v1/chat/completions"), ErrorShape::kOpenAi);
 }
 

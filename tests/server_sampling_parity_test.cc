@@ -27,10 +27,10 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 // Every case starts from these on both sides: the server's OpenAI defaults (no truncation)
 // differ from the CLI's, so each is given.
-const json kBase = {{"temperature", 0.9}, {"top_k", 0}, {"top_p", 1}, {"min_p", 0},
-                    {"seed", 1234},       {"max_tokens", 24}};
-const std::vector<std::string> kBaseFlags = {"--temp", "0.9", "--top-k",  "0",    "--top-p", "1",
-                                             "--min-p", "0",  "--seed",   "1234", "-n",      "24"};
+const json kBase = {{"temperature", 0.9}, {"top_k", 0},   {"top_p", 1},
+                    {"min_p", 0},         {"seed", 1234}, {"max_tokens", 24}};
+const std::vector<std::string> kBaseFlags = {"--temp",  "0.9", "--top-k", "0",    "--top-p", "1",
+                                             "--min-p", "0",   "--seed",  "1234", "-n",      "24"};
 
 const Case kCases[] = {
     {"seed_only", json::object(), {}},
@@ -41,7 +41,9 @@ const Case kCases[] = {
     {"typical_p", {{"typical_p", 0.5}}, {"--typical", "0.5"}},
     {"top_n_sigma", {{"top_n_sigma", 1.0}}, {"--top-n-sigma", "1"}},
     {"dry",
-     {{"dry_multiplier", 0.8}, {"dry_base", 2.0}, {"dry_allowed_length", 1},
+     {{"dry_multiplier", 0.8},
+      {"dry_base", 2.0},
+      {"dry_allowed_length", 1},
       {"dry_penalty_last_n", 32}},
      {"--dry-multiplier", "0.8", "--dry-base", "2", "--dry-allowed-length", "1",
       "--dry-penalty-last-n", "32"}},
@@ -49,16 +51,21 @@ const Case kCases[] = {
      {{"dry_multiplier", 0.8}, {"dry_allowed_length", 1}, {"dry_sequence_breakers", {"e", ","}}},
      {"--dry-multiplier", "0.8", "--dry-allowed-length", "1", "--dry-sequence-breaker", "e",
       "--dry-sequence-breaker", ","}},
-    {"xtc", {{"xtc_probability", 0.7}, {"xtc_threshold", 0.05}},
+    {"xtc",
+     {{"xtc_probability", 0.7}, {"xtc_threshold", 0.05}},
      {"--xtc-probability", "0.7", "--xtc-threshold", "0.05"}},
-    {"mirostat", {{"mirostat", 2}, {"mirostat_tau", 3.0}, {"mirostat_eta", 0.2}},
+    {"mirostat",
+     {{"mirostat", 2}, {"mirostat_tau", 3.0}, {"mirostat_eta", 0.2}},
      {"--mirostat", "2", "--mirostat-ent", "3", "--mirostat-lr", "0.2"}},
-    {"dynatemp", {{"dynatemp_range", 0.5}, {"dynatemp_exponent", 1.5}},
+    {"dynatemp",
+     {{"dynatemp_range", 0.5}, {"dynatemp_exponent", 1.5}},
      {"--dynatemp-range", "0.5", "--dynatemp-exp", "1.5"}},
     {"logit_bias", {{"logit_bias", {{"13", 5}, {"400", -3.5}}}}, {"-l", "13+5", "-l", "400-3.5"}},
-    {"repeat_penalty", {{"repeat_penalty", 1.4}, {"repeat_last_n", 16}},
+    {"repeat_penalty",
+     {{"repeat_penalty", 1.4}, {"repeat_last_n", 16}},
      {"--repeat-penalty", "1.4", "--repeat-last-n", "16"}},
-    {"presence_frequency", {{"presence_penalty", 0.7}, {"frequency_penalty", 0.5}},
+    {"presence_frequency",
+     {{"presence_penalty", 0.7}, {"frequency_penalty", 0.5}},
      {"--presence-penalty", "0.7", "--frequency-penalty", "0.5"}},
 };
 
@@ -75,8 +82,8 @@ class ServerSamplingParityTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(ServerSamplingParityTest, ServerTokensEqualRun) {
   const Case& c = GetParam();
-  std::vector<std::string> args = {"run", "-m", StoryF32Gguf(), "-c", "256", "--json",
-                                   "-p", "Once upon a time, there was a"};
+  std::vector<std::string> args = {
+      "run", "-m", StoryF32Gguf(), "-c", "256", "--json", "-p", "Once upon a time, there was a"};
   // The base flags the case does not set itself (a flag given twice is an error).
   for (size_t i = 0; i + 1 < kBaseFlags.size(); i += 2) {
     if (std::find(c.flags.begin(), c.flags.end(), kBaseFlags[i]) != c.flags.end()) continue;
@@ -101,8 +108,8 @@ TEST_P(ServerSamplingParityTest, ServerTokensEqualRun) {
   // them, and the stop reason pin the tokens down.
   EXPECT_EQ(reply["usage"]["completion_tokens"], cli["new_ids"].size()) << res->body;
   EXPECT_EQ(reply["choices"][0]["text"], cli["text"]) << res->body;
-  auto detok = client.Post("/detokenize", json{{"tokens", cli["new_ids"]}}.dump(),
-                           "application/json");
+  auto detok =
+      client.Post("/detokenize", json{{"tokens", cli["new_ids"]}}.dump(), "application/json");
   ASSERT_TRUE(detok);
   EXPECT_EQ(json::parse(detok->body)["content"], reply["choices"][0]["text"]);
   const std::string finish = reply["choices"][0]["finish_reason"];
@@ -123,8 +130,9 @@ TEST_F(ServerSamplingParityTest, EveryStageChangesTheDraw) {
     body.update(fields);
     body["prompt"] = "Once upon a time, there was a";
     auto res = client.Post("/v1/completions", body.dump(), "application/json");
-    return res && res->status == 200 ? json::parse(res->body)["choices"][0]["text"].get<std::string>()
-                                     : std::string("<failed>");
+    return res && res->status == 200
+               ? json::parse(res->body)["choices"][0]["text"].get<std::string>()
+               : std::string("<failed>");
   };
   const std::string plain = text(json::object());
   for (const Case& c : kCases) {

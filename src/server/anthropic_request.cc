@@ -13,8 +13,8 @@ using json = nlohmann::ordered_json;
 
 // Beside these, every field of the sampler table (SamplingFields()) is known.
 constexpr std::string_view kFields[] = {
-    "model",       "messages", "system", "max_tokens", "stop_sequences", "stream", "tools",
-    "tool_choice", "metadata", "seed",   "logit_bias", "dry_sequence_breakers"};
+    "model", "messages",    "system",   "max_tokens", "stop_sequences", "stream",
+    "tools", "tool_choice", "metadata", "seed",       "logit_bias",     "dry_sequence_breakers"};
 
 ApiResult Invalid(const std::string& where, const std::string& message,
                   const std::string& code = "invalid_value") {
@@ -211,8 +211,9 @@ ApiResult ReadTools(const json& request, CompletionRequest* out) {
   }
   ApiResult error = ReadToolChoice(out->tools, out->tool_choice, &out->tool_mode);
   if (error && error->param == "tool_choice") {
-    error->message = "'tool_choice' {\"type\": \"any\"} or {\"type\": \"tool\"} needs 'tools' "
-                     "naming that tool";
+    error->message =
+        "'tool_choice' {\"type\": \"any\"} or {\"type\": \"tool\"} needs 'tools' "
+        "naming that tool";
   }
   return error;
 }
@@ -248,8 +249,7 @@ ApiResult ParseMessagesRequest(const std::string& body, const RequestLimits& lim
     return Invalid("max_tokens", "is required", "missing_required_parameter");
   }
   int64_t max_tokens = 0;
-  PETREL_RETURN_IF_API_ERROR(
-      fields.Integer("max_tokens", 1, int64_t(limits.context), &max_tokens));
+  PETREL_RETURN_IF_API_ERROR(fields.Integer("max_tokens", 1, int64_t(limits.context), &max_tokens));
   out->max_tokens = size_t(max_tokens);
   PETREL_RETURN_IF_API_ERROR(ReadSampling(request, limits, out));
   PETREL_RETURN_IF_API_ERROR(ReadStopStrings(request, "stop_sequences", out));

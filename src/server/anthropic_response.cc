@@ -73,8 +73,9 @@ std::string AnthropicResponse::OpenBlock(Block block) {
   if (open_ == block) return "";
   std::string out = CloseBlock();
   open_ = block;
-  const json content = block == Block::kText ? json{{"type", "text"}, {"text", ""}}
-                                             : json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}};
+  const json content = block == Block::kText
+                           ? json{{"type", "text"}, {"text", ""}}
+                           : json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}};
   return out + Event("content_block_start", {{"type", "content_block_start"},
                                              {"index", next_index_},
                                              {"content_block", content}});
@@ -156,8 +157,7 @@ std::string AnthropicResponse::Body(const Usage& usage) const {
   const ReplyParts parts = ParseReply(request_.reply, text_);
   json content = json::array();
   if (!parts.reasoning.empty()) {
-    content.push_back(
-        {{"type", "thinking"}, {"thinking", parts.reasoning}, {"signature", ""}});
+    content.push_back({{"type", "thinking"}, {"thinking", parts.reasoning}, {"signature", ""}});
   }
   if (!parts.content.empty()) content.push_back({{"type", "text"}, {"text", parts.content}});
   for (const ToolCall& call : parts.calls) content.push_back(ToolUseBlock(call, true));

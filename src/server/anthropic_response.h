@@ -16,8 +16,7 @@ namespace petrel::server {
 class AnthropicResponse final : public ResponseFormat {
  public:
   // `prompt_tokens`: usage.input_tokens, which message_start reports before any generation.
-  AnthropicResponse(const CompletionRequest& request, std::string model_name,
-                    size_t prompt_tokens);
+  AnthropicResponse(const CompletionRequest& request, std::string model_name, size_t prompt_tokens);
 
   std::string StreamStart() override;  // message_start, then a ping
   std::string StreamEvent(const JobEvent& event) override;

@@ -50,7 +50,12 @@ const char* AnthropicErrorType(int status) {
 }  // namespace
 
 ErrorShape ErrorShapeOfPath(const std::string& path) {
-  return path == "/v1/messages" ? ErrorShape::kAnthropic : ErrorShape::kOpenAi;
+  // Also the Messages API's other routes, which this server does not have: their 404 is then
+  // one an Anthropic client reads.
+  const std::string route = "/v1/messages";
+  const bool messages = path.compare(0, route.size(), route) == 0 &&
+                        (path.size() == route.size() || path[route.size()] == '/');
+  return messages ? ErrorShape::kAnthropic : ErrorShape::kOpenAi;
 }
 
 ApiError InvalidField(const std::string& param, const std::string& message,

@@ -23,7 +23,7 @@ ApiError StatusError(int status, const std::string& message);
 
 // Which API's error object a route answers with.
 enum class ErrorShape { kOpenAi, kAnthropic };
-// /v1/messages answers in Anthropic's shape, every other route in OpenAI's.
+// /v1/messages (and paths under it) answers in Anthropic's shape, every other route in OpenAI's.
 ErrorShape ErrorShapeOfPath(const std::string& path);
 
 // OpenAI: {"error": {...}} with null for an empty param or code. Anthropic: {"type": "error",

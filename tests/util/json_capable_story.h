@@ -18,8 +18,8 @@
 namespace petrel::testing {
 
 // The story model, whose vocabulary cannot spell '{', '}', '[', ']' or '/' (so no JSON and no
-// closing tags), with five of its longest merged tokens renamed to those characters (and the merges that made them dropped):
-// the weights are the same, so the grammar can make it write calls.
+// closing tags), with five of its longest merged tokens renamed to those characters (and the merges
+// that made them dropped): the weights are the same, so the grammar can make it write calls.
 inline std::string JsonCapableStory() {
   namespace fs = std::filesystem;
   const std::string dir = ScratchDir() + "/story_json_" + std::to_string(getpid());

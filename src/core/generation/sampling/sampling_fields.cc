@@ -14,13 +14,13 @@ using P = SamplingParams;
 
 // A row of a float member; `lo_open`: (lo, hi].
 constexpr SamplingField Real(const char* name, const char* flag, const char* help, double lo,
-                             double hi, bool lo_open, float P::* member,
+                             double hi, bool lo_open, float P::*member,
                              const char* needs = nullptr) {
   return SamplingField{name, flag, help, lo, hi, lo_open, member, nullptr, {}, needs};
 }
 
 constexpr SamplingField Int(const char* name, const char* flag, const char* help, double lo,
-                            double hi, int32_t P::* member, const char* needs = nullptr,
+                            double hi, int32_t P::*member, const char* needs = nullptr,
                             std::span<const int64_t> choices = {}) {
   return SamplingField{name, flag, help, lo, hi, false, nullptr, member, choices, needs};
 }
@@ -46,8 +46,8 @@ const SamplingField kFields[] = {
          &P::xtc_threshold, "xtc_probability"),
     Real("repeat_penalty", "--repeat-penalty", "repetition penalty (default 1 = off)", 0, 10, true,
          &P::repeat_penalty),
-    Int("repeat_last_n", "--repeat-last-n", "penalty window (default 64; -1 = all)", -1,
-        kMaxWindow, &P::penalty_last_n),
+    Int("repeat_last_n", "--repeat-last-n", "penalty window (default 64; -1 = all)", -1, kMaxWindow,
+        &P::penalty_last_n),
     Real("presence_penalty", "--presence-penalty", "presence penalty (default 0)", -2, 2, false,
          &P::presence_penalty),
     Real("frequency_penalty", "--frequency-penalty", "frequency penalty (default 0)", -2, 2, false,

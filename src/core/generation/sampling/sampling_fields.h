@@ -19,12 +19,12 @@ struct SamplingField {
   double lo, hi;     // the accepted range: [lo, hi], or (lo, hi] when `lo_open`
   bool lo_open = false;
   // Exactly one of these points at the member the row sets.
-  float SamplingParams::* real = nullptr;
-  int32_t SamplingParams::* integer = nullptr;
+  float SamplingParams::*real = nullptr;
+  int32_t SamplingParams::*integer = nullptr;
   // Integer rows whose value must be one of these (mirostat: 0 or 2); empty: any in range.
   std::span<const int64_t> choices = {};
-  // The stage that must be on for this value to matter (its flag), nullptr when none: setting
-  // it alone is a warning on the command line.
+  // The row (its `name`) whose value turns this one's stage on when not 0, nullptr when none:
+  // this value alone does nothing, a warning on the command line.
   const char* needs = nullptr;
 };
 
