@@ -76,9 +76,9 @@ void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<ResponseFormat> res
           break;
         case JobEvent::Kind::kDone:
         case JobEvent::Kind::kError:
-          written = write(event.kind == JobEvent::Kind::kDone
-                              ? response->StreamEnd(event.usage)
-                              : response->StreamFailure(event.error));
+          written =
+              write(event.kind == JobEvent::Kind::kDone ? response->StreamEnd(event.usage)
+                                                        : response->StreamFailure(event.error));
           if (written) {
             sink.done();
             return true;
@@ -107,13 +107,15 @@ ApiResult CheckGrammarAgainstVocabulary(const CompletionRequest& request,
   if (request.sampling.grammar.empty()) return std::nullopt;
   const std::string field = request.grammar_field.empty() ? "grammar" : request.grammar_field;
   auto matcher = CompileGrammarConstraint(request.sampling.grammar, tokenizer, n_vocab);
-  if (!matcher.ok()) return InvalidField(field, matcher.status().message(), "grammar_unsatisfiable");
+  if (!matcher.ok())
+    return InvalidField(field, matcher.status().message(), "grammar_unsatisfiable");
   std::vector<uint8_t> allowed(n_vocab);
   const Status status = (*matcher)->ComputeMask(&allowed);
   if (!status.ok()) {
     return InvalidField(field,
-                        status.message() + " (the model's vocabulary cannot spell what the "
-                                           "grammar requires first)",
+                        status.message() +
+                            " (the model's vocabulary cannot spell what the "
+                            "grammar requires first)",
                         "grammar_unsatisfiable");
   }
   return std::nullopt;
@@ -122,11 +124,12 @@ ApiResult CheckGrammarAgainstVocabulary(const CompletionRequest& request,
 }  // namespace
 
 ApiResult PrepareJob(const ServingModel& model, CompletionRequest request,
-                         std::shared_ptr<Job>* out) {
+                     std::shared_ptr<Job>* out) {
   Engine& engine = *model.engine;
   const size_t n_vocab = size_t(engine.config().n_vocab);
   std::vector<int32_t> prompt;
-  PETREL_RETURN_IF_API_ERROR(BuildPrompt(request, *engine.tokenizer(), model.chat, n_vocab, &prompt));
+  PETREL_RETURN_IF_API_ERROR(
+      BuildPrompt(request, *engine.tokenizer(), model.chat, n_vocab, &prompt));
   const bool chat = request.endpoint == Endpoint::kChat;
   if (prompt.size() > engine.context()) {
     // OpenAI's answer, which its clients recognise (and do not retry).

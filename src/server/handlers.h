@@ -27,7 +27,7 @@ RequestLimits LimitsOf(const ServingModel& model);
 // reply parsing (tool calls, reasoning) and the grammar against the vocabulary: the job, or the
 // error to answer with;
 ApiResult PrepareJob(const ServingModel& model, CompletionRequest request,
-                         std::shared_ptr<Job>* out);
+                     std::shared_ptr<Job>* out);
 // the scheduler, then the events relayed in `response`'s shapes, whole or streamed.
 void RunJob(const ServingModel& model, std::shared_ptr<Job> job,
             std::shared_ptr<ResponseFormat> response, std::atomic<int>& open_streams,
