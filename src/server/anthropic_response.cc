@@ -9,7 +9,7 @@
 namespace petrel::server {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::string NewMessageId() {
   std::random_device random;

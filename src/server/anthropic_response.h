@@ -30,14 +30,14 @@ class AnthropicResponse final : public ResponseFormat {
 
  private:
   enum class Block { kNone, kText, kThinking };
-  static std::string Event(const char* type, const nlohmann::json& data);
+  static std::string Event(const char* type, const nlohmann::ordered_json& data);
   // Streaming: the events for what the reply parser found new, opening and closing blocks.
   std::string BlockEvents(const ReplyParts& parts);
   std::string OpenBlock(Block block);
   std::string CloseBlock();
   // end_turn, max_tokens, stop_sequence or tool_use.
   std::string StopReason(bool called) const;
-  nlohmann::json UsageJson(size_t output_tokens) const;
+  nlohmann::ordered_json UsageJson(size_t output_tokens) const;
 
   const CompletionRequest& request_;
   const std::string model_;
