@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/generation/sampling/sampler.h"
+#include "core/generation/sampling/sampling_fields.h"
 #include "core/generation/stop_matcher.h"
 
 namespace petrel {
@@ -193,6 +194,37 @@ TEST(SamplerChainTest, RejectsWhatItDoesNotSupport) {
   EXPECT_FLOAT_EQ(from_json.logit_bias[3], -100.0f);
   EXPECT_EQ(from_json.seed, 9u);
   EXPECT_EQ(from_json.n_probs, 2);
+}
+
+// Logits 0, 1, 2, 10 (and a banned one): mean 3.25, standard deviation sqrt(15.6875) = 3.96
+// over the finite ones. n = 1 keeps logits above 6.04 (the 10 only); n = 3 above -1.88 (all
+// four); n <= 0 is off.
+TEST(SamplerStageTest, TopNSigmaKeepsLogitsWithinNDeviations) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, 10.0f, -INFINITY};
+  auto one = MakeTopNSigma(1.0f);
+  EXPECT_EQ(Ids(Apply(*one, logits)), (std::vector<int32_t>{3}));
+  auto three = MakeTopNSigma(3.0f);
+  EXPECT_EQ(Ids(Apply(*three, logits)), (std::vector<int32_t>{0, 1, 2, 3}));
+  auto two = MakeTopNSigma(2.0f);  // above 2.08: the 10 only, as 2 is just below
+  EXPECT_EQ(Ids(Apply(*two, logits)), (std::vector<int32_t>{3}));
+  auto off = MakeTopNSigma(-1.0f);
+  EXPECT_EQ(Apply(*off, logits).size(), logits.size());
+}
+
+// The ranges every reader shares (sampling_fields.h) are what the factory enforces.
+TEST(SamplerChainTest, FactoryChecksTheSharedRanges) {
+  for (const SamplingField& field : SamplingFields()) {
+    SCOPED_TRACE(field.name);
+    SamplingParams params;
+    SetSamplingValue(field, field.hi, &params);
+    EXPECT_TRUE(SamplerChain::Create(params).ok());
+    SetSamplingValue(field, field.hi + 1, &params);
+    EXPECT_FALSE(SamplerChain::Create(params).ok());
+    EXPECT_FALSE(CheckSamplingValue(field, field.lo_open ? field.lo : field.lo - 1).ok());
+  }
+  SamplingParams params;
+  params.dry_sequence_breakers = {""};
+  EXPECT_FALSE(SamplerChain::Create(params).ok());
 }
 
 TEST(SamplerChainTest, EveryKnownStageIsBuilt) {

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "core/generation/sampling/sampling_fields.h"
 #include "core/grammar/grammar.h"
 #include "core/grammar/grammar_matcher.h"
+#include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/completion_request.h"
 #include "server/prompt_builder.h"
@@ -47,7 +49,7 @@ TEST(ServerRequestTest, NumericFieldsAtTheirEdges) {
       {"n", 1, 8, 0, 9},
       {"max_tokens", 1, 256, 0, 257},
       {"max_completion_tokens", 1, 256, 0, 257, Endpoint::kChat},
-      {"temperature", 0, 2, -0.01, 2.01},
+      {"temperature", 0, 100, -0.01, 100.5},
       {"top_p", 0.001, 1, 0, 1.01},
       {"top_k", 0, 1 << 20, -1, (1 << 20) + 1},
       {"min_p", 0, 1, -0.1, 1.1},
@@ -74,6 +76,55 @@ TEST(ServerRequestTest, NumericFieldsAtTheirEdges) {
       EXPECT_EQ(error->status, 400);
       EXPECT_EQ(error->param, edge.field) << error->message;
     }
+  }
+}
+
+// Every row of the sampler table (shared with the CLI's flags) is a request field of both
+// endpoints, accepted at its edges and refused past them, and sets its SamplingParams member.
+TEST(ServerRequestTest, EverySamplerFieldAtItsEdges) {
+  for (const SamplingField& field : SamplingFields()) {
+    SCOPED_TRACE(field.name);
+    for (Endpoint endpoint : {Endpoint::kChat, Endpoint::kCompletion}) {
+      std::vector<double> good = {field.lo_open ? field.lo + 0.25 : field.lo, field.hi};
+      std::vector<double> bad = {field.lo_open ? field.lo : field.lo - 1, field.hi + 1};
+      if (!field.choices.empty()) {
+        good.assign(field.choices.begin(), field.choices.end());
+        bad = {1, 3};
+      }
+      for (double value : good) {
+        json body = Base(endpoint);
+        body[field.name] = value;
+        CompletionRequest request;
+        ASSERT_FALSE(Parse(body, endpoint, &request)) << value;
+        const double set = field.real ? double(request.sampling.*field.real)
+                                      : double(request.sampling.*field.integer);
+        EXPECT_FLOAT_EQ(float(set), float(value));
+      }
+      for (const json& value : {json(bad[0]), json(bad[1]), json("1"), json(true)}) {
+        json body = Base(endpoint);
+        body[field.name] = value;
+        const ApiResult error = Parse(body, endpoint);
+        ASSERT_TRUE(error) << value;
+        EXPECT_EQ(error->status, 400);
+        EXPECT_EQ(error->param, field.name) << error->message;
+      }
+      if (field.integer) {
+        json body = Base(endpoint);
+        body[field.name] = field.hi - 0.5;
+        EXPECT_TRUE(Parse(body, endpoint)) << "a fraction";
+      }
+    }
+  }
+  json body = Base(Endpoint::kCompletion);
+  body["dry_sequence_breakers"] = {"\n", "and"};
+  CompletionRequest request;
+  ASSERT_FALSE(Parse(body, Endpoint::kCompletion, &request));
+  EXPECT_EQ(request.sampling.dry_sequence_breakers, (std::vector<std::string>{"\n", "and"}));
+  for (const json& bad : {json("x"), json({""}), json({1}), json(std::vector<std::string>(33, "a"))}) {
+    body["dry_sequence_breakers"] = bad;
+    const ApiResult error = Parse(body, Endpoint::kCompletion);
+    ASSERT_TRUE(error) << bad;
+    EXPECT_EQ(error->param, "dry_sequence_breakers");
   }
 }
 
@@ -219,7 +270,7 @@ TEST(ServerRequestTest, OpenAiDefaultsAndContent) {
       {"seed", -3}};
   ASSERT_FALSE(Parse(chat, Endpoint::kChat, &request));
   EXPECT_EQ(request.messages[0]["content"], "ab");
-  EXPECT_TRUE(request.messages[1]["content"].is_null());
+  EXPECT_EQ(request.messages[1]["content"], "");  // null: "" for the templates
   EXPECT_EQ(request.n, 1u);
   EXPECT_EQ(request.max_tokens, 0u);
   EXPECT_FLOAT_EQ(request.sampling.temperature, 1.0f);
@@ -358,6 +409,129 @@ TEST(ServerRequestTest, ToolChoiceAndItsGrammar) {
     EXPECT_EQ(parsed.calls[1].name, "ping");
     EXPECT_EQ(parsed.content, "");
   }
+}
+
+}  // namespace
+}  // namespace petrel::server
+
+namespace petrel::server {
+namespace {
+
+// /v1/messages: Anthropic's blocks become the template's messages, its tools and tool_choice
+// OpenAI's; max_tokens is required; unknown fields are refused.
+TEST(ServerRequestTest, AnthropicMessagesBecomeChatMessages) {
+  const json body = {
+      {"model", "claude"},
+      {"max_tokens", 32},
+      {"system", {{{"type", "text"}, {"text", "Be "}}, {{"type", "text"}, {"text", "brief."}}}},
+      {"tools",
+       {{{"name", "get_weather"},
+         {"description", "weather"},
+         {"input_schema", {{"type", "object"}}}}}},
+      {"tool_choice", {{"type", "tool"}, {"name", "get_weather"}, {"disable_parallel_tool_use", true}}},
+      {"stop_sequences", {"END"}},
+      {"metadata", {{"user_id", "u"}}},
+      {"top_k", 7},
+      {"messages",
+       {{{"role", "user"}, {"content", "Weather?"}},
+        {{"role", "assistant"},
+         {"content",
+          {{{"type", "text"}, {"text", "Let me look."}},
+           {{"type", "tool_use"},
+            {"id", "toolu_1"},
+            {"name", "get_weather"},
+            {"input", {{"city", "Paris"}}}}}}},
+        {{"role", "user"},
+         {"content",
+          {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "22C"}},
+           {{"type", "text"}, {"text", "Thanks"}}}}}}}};
+  CompletionRequest request;
+  ASSERT_FALSE(ParseMessagesRequest(body.dump(), kLimits, &request));
+  EXPECT_EQ(request.endpoint, Endpoint::kChat);
+  EXPECT_EQ(request.max_tokens, 32u);
+  EXPECT_EQ(request.sampling.top_k, 7);
+  EXPECT_EQ(request.stop, std::vector<std::string>{"END"});
+  const auto& messages = request.messages;
+  ASSERT_EQ(messages.size(), 5u) << messages.dump();
+  EXPECT_EQ(messages[0]["role"], "system");
+  EXPECT_EQ(messages[0]["content"], "Be brief.");
+  EXPECT_EQ(messages[1]["content"], "Weather?");
+  EXPECT_EQ(messages[2]["role"], "assistant");
+  EXPECT_EQ(messages[2]["content"], "Let me look.");
+  EXPECT_EQ(messages[2]["tool_calls"][0]["id"], "toolu_1");
+  EXPECT_EQ(messages[2]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(messages[2]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(messages[3]["role"], "tool");
+  EXPECT_EQ(messages[3]["tool_call_id"], "toolu_1");
+  EXPECT_EQ(messages[3]["content"], "22C");
+  EXPECT_EQ(messages[4]["role"], "user");
+  EXPECT_EQ(messages[4]["content"], "Thanks");
+  EXPECT_EQ(request.tools[0]["function"]["parameters"]["type"], "object");
+  EXPECT_EQ(request.tool_mode.mode, ToolChoice::Mode::kNamed);
+  EXPECT_EQ(request.tool_mode.name, "get_weather");
+  EXPECT_FALSE(request.parallel_tool_calls);
+
+  auto param = [&](json changed) {
+    const ApiResult error = ParseMessagesRequest(changed.dump(), kLimits, &request);
+    return error ? error->param : std::string("<accepted>");
+  };
+  json changed = body;
+  changed.erase("max_tokens");
+  EXPECT_EQ(param(changed), "max_tokens");
+  changed = body;
+  changed["max_tokens"] = 257;
+  EXPECT_EQ(param(changed), "max_tokens");
+  changed = body;
+  changed["thinking"] = {{"type", "enabled"}};
+  EXPECT_EQ(param(changed), "thinking");
+  changed = body;
+  changed["tool_choice"] = {{"type", "tool"}, {"name", "unknown"}};
+  EXPECT_EQ(param(changed), "tool_choice");
+  changed = body;
+  changed["tool_choice"] = {{"type", "sometimes"}};
+  EXPECT_EQ(param(changed), "tool_choice");
+  changed = body;
+  changed["tools"][0].erase("input_schema");
+  EXPECT_EQ(param(changed), "tools[0]");
+  changed = body;
+  changed["messages"][1]["content"][1]["input"] = "not an object";
+  EXPECT_EQ(param(changed), "messages[1].content[1]");
+  changed = body;
+  changed["messages"][2]["content"][0].erase("tool_use_id");
+  EXPECT_EQ(param(changed), "messages[2].content[0].tool_use_id");
+  changed = body;
+  changed["messages"][0]["content"] = {{{"type", "image"}}};
+  EXPECT_EQ(param(changed), "messages[0].content[0]");
+  changed = body;
+  changed["system"] = 3;
+  EXPECT_EQ(param(changed), "system");
+  changed = body;
+  changed["metadata"] = "x";
+  EXPECT_EQ(param(changed), "metadata");
+  changed = body;
+  changed["stop_sequences"] = {""};
+  EXPECT_EQ(param(changed), "stop_sequences");
+  changed = body;
+  changed["messages"] = json::array();
+  EXPECT_EQ(param(changed), "messages");
+  EXPECT_EQ(ToolUseId("call_abc"), "toolu_abc");
+}
+
+TEST(ServerRequestTest, AnthropicErrorShape) {
+  const json error = json::parse(ErrorJson(InvalidField("max_tokens", "'max_tokens' is required"),
+                                           ErrorShape::kAnthropic));
+  EXPECT_EQ(error, (json{{"type", "error"},
+                         {"error",
+                          {{"type", "invalid_request_error"},
+                           {"message", "'max_tokens' is required"}}}}));
+  EXPECT_EQ(json::parse(ErrorJson(StatusError(401, "no"), ErrorShape::kAnthropic))["error"]["type"],
+            "authentication_error");
+  EXPECT_EQ(json::parse(ErrorJson(StatusError(503, "no"), ErrorShape::kAnthropic))["error"]["type"],
+            "overloaded_error");
+  EXPECT_EQ(ErrorShapeOfPath("/v1/messages"), ErrorShape::kAnthropic);
+  EXPECT_EQ(ErrorShapeOfPath("/v1/messages/count_tokens"), ErrorShape::kAnthropic);
+  EXPECT_EQ(ErrorShapeOfPath("/v1/messagesx"), ErrorShape::kOpenAi);
+  EXPECT_EQ(ErrorShapeOfPath("/v1/chat/completions"), ErrorShape::kOpenAi);
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ const std::vector<LlamaFlag>& LlamaFlags() {
       {"--predict", "--n-predict", V::kRequired, nullptr},
       {"-co", "--color", V::kNone, nullptr},
       {"--typical-p", "--typical", V::kRequired, nullptr},
+      {"--top-nsigma", "--top-n-sigma", V::kRequired, nullptr},
       {"--draft-model,-md", "--draft", V::kRequired, nullptr},
       {"-devd,--device-draft", "--draft-device", V::kRequired, nullptr},
       {"-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "--draft-gpu-layers", V::kRequired, nullptr},

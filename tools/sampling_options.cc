@@ -8,11 +8,29 @@
 #include <random>
 #include <sstream>
 
+#include "core/generation/sampling/sampling_fields.h"
 #include "core/grammar/grammar.h"
 #include "core/grammar/json_schema.h"
 #include "tools/common.h"
 
 namespace petrel::tools {
+namespace {
+
+// llama.cpp's escapes in --dry-sequence-breaker, so that a newline can be given on a command line.
+std::string UnescapeBreaker(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\' || i + 1 == text.size()) {
+      out += text[i];
+      continue;
+    }
+    const char next = text[++i];
+    out += next == 'n' ? '\n' : next == 't' ? '\t' : next == 'r' ? '\r' : next;
+  }
+  return out;
+}
+
+}  // namespace
 
 void SamplingOptions::AddTo(CLI::App& app) {
   SamplingParams& s = generate.sampling;
@@ -26,38 +44,26 @@ void SamplingOptions::AddTo(CLI::App& app) {
       IntRange(0, kMaxTokens));
   flags.push_back(app.add_flag("--ignore-eos", generate.ignore_eos, "never stop at end-of-generation tokens"));
   flags.push_back(app.add_option("--stop", generate.stop, "stop string (repeatable); not included in the output"));
-  add("--temp", s.temperature, "temperature; 0 = greedy (default 0.8)", RealRange(0, 100));
-  add("--top-k", s.top_k, "top-k (default 40; 0 = off)", IntRange(0, kMaxTokens));
-  add("--top-p", s.top_p, "top-p (default 0.95; 1 = off)", RealRange(0, 1, /*lo_open=*/true));
-  add("--min-p", s.min_p, "min-p (default 0.05; 0 = off)", RealRange(0, 1));
-  add("--typical", s.typical_p, "typical-p (default 1 = off)", RealRange(0, 1, /*lo_open=*/true));
-  add("--dynatemp-range", s.dynatemp_range, "dynamic temperature range (default 0 = off)",
-      RealRange(0, 100));
-  add("--dynatemp-exp", s.dynatemp_exponent,
-      "dynamic temperature exponent (default 1; without --dynatemp-range: a warning)", RealRange(0, 100));
-  add("--xtc-probability", s.xtc_probability, "XTC probability (default 0 = off)", RealRange(0, 1));
-  add("--xtc-threshold", s.xtc_threshold,
-      "XTC threshold (default 0.1; without --xtc-probability: a warning)", RealRange(0, 1));
-  add("--repeat-penalty", s.repeat_penalty, "repetition penalty (default 1 = off)",
-      RealRange(0, 10, /*lo_open=*/true));
-  add("--repeat-last-n", s.penalty_last_n, "penalty window (default 64; -1 = all)",
-      IntRange(-1, kMaxTokens));
-  add("--presence-penalty", s.presence_penalty, "presence penalty (default 0)", RealRange(-2, 2));
-  add("--frequency-penalty", s.frequency_penalty, "frequency penalty (default 0)", RealRange(-2, 2));
-  add("--dry-multiplier", s.dry_multiplier, "DRY multiplier (default 0 = off)", RealRange(0, 100));
-  add("--dry-base", s.dry_base, "DRY base (default 1.75; without --dry-multiplier: a warning)",
-      RealRange(1, 100));
-  add("--dry-allowed-length", s.dry_allowed_length,
-      "DRY allowed length (default 2; without --dry-multiplier: a warning)", IntRange(0, kMaxTokens));
-  add("--dry-penalty-last-n", s.dry_penalty_last_n,
-      "DRY window (default -1 = all; without --dry-multiplier: a warning)", IntRange(-1, kMaxTokens));
-  add("--mirostat", s.mirostat, "mirostat: 0 off (default), 2 mirostat v2", IntChoice({0, 2}));
-  add("--mirostat-ent", s.mirostat_tau,
-      "mirostat target entropy tau (default 5; without --mirostat: a warning)",
-      RealRange(0, 100, /*lo_open=*/true));
-  add("--mirostat-lr", s.mirostat_eta,
-      "mirostat learning rate eta (default 0.1; without --mirostat: a warning)",
-      RealRange(0, 1, /*lo_open=*/true));
+  // The sampler stages' numbers: one table for these flags and the server's request fields.
+  for (const SamplingField& field : SamplingFields()) {
+    std::string help = field.help;
+    if (field.needs) {
+      help += std::string("; without ") + FindSamplingField(field.needs)->flag + ": a warning";
+    }
+    CLI::Validator check = !field.choices.empty()
+                               ? IntChoice({field.choices.begin(), field.choices.end()})
+                           : field.integer ? IntRange(int64_t(field.lo), int64_t(field.hi))
+                                           : RealRange(field.lo, field.hi, field.lo_open);
+    if (field.real) {
+      add(field.flag, s.*field.real, help.c_str(), check);
+    } else {
+      add(field.flag, s.*field.integer, help.c_str(), check);
+    }
+  }
+  flags.push_back(app.add_option(
+      "--dry-sequence-breaker", dry_sequence_breakers,
+      "DRY sequence breaker (repeatable; replaces the default \\n : \" *; \"none\": no breakers; "
+      "\\n \\t \\\\ \\\" are escapes)"));
   flags.push_back(app.add_option("--samplers", samplers, "stage order, e.g. penalties;top_k;top_p;temperature"));
   flags.push_back(app.add_option("-l,--logit-bias", logit_bias, "TOKEN+BIAS or TOKEN-BIAS (repeatable; -inf bans)"));
   flags.push_back(app.add_option("--grammar", grammar, "GBNF grammar the output must match"));
@@ -92,23 +98,10 @@ Status SamplingOptions::Check() const {
     return Error("--min-tokens %zu is more than -n %lld", generate.min_new_tokens, (long long)n_predict);
   }
   auto given = [&](const char* name) { return Given(name); };
-  const SamplingParams& s = generate.sampling;
-  struct Dependent {
-    const char* flag;
-    const char* stage;
-    bool stage_on;
-  };
-  const Dependent dependents[] = {
-      {"--dynatemp-exp", "--dynatemp-range", s.dynatemp_range > 0.0f},
-      {"--xtc-threshold", "--xtc-probability", s.xtc_probability > 0.0f},
-      {"--dry-base", "--dry-multiplier", s.dry_multiplier > 0.0f},
-      {"--dry-allowed-length", "--dry-multiplier", s.dry_multiplier > 0.0f},
-      {"--dry-penalty-last-n", "--dry-multiplier", s.dry_multiplier > 0.0f},
-      {"--mirostat-ent", "--mirostat", s.mirostat != 0},
-      {"--mirostat-lr", "--mirostat", s.mirostat != 0},
-  };
-  for (const Dependent& d : dependents) {
-    if (given(d.flag) && !d.stage_on) Warn("%s has no effect without %s (ignored)", d.flag, d.stage);
+  for (const SamplingField& field : SamplingFields()) {
+    if (given(field.flag) && !SamplingStageOn(field, generate.sampling)) {
+      Warn("%s has no effect without %s (ignored)", field.flag, FindSamplingField(field.needs)->flag);
+    }
   }
   return Status::Ok();
 }
@@ -142,6 +135,17 @@ Result<GenerateOptions> SamplingOptions::ToGenerateOptions() const {
       if (*end != '\0' || !std::isfinite(bias)) return Error("--logit-bias '%s': bad bias", item.c_str());
     }
     options.sampling.logit_bias[int32_t(token)] = bias;
+  }
+  if (!dry_sequence_breakers.empty()) {
+    options.sampling.dry_sequence_breakers.clear();
+    if (dry_sequence_breakers != std::vector<std::string>{"none"}) {
+      for (const std::string& breaker : dry_sequence_breakers) {
+        options.sampling.dry_sequence_breakers.push_back(UnescapeBreaker(breaker));
+      }
+    }
+    if (Status status = CheckSamplingParams(options.sampling); !status.ok()) {
+      return status.Wrap("--dry-sequence-breaker");
+    }
   }
   PETREL_ASSIGN_OR_RETURN(options.sampling.grammar, GrammarText());
   return options;

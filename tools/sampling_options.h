@@ -17,6 +17,7 @@ struct SamplingOptions {
   int64_t n_predict = 64;  // -1: until end of generation or a full context
   std::vector<std::string> logit_bias;  // "TOKEN+BIAS", "TOKEN-BIAS", "TOKEN-inf"
   std::string samplers;
+  std::vector<std::string> dry_sequence_breakers;  // as given (escapes unread); empty: default
   // At most one of these: GBNF text or file, JSON Schema text or file (docs/GRAMMARS.md).
   std::string grammar, grammar_file, json_schema, json_schema_file;
   std::vector<CLI::Option*> flags;  // every flag added by AddTo, to tell which were given

@@ -243,7 +243,7 @@ bool ActiveRequest::OnToken(Choice& choice, const GeneratedToken& token, std::st
   std::string text = choice.filter->Push(piece);
   if (!text.empty()) {
     job_->Push(JobEvent{JobEvent::Kind::kDelta, choice.index, std::move(text),
-                        std::move(choice.pending), "", Usage(), ApiError()});
+                        std::move(choice.pending), "", Usage(), ApiError(), ""});
     choice.pending.clear();
   }
   return !job_->cancelled();
@@ -267,16 +267,15 @@ bool ActiveRequest::Report() {
     std::string tail = choice.filter->Flush();
     if (!tail.empty() || !choice.pending.empty()) {
       job_->Push(JobEvent{JobEvent::Kind::kDelta, choice.index, std::move(tail),
-                          std::move(choice.pending), "", Usage(), ApiError()});
+                          std::move(choice.pending), "", Usage(), ApiError(), ""});
       choice.pending.clear();
     }
-    job_->Push(JobEvent{JobEvent::Kind::kChoiceEnd,
-                        choice.index,
-                        "",
-                        {},
-                        FinishReason(sequence.result().stop_reason),
-                        Usage(),
-                        ApiError()});
+    JobEvent end;
+    end.kind = JobEvent::Kind::kChoiceEnd;
+    end.choice = choice.index;
+    end.finish_reason = FinishReason(sequence.result().stop_reason);
+    if (sequence.result().stop_reason == "stop") end.stop_sequence = sequence.result().stop_string;
+    job_->Push(std::move(end));
     const size_t generated = sequence.result().new_ids.size();
     usage_.completion_tokens += generated;
     metrics_.AddGenerationTokens(generated);
@@ -288,7 +287,7 @@ bool ActiveRequest::Report() {
   const bool all = std::all_of(choices_.begin(), choices_.end(),
                                [](const auto& choice) { return choice->reported; });
   if (!all) return false;
-  job_->Push(JobEvent{JobEvent::Kind::kDone, 0, "", {}, "", usage_, ApiError()});
+  job_->Push(JobEvent{JobEvent::Kind::kDone, 0, "", {}, "", usage_, ApiError(), ""});
   finished_ = true;
   return true;
 }
@@ -299,7 +298,7 @@ void ActiveRequest::Abort(const ApiError* error) {
   }
   FreeSequences();
   if (error && !finished_) {
-    job_->Push(JobEvent{JobEvent::Kind::kError, 0, "", {}, "", Usage(), *error});
+    job_->Push(JobEvent{JobEvent::Kind::kError, 0, "", {}, "", Usage(), *error, ""});
   }
   finished_ = true;
 }

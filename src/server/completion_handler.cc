@@ -1,5 +1,6 @@
-// HandleCompletion: validate, build the prompt, queue the job, then relay its events to the
-// client: as Server-Sent Events while they come, or as one body at the end.
+// HandleCompletion and the steps every generating endpoint shares: build the prompt, check it,
+// queue the job, then relay its events to the client through the API's ResponseFormat: as
+// Server-Sent Events while they come, or as one body at the end.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -20,7 +21,7 @@ namespace {
 // line goes out: a client that left is noticed by the failed write.
 constexpr std::chrono::milliseconds kHeartbeat(1000);
 
-void Respond(const std::shared_ptr<Job>& job, OpenAiResponse& response, httplib::Response& res) {
+void Respond(const std::shared_ptr<Job>& job, ResponseFormat& response, httplib::Response& res) {
   std::vector<JobEvent> events;
   for (;;) {
     job->Wait(kHeartbeat, &events);
@@ -34,14 +35,14 @@ void Respond(const std::shared_ptr<Job>& job, OpenAiResponse& response, httplib:
           res.set_content(response.Body(event.usage), "application/json");
           return;
         case JobEvent::Kind::kError:
-          SendError(res, event.error);
+          SendError(res, event.error, response.error_shape());
           return;
       }
     }
   }
 }
 
-void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<OpenAiResponse> response,
+void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<ResponseFormat> response,
             std::atomic<int>& open_streams, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -49,13 +50,20 @@ void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<OpenAiResponse> res
   // to its end or given up on the connection.
   ++open_streams;
   std::shared_ptr<void> open(nullptr, [&open_streams](void*) { --open_streams; });
-  auto provider = [job, response, open, events = std::vector<JobEvent>()](
+  auto provider = [job, response, open, started = false, events = std::vector<JobEvent>()](
                       size_t, httplib::DataSink& sink) mutable {
     auto write = [&](const std::string& text) {
       return text.empty() || sink.write(text.data(), text.size());
     };
+    if (!started) {
+      started = true;
+      if (!write(response->StreamStart())) {
+        job->Cancel();
+        return false;
+      }
+    }
     if (!job->Wait(kHeartbeat, &events)) {
-      if (write(": keep-alive\n\n")) return true;
+      if (write(response->Heartbeat())) return true;
       job->Cancel();
       return false;
     }
@@ -67,20 +75,14 @@ void Stream(const std::shared_ptr<Job>& job, std::shared_ptr<OpenAiResponse> res
           written = write(response->StreamEvent(event));
           break;
         case JobEvent::Kind::kDone:
-          if (job->request().include_usage) written = write(response->StreamUsage(event.usage));
-          written = written && write(OpenAiResponse::kStreamDone);
+        case JobEvent::Kind::kError:
+          written =
+              write(event.kind == JobEvent::Kind::kDone ? response->StreamEnd(event.usage)
+                                                        : response->StreamFailure(event.error));
           if (written) {
             sink.done();
             return true;
           }
-          break;
-        case JobEvent::Kind::kError:
-          if (write(OpenAiResponse::StreamError(event.error)) &&
-              write(OpenAiResponse::kStreamDone)) {
-            sink.done();
-            return true;
-          }
-          written = false;
           break;
       }
       if (!written) {
@@ -105,13 +107,15 @@ ApiResult CheckGrammarAgainstVocabulary(const CompletionRequest& request,
   if (request.sampling.grammar.empty()) return std::nullopt;
   const std::string field = request.grammar_field.empty() ? "grammar" : request.grammar_field;
   auto matcher = CompileGrammarConstraint(request.sampling.grammar, tokenizer, n_vocab);
-  if (!matcher.ok()) return InvalidField(field, matcher.status().message(), "grammar_unsatisfiable");
+  if (!matcher.ok())
+    return InvalidField(field, matcher.status().message(), "grammar_unsatisfiable");
   std::vector<uint8_t> allowed(n_vocab);
   const Status status = (*matcher)->ComputeMask(&allowed);
   if (!status.ok()) {
     return InvalidField(field,
-                        status.message() + " (the model's vocabulary cannot spell what the "
-                                           "grammar requires first)",
+                        status.message() +
+                            " (the model's vocabulary cannot spell what the "
+                            "grammar requires first)",
                         "grammar_unsatisfiable");
   }
   return std::nullopt;
@@ -119,67 +123,79 @@ ApiResult CheckGrammarAgainstVocabulary(const CompletionRequest& request,
 
 }  // namespace
 
-void HandleCompletion(const ServingModel& model, const std::string& model_name, Endpoint endpoint,
-                      std::atomic<int>& open_streams, const httplib::Request& req,
-                      httplib::Response& res) {
+ApiResult PrepareJob(const ServingModel& model, CompletionRequest request,
+                     std::shared_ptr<Job>* out) {
   Engine& engine = *model.engine;
-  if (engine.config().embeddings_only) {
-    SendError(res, StatusError(400, "the model (" + engine.config().architecture +
-                                        ") gives embeddings only and cannot complete text; use "
-                                        "/v1/embeddings"));
-    return;
-  }
-  const RequestLimits limits{engine.context(), size_t(engine.config().n_vocab),
-                             model.scheduler->options().parallel};
-  CompletionRequest request;
-  if (ApiResult error = ParseCompletionRequest(req.body, endpoint, limits, &request)) {
-    SendError(res, *error);
-    return;
-  }
+  const size_t n_vocab = size_t(engine.config().n_vocab);
   std::vector<int32_t> prompt;
-  if (ApiResult error =
-          BuildPrompt(request, *engine.tokenizer(), model.chat, limits.n_vocab, &prompt)) {
-    SendError(res, *error);
-    return;
-  }
+  PETREL_RETURN_IF_API_ERROR(
+      BuildPrompt(request, *engine.tokenizer(), model.chat, n_vocab, &prompt));
+  const bool chat = request.endpoint == Endpoint::kChat;
   if (prompt.size() > engine.context()) {
     // OpenAI's answer, which its clients recognise (and do not retry).
-    SendError(res, ApiError{400,
-                            "This model's maximum context length is " +
-                                std::to_string(engine.context()) + " tokens. However, your " +
-                                (endpoint == Endpoint::kChat ? "messages" : "prompt") +
-                                " resulted in " + std::to_string(prompt.size()) + " tokens.",
-                            "invalid_request_error",
-                            endpoint == Endpoint::kChat ? "messages" : "prompt",
-                            "context_length_exceeded"});
-    return;
+    return ApiError{400,
+                    "This model's maximum context length is " + std::to_string(engine.context()) +
+                        " tokens. However, your " + (chat ? "messages" : "prompt") +
+                        " resulted in " + std::to_string(prompt.size()) + " tokens.",
+                    "invalid_request_error", chat ? "messages" : "prompt",
+                    "context_length_exceeded"};
   }
-  if (endpoint == Endpoint::kChat) {
+  if (chat) {
     // The prompt's last tokens, to see whether the template opened a think block.
     const size_t tail = std::min<size_t>(prompt.size(), 8);
     const std::string prompt_tail = engine.tokenizer()->Decode(
         std::vector<int32_t>(prompt.end() - tail, prompt.end()), /*skip_special=*/false);
-    if (ApiResult error = SetUpReplyParsing(model.chat->source(), model.tool_call_format,
-                                            model.reasoning_format, prompt_tail, &request)) {
-      SendError(res, *error);
-      return;
-    }
+    PETREL_RETURN_IF_API_ERROR(SetUpReplyParsing(model.chat->source(), model.tool_call_format,
+                                                 model.reasoning_format, prompt_tail, &request));
   }
-  if (ApiResult error = CheckGrammarAgainstVocabulary(request, *engine.tokenizer(), limits.n_vocab)) {
-    SendError(res, *error);
-    return;
-  }
-  auto job = std::make_shared<Job>(std::move(request), std::move(prompt));
+  PETREL_RETURN_IF_API_ERROR(CheckGrammarAgainstVocabulary(request, *engine.tokenizer(), n_vocab));
+  *out = std::make_shared<Job>(std::move(request), std::move(prompt));
+  return std::nullopt;
+}
+
+ApiResult RefuseEmbeddingsOnly(const ServingModel& model) {
+  const Engine& engine = *model.engine;
+  if (!engine.config().embeddings_only) return std::nullopt;
+  return StatusError(400, "the model (" + engine.config().architecture +
+                              ") gives embeddings only and cannot complete text; use "
+                              "/v1/embeddings");
+}
+
+RequestLimits LimitsOf(const ServingModel& model) {
+  const Engine& engine = *model.engine;
+  return RequestLimits{engine.context(), size_t(engine.config().n_vocab),
+                       model.scheduler->options().parallel};
+}
+
+void RunJob(const ServingModel& model, std::shared_ptr<Job> job,
+            std::shared_ptr<ResponseFormat> response, std::atomic<int>& open_streams,
+            httplib::Response& res) {
   if (ApiResult error = model.scheduler->Submit(job)) {
-    SendError(res, *error);
+    SendError(res, *error, response->error_shape());
     return;
   }
-  auto response = std::make_shared<OpenAiResponse>(job->request(), *engine.tokenizer(), model_name);
   if (job->request().stream) {
     Stream(job, std::move(response), open_streams, res);
   } else {
     Respond(job, *response, res);
   }
+}
+
+void HandleCompletion(const ServingModel& model, const std::string& model_name, Endpoint endpoint,
+                      std::atomic<int>& open_streams, const httplib::Request& req,
+                      httplib::Response& res) {
+  CompletionRequest request;
+  std::shared_ptr<Job> job;
+  ApiResult error = RefuseEmbeddingsOnly(model);
+  if (!error) error = ParseCompletionRequest(req.body, endpoint, LimitsOf(model), &request);
+  if (!error) error = PrepareJob(model, std::move(request), &job);
+  if (error) {
+    SendError(res, *error);
+    return;
+  }
+  auto response =
+      std::make_shared<OpenAiResponse>(job->request(), *model.engine->tokenizer(), model_name);
+  RunJob(model, std::move(job), std::move(response), open_streams, res);
 }
 
 }  // namespace petrel::server

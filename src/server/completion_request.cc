@@ -6,6 +6,7 @@
 #include <random>
 #include <string_view>
 
+#include "core/generation/sampling/sampling_fields.h"
 #include "core/grammar/grammar.h"
 #include "core/grammar/json_schema.h"
 
@@ -14,16 +15,11 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// With every field of the sampler table (SamplingFields()), also known.
 constexpr std::string_view kCommonFields[] = {"model",
                                               "n",
                                               "max_tokens",
-                                              "temperature",
-                                              "top_p",
-                                              "top_k",
-                                              "min_p",
-                                              "presence_penalty",
-                                              "frequency_penalty",
-                                              "repeat_penalty",
+                                              "dry_sequence_breakers",
                                               "logit_bias",
                                               "seed",
                                               "stop",
@@ -52,7 +48,7 @@ bool Contains(const std::string_view (&list)[N], std::string_view name) {
 
 ApiResult CheckKnownFields(const json& request, Endpoint endpoint) {
   for (const auto& [name, value] : request.items()) {
-    const bool known = Contains(kCommonFields, name) ||
+    const bool known = Contains(kCommonFields, name) || FindSamplingField(name) ||
                        (endpoint == Endpoint::kChat ? Contains(kChatFields, name)
                                                     : Contains(kCompletionFields, name));
     if (!known) {
@@ -123,9 +119,11 @@ ApiResult ReadMessages(const json& request, CompletionRequest* out) {
     } else if (*role != "assistant") {
       return InvalidField(where + ".content", "'" + where + ".content' is required",
                           "missing_required_parameter");
-    } else {
-      copy["content"] = nullptr;
     }
+    // An assistant turn of only tool calls (content null or absent) reaches the template with
+    // "": templates test content with `in` and string methods, which fail on null (Qwen3's
+    // `'</think>' in message.content`), and print nothing for "".
+    if (copy["content"].is_null()) copy["content"] = "";
     out->messages.push_back(std::move(copy));
   }
   return std::nullopt;
@@ -158,27 +156,6 @@ ApiResult ReadPrompt(const json& request, CompletionRequest* out) {
                       "invalid_type");
 }
 
-ApiResult ReadStop(const json& request, CompletionRequest* out) {
-  auto it = request.find("stop");
-  if (it == request.end() || it->is_null()) return std::nullopt;
-  json stops = it->is_string() ? json::array({*it}) : *it;
-  if (!stops.is_array() || stops.size() > kMaxStops) {
-    return InvalidField(
-        "stop",
-        "'stop' must be a string or an array of at most " + std::to_string(kMaxStops) + " strings",
-        "invalid_type");
-  }
-  for (const json& stop : stops) {
-    if (!stop.is_string() || stop.get_ref<const std::string&>().empty() ||
-        stop.get_ref<const std::string&>().size() > kMaxStopBytes) {
-      return InvalidField(
-          "stop", "each 'stop' string must be 1 to " + std::to_string(kMaxStopBytes) + " bytes");
-    }
-    out->stop.push_back(stop.get<std::string>());
-  }
-  return std::nullopt;
-}
-
 // OpenAI's form {"token id": bias}, bias in [-100, 100] (-100 bans the token).
 ApiResult ReadLogitBias(const json& request, const RequestLimits& limits, CompletionRequest* out) {
   auto it = request.find("logit_bias");
@@ -206,7 +183,78 @@ ApiResult ReadLogitBias(const json& request, const RequestLimits& limits, Comple
   return std::nullopt;
 }
 
-ApiResult ReadSampling(const FieldReader& fields, CompletionRequest* out) {
+// One row of the sampler table (sampling_fields.h, shared with the CLI's flags).
+ApiResult ReadSamplerField(const FieldReader& fields, const SamplingField& field,
+                           SamplingParams* params) {
+  const json* value = fields.Find(field.name);
+  if (!value) return std::nullopt;
+  const std::string name = field.name;
+  if (!value->is_number()) {
+    return InvalidField(name, "'" + name + "' must be a number, not " + JsonTypeName(*value),
+                        "invalid_type");
+  }
+  const double number = value->get<double>();
+  if (field.integer && number != std::floor(number)) {
+    return InvalidField(name, "'" + name + "' must be an integer, not " + value->dump(),
+                        "invalid_type");
+  }
+  if (!CheckSamplingValue(field, number).ok()) {
+    return InvalidField(name, "'" + name + "' is " + value->dump() + ", outside the range " +
+                                  SamplingRangeText(field));
+  }
+  SetSamplingValue(field, number, params);
+  return std::nullopt;
+}
+
+ApiResult ReadDryBreakers(const FieldReader& fields, SamplingParams* params) {
+  const json* value = fields.Find("dry_sequence_breakers");
+  if (!value) return std::nullopt;
+  if (!value->is_array() || value->size() > kMaxDrySequenceBreakers) {
+    return InvalidField("dry_sequence_breakers",
+                        "'dry_sequence_breakers' must be an array of at most " +
+                            std::to_string(kMaxDrySequenceBreakers) + " strings",
+                        "invalid_type");
+  }
+  params->dry_sequence_breakers.clear();
+  for (const json& breaker : *value) {
+    if (!breaker.is_string() || breaker.get_ref<const std::string&>().empty() ||
+        breaker.get_ref<const std::string&>().size() > kMaxDrySequenceBreakerBytes) {
+      return InvalidField("dry_sequence_breakers",
+                          "each of 'dry_sequence_breakers' must be a string of 1 to " +
+                              std::to_string(kMaxDrySequenceBreakerBytes) + " bytes");
+    }
+    params->dry_sequence_breakers.push_back(breaker.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiResult ReadStopStrings(const nlohmann::ordered_json& request, const std::string& field,
+                          CompletionRequest* out) {
+  auto it = request.find(field);
+  if (it == request.end() || it->is_null()) return std::nullopt;
+  json stops = it->is_string() ? json::array({*it}) : *it;
+  if (!stops.is_array() || stops.size() > kMaxStops) {
+    return InvalidField(field,
+                        "'" + field + "' must be a string or an array of at most " +
+                            std::to_string(kMaxStops) + " strings",
+                        "invalid_type");
+  }
+  for (const json& stop : stops) {
+    if (!stop.is_string() || stop.get_ref<const std::string&>().empty() ||
+        stop.get_ref<const std::string&>().size() > kMaxStopBytes) {
+      return InvalidField(field, "each '" + field + "' string must be 1 to " +
+                                     std::to_string(kMaxStopBytes) + " bytes");
+    }
+    out->stop.push_back(stop.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+ApiResult ReadSampling(const nlohmann::ordered_json& request, const RequestLimits& limits,
+                       CompletionRequest* out) {
+  const FieldReader fields(request);
   SamplingParams& s = out->sampling;
   // OpenAI's defaults: temperature 1 and nothing else truncating or penalizing.
   s = SamplingParams();
@@ -214,29 +262,10 @@ ApiResult ReadSampling(const FieldReader& fields, CompletionRequest* out) {
   s.top_p = 1.0f;
   s.min_p = 0.0f;
   s.temperature = 1.0f;
-  double value = s.temperature;
-  PETREL_RETURN_IF_API_ERROR(fields.Number("temperature", 0, 2, &value));
-  s.temperature = float(value);
-  value = s.top_p;
-  PETREL_RETURN_IF_API_ERROR(fields.Number("top_p", 0, 1, &value));
-  if (value <= 0) return InvalidField("top_p", "'top_p' must be above 0");
-  s.top_p = float(value);
-  value = s.min_p;
-  PETREL_RETURN_IF_API_ERROR(fields.Number("min_p", 0, 1, &value));
-  s.min_p = float(value);
-  int64_t top_k = 0;
-  PETREL_RETURN_IF_API_ERROR(fields.Integer("top_k", 0, 1 << 20, &top_k));
-  s.top_k = int32_t(top_k);
-  value = 0;
-  PETREL_RETURN_IF_API_ERROR(fields.Number("presence_penalty", -2, 2, &value));
-  s.presence_penalty = float(value);
-  value = 0;
-  PETREL_RETURN_IF_API_ERROR(fields.Number("frequency_penalty", -2, 2, &value));
-  s.frequency_penalty = float(value);
-  value = 1;
-  PETREL_RETURN_IF_API_ERROR(fields.Number("repeat_penalty", 0, 10, &value));
-  if (value <= 0) return InvalidField("repeat_penalty", "'repeat_penalty' must be above 0");
-  s.repeat_penalty = float(value);
+  for (const SamplingField& field : SamplingFields()) {
+    PETREL_RETURN_IF_API_ERROR(ReadSamplerField(fields, field, &s));
+  }
+  PETREL_RETURN_IF_API_ERROR(ReadDryBreakers(fields, &s));
   int64_t seed = 0;
   if (fields.Find("seed")) {
     PETREL_RETURN_IF_API_ERROR(fields.Integer("seed", INT64_MIN, INT64_MAX, &seed));
@@ -245,8 +274,10 @@ ApiResult ReadSampling(const FieldReader& fields, CompletionRequest* out) {
   } else {
     s.seed = (uint64_t(std::random_device()()) << 32) | std::random_device()();
   }
-  return std::nullopt;
+  return ReadLogitBias(request, limits, out);
 }
+
+namespace {
 
 // `response_format`, `json_schema` or `grammar` as the grammar of the output, compiled here so
 // that a bad one is this request's 400 rather than a failed generation.
@@ -332,10 +363,9 @@ ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
     PETREL_RETURN_IF_API_ERROR(fields.Integer("max_completion_tokens", 1, context, &max_tokens));
   }
   out->max_tokens = size_t(max_tokens);
-  PETREL_RETURN_IF_API_ERROR(ReadSampling(fields, out));
-  PETREL_RETURN_IF_API_ERROR(ReadLogitBias(request, limits, out));
+  PETREL_RETURN_IF_API_ERROR(ReadSampling(request, limits, out));
   PETREL_RETURN_IF_API_ERROR(ReadGrammar(request, out));
-  PETREL_RETURN_IF_API_ERROR(ReadStop(request, out));
+  PETREL_RETURN_IF_API_ERROR(ReadStopStrings(request, "stop", out));
   if (endpoint == Endpoint::kChat) {
     PETREL_RETURN_IF_API_ERROR(fields.Boolean("logprobs", &out->logprobs));
     int64_t top = 0;

@@ -58,6 +58,17 @@ struct CompletionRequest {
 ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
                                  const RequestLimits& limits, CompletionRequest* out);
 
+// The sampler's fields (the table shared with the CLI, sampling_fields.h), `seed` and
+// `logit_bias` into out->sampling, over OpenAI's defaults (temperature 1, no truncation); sets
+// out->seeded. For every endpoint that samples.
+ApiResult ReadSampling(const nlohmann::ordered_json& request, const RequestLimits& limits,
+                       CompletionRequest* out);
+
+// Stop strings from `field` (a string or an array of them; "stop", or Anthropic's
+// "stop_sequences") appended to out->stop.
+ApiResult ReadStopStrings(const nlohmann::ordered_json& request, const std::string& field,
+                          CompletionRequest* out);
+
 // The limits of every bounded field, in one place for the parser, SERVER.md and the tests.
 inline constexpr int64_t kMaxN = 16;
 inline constexpr size_t kMaxStops = 4;

@@ -91,20 +91,28 @@ void HttpServer::Route() {
     const bool page_file = options_.web_ui && (req.method == "GET" || req.method == "HEAD") &&
                            FindWebUiFile(req.path).has_value();
     if (page_file) return httplib::Server::HandlerResponse::Unhandled;
+    // OpenAI's clients send the key as a bearer token, Anthropic's as x-api-key: either will do
+    // on every route.
     const std::string header = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     const bool bearer = header.compare(0, prefix.size(), prefix) == 0;
-    if (bearer && SameSecret(header.substr(prefix.size()), options_.api_key)) {
+    const bool x_api_key = req.has_header("x-api-key");
+    if ((bearer && SameSecret(header.substr(prefix.size()), options_.api_key)) ||
+        (x_api_key && SameSecret(req.get_header_value("x-api-key"), options_.api_key))) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     res.set_header("WWW-Authenticate", "Bearer");
-    SendError(res, StatusError(401, bearer ? "the API key is not valid"
-                                           : "an API key is required (Authorization: Bearer KEY)"));
+    SendError(res,
+              StatusError(401, bearer || x_api_key ? "the API key is not valid"
+                                                   : "an API key is required (Authorization: "
+                                                     "Bearer KEY, or x-api-key: KEY)"),
+              ErrorShapeOfPath(req.path));
     return httplib::Server::HandlerResponse::Handled;
   });
   // Bodies for the errors httplib answers itself (404, 413, ...).
   server.set_error_handler(
-      httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                  httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
         std::string message = "no such route";
         if (res.status == 413) {
@@ -113,7 +121,7 @@ void HttpServer::Route() {
         } else if (res.status != 404) {
           message = "the request failed with HTTP status " + std::to_string(res.status);
         }
-        SendError(res, StatusError(res.status, message));
+        SendError(res, StatusError(res.status, message), ErrorShapeOfPath(req.path));
         return httplib::Server::HandlerResponse::Handled;
       }));
   server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -149,7 +157,7 @@ void HttpServer::Route() {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
       const ServingModel* serving = model();
       if (!serving) {
-        SendError(res, StatusError(503, "the model is still loading"));
+        SendError(res, StatusError(503, "the model is still loading"), ErrorShapeOfPath(req.path));
         return;
       }
       handler(*serving, req, res);
@@ -186,12 +194,15 @@ void HttpServer::Route() {
             return true;
           });
           if (over || res.status == 413) {
-            SendError(res, StatusError(413, "the request body is larger than " +
-                                                std::to_string(limit) + " bytes"));
+            SendError(res,
+                      StatusError(413, "the request body is larger than " +
+                                           std::to_string(limit) + " bytes"),
+                      ErrorShapeOfPath(req.path));
             return;
           }
           if (!read) {
-            SendError(res, StatusError(400, "the request body could not be read"));
+            SendError(res, StatusError(400, "the request body could not be read"),
+                      ErrorShapeOfPath(req.path));
             return;
           }
           handler(with_body, res);
@@ -209,6 +220,11 @@ void HttpServer::Route() {
                                                                        httplib::Response& res) {
                 HandleCompletion(serving, model_name, Endpoint::kCompletion, open_streams_, req,
                                  res);
+              })));
+  server.Post("/v1/messages", bounded(with_model([this, model_name](const ServingModel& serving,
+                                                                    const httplib::Request& req,
+                                                                    httplib::Response& res) {
+                HandleMessages(serving, model_name, open_streams_, req, res);
               })));
   server.Post("/v1/embeddings", bounded(with_model([model_name](const ServingModel& serving,
                                                                  const httplib::Request& req,

@@ -32,6 +32,7 @@ struct JobEvent {
   std::string finish_reason;           // kChoiceEnd: "stop" or "length"
   Usage usage;                         // kDone
   ApiError error;                      // kError: the request failed; nothing follows
+  std::string stop_sequence;           // kChoiceEnd: the stop string that ended it ("" for none)
 };
 
 class Job {

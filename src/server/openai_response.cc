@@ -215,6 +215,14 @@ std::string OpenAiResponse::StreamError(const ApiError& error) {
   return Data(body);
 }
 
+std::string OpenAiResponse::StreamEnd(const Usage& usage) {
+  return (request_.include_usage ? StreamUsage(usage) : std::string()) + kStreamDone;
+}
+
+std::string OpenAiResponse::StreamFailure(const ApiError& error) {
+  return StreamError(error) + kStreamDone;
+}
+
 void OpenAiResponse::Add(const JobEvent& event) {
   ChoiceText& choice = choices_[event.choice];
   switch (event.kind) {

@@ -10,24 +10,31 @@
 #include "core/tokenizer/tokenizer.h"
 #include "server/job.h"
 #include "server/reply_parser.h"
+#include "server/response_format.h"
 
 namespace petrel::server {
 
-class OpenAiResponse {
+class OpenAiResponse final : public ResponseFormat {
  public:
   OpenAiResponse(const CompletionRequest& request, const Tokenizer& tokenizer,
                  std::string model_name);
 
   // Streaming: the "data: {...}\n\n" event of a delta or choice end ("" for none), the usage
   // chunk (stream_options.include_usage), an error event, and the end.
-  std::string StreamEvent(const JobEvent& event);
+  std::string StreamEvent(const JobEvent& event) override;
   std::string StreamUsage(const Usage& usage) const;
   static std::string StreamError(const ApiError& error);
   static constexpr const char* kStreamDone = "data: [DONE]\n\n";
+  // The usage chunk when asked for (stream_options.include_usage), then [DONE].
+  std::string StreamEnd(const Usage& usage) override;
+  std::string StreamFailure(const ApiError& error) override;
+  // An SSE comment line, which OpenAI's clients skip.
+  std::string Heartbeat() const override { return ": keep-alive\n\n"; }
 
   // Whole response: every event added, then the body.
-  void Add(const JobEvent& event);
-  std::string Body(const Usage& usage) const;
+  void Add(const JobEvent& event) override;
+  std::string Body(const Usage& usage) const override;
+  ErrorShape error_shape() const override { return ErrorShape::kOpenAi; }
 
  private:
   struct ChoiceText {

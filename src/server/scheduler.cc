@@ -73,7 +73,8 @@ void Scheduler::Shutdown(std::chrono::milliseconds grace) {
                          {},
                          "",
                          Usage(),
-                         StatusError(503, "the server is shutting down")});
+                         StatusError(503, "the server is shutting down"),
+                         ""});
     }
     waiting_.clear();
     if (!draining_) {
@@ -152,7 +153,8 @@ void Scheduler::StartAdmitted(std::vector<std::shared_ptr<Job>>* admitted) {
                          {},
                          "",
                          Usage(),
-                         StatusError(400, request.status().message())});
+                         StatusError(400, request.status().message()),
+                         ""});
       continue;
     }
     active_.push_back(std::move(request).value());

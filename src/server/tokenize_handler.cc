@@ -33,9 +33,9 @@ void SendJson(httplib::Response& res, const json& body) {
 
 }  // namespace
 
-void SendError(httplib::Response& res, const ApiError& error) {
+void SendError(httplib::Response& res, const ApiError& error, ErrorShape shape) {
   res.status = error.status;
-  res.set_content(ErrorJson(error), "application/json");
+  res.set_content(ErrorJson(error, shape), "application/json");
 }
 
 void HandleTokenize(const ServingModel& model, const httplib::Request& req,

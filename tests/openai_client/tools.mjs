@@ -29,7 +29,7 @@ const tools = [{
 }];
 const messages = [{ role: "user", content: "What is the weather in Paris?" }];
 const request = { model: "petrel", messages, tools, tool_choice: "required",
-                  parallel_tool_calls: false, max_tokens: 96, temperature: 0 };
+                  parallel_tool_calls: false, max_tokens: 160, temperature: 0 };
 const result = {};
 
 const plain = await client.chat.completions.create(request);

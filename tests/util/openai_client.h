@@ -1,5 +1,5 @@
 // Node scripts from tests/ driving a running server with npm packages: the official `openai`
-// client (tests/openai_client/*.mjs) and `puppeteer-core` with Debian's chromium
+// and `@anthropic-ai/sdk` clients (tests/openai_client/*.mjs) and `puppeteer-core` with Debian's chromium
 // (tests/webui/*.mjs). Packages are installed on demand into a folder of the scratch folder;
 // the tests skip, saying why, where node, npm, the network or chromium are missing.
 #pragma once
@@ -45,9 +45,10 @@ inline std::string NpmPackagesDir(const std::string& name, const std::vector<std
   return dir;
 }
 
-// The folder the `openai` package is installed into, or "" with `*skip` set to why it cannot be.
+// The folder the `openai` and `@anthropic-ai/sdk` packages are installed into, or "" with
+// `*skip` set to why they cannot be.
 inline std::string OpenAiClientDir(std::string* skip) {
-  return NpmPackagesDir("openai_client", {"openai@4"}, skip);
+  return NpmPackagesDir("openai_client", {"openai@4", "@anthropic-ai/sdk@0"}, skip);
 }
 
 // The source tree's tests/ folder (PETREL_SOURCE_DIR, set by meson).

@@ -121,6 +121,38 @@ class TypicalP final : public SamplerStage {
   float p_;
 };
 
+// Top-n-sigma (Tang et al. 2024): keeps the tokens whose logit is within n standard deviations
+// (over the candidates' finite logits) of the largest. It reads logits, not probabilities, so it
+// is unaffected by the temperature that follows.
+class TopNSigma final : public SamplerStage {
+ public:
+  explicit TopNSigma(float n) : n_(n) {}
+  const char* Name() const override { return "top_n_sigma"; }
+  void Apply(Candidates& c, SamplerContext&) override {
+    if (n_ <= 0.0f || c.size() <= 1) return;
+    double sum = 0.0;
+    size_t finite = 0;
+    const float max_logit = c.items[c.Best()].logit;
+    for (const Candidate& item : c.items) {
+      if (item.logit == -INFINITY) continue;
+      sum += item.logit;
+      ++finite;
+    }
+    if (finite == 0) return;
+    const double mean = sum / double(finite);
+    double squares = 0.0;
+    for (const Candidate& item : c.items) {
+      if (item.logit != -INFINITY) squares += (item.logit - mean) * (item.logit - mean);
+    }
+    const float cutoff = max_logit - n_ * float(std::sqrt(squares / double(finite)));
+    // Removal keeps the order, so a sorted list stays sorted; the largest always stays.
+    std::erase_if(c.items, [&](const Candidate& item) { return item.logit < cutoff; });
+  }
+
+ private:
+  float n_;
+};
+
 class Xtc final : public SamplerStage {
  public:
   Xtc(float probability, float threshold) : probability_(probability), threshold_(threshold) {}
@@ -201,6 +233,7 @@ std::unique_ptr<SamplerStage> MakeTopK(int32_t k) { return std::make_unique<TopK
 std::unique_ptr<SamplerStage> MakeTopP(float p) { return std::make_unique<TopP>(p); }
 std::unique_ptr<SamplerStage> MakeMinP(float p) { return std::make_unique<MinP>(p); }
 std::unique_ptr<SamplerStage> MakeTypicalP(float p) { return std::make_unique<TypicalP>(p); }
+std::unique_ptr<SamplerStage> MakeTopNSigma(float n) { return std::make_unique<TopNSigma>(n); }
 std::unique_ptr<SamplerStage> MakeXtc(float probability, float threshold) { return std::make_unique<Xtc>(probability, threshold); }
 std::unique_ptr<SamplerStage> MakeTemperature(float t, float range, float exponent) { return std::make_unique<Temperature>(t, range, exponent); }
 std::unique_ptr<SamplerStage> MakeDist() { return std::make_unique<Dist>(); }

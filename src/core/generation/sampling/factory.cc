@@ -5,15 +5,17 @@
 #include <nlohmann/json.hpp>
 
 #include "core/generation/sampling/sampler.h"
+#include "core/generation/sampling/sampling_fields.h"
 
 namespace petrel {
 
 std::vector<std::string> DefaultSamplerOrder() {
-  return {"penalties", "dry", "top_k", "typical_p", "top_p", "min_p", "xtc", "temperature"};
+  return {"penalties", "dry",   "top_n_sigma", "top_k",      "typical_p",
+          "top_p",     "min_p", "xtc",         "temperature"};
 }
 
 std::vector<std::string> KnownSamplerStages() {
-  return {"logit_bias", "penalties", "dry", "top_k", "typical_p", "top_p", "min_p", "xtc",
+  return {"logit_bias", "penalties", "dry", "top_n_sigma", "top_k", "typical_p", "top_p", "min_p", "xtc",
           "temperature", "mirostat_v2", "dist", "greedy"};
 }
 
@@ -27,8 +29,10 @@ Result<std::vector<std::string>> ParseSamplerOrder(std::string_view text) {
     if (current == "temp") current = "temperature";
     const auto known = DefaultSamplerOrder();
     if (std::find(known.begin(), known.end(), current) == known.end()) {
-      return Error("unknown sampler '%s' (known: penalties, dry, top_k, typical_p, top_p, min_p, xtc, temperature)",
-                   current.c_str());
+      return Error(
+          "unknown sampler '%s' (known: penalties, dry, top_n_sigma, top_k, typical_p, top_p, "
+          "min_p, xtc, temperature)",
+          current.c_str());
     }
     order.push_back(current);
     current.clear();
@@ -46,21 +50,8 @@ Result<std::vector<std::string>> ParseSamplerOrder(std::string_view text) {
 }
 
 Result<std::unique_ptr<SamplerChain>> SamplerChain::Create(const SamplingParams& p) {
-  auto finite = [](float v) { return std::isfinite(v); };
-  if (!finite(p.temperature)) return Error("temperature must be a finite number");
-  if (!finite(p.top_p) || p.top_p <= 0.0f) return Error("top_p must be in (0, 1]");
-  if (!finite(p.min_p) || p.min_p < 0.0f || p.min_p > 1.0f) return Error("min_p must be in [0, 1]");
-  if (!finite(p.typical_p) || p.typical_p <= 0.0f) return Error("typical_p must be in (0, 1]");
-  if (!finite(p.repeat_penalty) || p.repeat_penalty <= 0.0f) return Error("repeat_penalty must be positive");
-  if (!finite(p.frequency_penalty) || !finite(p.presence_penalty)) return Error("penalties must be finite");
-  if (p.xtc_probability < 0.0f || p.xtc_probability > 1.0f) return Error("xtc_probability must be in [0, 1]");
-  if (p.dynatemp_range < 0.0f || !finite(p.dynatemp_range)) return Error("dynatemp_range must be >= 0");
-  if (p.mirostat != 0 && p.mirostat != 2) {
-    return Error("mirostat %d is not supported (0 = off, 2 = mirostat v2)", p.mirostat);
-  }
-  if (p.mirostat == 2 && (!(p.mirostat_tau > 0.0f) || !(p.mirostat_eta > 0.0f))) {
-    return Error("mirostat_tau and mirostat_eta must be positive");
-  }
+  // The ranges are those of the CLI flags and the server's request fields (sampling_fields.h).
+  PETREL_RETURN_IF_ERROR(CheckSamplingParams(p));
   if (p.n_probs < 0 || p.n_probs > 100) return Error("n_probs must be in [0, 100]");
   for (const auto& [token, bias] : p.logit_bias) {
     if (token < 0) return Error("logit_bias: token id %d is negative", token);
@@ -88,6 +79,8 @@ Result<std::unique_ptr<SamplerChain>> SamplerChain::Create(const SamplingParams&
       }
     } else if (name == "top_k") {
       stages.push_back(MakeTopK(p.top_k));
+    } else if (name == "top_n_sigma") {
+      stages.push_back(MakeTopNSigma(p.top_n_sigma));
     } else if (name == "typical_p") {
       stages.push_back(MakeTypicalP(p.typical_p));
     } else if (name == "top_p") {
@@ -224,13 +217,6 @@ SampleResult SamplerChain::Chosen(const float* logits, size_t n_vocab, int32_t c
 
 Status SamplingParamsFromJson(const nlohmann::json& request, SamplingParams* p) {
   if (!request.is_object()) return Error("request must be a JSON object");
-  auto number = [&](const char* field, float* out) -> Status {
-    auto it = request.find(field);
-    if (it == request.end() || it->is_null()) return Status::Ok();
-    if (!it->is_number()) return Error("field '%s' must be a number", field);
-    *out = it->get<float>();
-    return Status::Ok();
-  };
   auto integer = [&](const char* field, int32_t* out) -> Status {
     auto it = request.find(field);
     if (it == request.end() || it->is_null()) return Status::Ok();
@@ -240,26 +226,14 @@ Status SamplingParamsFromJson(const nlohmann::json& request, SamplingParams* p) 
     *out = int32_t(value);
     return Status::Ok();
   };
-  PETREL_RETURN_IF_ERROR(number("temperature", &p->temperature));
-  PETREL_RETURN_IF_ERROR(integer("top_k", &p->top_k));
-  PETREL_RETURN_IF_ERROR(number("top_p", &p->top_p));
-  PETREL_RETURN_IF_ERROR(number("min_p", &p->min_p));
-  PETREL_RETURN_IF_ERROR(number("typical_p", &p->typical_p));
-  PETREL_RETURN_IF_ERROR(number("dynatemp_range", &p->dynatemp_range));
-  PETREL_RETURN_IF_ERROR(number("dynatemp_exponent", &p->dynatemp_exponent));
-  PETREL_RETURN_IF_ERROR(number("xtc_probability", &p->xtc_probability));
-  PETREL_RETURN_IF_ERROR(number("xtc_threshold", &p->xtc_threshold));
-  PETREL_RETURN_IF_ERROR(number("repeat_penalty", &p->repeat_penalty));
-  PETREL_RETURN_IF_ERROR(number("frequency_penalty", &p->frequency_penalty));
-  PETREL_RETURN_IF_ERROR(number("presence_penalty", &p->presence_penalty));
-  PETREL_RETURN_IF_ERROR(integer("repeat_last_n", &p->penalty_last_n));
-  PETREL_RETURN_IF_ERROR(number("dry_multiplier", &p->dry_multiplier));
-  PETREL_RETURN_IF_ERROR(number("dry_base", &p->dry_base));
-  PETREL_RETURN_IF_ERROR(integer("dry_allowed_length", &p->dry_allowed_length));
-  PETREL_RETURN_IF_ERROR(integer("dry_penalty_last_n", &p->dry_penalty_last_n));
-  PETREL_RETURN_IF_ERROR(integer("mirostat", &p->mirostat));
-  PETREL_RETURN_IF_ERROR(number("mirostat_tau", &p->mirostat_tau));
-  PETREL_RETURN_IF_ERROR(number("mirostat_eta", &p->mirostat_eta));
+  for (const SamplingField& field : SamplingFields()) {
+    auto it = request.find(field.name);
+    if (it == request.end() || it->is_null()) continue;
+    if (!it->is_number()) return Error("field '%s' must be a number", field.name);
+    const double value = it->get<double>();
+    PETREL_RETURN_IF_ERROR(CheckSamplingValue(field, value));
+    SetSamplingValue(field, value, p);
+  }
   PETREL_RETURN_IF_ERROR(integer("n_probs", &p->n_probs));
   if (auto it = request.find("top_logprobs"); it != request.end() && !it->is_null()) {
     PETREL_RETURN_IF_ERROR(integer("top_logprobs", &p->n_probs));

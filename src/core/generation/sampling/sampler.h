@@ -25,6 +25,7 @@ struct SamplingParams {
   float top_p = 0.95f;             // >= 1: off
   float min_p = 0.05f;             // <= 0: off
   float typical_p = 1.0f;          // >= 1: off
+  float top_n_sigma = -1.0f;       // <= 0: off; keeps logits within n std devs of the largest
   float dynatemp_range = 0.0f;     // > 0: temperature varies with entropy in [t - r, t + r]
   float dynatemp_exponent = 1.0f;
   float xtc_probability = 0.0f;    // > 0: "exclude top choices" with this probability
@@ -142,6 +143,7 @@ std::unique_ptr<SamplerStage> MakeTopK(int32_t k);
 std::unique_ptr<SamplerStage> MakeTopP(float p);
 std::unique_ptr<SamplerStage> MakeMinP(float p);
 std::unique_ptr<SamplerStage> MakeTypicalP(float p);
+std::unique_ptr<SamplerStage> MakeTopNSigma(float n);
 std::unique_ptr<SamplerStage> MakeXtc(float probability, float threshold);
 std::unique_ptr<SamplerStage> MakeTemperature(float temperature, float dyn_range, float dyn_exponent);
 std::unique_ptr<SamplerStage> MakeMirostatV2(float tau, float eta);
