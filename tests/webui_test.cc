@@ -205,7 +205,7 @@ TEST_F(WebUiTest, ChatInHeadlessChromium) {
   EXPECT_LT(seen["stop_cancel_ms"].get<int>(), 3000);
 
   // A refused request shows the server's own message and gives the text back to send again.
-  const json refused = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"temperature", 5}};
+  const json refused = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_p", 5}};
   auto error = client.Post("/v1/chat/completions", Auth(), refused.dump(), "application/json");
   ASSERT_TRUE(error);
   EXPECT_EQ(error->status, 400);

@@ -129,13 +129,13 @@ try {
   await page.screenshot({ path: screenshot, fullPage: true });
 
   step("error from the server");
-  await setField("#setting-temperature", "5");
+  await setField("#setting-top_p", "5");
   await sendMessage("This one is refused");
   await page.waitForSelector("#error:not([hidden])", kWait);
   result.error = await text("#error");
   result.prompt_after_error = await page.$eval("#prompt", (node) => node.value);
   result.replies_after_error = (await assistants()).length;
-  await setField("#setting-temperature", "0");
+  await setField("#setting-top_p", "");
   await setField("#prompt", "");
 
   step("reload");
