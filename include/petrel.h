@@ -105,9 +105,9 @@ typedef struct petrel_sampling_params {
  * fields that fit it). */
 typedef struct petrel_generate_result {
   size_t struct_size;
-  petrel_stop_reason stop_reason;
   size_t n_prompt_tokens;    /* tokens fed before sampling in this call */
   size_t n_generated_tokens; /* tokens sampled in this call, the end-of-generation one included */
+  petrel_stop_reason stop_reason;
 } petrel_generate_result;
 
 /* Called as text is generated: once per sampled token with the text it releases (possibly

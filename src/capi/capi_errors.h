@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "petrel.h"

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "capi/capi_errors.h"
 #include "capi/handles.h"
 #include "core/base/log.h"
+#include "core/generation/sampling/sampler.h"  // SamplingParams
 #include "core/tokenizer/unicode.h"  // tok::FirstInvalidUtf8
 
 // Input structs have no padding at their end, so that a field a later version appends starts

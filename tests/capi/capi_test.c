@@ -313,6 +313,13 @@ static void test_hostile(petrel_model* model, const char* not_a_model) {
     bad.add_bos = 0;
     CHECK_STATUS(petrel_generate(ctx, "", 0, &bad, collect, &out, NULL), PETREL_ERR_INVALID_ARGUMENT);
   }
+  {
+    /* A prompt longer than the context (64 tokens) does not fit. */
+    char long_prompt[1024];
+    size_t i;
+    for (i = 0; i + 5 < sizeof(long_prompt); i += 5) memcpy(long_prompt + i, " dog.", 5);
+    CHECK_STATUS(petrel_generate(ctx, long_prompt, i, &params, collect, &out, NULL), PETREL_ERR_STATE);
+  }
   CHECK(petrel_context_n_tokens(ctx) == 0);  /* nothing above changed the context */
   /* A params struct from an older header (without add_bos) takes the default for it. */
   {

@@ -7,7 +7,8 @@
 # Usage: run_capi_test.sh BUILD_DIR PETREL_BIN MODEL TEST_SOURCE_DIR
 set -eu
 build=$1 petrel=$2 model=$3 source=$4
-scratch=$(mktemp -d "${TEST_TMPDIR:-/tmp}/capi.XXXXXX" 2>/dev/null || mktemp -d)
+mkdir -p "${TEST_TMPDIR:-/tmp}"
+scratch=$(mktemp -d "${TEST_TMPDIR:-/tmp}/capi.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 root=$scratch/root
 
@@ -23,8 +24,8 @@ export PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
 cflags=$(pkg-config --cflags petrel)
 libs=$(pkg-config --libs petrel)
 echo "pkg-config petrel: $cflags $libs"
-libdir=$(pkg-config --variable libdir petrel)
-[ -f "$root$libdir/libpetrel.so" ] || { echo "no libpetrel.so in $root$libdir"; exit 1; }
+libdir=$(pkg-config --variable libdir petrel)  # in the scratch root (the sysroot applies)
+[ -f "$libdir/libpetrel.so" ] || { echo "no libpetrel.so in $libdir"; exit 1; }
 
 # Strict C99: the header must be plain C.
 cc -std=c99 -Wall -Wextra -Werror -pedantic ${CAPI_TEST_CFLAGS:-} $cflags \
@@ -33,4 +34,10 @@ cc -std=c99 -Wall -Wextra -Werror -pedantic ${CAPI_TEST_CFLAGS:-} $cflags \
 "$petrel" run -m "$model" -p "Once upon a time" -n 32 --temp 0 >"$scratch/expected.txt" 2>"$scratch/run.log" ||
   { cat "$scratch/run.log"; exit 1; }
 printf 'this is not a model\n' >"$scratch/not_a_model.gguf"
-LD_LIBRARY_PATH=$root$libdir "$scratch/capi_test" "$model" "$scratch/expected.txt" "$scratch/not_a_model.gguf"
+# The program must run on the installed library, not the build tree's.
+resolved=$(LD_LIBRARY_PATH=$libdir ldd "$scratch/capi_test" | awk '/libpetrel/ { print $3 }')
+case $resolved in
+  "$libdir"/*) ;;
+  *) echo "capi_test resolves libpetrel to '$resolved', not the installed $libdir"; exit 1 ;;
+esac
+LD_LIBRARY_PATH=$libdir "$scratch/capi_test" "$model" "$scratch/expected.txt" "$scratch/not_a_model.gguf"
