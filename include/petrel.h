@@ -42,8 +42,8 @@ typedef enum petrel_status {
   PETREL_ERR_CANCELLED = 5,        /* the callback asked to stop; the context stays usable */
   PETREL_ERR_STATE = 6,            /* the call does not fit the handle's state (a full context) */
   PETREL_ERR_OUT_OF_MEMORY = 7,
-  PETREL_ERR_BACKEND = 8,          /* the engine failed: a device, a forward pass */
-  PETREL_ERR_INTERNAL = 9          /* a bug in petrel: please report the message */
+  PETREL_ERR_BACKEND = 8, /* the engine failed: a device, a forward pass */
+  PETREL_ERR_INTERNAL = 9 /* a bug in petrel: please report the message */
 } petrel_status;
 
 typedef enum petrel_log_level {
@@ -61,11 +61,11 @@ typedef enum petrel_kv_type {
 } petrel_kv_type;
 
 typedef enum petrel_stop_reason {
-  PETREL_STOP_NONE = 0,      /* no tokens were sampled (max_tokens 0) */
-  PETREL_STOP_EOS = 1,       /* the model produced an end-of-generation token */
-  PETREL_STOP_LENGTH = 2,    /* max_tokens were generated */
-  PETREL_STOP_CONTEXT = 3,   /* the context is full (and shifting it was off) */
-  PETREL_STOP_CANCELLED = 4  /* the callback returned nonzero */
+  PETREL_STOP_NONE = 0,     /* no tokens were sampled (max_tokens 0) */
+  PETREL_STOP_EOS = 1,      /* the model produced an end-of-generation token */
+  PETREL_STOP_LENGTH = 2,   /* max_tokens were generated */
+  PETREL_STOP_CONTEXT = 3,  /* the context is full (and shifting it was off) */
+  PETREL_STOP_CANCELLED = 4 /* the callback returned nonzero */
 } petrel_stop_reason;
 
 typedef struct petrel_model petrel_model;
@@ -90,15 +90,15 @@ typedef struct petrel_context_params {
 
 typedef struct petrel_sampling_params {
   size_t struct_size;
-  int32_t max_tokens;    /* tokens to generate (default 64); -1: until the end or a full context */
-  float temperature;     /* <= 0: greedy (default 0.8) */
-  int32_t top_k;         /* <= 0: off (default 40) */
-  float top_p;           /* >= 1: off (default 0.95) */
-  float min_p;           /* <= 0: off (default 0.05) */
-  float repeat_penalty;  /* 1: off (default) */
-  uint64_t seed;         /* PETREL_SEED_RANDOM (default): drawn per call */
-  int32_t ignore_eos;    /* nonzero: never stop at an end-of-generation token */
-  int32_t add_bos;       /* the first prompt of a context gets the BOS token (default 1) */
+  int32_t max_tokens;   /* tokens to generate (default 64); -1: until the end or a full context */
+  float temperature;    /* <= 0: greedy (default 0.8) */
+  int32_t top_k;        /* <= 0: off (default 40) */
+  float top_p;          /* >= 1: off (default 0.95) */
+  float min_p;          /* <= 0: off (default 0.05) */
+  float repeat_penalty; /* 1: off (default) */
+  uint64_t seed;        /* PETREL_SEED_RANDOM (default): drawn per call */
+  int32_t ignore_eos;   /* nonzero: never stop at an end-of-generation token */
+  int32_t add_bos;      /* the first prompt of a context gets the BOS token (default 1) */
 } petrel_sampling_params;
 
 /* Filled by petrel_generate when not NULL; set struct_size first (the library writes only the
@@ -174,8 +174,8 @@ PETREL_API size_t petrel_context_n_tokens(const petrel_context* ctx);
  * that stopped (cancelled, or at max_tokens) exactly where it would have gone on. `params`
  * may be NULL (the defaults). Returns PETREL_OK when it stopped at an end token, max_tokens
  * or a full context, PETREL_ERR_CANCELLED when the callback stopped it; `result` may be NULL. */
-PETREL_API petrel_status petrel_generate(petrel_context* ctx, const char* prompt,
-                                         size_t prompt_len, const petrel_sampling_params* params,
+PETREL_API petrel_status petrel_generate(petrel_context* ctx, const char* prompt, size_t prompt_len,
+                                         const petrel_sampling_params* params,
                                          petrel_token_callback callback, void* user_data,
                                          petrel_generate_result* result);
 

@@ -20,9 +20,12 @@ constexpr uint32_t kMaxThreads = 4096;
 
 Result<DType> KvType(petrel_kv_type type) {
   switch (type) {
-    case PETREL_KV_F16: return DType::kF16;
-    case PETREL_KV_F32: return DType::kF32;
-    case PETREL_KV_Q8_0: return DType::kQ8_0;
+    case PETREL_KV_F16:
+      return DType::kF16;
+    case PETREL_KV_F32:
+      return DType::kF32;
+    case PETREL_KV_Q8_0:
+      return DType::kQ8_0;
   }
   return Error("petrel_context_params: kv_type %d is not a petrel_kv_type", int(type));
 }
@@ -62,7 +65,8 @@ Result<GenerateOptions> ToGenerateOptions(const petrel_sampling_params& params,
                                           const Tokenizer& tokenizer, int32_t first_token) {
   GenerateOptions options;
   if (params.max_tokens < -1) {
-    return Error("petrel_sampling_params: max_tokens %d (expected -1 or a count)", params.max_tokens);
+    return Error("petrel_sampling_params: max_tokens %d (expected -1 or a count)",
+                 params.max_tokens);
   }
   options.max_new_tokens = params.max_tokens < 0 ? SIZE_MAX : size_t(params.max_tokens);
   options.ignore_eos = params.ignore_eos != 0;
@@ -92,7 +96,8 @@ Result<GenerateOptions> ToGenerateOptions(const petrel_sampling_params& params,
 petrel_status Prefill(petrel_context* ctx, const std::vector<int32_t>& prompt) {
   const size_t before = ctx->engine->SequenceLength(ctx->seq);
   if (before + prompt.size() > ctx->engine->context()) {
-    return FailF(PETREL_ERR_STATE, "petrel_generate: %zu prompt tokens do not fit the context (%zu of %zu held)",
+    return FailF(PETREL_ERR_STATE,
+                 "petrel_generate: %zu prompt tokens do not fit the context (%zu of %zu held)",
                  prompt.size(), before, ctx->engine->context());
   }
   std::vector<float> logits;
@@ -130,7 +135,8 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
                    given.n_threads, petrel::capi::kMaxThreads);
     }
     if (given.batch_tokens == 0) {
-      return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_context_params: batch_tokens must be positive");
+      return Fail(PETREL_ERR_INVALID_ARGUMENT,
+                  "petrel_context_params: batch_tokens must be positive");
     }
     auto kv_type = petrel::capi::KvType(given.kv_type);
     if (!kv_type.ok()) return Fail(PETREL_ERR_INVALID_ARGUMENT, kv_type.status().message());
@@ -154,7 +160,8 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
       if (!engine.ok()) return Fail(PETREL_ERR_BACKEND, engine.status().message());
       ctx->engine = std::move(engine).value();
     }
-    if (!ctx->engine->tokenizer()) return Fail(PETREL_ERR_STATE, "petrel_context_new: the model has no tokenizer");
+    if (!ctx->engine->tokenizer())
+      return Fail(PETREL_ERR_STATE, "petrel_context_new: the model has no tokenizer");
     ctx->seq = ctx->engine->NewSequence();
     ctx->decoder = std::make_unique<petrel::StreamDecoder>(*ctx->engine->tokenizer());
     *out = ctx.release();
@@ -191,7 +198,8 @@ petrel_status petrel_generate(petrel_context* ctx, const char* prompt, size_t pr
     petrel::capi::WriteSized(outcome, result);
     if (!ctx) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_generate: ctx is NULL");
     if (!callback) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_generate: callback is NULL");
-    if (!prompt && prompt_len > 0) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_generate: prompt is NULL");
+    if (!prompt && prompt_len > 0)
+      return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_generate: prompt is NULL");
     petrel_sampling_params given;
     if (petrel_status status = petrel::capi::ReadParams(params, petrel_sampling_default_params(),
                                                         "petrel_sampling_params", &given)) {
@@ -202,8 +210,8 @@ petrel_status petrel_generate(petrel_context* ctx, const char* prompt, size_t pr
     const std::string_view text(prompt ? prompt : "", prompt_len);
     if (const size_t bad = petrel::tok::FirstInvalidUtf8(text); bad != std::string_view::npos) {
       return FailF(PETREL_ERR_INVALID_ARGUMENT,
-                   "petrel_generate: the prompt is not valid UTF-8 at byte offset %zu (0x%02x)", bad,
-                   unsigned(uint8_t(text[bad])));
+                   "petrel_generate: the prompt is not valid UTF-8 at byte offset %zu (0x%02x)",
+                   bad, unsigned(uint8_t(text[bad])));
     }
     petrel::Engine& engine = *ctx->engine;
     const petrel::Tokenizer& tokenizer = *engine.tokenizer();
@@ -245,8 +253,10 @@ petrel_status petrel_generate(petrel_context* ctx, const char* prompt, size_t pr
       const std::string piece = end_text.Push(ctx->decoder->Push(token.id));
       return callback(piece.data(), piece.size(), user_data) == 0;
     };
-    auto sequence = petrel::Sequence::Create(engine, ctx->seq, tokens, *options, on_token, ctx->held);
-    if (!sequence.ok()) return Fail(PETREL_ERR_STATE, "petrel_generate: " + sequence.status().message());
+    auto sequence =
+        petrel::Sequence::Create(engine, ctx->seq, tokens, *options, on_token, ctx->held);
+    if (!sequence.ok())
+      return Fail(PETREL_ERR_STATE, "petrel_generate: " + sequence.status().message());
     petrel::RunSpeculative(engine, **sequence, nullptr);
 
     // What the engine sequence holds now (a failed step leaves it as before that step), and

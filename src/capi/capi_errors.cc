@@ -35,8 +35,8 @@ petrel_status ReadSizedParams(const void* given, const void* defaults, size_t kn
                  given_size, what);
   }
   if (given_size > (size_t(1) << 16)) {
-    return FailF(PETREL_ERR_INVALID_ARGUMENT, "%s: struct_size %zu is not the size of a params struct",
-                 what, given_size);
+    return FailF(PETREL_ERR_INVALID_ARGUMENT,
+                 "%s: struct_size %zu is not the size of a params struct", what, given_size);
   }
   const auto* bytes = static_cast<const unsigned char*>(given);
   for (size_t i = known_size; i < given_size; ++i) {
@@ -61,16 +61,26 @@ const char* petrel_last_error(void) { return petrel::capi::t_last_error.c_str();
 
 const char* petrel_status_name(petrel_status status) {
   switch (status) {
-    case PETREL_OK: return "PETREL_OK";
-    case PETREL_ERR_INVALID_ARGUMENT: return "PETREL_ERR_INVALID_ARGUMENT";
-    case PETREL_ERR_IO: return "PETREL_ERR_IO";
-    case PETREL_ERR_FORMAT: return "PETREL_ERR_FORMAT";
-    case PETREL_ERR_BUFFER_TOO_SMALL: return "PETREL_ERR_BUFFER_TOO_SMALL";
-    case PETREL_ERR_CANCELLED: return "PETREL_ERR_CANCELLED";
-    case PETREL_ERR_STATE: return "PETREL_ERR_STATE";
-    case PETREL_ERR_OUT_OF_MEMORY: return "PETREL_ERR_OUT_OF_MEMORY";
-    case PETREL_ERR_BACKEND: return "PETREL_ERR_BACKEND";
-    case PETREL_ERR_INTERNAL: return "PETREL_ERR_INTERNAL";
+    case PETREL_OK:
+      return "PETREL_OK";
+    case PETREL_ERR_INVALID_ARGUMENT:
+      return "PETREL_ERR_INVALID_ARGUMENT";
+    case PETREL_ERR_IO:
+      return "PETREL_ERR_IO";
+    case PETREL_ERR_FORMAT:
+      return "PETREL_ERR_FORMAT";
+    case PETREL_ERR_BUFFER_TOO_SMALL:
+      return "PETREL_ERR_BUFFER_TOO_SMALL";
+    case PETREL_ERR_CANCELLED:
+      return "PETREL_ERR_CANCELLED";
+    case PETREL_ERR_STATE:
+      return "PETREL_ERR_STATE";
+    case PETREL_ERR_OUT_OF_MEMORY:
+      return "PETREL_ERR_OUT_OF_MEMORY";
+    case PETREL_ERR_BACKEND:
+      return "PETREL_ERR_BACKEND";
+    case PETREL_ERR_INTERNAL:
+      return "PETREL_ERR_INTERNAL";
   }
   return "unknown status";
 }

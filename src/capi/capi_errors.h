@@ -14,7 +14,8 @@ namespace petrel::capi {
 
 // Records `message` as this thread's last error and returns `code`.
 petrel_status Fail(petrel_status code, const std::string& message);
-petrel_status FailF(petrel_status code, const char* format, ...) __attribute__((format(printf, 2, 3)));
+petrel_status FailF(petrel_status code, const char* format, ...)
+    __attribute__((format(printf, 2, 3)));
 
 // Runs `body` (returning a petrel_status) so that no exception reaches the C caller: an
 // allocation failure is PETREL_ERR_OUT_OF_MEMORY, anything else PETREL_ERR_INTERNAL.

@@ -13,7 +13,7 @@
 #include "capi/handles.h"
 #include "core/base/log.h"
 #include "core/generation/sampling/sampler.h"  // SamplingParams
-#include "core/tokenizer/unicode.h"  // tok::FirstInvalidUtf8
+#include "core/tokenizer/unicode.h"            // tok::FirstInvalidUtf8
 
 // Input structs have no padding at their end, so that a field a later version appends starts
 // at this version's sizeof and an older library sees it as an unknown, non-zero byte.
@@ -38,12 +38,15 @@ petrel_status CheckReadable(const char* path) {
     return FailF(PETREL_ERR_IO, "%s: cannot open the model (%s)", path, std::strerror(errno));
   }
   const int fd = ::open(path, O_RDONLY | (S_ISDIR(info.st_mode) ? O_DIRECTORY : 0));
-  if (fd < 0) return FailF(PETREL_ERR_IO, "%s: cannot open the model (%s)", path, std::strerror(errno));
+  if (fd < 0)
+    return FailF(PETREL_ERR_IO, "%s: cannot open the model (%s)", path, std::strerror(errno));
   ::close(fd);
   return PETREL_OK;
 }
 
-const Tokenizer* ModelTokenizer(const petrel_model* model) { return model->loaded->tokenizer.get(); }
+const Tokenizer* ModelTokenizer(const petrel_model* model) {
+  return model->loaded->tokenizer.get();
+}
 
 }  // namespace
 }  // namespace petrel::capi
@@ -59,11 +62,21 @@ const char* petrel_version(void) { return PETREL_LIBRARY_VERSION; }
 void petrel_set_log_level(petrel_log_level level) {
   using petrel::LogLevel;
   switch (level) {
-    case PETREL_LOG_DEBUG: petrel::SetLogLevel(LogLevel::kDebug); return;
-    case PETREL_LOG_INFO: petrel::SetLogLevel(LogLevel::kInfo); return;
-    case PETREL_LOG_WARNING: petrel::SetLogLevel(LogLevel::kWarning); return;
-    case PETREL_LOG_ERROR: petrel::SetLogLevel(LogLevel::kError); return;
-    case PETREL_LOG_SILENT: petrel::SetLogLevel(LogLevel::kSilent); return;
+    case PETREL_LOG_DEBUG:
+      petrel::SetLogLevel(LogLevel::kDebug);
+      return;
+    case PETREL_LOG_INFO:
+      petrel::SetLogLevel(LogLevel::kInfo);
+      return;
+    case PETREL_LOG_WARNING:
+      petrel::SetLogLevel(LogLevel::kWarning);
+      return;
+    case PETREL_LOG_ERROR:
+      petrel::SetLogLevel(LogLevel::kError);
+      return;
+    case PETREL_LOG_SILENT:
+      petrel::SetLogLevel(LogLevel::kSilent);
+      return;
   }
 }
 
@@ -110,7 +123,8 @@ petrel_status petrel_model_load(const char* path, const petrel_model_params* par
   return Guard("petrel_model_load", [&]() -> petrel_status {
     if (!out) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_model_load: out is NULL");
     *out = nullptr;
-    if (!path || !*path) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_model_load: no path given");
+    if (!path || !*path)
+      return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_model_load: no path given");
     petrel_model_params given;
     if (petrel_status status = petrel::capi::ReadParams(params, petrel_model_default_params(),
                                                         "petrel_model_params", &given)) {
@@ -144,7 +158,8 @@ int32_t petrel_model_n_vocab(const petrel_model* model) {
 }
 
 int32_t petrel_model_n_ctx_train(const petrel_model* model) {
-  return model ? int32_t(std::max<int64_t>(0, std::min<int64_t>(model->loaded->config.max_context, INT32_MAX)))
+  return model ? int32_t(std::max<int64_t>(
+                     0, std::min<int64_t>(model->loaded->config.max_context, INT32_MAX)))
                : 0;
 }
 
@@ -155,9 +170,11 @@ petrel_status petrel_tokenize(const petrel_model* model, const char* text, size_
     if (!n_out) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_tokenize: n_out is NULL");
     *n_out = 0;
     if (!text && len > 0) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_tokenize: text is NULL");
-    if (!out && cap > 0) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_tokenize: out is NULL but cap is not 0");
+    if (!out && cap > 0)
+      return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_tokenize: out is NULL but cap is not 0");
     if (petrel_status status = petrel::capi::CheckFlags(
-            flags, PETREL_TOKENIZE_ADD_SPECIAL | PETREL_TOKENIZE_PARSE_SPECIAL, "petrel_tokenize")) {
+            flags, PETREL_TOKENIZE_ADD_SPECIAL | PETREL_TOKENIZE_PARSE_SPECIAL,
+            "petrel_tokenize")) {
       return status;
     }
     const petrel::Tokenizer* tokenizer = petrel::capi::ModelTokenizer(model);
@@ -188,8 +205,10 @@ petrel_status petrel_detokenize(const petrel_model* model, const int32_t* ids, s
     if (!model) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_detokenize: model is NULL");
     if (!len_out) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_detokenize: len_out is NULL");
     *len_out = 0;
-    if (!ids && n_ids > 0) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_detokenize: ids is NULL");
-    if (!out && cap > 0) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_detokenize: out is NULL but cap is not 0");
+    if (!ids && n_ids > 0)
+      return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_detokenize: ids is NULL");
+    if (!out && cap > 0)
+      return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_detokenize: out is NULL but cap is not 0");
     if (petrel_status status =
             petrel::capi::CheckFlags(flags, PETREL_DETOKENIZE_SPECIAL, "petrel_detokenize")) {
       return status;

@@ -9,36 +9,35 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
+#include <petrel.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <petrel.h>
-
 static int g_failures = 0;
 
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                      \
-    }                                                                    \
+      ++g_failures;                                                            \
+    }                                                                          \
   } while (0)
 
 /* `call` returns `code` and leaves a one-line message. */
-#define CHECK_STATUS(call, code)                                                           \
-  do {                                                                                     \
-    petrel_status got_ = (call);                                                           \
-    if (got_ != (code)) {                                                                  \
+#define CHECK_STATUS(call, code)                                                              \
+  do {                                                                                        \
+    petrel_status got_ = (call);                                                              \
+    if (got_ != (code)) {                                                                     \
       fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__, #call, \
-              petrel_status_name(got_), petrel_status_name(code), petrel_last_error());    \
-      ++g_failures;                                                                        \
-    } else if ((code) != PETREL_OK) {                                                      \
-      const char* message_ = petrel_last_error();                                          \
-      CHECK(message_ != NULL && message_[0] != '\0' && strchr(message_, '\n') == NULL);     \
-    }                                                                                      \
+              petrel_status_name(got_), petrel_status_name(code), petrel_last_error());       \
+      ++g_failures;                                                                           \
+    } else if ((code) != PETREL_OK) {                                                         \
+      const char* message_ = petrel_last_error();                                             \
+      CHECK(message_ != NULL && message_[0] != '\0' && strchr(message_, '\n') == NULL);       \
+    }                                                                                         \
   } while (0)
 
 /* Text collected from a stream; cancels after `cancel_after` callbacks when that is not 0. */
@@ -98,8 +97,9 @@ static void test_tokenize(const petrel_model* model) {
   size_t n = 0, len = 0;
   int32_t ids[64];
   char text[256];
-  CHECK_STATUS(petrel_tokenize(model, kPrompt, strlen(kPrompt), PETREL_TOKENIZE_ADD_SPECIAL, NULL, 0, &n),
-               PETREL_ERR_BUFFER_TOO_SMALL);
+  CHECK_STATUS(
+      petrel_tokenize(model, kPrompt, strlen(kPrompt), PETREL_TOKENIZE_ADD_SPECIAL, NULL, 0, &n),
+      PETREL_ERR_BUFFER_TOO_SMALL);
   CHECK(n >= 4 && n <= 64);
   {
     size_t needed = n;
@@ -107,8 +107,9 @@ static void test_tokenize(const petrel_model* model) {
                                  needed - 1, &n),
                  PETREL_ERR_BUFFER_TOO_SMALL);
     CHECK(n == needed);
-    CHECK_STATUS(petrel_tokenize(model, kPrompt, strlen(kPrompt), PETREL_TOKENIZE_ADD_SPECIAL, ids, 64, &n),
-                 PETREL_OK);
+    CHECK_STATUS(
+        petrel_tokenize(model, kPrompt, strlen(kPrompt), PETREL_TOKENIZE_ADD_SPECIAL, ids, 64, &n),
+        PETREL_OK);
     CHECK(n == needed);
   }
   CHECK_STATUS(petrel_detokenize(model, ids, n, 0, text, sizeof(text), &len), PETREL_OK);
@@ -127,9 +128,11 @@ static void test_greedy_matches_run(petrel_model* model, const char* expected) {
   result.struct_size = sizeof(result);
   CHECK_STATUS(petrel_context_new(model, NULL, &ctx), PETREL_OK);
   if (!ctx) return;
-  CHECK_STATUS(petrel_generate(ctx, kPrompt, strlen(kPrompt), &params, collect, &out, &result), PETREL_OK);
+  CHECK_STATUS(petrel_generate(ctx, kPrompt, strlen(kPrompt), &params, collect, &out, &result),
+               PETREL_OK);
   CHECK(out.text && matches_run(&out, expected));
-  if (out.text && !matches_run(&out, expected)) fprintf(stderr, "got [%s]\nexpected [%s]\n", out.text, expected);
+  if (out.text && !matches_run(&out, expected))
+    fprintf(stderr, "got [%s]\nexpected [%s]\n", out.text, expected);
   CHECK(result.stop_reason == PETREL_STOP_LENGTH || result.stop_reason == PETREL_STOP_EOS);
   CHECK(result.n_generated_tokens > 0 && result.n_generated_tokens <= 32);
   /* After a reset the same call gives the same text. */
@@ -137,7 +140,8 @@ static void test_greedy_matches_run(petrel_model* model, const char* expected) {
   CHECK(petrel_context_n_tokens(ctx) == 0);
   free(out.text);
   memset(&out, 0, sizeof(out));
-  CHECK_STATUS(petrel_generate(ctx, kPrompt, strlen(kPrompt), &params, collect, &out, NULL), PETREL_OK);
+  CHECK_STATUS(petrel_generate(ctx, kPrompt, strlen(kPrompt), &params, collect, &out, NULL),
+               PETREL_OK);
   CHECK(out.text && matches_run(&out, expected));
   free(out.text);
   petrel_context_free(ctx);
@@ -161,7 +165,7 @@ static void test_cancel_and_resume(petrel_model* model, const char* expected) {
   CHECK(first.text && strncmp(expected, first.text, first.len) == 0);
   params.max_tokens = 32 - 5;
   CHECK_STATUS(petrel_generate(ctx, "", 0, &params, collect, &rest, &result), PETREL_OK);
-  CHECK(result.n_prompt_tokens == 1);  /* the token sampled last, fed now */
+  CHECK(result.n_prompt_tokens == 1); /* the token sampled last, fed now */
   {
     size_t total = first.len + rest.len;
     char* joined = (char*)malloc(total + 1);
@@ -171,7 +175,8 @@ static void test_cancel_and_resume(petrel_model* model, const char* expected) {
       if (rest.len) memcpy(joined + first.len, rest.text, rest.len);
       joined[total] = '\0';
       CHECK(matches_run(&whole, expected));
-      if (!matches_run(&whole, expected)) fprintf(stderr, "resumed [%s]\nexpected [%s]\n", joined, expected);
+      if (!matches_run(&whole, expected))
+        fprintf(stderr, "resumed [%s]\nexpected [%s]\n", joined, expected);
     }
     free(joined);
   }
@@ -181,6 +186,7 @@ static void test_cancel_and_resume(petrel_model* model, const char* expected) {
 }
 
 typedef struct {
+  const petrel_model* model;
   petrel_context* ctx;
   stream out;
   petrel_status status;
@@ -189,7 +195,19 @@ typedef struct {
 static void* run_worker(void* arg) {
   worker* job = (worker*)arg;
   petrel_sampling_params params = greedy(32);
-  job->status = petrel_generate(job->ctx, kPrompt, strlen(kPrompt), &params, collect, &job->out, NULL);
+  int32_t ids[64];
+  size_t n = 0;
+  int i;
+  /* The shared model tokenizes for both threads meanwhile. */
+  for (i = 0; i < 50; ++i) {
+    if (petrel_tokenize(job->model, kPrompt, strlen(kPrompt), PETREL_TOKENIZE_ADD_SPECIAL, ids, 64,
+                        &n) != PETREL_OK) {
+      job->status = PETREL_ERR_INTERNAL;
+      return NULL;
+    }
+  }
+  job->status =
+      petrel_generate(job->ctx, kPrompt, strlen(kPrompt), &params, collect, &job->out, NULL);
   return NULL;
 }
 
@@ -203,7 +221,10 @@ static void test_two_threads(petrel_model* model, const char* expected) {
   memset(jobs, 0, sizeof(jobs));
   for (i = 0; i < 2; ++i) CHECK_STATUS(petrel_context_new(model, &params, &jobs[i].ctx), PETREL_OK);
   if (!jobs[0].ctx || !jobs[1].ctx) return;
-  for (i = 0; i < 2; ++i) CHECK(pthread_create(&threads[i], NULL, run_worker, &jobs[i]) == 0);
+  for (i = 0; i < 2; ++i) {
+    jobs[i].model = model;
+    CHECK(pthread_create(&threads[i], NULL, run_worker, &jobs[i]) == 0);
+  }
   for (i = 0; i < 2; ++i) pthread_join(threads[i], NULL);
   for (i = 0; i < 2; ++i) {
     CHECK(jobs[i].status == PETREL_OK);
@@ -219,7 +240,8 @@ static int reenter(const char* text, size_t len, void* user_data) {
   petrel_sampling_params params = greedy(1);
   (void)text;
   (void)len;
-  g_reentrant_status = petrel_generate((petrel_context*)user_data, "x", 1, &params, collect, NULL, NULL);
+  g_reentrant_status =
+      petrel_generate((petrel_context*)user_data, "x", 1, &params, collect, NULL, NULL);
   return 1;
 }
 
@@ -235,7 +257,8 @@ static void test_hostile(petrel_model* model, const char* not_a_model) {
   /* Loading. */
   CHECK_STATUS(petrel_model_load(NULL, NULL, &loaded), PETREL_ERR_INVALID_ARGUMENT);
   CHECK(loaded == NULL);
-  CHECK_STATUS(petrel_model_load("/nonexistent/model.gguf", NULL, NULL), PETREL_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(petrel_model_load("/nonexistent/model.gguf", NULL, NULL),
+               PETREL_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(petrel_model_load("/nonexistent/model.gguf", NULL, &loaded), PETREL_ERR_IO);
   CHECK_STATUS(petrel_model_load(not_a_model, NULL, &loaded), PETREL_ERR_FORMAT);
   CHECK(loaded == NULL);
@@ -253,16 +276,20 @@ static void test_hostile(petrel_model* model, const char* not_a_model) {
   CHECK_STATUS(petrel_tokenize(model, NULL, 3, 0, ids, 8, &n), PETREL_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(petrel_tokenize(model, "a", 1, 0, NULL, 8, &n), PETREL_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(petrel_tokenize(model, "a", 1, 0x80, ids, 8, &n), PETREL_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(petrel_tokenize(model, "ok \xff\xfe", 5, 0, ids, 8, &n), PETREL_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(petrel_tokenize(model, "ok \xff\xfe", 5, 0, ids, 8, &n),
+               PETREL_ERR_INVALID_ARGUMENT);
   CHECK(strstr(petrel_last_error(), "UTF-8") != NULL);
   CHECK_STATUS(petrel_tokenize(model, "\xe2\x82", 2, 0, ids, 8, &n), PETREL_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(petrel_tokenize(model, NULL, 0, 0, NULL, 0, &n), PETREL_OK);
   CHECK(n == 0);
   ids[0] = -1;
-  CHECK_STATUS(petrel_detokenize(model, ids, 1, 0, text, sizeof(text), &len), PETREL_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(petrel_detokenize(model, ids, 1, 0, text, sizeof(text), &len),
+               PETREL_ERR_INVALID_ARGUMENT);
   ids[0] = petrel_model_n_vocab(model);
-  CHECK_STATUS(petrel_detokenize(model, ids, 1, 0, text, sizeof(text), &len), PETREL_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(petrel_detokenize(model, NULL, 2, 0, text, sizeof(text), &len), PETREL_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(petrel_detokenize(model, ids, 1, 0, text, sizeof(text), &len),
+               PETREL_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(petrel_detokenize(model, NULL, 2, 0, text, sizeof(text), &len),
+               PETREL_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(petrel_detokenize(model, ids, 0, 0, NULL, 0, &len), PETREL_ERR_BUFFER_TOO_SMALL);
   CHECK(len == 0);
 
@@ -297,36 +324,44 @@ static void test_hostile(petrel_model* model, const char* not_a_model) {
   CHECK(petrel_context_n_tokens(NULL) == 0);
 
   /* Generating. */
-  CHECK_STATUS(petrel_generate(NULL, "a", 1, &params, collect, &out, NULL), PETREL_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(petrel_generate(ctx, "a", 1, &params, NULL, &out, NULL), PETREL_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(petrel_generate(ctx, NULL, 4, &params, collect, &out, NULL), PETREL_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(petrel_generate(NULL, "a", 1, &params, collect, &out, NULL),
+               PETREL_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(petrel_generate(ctx, "a", 1, &params, NULL, &out, NULL),
+               PETREL_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(petrel_generate(ctx, NULL, 4, &params, collect, &out, NULL),
+               PETREL_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(petrel_generate(ctx, "bad \xc3\x28", 6, &params, collect, &out, NULL),
                PETREL_ERR_INVALID_ARGUMENT);
   {
     petrel_sampling_params bad = params;
     bad.temperature = NAN;
-    CHECK_STATUS(petrel_generate(ctx, "a", 1, &bad, collect, &out, NULL), PETREL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(petrel_generate(ctx, "a", 1, &bad, collect, &out, NULL),
+                 PETREL_ERR_INVALID_ARGUMENT);
     bad = params;
     bad.max_tokens = -5;
-    CHECK_STATUS(petrel_generate(ctx, "a", 1, &bad, collect, &out, NULL), PETREL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(petrel_generate(ctx, "a", 1, &bad, collect, &out, NULL),
+                 PETREL_ERR_INVALID_ARGUMENT);
     bad = params;
     bad.add_bos = 0;
-    CHECK_STATUS(petrel_generate(ctx, "", 0, &bad, collect, &out, NULL), PETREL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(petrel_generate(ctx, "", 0, &bad, collect, &out, NULL),
+                 PETREL_ERR_INVALID_ARGUMENT);
   }
   {
     /* A prompt longer than the context (64 tokens) does not fit. */
     char long_prompt[1024];
     size_t i;
     for (i = 0; i + 5 < sizeof(long_prompt); i += 5) memcpy(long_prompt + i, " dog.", 5);
-    CHECK_STATUS(petrel_generate(ctx, long_prompt, i, &params, collect, &out, NULL), PETREL_ERR_STATE);
+    CHECK_STATUS(petrel_generate(ctx, long_prompt, i, &params, collect, &out, NULL),
+                 PETREL_ERR_STATE);
   }
-  CHECK(petrel_context_n_tokens(ctx) == 0);  /* nothing above changed the context */
+  CHECK(petrel_context_n_tokens(ctx) == 0); /* nothing above changed the context */
   /* A params struct from an older header (without add_bos) takes the default for it. */
   {
     petrel_sampling_params older = params;
     older.struct_size = offsetof(petrel_sampling_params, add_bos);
     older.add_bos = 12345;
-    CHECK_STATUS(petrel_generate(ctx, kPrompt, strlen(kPrompt), &older, collect, &out, NULL), PETREL_OK);
+    CHECK_STATUS(petrel_generate(ctx, kPrompt, strlen(kPrompt), &older, collect, &out, NULL),
+                 PETREL_OK);
   }
   /* A callback calling into its own context is refused, and the outer call goes on. */
   CHECK_STATUS(petrel_generate(ctx, " and", 4, &params, reenter, ctx, NULL), PETREL_ERR_CANCELLED);
@@ -339,11 +374,13 @@ static void test_hostile(petrel_model* model, const char* not_a_model) {
     CHECK_STATUS(petrel_generate(ctx, "", 0, &fill, collect, &out, &result), PETREL_OK);
     CHECK(result.stop_reason == PETREL_STOP_CONTEXT || result.stop_reason == PETREL_STOP_EOS);
     if (result.stop_reason == PETREL_STOP_CONTEXT) {
-      CHECK_STATUS(petrel_generate(ctx, " more text", 10, &params, collect, &out, NULL), PETREL_ERR_STATE);
+      CHECK_STATUS(petrel_generate(ctx, " more text", 10, &params, collect, &out, NULL),
+                   PETREL_ERR_STATE);
     }
   }
   CHECK_STATUS(petrel_context_reset(ctx), PETREL_OK);
-  CHECK_STATUS(petrel_generate(ctx, kPrompt, strlen(kPrompt), &params, collect, &out, NULL), PETREL_OK);
+  CHECK_STATUS(petrel_generate(ctx, kPrompt, strlen(kPrompt), &params, collect, &out, NULL),
+               PETREL_OK);
   free(out.text);
   petrel_context_free(ctx);
 }
