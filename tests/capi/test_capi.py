@@ -1,5 +1,6 @@
-"""The C API from Python through python/petrel.py (ctypes only): greedy text equal to
-`petrel run`'s, cancellation and resumption, errors as exceptions with the library's message.
+"""The C API from Python through python/petrel.py (ctypes only): greedy and seeded sampled
+text equal to `petrel run`'s, cancellation and resumption, errors as exceptions with the
+library's message.
 
 Usage: test_capi.py PETREL_BIN MODEL (with PETREL_LIBRARY naming libpetrel.so)."""
 import os
@@ -23,6 +24,8 @@ def main():
     petrel_bin, model_path = sys.argv[1], sys.argv[2]
     expected = subprocess.run([petrel_bin, "run", "-m", model_path, "-p", PROMPT, "-n", "32",
                                "--temp", "0"], check=True, capture_output=True).stdout.decode()
+    sampled = subprocess.run([petrel_bin, "run", "-m", model_path, "-p", PROMPT, "-n", "48",
+                              "--seed", "42"], check=True, capture_output=True).stdout.decode()
     check(petrel.version() != "", "version")
     with petrel.Model(model_path) as model:
         ids = model.tokenize(PROMPT)
@@ -30,6 +33,11 @@ def main():
         with model.context() as ctx:
             text = ctx.generate(PROMPT, max_tokens=32, temperature=0.0, seed=1)
             check(text + "\n" == expected, f"greedy text {text!r} == petrel run's {expected!r}")
+
+            # Sampling with the defaults and a seed draws what `petrel run --seed` draws.
+            ctx.reset()
+            text = ctx.generate(PROMPT, max_tokens=48, seed=42)
+            check(text + "\n" == sampled, f"sampled text {text!r} == petrel run's {sampled!r}")
 
             ctx.reset()
             seen = []
