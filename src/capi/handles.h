@@ -21,7 +21,8 @@ struct petrel_model {
   int32_t gpu_layers = -1;
   // The config and tokenizer, for petrel_tokenize and friends; contexts load their own engine.
   std::unique_ptr<petrel::LoadedModel> loaded;
-  // Contexts are created one at a time: loading sets process-wide map options.
+  // Contexts of a model are created one at a time: opening a device backend (its instance,
+  // device discovery) is not written for concurrent calls, and loads are rare.
   std::mutex load_mutex;
 };
 
