@@ -42,7 +42,7 @@ typedef enum petrel_status {
   PETREL_ERR_CANCELLED = 5,        /* the callback asked to stop; the context stays usable */
   PETREL_ERR_STATE = 6,            /* the call does not fit the handle's state (a full context) */
   PETREL_ERR_OUT_OF_MEMORY = 7,
-  PETREL_ERR_BACKEND = 8, /* the engine failed: a device, a forward pass */
+  PETREL_ERR_BACKEND = 8, /* the engine failed: memory for the KV cache, a device, a pass */
   PETREL_ERR_INTERNAL = 9 /* a bug in petrel: please report the message */
 } petrel_status;
 
@@ -92,7 +92,7 @@ typedef struct petrel_sampling_params {
   size_t struct_size;
   int32_t max_tokens;   /* tokens to generate (default 64); -1: until the end or a full context */
   float temperature;    /* <= 0: greedy (default 0.8) */
-  int32_t top_k;        /* <= 0: off (default 40) */
+  int32_t top_k;        /* 0: off (default 40) */
   float top_p;          /* >= 1: off (default 0.95) */
   float min_p;          /* <= 0: off (default 0.05) */
   float repeat_penalty; /* 1: off (default) */

@@ -157,7 +157,9 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
     {
       std::lock_guard<std::mutex> lock(model->load_mutex);
       auto engine = petrel::Engine::Load(model->path, options);
-      if (!engine.ok()) return Fail(PETREL_ERR_BACKEND, engine.status().message());
+      if (!engine.ok()) {
+        return Fail(PETREL_ERR_BACKEND, "petrel_context_new: " + engine.status().message());
+      }
       ctx->engine = std::move(engine).value();
     }
     if (!ctx->engine->tokenizer())

@@ -144,7 +144,9 @@ petrel_status petrel_model_load(const char* path, const petrel_model_params* par
     model->device = given.device && *given.device ? given.device : "cpu";
     model->gpu_layers = given.gpu_layers;
     auto loaded = petrel::LoadModel(model->path);
-    if (!loaded.ok()) return Fail(PETREL_ERR_FORMAT, loaded.status().message());
+    if (!loaded.ok()) {
+      return Fail(PETREL_ERR_FORMAT, "petrel_model_load: " + loaded.status().message());
+    }
     model->loaded = std::move(loaded).value();
     *out = model.release();
     return PETREL_OK;

@@ -261,6 +261,7 @@ static void test_hostile(petrel_model* model, const char* not_a_model) {
                PETREL_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(petrel_model_load("/nonexistent/model.gguf", NULL, &loaded), PETREL_ERR_IO);
   CHECK_STATUS(petrel_model_load(not_a_model, NULL, &loaded), PETREL_ERR_FORMAT);
+  CHECK_STATUS(petrel_model_load("/", NULL, &loaded), PETREL_ERR_FORMAT); /* a folder, no model */
   CHECK(loaded == NULL);
   {
     petrel_model_params bad = petrel_model_default_params();
@@ -300,6 +301,10 @@ static void test_hostile(petrel_model* model, const char* not_a_model) {
     petrel_context_params bad = petrel_context_default_params();
     bad.batch_tokens = 0;
     CHECK_STATUS(petrel_context_new(model, &bad, &ctx), PETREL_ERR_INVALID_ARGUMENT);
+    bad = petrel_context_default_params();
+    bad.context = 0xffffffffu; /* a KV cache no machine holds: refused before allocating */
+    CHECK_STATUS(petrel_context_new(model, &bad, &ctx), PETREL_ERR_BACKEND);
+    CHECK(ctx == NULL);
     bad = petrel_context_default_params();
     bad.kv_type = (petrel_kv_type)42;
     CHECK_STATUS(petrel_context_new(model, &bad, &ctx), PETREL_ERR_INVALID_ARGUMENT);
