@@ -1,0 +1,186 @@
+/* petrel.h: the C API of libpetrel, a stable interface to load a model, tokenize, and stream
+ * generated text (docs/LIBRARY.md). C99; every symbol is petrel_* or PETREL_*.
+ *
+ * Conventions:
+ *  - Every function that can fail returns a petrel_status; PETREL_OK is 0. After a failure,
+ *    petrel_last_error() gives a one-line message, per thread.
+ *  - Handles are opaque. What petrel_*_new/_load returns, the caller frees with the matching
+ *    _free; freeing NULL does nothing. Strings and buffers passed in are borrowed for the call.
+ *  - A model may be used by many threads at once (it is read-only after loading); a context by
+ *    one thread at a time. Free every context of a model before the model.
+ *  - Parameter structs begin with struct_size: fill them from petrel_*_default_params() (which
+ *    sets it to the size this header knows), then change fields. A library that knows fewer
+ *    fields accepts a larger struct when the fields it does not know are zero.
+ */
+#ifndef PETREL_H_
+#define PETREL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(PETREL_BUILDING_LIBRARY) && defined(__GNUC__)
+#define PETREL_API __attribute__((visibility("default")))
+#else
+#define PETREL_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this header; petrel_version() gives the library's. */
+#define PETREL_VERSION_MAJOR 0
+#define PETREL_VERSION_MINOR 1
+#define PETREL_VERSION_PATCH 0
+
+typedef enum petrel_status {
+  PETREL_OK = 0,
+  PETREL_ERR_INVALID_ARGUMENT = 1, /* a NULL handle or pointer, a value out of range, bad UTF-8 */
+  PETREL_ERR_IO = 2,               /* a file could not be opened or read */
+  PETREL_ERR_FORMAT = 3,           /* a file is not a model petrel can load */
+  PETREL_ERR_BUFFER_TOO_SMALL = 4, /* the output did not fit; the size needed is reported */
+  PETREL_ERR_CANCELLED = 5,        /* the callback asked to stop; the context stays usable */
+  PETREL_ERR_STATE = 6,            /* the call does not fit the handle's state (a full context) */
+  PETREL_ERR_OUT_OF_MEMORY = 7,
+  PETREL_ERR_BACKEND = 8, /* the engine failed: memory for the KV cache, a device, a pass */
+  PETREL_ERR_INTERNAL = 9 /* a bug in petrel: please report the message */
+} petrel_status;
+
+typedef enum petrel_log_level {
+  PETREL_LOG_DEBUG = 0,
+  PETREL_LOG_INFO = 1,
+  PETREL_LOG_WARNING = 2, /* the default */
+  PETREL_LOG_ERROR = 3,
+  PETREL_LOG_SILENT = 4
+} petrel_log_level;
+
+typedef enum petrel_kv_type {
+  PETREL_KV_F16 = 0, /* the default, as `petrel run` */
+  PETREL_KV_F32 = 1,
+  PETREL_KV_Q8_0 = 2
+} petrel_kv_type;
+
+typedef enum petrel_stop_reason {
+  PETREL_STOP_NONE = 0,     /* no tokens were sampled (max_tokens 0) */
+  PETREL_STOP_EOS = 1,      /* the model produced an end-of-generation token */
+  PETREL_STOP_LENGTH = 2,   /* max_tokens were generated */
+  PETREL_STOP_CONTEXT = 3,  /* the context is full (and shifting it was off) */
+  PETREL_STOP_CANCELLED = 4 /* the callback returned nonzero */
+} petrel_stop_reason;
+
+typedef struct petrel_model petrel_model;
+typedef struct petrel_context petrel_context;
+
+typedef struct petrel_model_params {
+  size_t struct_size;
+  const char* device; /* backend for offloaded layers: NULL or "cpu" (none), "cuda", "vulkan:1" */
+  int32_t gpu_layers; /* with a device: the last N blocks there; -1 every block and the head */
+  uint32_t reserved;  /* 0 */
+} petrel_model_params;
+
+typedef struct petrel_context_params {
+  size_t struct_size;
+  uint32_t n_threads;     /* 0: every core */
+  uint32_t context;       /* tokens the context holds; 0: the model's, at most 4096 */
+  uint32_t batch_tokens;  /* prompt tokens per step (default 512) */
+  petrel_kv_type kv_type; /* element type of the KV cache (default F16) */
+} petrel_context_params;
+
+#define PETREL_SEED_RANDOM UINT64_MAX
+
+typedef struct petrel_sampling_params {
+  size_t struct_size;
+  int32_t max_tokens;   /* tokens to generate (default 64); -1: until the end or a full context */
+  float temperature;    /* <= 0: greedy (default 0.8) */
+  int32_t top_k;        /* 0: off (default 40) */
+  float top_p;          /* >= 1: off (default 0.95) */
+  float min_p;          /* <= 0: off (default 0.05) */
+  float repeat_penalty; /* 1: off (default) */
+  uint64_t seed;        /* PETREL_SEED_RANDOM (default): drawn per call */
+  int32_t ignore_eos;   /* nonzero: never stop at an end-of-generation token */
+  int32_t add_bos;      /* the first prompt of a context gets the BOS token (default 1) */
+} petrel_sampling_params;
+
+/* Filled by petrel_generate when not NULL; set struct_size first (the library writes only the
+ * fields that fit it). */
+typedef struct petrel_generate_result {
+  size_t struct_size;
+  size_t n_prompt_tokens;    /* tokens fed before sampling in this call */
+  size_t n_generated_tokens; /* tokens sampled in this call, the end-of-generation one included */
+  petrel_stop_reason stop_reason;
+} petrel_generate_result;
+
+/* Called as text is generated: once per sampled token with the text it releases (possibly
+ * empty: a character or an end marker may still be incomplete), and once more at the end when
+ * held-back text remains. Return 0 to go on, nonzero to stop (PETREL_ERR_CANCELLED). `text` is
+ * not NUL-terminated and is valid only during the call. */
+typedef int (*petrel_token_callback)(const char* text, size_t len, void* user_data);
+
+/* "0.1.0 (git describe)"; static storage. */
+PETREL_API const char* petrel_version(void);
+/* "PETREL_ERR_IO", ...; "unknown status" for a value not in the enum. Static storage. */
+PETREL_API const char* petrel_status_name(petrel_status status);
+/* The message of the last failed call on this thread ("" when none failed yet). Valid until
+ * the next petrel_* call on this thread. */
+PETREL_API const char* petrel_last_error(void);
+/* Messages the library prints on stderr at or above this level (process-wide). */
+PETREL_API void petrel_set_log_level(petrel_log_level level);
+
+PETREL_API petrel_model_params petrel_model_default_params(void);
+PETREL_API petrel_context_params petrel_context_default_params(void);
+PETREL_API petrel_sampling_params petrel_sampling_default_params(void);
+
+/* Loads a GGUF file or a Hugging Face folder. `params` may be NULL (the defaults). On success
+ * *out owns the model; on failure *out is NULL. */
+PETREL_API petrel_status petrel_model_load(const char* path, const petrel_model_params* params,
+                                           petrel_model** out);
+PETREL_API void petrel_model_free(petrel_model* model);
+/* Vocabulary size, or 0 for NULL. */
+PETREL_API int32_t petrel_model_n_vocab(const petrel_model* model);
+/* Tokens the model was trained on (0 unknown or NULL). */
+PETREL_API int32_t petrel_model_n_ctx_train(const petrel_model* model);
+
+#define PETREL_TOKENIZE_ADD_SPECIAL 1u   /* BOS/EOS as the model's tokenizer adds them */
+#define PETREL_TOKENIZE_PARSE_SPECIAL 2u /* match special tokens spelled in the text */
+
+/* Tokenizes `len` bytes of UTF-8 `text` (need not be NUL-terminated; NULL with len 0 is the
+ * empty text) into `out` (room for `cap` ids; may be NULL when cap is 0). *n_out gets the
+ * number of ids; when it exceeds cap the result is PETREL_ERR_BUFFER_TOO_SMALL and `out` is
+ * left unchanged, so a call with cap 0 asks for the size. */
+PETREL_API petrel_status petrel_tokenize(const petrel_model* model, const char* text, size_t len,
+                                         uint32_t flags, int32_t* out, size_t cap, size_t* n_out);
+
+#define PETREL_DETOKENIZE_SPECIAL 1u /* keep the text of special tokens */
+
+/* The text of `n_ids` ids into `out` (`cap` bytes), NUL-terminated; *len_out gets its length
+ * without the NUL. When len + 1 exceeds cap: PETREL_ERR_BUFFER_TOO_SMALL, *len_out still set. */
+PETREL_API petrel_status petrel_detokenize(const petrel_model* model, const int32_t* ids,
+                                           size_t n_ids, uint32_t flags, char* out, size_t cap,
+                                           size_t* len_out);
+
+/* A context: a KV cache and the tokens it holds, for one conversation. `params` may be NULL. */
+PETREL_API petrel_status petrel_context_new(petrel_model* model,
+                                            const petrel_context_params* params,
+                                            petrel_context** out);
+PETREL_API void petrel_context_free(petrel_context* ctx);
+/* Forgets every token: the next petrel_generate starts a new text (with BOS). */
+PETREL_API petrel_status petrel_context_reset(petrel_context* ctx);
+/* Tokens the context holds, a token sampled last and not yet fed included (0 for NULL). */
+PETREL_API size_t petrel_context_n_tokens(const petrel_context* ctx);
+
+/* Appends `prompt_len` bytes of UTF-8 `prompt` to the context and generates, streaming text
+ * through `callback` (required). The first prompt of a context is tokenized with BOS (per
+ * params->add_bos); later ones continue the text, so an empty prompt resumes a generation
+ * that stopped (cancelled, or at max_tokens) exactly where it would have gone on. `params`
+ * may be NULL (the defaults). Returns PETREL_OK when it stopped at an end token, max_tokens
+ * or a full context, PETREL_ERR_CANCELLED when the callback stopped it; `result` may be NULL. */
+PETREL_API petrel_status petrel_generate(petrel_context* ctx, const char* prompt, size_t prompt_len,
+                                         const petrel_sampling_params* params,
+                                         petrel_token_callback callback, void* user_data,
+                                         petrel_generate_result* result);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PETREL_H_ */

@@ -1,0 +1,43 @@
+#!/bin/sh
+# Installs petrel into a scratch root (`meson install --destdir`), builds tests/capi/capi_test.c
+# against the installed header and libpetrel.so as any C program would (cc and
+# `pkg-config --cflags --libs petrel`), and runs it with the expected text from `petrel run`.
+# CAPI_TEST_CFLAGS adds compiler flags, e.g. "-fsanitize=address,undefined -g" (docs/LIBRARY.md).
+#
+# Usage: run_capi_test.sh BUILD_DIR PETREL_BIN MODEL TEST_SOURCE_DIR
+set -eu
+build=$1 petrel=$2 model=$3 source=$4
+mkdir -p "${TEST_TMPDIR:-/tmp}"
+scratch=$(mktemp -d "${TEST_TMPDIR:-/tmp}/capi.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+root=$scratch/root
+
+meson install -C "$build" --no-rebuild --destdir "$root" >"$scratch/install.log" 2>&1 ||
+  { cat "$scratch/install.log"; exit 1; }
+pc=$(find "$root" -name petrel.pc | head -n 1)
+[ -n "$pc" ] || { echo "petrel.pc was not installed"; exit 1; }
+# The installed .pc names the final prefix; the sysroot maps it into the scratch root. The
+# system's own .pc files stay reachable for the packages petrel.pc requires.
+PKG_CONFIG_LIBDIR=$(dirname "$pc"):$(pkg-config --variable pc_path pkg-config)
+PKG_CONFIG_SYSROOT_DIR=$root
+export PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+cflags=$(pkg-config --cflags petrel)
+libs=$(pkg-config --libs petrel)
+echo "pkg-config petrel: $cflags $libs"
+libdir=$(pkg-config --variable libdir petrel)  # in the scratch root (the sysroot applies)
+[ -f "$libdir/libpetrel.so" ] || { echo "no libpetrel.so in $libdir"; exit 1; }
+
+# Strict C99: the header must be plain C.
+cc -std=c99 -Wall -Wextra -Werror -pedantic ${CAPI_TEST_CFLAGS:-} $cflags \
+  -o "$scratch/capi_test" "$source/capi_test.c" $libs -pthread -lm
+
+"$petrel" run -m "$model" -p "Once upon a time" -n 32 --temp 0 >"$scratch/expected.txt" 2>"$scratch/run.log" ||
+  { cat "$scratch/run.log"; exit 1; }
+printf 'this is not a model\n' >"$scratch/not_a_model.gguf"
+# The program must run on the installed library, not the build tree's.
+resolved=$(LD_LIBRARY_PATH=$libdir ldd "$scratch/capi_test" | awk '/libpetrel/ { print $3 }')
+case $resolved in
+  "$libdir"/*) ;;
+  *) echo "capi_test resolves libpetrel to '$resolved', not the installed $libdir"; exit 1 ;;
+esac
+LD_LIBRARY_PATH=$libdir "$scratch/capi_test" "$model" "$scratch/expected.txt" "$scratch/not_a_model.gguf"
