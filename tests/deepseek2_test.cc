@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/convert/quant_mix.h"
@@ -15,6 +18,7 @@
 #include "core/format/gguf.h"
 #include "core/generation/generate.h"
 #include "core/runtime/backend_registry.h"
+#include "core/model/loader.h"
 #include "core/runtime/engine.h"
 #include "util/parity.h"
 #include "util/test_data.h"
@@ -246,6 +250,118 @@ TEST(DeepSeek2Features, EachAblationFailsParity) {
     EXPECT_GT(stats.max_abs, 1.0) << ablation.name << ": " << stats.ToString();
     std::printf("ablation %s: %s\n", ablation.name, stats.ToString().c_str());
   }
+}
+
+
+// DeepSeek's YaRN (V2/V3 long-context configs): the synth folder with `rope_scaling` added. The
+// rotation frequencies follow YaRN's ramp over the rope dims and the softmax scale is
+// (1 + 0.1·mscale_all_dim·ln(factor))² / sqrt(head_dim), both computed here independently; a
+// factor of 1 is the unscaled model (the golden logits); mscale_all_dim moves the logits; the
+// GGUF written from the folder (llama.cpp's keys) gives the folder's logits.
+std::string YarnFolder(const std::string& name, const nlohmann::json& rope_scaling) {
+  namespace fs = std::filesystem;
+  const fs::path folder = testing::ScratchDir() + "/deepseek2_yarn_" + name;
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  for (const fs::directory_entry& entry : fs::directory_iterator(ModelDir() + "deepseek2-hf")) {
+    if (entry.path().filename() != "config.json") {
+      fs::create_symlink(fs::absolute(entry.path()), folder / entry.path().filename());
+    }
+  }
+  nlohmann::json config = testing::ReadJson(ModelDir() + "deepseek2-hf/config.json");
+  config["rope_scaling"] = rope_scaling;
+  std::ofstream(folder / "config.json") << config.dump(2);
+  return folder.string();
+}
+
+nlohmann::json Yarn(double factor, double mscale_all_dim) {
+  return {{"type", "yarn"},
+          {"factor", factor},
+          {"original_max_position_embeddings", 64},
+          {"beta_fast", 32},
+          {"beta_slow", 1},
+          {"mscale", mscale_all_dim},
+          {"mscale_all_dim", mscale_all_dim}};
+}
+
+TEST(DeepSeek2Yarn, FrequenciesAndSoftmaxScaleFollowTheFormulas) {
+  constexpr double kFactor = 4.0, kBase = 10000.0, kOriginal = 64.0;
+  constexpr int kDims = 8;  // qk_rope_head_dim
+  LoadOptions options;
+  options.load_tokenizer = false;
+  auto model = LoadModel(YarnFolder("formula", Yarn(kFactor, 1.0)), options);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const ModelConfig& c = (*model)->config;
+  EXPECT_EQ(c.rope.scaling, RopeScalingKind::kYarn);
+  EXPECT_FLOAT_EQ(c.rope.attn_factor, 1.0f);
+  const double m = 1.0 + 0.1 * std::log(kFactor);
+  EXPECT_NEAR(c.attention_scale, m * m / std::sqrt(24.0), 1e-7);
+  auto correction = [&](double turns) {
+    return kDims * std::log(kOriginal / (turns * 2.0 * M_PI)) / (2.0 * std::log(kBase));
+  };
+  const double low = std::max(std::floor(correction(32.0)), 0.0);
+  double high = std::min(std::ceil(correction(1.0)), double(kDims - 1));
+  if (low == high) high += 0.001;
+  const std::vector<double>& got = (*model)->weights.rope_inv_freq;
+  ASSERT_EQ(got.size(), size_t(kDims / 2));
+  for (int i = 0; i < kDims / 2; ++i) {
+    const double extrapolated = 1.0 / std::pow(kBase, 2.0 * i / kDims);
+    const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+    const double want = extrapolated / kFactor * ramp + extrapolated * (1.0 - ramp);
+    EXPECT_NEAR(got[size_t(i)], want, 1e-9 * want) << "pair " << i;
+  }
+}
+
+TEST(DeepSeek2Yarn, FactorOneIsTheUnscaledModelAndMscaleMatters) {
+  auto plain = LoadEngine(YarnFolder("one", Yarn(1.0, 1.0)), false);
+  ASSERT_TRUE(plain);
+  const auto stats = testing::CompareLogits(Logits(*plain, Ids()), Golden(), 2048);
+  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
+  auto with = LoadEngine(YarnFolder("mscale1", Yarn(4.0, 1.0)), false);
+  auto without = LoadEngine(YarnFolder("mscale0", Yarn(4.0, 0.0)), false);
+  ASSERT_TRUE(with && without);
+  const auto moved = testing::CompareLogits(Logits(*with, Ids()), Logits(*without, Ids()), 2048);
+  EXPECT_GT(moved.max_abs, 1e-3) << moved.ToString();
+}
+
+TEST(DeepSeek2Yarn, GgufFromTheFolderGivesItsLogits) {
+  const std::string folder = YarnFolder("convert", Yarn(4.0, 0.707));
+  const std::string out = testing::ScratchDir() + "/deepseek2_yarn.gguf";
+  const auto mix = ParseQuantMix("F32");
+  ASSERT_TRUE(mix.has_value());
+  const Status written = QuantizeHfFolder(folder, out, *mix, false);
+  ASSERT_TRUE(written.ok()) << written.message();
+  auto file = GgufFile::Open(out);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(*(*file)->GetString("deepseek2.rope.scaling.type"), "yarn");
+  EXPECT_NEAR(*(*file)->GetFloat("deepseek2.rope.scaling.yarn_log_multiplier"), 0.0707, 1e-5);
+  auto from_folder = LoadEngine(folder, false);
+  auto from_gguf = LoadEngine(out, false);
+  ASSERT_TRUE(from_folder && from_gguf);
+  const auto stats =
+      testing::CompareLogits(Logits(*from_gguf, Ids()), Logits(*from_folder, Ids()), 2048);
+  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
+  std::remove(out.c_str());
+}
+
+TEST(DeepSeek2Yarn, HostileValuesAreOneLineErrors) {
+  LoadOptions options;
+  options.load_tokenizer = false;
+  nlohmann::json bad = Yarn(4.0, 1.0);
+  bad["mscale_all_dim"] = "big";
+  auto model = LoadModel(YarnFolder("bad_mscale", bad), options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("'mscale_all_dim' must be a number"), std::string::npos)
+      << model.status().message();
+  bad = Yarn(4.0, -5.0);
+  model = LoadModel(YarnFolder("negative_mscale", bad), options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("must be finite and not negative"), std::string::npos)
+      << model.status().message();
+  model = LoadModel(YarnFolder("zero_factor", Yarn(0.0, 1.0)), options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("yarn factor 0 must be positive"), std::string::npos)
+      << model.status().message();
 }
 
 }  // namespace

@@ -353,8 +353,9 @@ TEST(HostileConfig, DeepSeek2) {
                   "expert gating function 7 is not supported");
   ExpectLoadError(RewriteHf(a, {{"scoring_func", "relu"}}, "ds_hf_scoring"),
                   "scoring_func 'relu' is not supported");
-  ExpectLoadError(RewriteHf(a, {{"rope_scaling", {{"type", "yarn"}, {"factor", 40}}}}, "ds_hf_yarn"),
-                  "rope_scaling type 'yarn' is not supported");
+  ExpectLoadError(
+      RewriteHf(a, {{"rope_scaling", {{"type", "dynamic"}, {"factor", 40}}}}, "ds_hf_dynamic"),
+      "rope_scaling type 'dynamic' is not supported");
   ExpectLoadError(RewriteGguf(a, {{"leading_dense_block_count", KeyEdit::kU32, 9}}, "ds_dense9"),
                   "leading dense block count 9 is invalid for 3 blocks");
   ExpectLoadError(RewriteHf(a, {{"moe_layer_freq", 2}}, "ds_hf_freq"),

@@ -14,6 +14,7 @@
 // plus a correction bias for choosing for V3, optionally limited to the best expert groups) and
 // add `n_shared_experts` shared experts run for every token.
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +22,7 @@
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/rope_scaling.h"
 
 namespace petrel {
 namespace {
@@ -207,6 +209,22 @@ Status CheckLatent(const ModelConfig& c, const char* where) {
   return Status::Ok();
 }
 
+// DeepSeek's YaRN: besides the frequencies' ramp, the softmax scale 1/sqrt(head_dim) is
+// multiplied by m², m = 1 + 0.1·mscale_all_dim·ln(factor) (the reference model's `softmax_scale`;
+// llama.cpp's GGUF key `rope.scaling.yarn_log_multiplier` holds 0.1·mscale_all_dim). The
+// rotation itself is scaled by mscale / mscale_all_dim's ratio of the same form, 1 in the
+// published configs.
+Status SetYarnSoftmaxScale(double log_multiplier, const char* where, ModelConfig* c) {
+  if (!std::isfinite(log_multiplier) || log_multiplier < 0.0) {
+    return Error("%s: yarn log multiplier %g must be finite and not negative", where,
+                 log_multiplier);
+  }
+  const double factor = c->rope.factor;
+  const double m = factor > 1.0 ? 1.0 + log_multiplier * std::log(factor) : 1.0;
+  c->attention_scale = float(m * m / std::sqrt(double(c->head_dim)));
+  return Status::Ok();
+}
+
 Result<ModelConfig> DeepSeek2ConfigFromGguf(const GgufFile& file, const Architecture& arch) {
   ModelConfig c;
   c.architecture = arch.gguf_name;
@@ -247,7 +265,28 @@ Result<ModelConfig> DeepSeek2ConfigFromGguf(const GgufFile& file, const Architec
   PETREL_RETURN_IF_ERROR(CheckLatent(c, Key(arch, "attention.kv_lora_rank").c_str()));
   PETREL_ASSIGN_OR_RETURN(std::string_view scaling,
                           file.GetStringOr(Key(arch, "rope.scaling.type"), "none"));
-  if (scaling != "none") {
+  if (scaling == "yarn") {
+    PETREL_ASSIGN_OR_RETURN(double factor, file.GetFloatOr(Key(arch, "rope.scaling.factor"), 1.0));
+    PETREL_RETURN_IF_ERROR(
+        ReadGgufYarn(file, arch, factor, Clamp(ctx), /*truncate=*/true, &c.rope));
+    // llama.cpp's key scales the softmax here, not the rotation: the rotation's factor is
+    // petrel's own key, written only when it is not 1.
+    PETREL_ASSIGN_OR_RETURN(double kq_factor,
+                            file.GetFloatOr(Key(arch, "rope.scaling.attn_factor"), 1.0));
+    PETREL_ASSIGN_OR_RETURN(double rope_factor,
+                            file.GetFloatOr(Key(arch, "rope.scaling.yarn_rope_factor"), 1.0));
+    PETREL_ASSIGN_OR_RETURN(double log_multiplier,
+                            file.GetFloatOr(Key(arch, "rope.scaling.yarn_log_multiplier"), 0.0));
+    if (!(kq_factor > 0.0) || !std::isfinite(kq_factor) || !(rope_factor > 0.0) ||
+        !std::isfinite(rope_factor)) {
+      return Error("key %s: yarn attention factors %g and %g must be positive",
+                   Key(arch, "rope.scaling.attn_factor").c_str(), kq_factor, rope_factor);
+    }
+    c.rope.attn_factor = float(rope_factor);
+    PETREL_RETURN_IF_ERROR(SetYarnSoftmaxScale(
+        log_multiplier, Key(arch, "rope.scaling.yarn_log_multiplier").c_str(), &c));
+    c.attention_scale *= float(kq_factor * kq_factor);
+  } else if (scaling != "none") {
     return Error("key %s: rope scaling '%.*s' is not supported for %s",
                  Key(arch, "rope.scaling.type").c_str(), int(scaling.size()), scaling.data(),
                  arch.gguf_name);
@@ -359,7 +398,19 @@ Result<ModelConfig> DeepSeek2ConfigFromHf(const nlohmann::json& json, const Arch
   if (auto it = json.find("rope_scaling"); it != json.end() && !it->is_null()) {
     const std::string type =
         it->is_object() ? it->value("rope_type", it->value("type", std::string("?"))) : "?";
-    if (type != "default") {
+    if (type == "yarn") {
+      PETREL_RETURN_IF_ERROR(ReadHfYarn(*it, c.max_context, &c.rope));
+      const auto all_dim = it->find("mscale_all_dim");
+      double mscale_all_dim = 0.0;
+      if (all_dim != it->end() && !all_dim->is_null()) {
+        if (!all_dim->is_number()) {
+          return Error("config.json: rope_scaling field 'mscale_all_dim' must be a number");
+        }
+        mscale_all_dim = all_dim->get<double>();
+      }
+      PETREL_RETURN_IF_ERROR(SetYarnSoftmaxScale(
+          0.1 * mscale_all_dim, "config.json: rope_scaling field 'mscale_all_dim'", &c));
+    } else if (type != "default") {
       return Error("config.json: rope_scaling type '%s' is not supported for %s", type.c_str(),
                    arch.hf_class);
     }
@@ -439,6 +490,23 @@ void DeepSeek2ConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufW
   writer->SetU32(a + ".expert_gating_func", c.expert_gating == MoeGating::kSigmoid ? 2 : 1);
   writer->SetU32(a + ".expert_group_count", uint32_t(c.n_expert_groups));
   writer->SetU32(a + ".expert_group_used_count", uint32_t(c.n_expert_groups_used));
+  if (c.rope.scaling == RopeScalingKind::kYarn) {
+    writer->SetString(a + ".rope.scaling.type", "yarn");
+    writer->SetF32(a + ".rope.scaling.factor", c.rope.factor);
+    writer->SetU32(a + ".rope.scaling.original_context_length", uint32_t(c.rope.original_context));
+    writer->SetF32(a + ".rope.scaling.yarn_beta_fast", c.rope.beta_fast);
+    writer->SetF32(a + ".rope.scaling.yarn_beta_slow", c.rope.beta_slow);
+    if (!c.rope.yarn_truncate) writer->SetBool(a + ".rope.scaling.yarn_truncate", false);
+    if (c.rope.attn_factor != 1.0f) {
+      writer->SetF32(a + ".rope.scaling.yarn_rope_factor", c.rope.attn_factor);
+    }
+    // The softmax's m back from the scale (SetYarnSoftmaxScale).
+    const double m = std::sqrt(double(c.attention_scale) * std::sqrt(double(c.head_dim)));
+    const double log_factor = std::log(double(c.rope.factor));
+    if (log_factor > 0.0) {
+      writer->SetF32(a + ".rope.scaling.yarn_log_multiplier", float((m - 1.0) / log_factor));
+    }
+  }
 }
 
 BlockViews DeepSeek2BlockViews(const LayerWeights& L) {
