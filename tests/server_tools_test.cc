@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "util/cli_runner.h"
@@ -110,7 +111,9 @@ class ServerToolsTest : public ::testing::Test {
         {"-m", *model_, "--parallel", "4", "-c", "1024", "--chat-template-file", *template_});
   }
   static void TearDownTestSuite() {
-    if (server_->ok()) EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    if (server_->ok()) {
+      EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    }
     delete server_;
     delete template_;
     std::filesystem::remove_all(*model_);
@@ -162,21 +165,31 @@ TEST_F(ServerToolsTest, NamedFunctionAndSingleCall) {
 
 // Sampled (not greedy) calls under "required": the arguments always parse against the schema.
 TEST_F(ServerToolsTest, RequiredArgumentsAlwaysParse) {
-  httplib::Client client = server_->Client();
-  for (int seed = 0; seed < 20; ++seed) {
-    json body = Ask("required");
-    body["temperature"] = 1.5;
-    body["seed"] = seed;
-    body["parallel_tool_calls"] = seed % 2 == 0;  // with parallel calls the last may be cut
-    body["max_tokens"] = 200;
-    const Reply reply = Post(client, body);
-    ASSERT_EQ(reply.status, 200) << reply.body.dump();
-    const json& calls = reply.body["choices"][0]["message"]["tool_calls"];
-    ASSERT_TRUE(calls.is_array() && !calls.empty()) << "seed " << seed << " " << reply.body.dump();
-    for (const json& call : calls) {
-      ExpectArguments(call["function"]["name"], call["function"]["arguments"]);
-    }
+  // 100 sampled replies at a high temperature, four at a time (the server's --parallel).
+  constexpr int kSamples = 100, kClients = 4;
+  std::vector<std::thread> clients;
+  for (int first = 0; first < kClients; ++first) {
+    clients.emplace_back([first] {
+      httplib::Client client = server_->Client();
+      for (int seed = first; seed < kSamples; seed += kClients) {
+        json body = Ask("required");
+        body["temperature"] = 1.5;
+        body["seed"] = seed;
+        body["parallel_tool_calls"] = seed % 2 == 0;  // with parallel calls the last may be cut
+        body["max_tokens"] = 200;
+        const Reply reply = Post(client, body);
+        EXPECT_EQ(reply.status, 200) << reply.body.dump();
+        if (reply.status != 200) continue;
+        const json& calls = reply.body["choices"][0]["message"]["tool_calls"];
+        EXPECT_TRUE(calls.is_array() && !calls.empty()) << "seed " << seed << " " << reply.body.dump();
+        if (!calls.is_array()) continue;
+        for (const json& call : calls) {
+          ExpectArguments(call["function"]["name"], call["function"]["arguments"]);
+        }
+      }
+    });
   }
+  for (std::thread& client : clients) client.join();
 }
 
 // Streamed: a delta with index, id, type and name (arguments ""), then the arguments; the
