@@ -3,6 +3,7 @@
 #include "server/tool_call_grammar.h"
 
 #include <cctype>
+#include <vector>
 
 #include "core/grammar/json_schema.h"
 
@@ -23,9 +24,10 @@ const json* FunctionOf(const json& tool) {
   return &*function;
 }
 
-// Renames the rule `from` to `to` in GBNF text: every identifier outside string literals and
-// character classes.
-std::string RenameRule(const std::string& gbnf, const std::string& from, const std::string& to) {
+// Renames rules in GBNF text: every identifier outside string literals, character classes and
+// comments becomes rename(identifier).
+template <typename Rename>
+std::string RenameRules(const std::string& gbnf, Rename rename) {
   std::string out;
   auto ident = [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
@@ -48,7 +50,8 @@ std::string RenameRule(const std::string& gbnf, const std::string& from, const s
       size_t j = i;
       while (j < gbnf.size() && ident(gbnf[j])) ++j;
       const std::string word = gbnf.substr(i, j - i);
-      out += word == from ? to : word;
+      // Repetition counts ({2,5}) are numbers, not rule names.
+      out += std::isdigit(static_cast<unsigned char>(word[0])) ? word : rename(word);
       i = j;
     } else {
       out += c;
@@ -71,6 +74,33 @@ json CallSchema(const json& function, const char* arguments_key) {
 }
 
 std::string Literal(const std::string& text) { return json(text).dump(); }
+
+std::string RenameRule(const std::string& gbnf, const std::string& from, const std::string& to) {
+  return RenameRules(gbnf, [&](const std::string& word) { return word == from ? to : word; });
+}
+
+// Harmony: one call ends the turn (its <|call|> marker stops generation), so the reply is one
+// commentary message to one of the functions, its header spelled out (in ordinary tokens: the
+// markers' own special tokens have no text the grammar could match) and the body the function's
+// parameters. Each function's rules get a prefix of their own.
+Result<std::string> HarmonyCallGrammar(const std::vector<const json*>& functions) {
+  std::string root = "root ::= ", rules;
+  for (size_t i = 0; i < functions.size(); ++i) {
+    const json& function = *functions[i];
+    const json parameters = function.contains("parameters") && function["parameters"].is_object()
+                                ? function["parameters"]
+                                : json{{"type", "object"}};
+    auto gbnf = JsonSchemaValueToGbnf(parameters);
+    if (!gbnf.ok()) return gbnf.status().Wrap("tools");
+    const std::string prefix = "fn" + std::to_string(i) + "-";
+    rules += RenameRules(*gbnf, [&](const std::string& word) { return prefix + word; });
+    if (i > 0) root += " | ";
+    root += Literal("<|channel|>commentary to=functions." +
+                    function["name"].get<std::string>() + " <|constrain|>json<|message|>") +
+            " " + prefix + "root";
+  }
+  return root + "\n" + rules;
+}
 
 }  // namespace
 
@@ -142,13 +172,16 @@ Result<std::string> ToolCallGrammar(ToolCallFormat format, const json& tools,
                                     const ToolChoice& choice, bool parallel) {
   const char* key = format == ToolCallFormat::kLlama3 ? "parameters" : "arguments";
   json alternatives = json::array();
+  std::vector<const json*> functions;
   for (const json& tool : tools) {
     const json* function = FunctionOf(tool);
     if (!function) continue;
     if (choice.mode == ToolChoice::Mode::kNamed && (*function)["name"] != choice.name) continue;
     alternatives.push_back(CallSchema(*function, key));
+    functions.push_back(function);
   }
   if (alternatives.empty()) return Error("no function to call");
+  if (format == ToolCallFormat::kHarmony) return HarmonyCallGrammar(functions);
   const json schema = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
   auto gbnf = JsonSchemaValueToGbnf(schema);
   if (!gbnf.ok()) return gbnf.status().Wrap("tools");
@@ -171,6 +204,7 @@ Result<std::string> ToolCallGrammar(ToolCallFormat format, const json& tools,
       close = Literal("]");
       break;
     case ToolCallFormat::kGeneric:
+    case ToolCallFormat::kHarmony:  // handled above
       call = "tool-call-json";
       separator = Literal(", ");
       open = Literal("{\"tool_calls\": [");
