@@ -2,6 +2,7 @@
 // a root rule spelling the format's wrapper.
 #include "server/tool_call_grammar.h"
 
+#include <algorithm>
 #include <cctype>
 #include <vector>
 
@@ -13,6 +14,58 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr size_t kMaxTools = 128;
+// Deeper parameter schemas are refused before the chat template (which walks them recursively)
+// or the grammar converter sees them.
+constexpr size_t kMaxSchemaDepth = 64;
+
+// Nesting depth of a JSON value, without recursion.
+size_t JsonDepth(const json& value) {
+  size_t deepest = 0;
+  std::vector<std::pair<const json*, size_t>> pending = {{&value, 1}};
+  while (!pending.empty()) {
+    auto [node, depth] = pending.back();
+    pending.pop_back();
+    deepest = std::max(deepest, depth);
+    if (depth > kMaxSchemaDepth) break;
+    if (node->is_structured()) {
+      for (const json& child : *node) pending.push_back({&child, depth + 1});
+    }
+  }
+  return deepest;
+}
+
+// The shape every tool's `parameters` must have, whether or not a grammar is made from it:
+// templates read `properties`, `required` and `type` without checking them. An error message,
+// or "" when the schema is well formed.
+std::string CheckParameters(const json& parameters, const std::string& where) {
+  if (!parameters.is_object()) return "'" + where + "' must be a JSON schema object";
+  if (JsonDepth(parameters) > kMaxSchemaDepth) {
+    return "'" + where + "' is nested deeper than " + std::to_string(kMaxSchemaDepth) + " levels";
+  }
+  if (auto type = parameters.find("type"); type != parameters.end()) {
+    bool ok = type->is_string();
+    if (type->is_array()) {
+      ok = std::all_of(type->begin(), type->end(), [](const json& t) { return t.is_string(); });
+    }
+    if (!ok) return "'" + where + ".type' must be a string or an array of strings";
+  }
+  if (auto properties = parameters.find("properties"); properties != parameters.end()) {
+    if (!properties->is_object()) return "'" + where + ".properties' must be an object";
+    for (const auto& [name, schema] : properties->items()) {
+      if (!schema.is_object() && !schema.is_boolean()) {
+        return "'" + where + ".properties." + name + "' must be a JSON schema object";
+      }
+    }
+  }
+  if (auto required = parameters.find("required"); required != parameters.end()) {
+    if (!required->is_array() ||
+        !std::all_of(required->begin(), required->end(),
+                     [](const json& name) { return name.is_string(); })) {
+      return "'" + where + ".required' must be an array of property names";
+    }
+  }
+  return "";
+}
 
 const json* FunctionOf(const json& tool) {
   if (!tool.is_object()) return nullptr;
@@ -121,10 +174,11 @@ ApiResult ReadToolChoice(const json& tools, const json& tool_choice, ToolChoice*
                                 "{\"name\": …, \"parameters\": {…}}}",
                             "invalid_type");
       }
-      if (function->contains("parameters") && !(*function)["parameters"].is_object()) {
-        return InvalidField(where + ".function.parameters",
-                            "'" + where + ".function.parameters' must be a JSON schema object",
-                            "invalid_type");
+      if (function->contains("parameters")) {
+        const std::string at = where + ".function.parameters";
+        if (std::string error = CheckParameters((*function)["parameters"], at); !error.empty()) {
+          return InvalidField(at, error, "invalid_type");
+        }
       }
     }
   }
