@@ -331,13 +331,27 @@ TEST_F(ServerToolsTest, HostileToolSchemasAre400s) {
     expect_400(body, at, "type");
     body["tools"][1]["function"]["parameters"] = {{"type", "object"}, {"required", "city"}};
     expect_400(body, at, "required");
-    // Nested deeper than the templates and the grammar converter are allowed to walk.
+    // Nested deeper than the templates and the grammar converter are allowed to walk; and so
+    // deep that the body itself is refused before parsing ("properties" sorts before "type":
+    // a key after a large member, the slow case of ordered JSON objects).
     json deep = {{"type", "string"}};
     for (int i = 0; i < 5000; ++i) {
       deep = {{"type", "object"}, {"properties", {{"x", std::move(deep)}}}};
+      if (i == 40) {
+        body["tools"][1]["function"]["parameters"] = deep;
+        expect_400(body, at, "nested deeper than 64");
+      }
     }
     body["tools"][1]["function"]["parameters"] = deep;
-    expect_400(body, at, "nested deeper than 64");
+    const auto start = std::chrono::steady_clock::now();
+    const Reply too_deep = Post(client, body);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              5.0);
+    EXPECT_EQ(too_deep.status, 400);
+    EXPECT_NE(too_deep.body["error"]["message"].get<std::string>().find(
+                  "nested deeper than 100 levels"),
+              std::string::npos)
+        << too_deep.body.dump();
     // 10,000 functions: refused before any is looked at.
     json many = Ask(mode);
     for (int i = 0; i < 10000; ++i) many["tools"].push_back(many["tools"][0]);
@@ -453,7 +467,7 @@ TEST(ServerHarmonyTest, ChannelsAndForcedCalls) {
                {"grammar",
                 "root ::= \"<|channel|>analysis<|message|>the cat<|end|><|start|>assistant"
                 "<|channel|>final<|message|>A dog.\""},
-               {"max_tokens", 64},
+               {"max_tokens", 200},
                {"temperature", 0}};
   auto [whole, reasoning, content] = collect(body);
   ASSERT_TRUE(whole.contains("choices")) << whole.dump();
@@ -476,7 +490,9 @@ TEST(ServerHarmonyTest, ChannelsAndForcedCalls) {
   for (const json& choice : {json("required"), json{{"type", "function"},
                                                     {"function", {{"name", "get_time"}}}}}) {
     SCOPED_TRACE(choice.dump());
-    const Reply reply = Post(client, Ask(choice));
+    json ask = Ask(choice);
+    for (json& tool : ask["tools"]) tool["function"]["description"] = "weather";  // gpt-oss reads it
+    const Reply reply = Post(client, ask);
     ASSERT_EQ(reply.status, 200) << reply.body.dump();
     EXPECT_EQ(reply.body["choices"][0]["finish_reason"], "tool_calls") << reply.body.dump();
     const json& calls = reply.body["choices"][0]["message"]["tool_calls"];

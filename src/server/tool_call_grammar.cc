@@ -128,6 +128,22 @@ json CallSchema(const json& function, const char* arguments_key) {
 
 std::string Literal(const std::string& text) { return json(text).dump(); }
 
+// Rewrites every local "$ref": "#/…" in `schema` to "`at`/…", for a schema moved from a
+// document's root to the pointer `at` (its depth is bounded by CheckParameters).
+void RebaseRefs(json* schema, const std::string& at) {
+  if (schema->is_object()) {
+    for (auto& [name, value] : schema->items()) {
+      if (name == "$ref" && value.is_string() && value.get_ref<const std::string&>()[0] == '#') {
+        value = at + value.get<std::string>().substr(1);
+      } else {
+        RebaseRefs(&value, at);
+      }
+    }
+  } else if (schema->is_array()) {
+    for (json& value : *schema) RebaseRefs(&value, at);
+  }
+}
+
 std::string RenameRule(const std::string& gbnf, const std::string& from, const std::string& to) {
   return RenameRules(gbnf, [&](const std::string& word) { return word == from ? to : word; });
 }
@@ -236,6 +252,12 @@ Result<std::string> ToolCallGrammar(ToolCallFormat format, const json& tools,
   }
   if (alternatives.empty()) return Error("no function to call");
   if (format == ToolCallFormat::kHarmony) return HarmonyCallGrammar(functions);
+  // Each function's local $refs point into its own parameters, which now sit deeper.
+  for (size_t i = 0; i < alternatives.size(); ++i) {
+    const std::string at = (alternatives.size() == 1 ? "#" : "#/anyOf/" + std::to_string(i)) +
+                           "/properties/" + key;
+    RebaseRefs(&alternatives[i]["properties"][key], at);
+  }
   const json schema = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
   auto gbnf = JsonSchemaValueToGbnf(schema);
   if (!gbnf.ok()) return gbnf.status().Wrap("tools");
