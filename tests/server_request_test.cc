@@ -258,6 +258,19 @@ TEST(ServerRequestTest, MalformedBodies) {
     EXPECT_EQ(error->status, 400);
     EXPECT_EQ(error->code, "invalid_json");
   }
+  // Nesting: 100 levels parse (and fail later, as a prompt of the wrong type), 101 do not; a
+  // bracket inside a string does not count.
+  auto nested = [](size_t depth) {
+    return "{\"prompt\": \"[[[{{{\", \"x\": " + std::string(depth - 1, '[') +
+           std::string(depth - 1, ']') + "}";
+  };
+  ApiResult error = ParseCompletionRequest(nested(100), Endpoint::kCompletion, kLimits, &request);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->param, "x");
+  error = ParseCompletionRequest(nested(101), Endpoint::kCompletion, kLimits, &request);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->code, "invalid_json");
+  EXPECT_NE(error->message.find("nested deeper than 100"), std::string::npos) << error->message;
 }
 
 TEST(ServerRequestTest, OpenAiDefaultsAndContent) {

@@ -374,6 +374,37 @@ TEST(ToolCallFormat, DetectedFromTemplates) {
   EXPECT_FALSE(ToolCallFormatFromName("xml").has_value());
 }
 
+// Harmony without tools (calls stay content) and with reasoning_format "none" (the analysis is
+// content too), whole and streamed.
+TEST(ToolCallParse, HarmonyOptions) {
+  const std::string reply =
+      "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.a <|constrain|>json<|message|>{\"x\": 1}<|call|>";
+  HarmonyOptions no_calls;
+  no_calls.calls = false;
+  ParsedToolCalls parsed = ParseToolCalls(ToolCallFormat::kHarmony, reply, true, no_calls);
+  EXPECT_TRUE(parsed.calls.empty());
+  EXPECT_EQ(parsed.content, "{\"x\": 1}");
+  EXPECT_EQ(parsed.reasoning, "Think.");
+  HarmonyOptions no_reasoning;
+  no_reasoning.analysis_to_content = true;
+  for (size_t split = 0; split <= reply.size(); ++split) {
+    ToolCallStream stream(ToolCallFormat::kHarmony, no_reasoning);
+    std::string content, reasoning;
+    std::vector<ToolCall> calls;
+    for (const auto& delta : {stream.Push(reply.substr(0, split)), stream.Push(reply.substr(split)),
+                              stream.Finish()}) {
+      content += delta.content;
+      reasoning += delta.reasoning;
+      calls.insert(calls.end(), delta.calls.begin(), delta.calls.end());
+    }
+    EXPECT_EQ(content, "Think.") << split;
+    EXPECT_EQ(reasoning, "") << split;
+    ASSERT_EQ(calls.size(), 1u) << split;
+    EXPECT_EQ(calls[0].name, "a");
+  }
+}
+
 TEST(ToolCallId, OpenAiShape) {
   const std::string id = NewToolCallId();
   EXPECT_EQ(id.rfind("call_", 0), 0u);
