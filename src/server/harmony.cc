@@ -97,15 +97,20 @@ class Parser {
     bool first = true;
     while (pos < text_.size()) {
       const std::string_view rest = text_.substr(pos);
+      // The first header may follow whitespace the model wrote after the prompt's header start.
+      size_t lead = pos;
+      while (first && lead < text_.size() && IsSpace(text_[lead])) ++lead;
+      const std::string_view lead_rest = text_.substr(lead);
       size_t header = std::string_view::npos;
-      if (StartsWith(rest, kStart)) {
+      const bool has_role = StartsWith(rest, kStart);  // a header after <|start|> names its role
+      if (has_role) {
         header = pos + kStart.size();
-      } else if (first && FirstHeader(rest)) {
-        header = pos;
-      } else if (!final_ && (MayBecome(rest, kStart) || (first && FirstHeaderMayStart(rest)))) {
+      } else if (first && !lead_rest.empty() && FirstHeader(lead_rest)) {
+        header = lead;
+      } else if (!final_ && (MayBecome(rest, kStart) ||
+                             (first && (lead_rest.empty() || FirstHeaderMayStart(lead_rest))))) {
         return Hold(pos);
       }
-      const bool has_role = header != std::string_view::npos && header != pos;
       first = false;
       if (header == std::string_view::npos) {
         if (!Stray(&pos)) return out_;
