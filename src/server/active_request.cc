@@ -125,8 +125,7 @@ Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
     }
   }
   r.usage_.cached_tokens = reused;
-  metrics.ObserveQueueTime(
-      std::chrono::duration<double>(Clock::now() - r.job_->arrival()).count());
+  metrics.ObserveQueueTime(std::chrono::duration<double>(Clock::now() - r.job_->arrival()).count());
   if (reused > 0) metrics.AddPrefixCacheHit(reused / engine.kv_block_tokens(), reused);
   metrics.AddPromptTokens(prompt.size());
   // The whole shared prompt came from the cache: the choices start at once.

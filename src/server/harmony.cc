@@ -18,8 +18,8 @@ constexpr std::string_view kFunctions = "functions.";
 // What ends a body: <|start|> too, for a model that left out <|end|> (it is not consumed).
 constexpr std::string_view kBodyEnds[] = {"<|end|>", "<|call|>", "<|return|>", kStart};
 // How a reply's first header (continuing the prompt's "<|start|>assistant") may begin.
-constexpr std::string_view kFirstHeaderStarts[] = {kChannel, "<|constrain|>", kMessage, " to=",
-                                                   "to="};
+constexpr std::string_view kFirstHeaderStarts[] = {kChannel, "<|constrain|>", kMessage,
+                                                   " to=", "to="};
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -140,8 +140,8 @@ class Parser {
   // False when the text ended (partial: what may still change is held).
   bool Stray(size_t* pos) {
     const size_t next = text_.find(kStart, *pos);
-    std::string_view piece = text_.substr(*pos, next == std::string_view::npos ? text_.npos
-                                                                               : next - *pos);
+    std::string_view piece =
+        text_.substr(*pos, next == std::string_view::npos ? text_.npos : next - *pos);
     if (next == std::string_view::npos && !final_) {
       if (AllSpace(piece)) {
         Hold(*pos);

@@ -134,10 +134,10 @@ ApiResult CheckJsonDepth(std::string_view body) {
       in_string = true;
     } else if (c == '{' || c == '[') {
       if (++depth > kMaxJsonDepth) {
-        return ApiError{400,
-                        "the request body is nested deeper than " +
-                            std::to_string(kMaxJsonDepth) + " levels",
-                        "invalid_request_error", "", "invalid_json"};
+        return ApiError{
+            400,
+            "the request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+            "invalid_request_error", "", "invalid_json"};
       }
     } else if ((c == '}' || c == ']') && depth > 0) {
       --depth;

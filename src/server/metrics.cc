@@ -22,9 +22,7 @@ void Line(const std::string& name, double value, std::string* out) {
 }
 
 // Tokens per request: powers of four up to a long context.
-std::vector<double> TokenBounds() {
-  return {0, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144};
-}
+std::vector<double> TokenBounds() { return {0, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144}; }
 
 }  // namespace
 

@@ -37,14 +37,14 @@ struct SchedulerGauges {
 
 // One engine sequence (or a request still queued) as GET /slots shows it.
 struct SlotInfo {
-  int64_t id = -1;           // the engine sequence; -1 while queued or preempted
-  uint64_t request_id = 0;   // Job::id()
-  size_t choice = 0;         // the choice (n > 1) the sequence computes
-  const char* state = "";    // "waiting", "prefill", "decode", "preempted"
-  size_t position = 0;       // tokens in the sequence's KV cache
-  size_t n_prompt = 0;       // the request's prompt tokens
-  size_t n_generated = 0;    // tokens the choice has generated
-  size_t n_cached = 0;       // prompt tokens whose K/V came from the prefix cache
+  int64_t id = -1;          // the engine sequence; -1 while queued or preempted
+  uint64_t request_id = 0;  // Job::id()
+  size_t choice = 0;        // the choice (n > 1) the sequence computes
+  const char* state = "";   // "waiting", "prefill", "decode", "preempted"
+  size_t position = 0;      // tokens in the sequence's KV cache
+  size_t n_prompt = 0;      // the request's prompt tokens
+  size_t n_generated = 0;   // tokens the choice has generated
+  size_t n_cached = 0;      // prompt tokens whose K/V came from the prefix cache
 };
 
 class Metrics {

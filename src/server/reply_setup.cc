@@ -18,7 +18,8 @@ ApiResult SetUpReplyParsing(std::string_view template_source,
   const std::string& reasoning =
       request->reasoning_format.empty() ? server_reasoning_format : request->reasoning_format;
   reply.harmony = reply.format == ToolCallFormat::kHarmony;
-  reply.reasoning = reasoning == "auto" && (reply.harmony || TemplateUsesThinkTags(template_source));
+  reply.reasoning =
+      reasoning == "auto" && (reply.harmony || TemplateUsesThinkTags(template_source));
   reply.starts_in_reasoning =
       reply.reasoning && !reply.harmony && PromptOpensReasoning(prompt_tail);
 
@@ -34,7 +35,7 @@ ApiResult SetUpReplyParsing(std::string_view template_source,
   }
   // The grammar makes the reply start with the call: no think block to split (a harmony reply
   // is still read as messages: the grammar spells the call's header).
-  reply.reasoning = reply.harmony;
+  reply.reasoning = reply.reasoning && reply.harmony;
   reply.starts_in_reasoning = false;
   auto grammar = ToolCallGrammar(reply.format, request->tools, request->tool_mode,
                                  request->parallel_tool_calls);

@@ -58,9 +58,8 @@ std::string CheckParameters(const json& parameters, const std::string& where) {
     }
   }
   if (auto required = parameters.find("required"); required != parameters.end()) {
-    if (!required->is_array() ||
-        !std::all_of(required->begin(), required->end(),
-                     [](const json& name) { return name.is_string(); })) {
+    if (!required->is_array() || !std::all_of(required->begin(), required->end(),
+                                              [](const json& name) { return name.is_string(); })) {
       return "'" + where + ".required' must be an array of property names";
     }
   }
@@ -164,8 +163,8 @@ Result<std::string> HarmonyCallGrammar(const std::vector<const json*>& functions
     const std::string prefix = "fn" + std::to_string(i) + "-";
     rules += RenameRules(*gbnf, [&](const std::string& word) { return prefix + word; });
     if (i > 0) root += " | ";
-    root += Literal("<|channel|>commentary to=functions." +
-                    function["name"].get<std::string>() + " <|constrain|>json<|message|>") +
+    root += Literal("<|channel|>commentary to=functions." + function["name"].get<std::string>() +
+                    " <|constrain|>json<|message|>") +
             " " + prefix + "root";
   }
   return root + "\n" + rules;
@@ -254,8 +253,8 @@ Result<std::string> ToolCallGrammar(ToolCallFormat format, const json& tools,
   if (format == ToolCallFormat::kHarmony) return HarmonyCallGrammar(functions);
   // Each function's local $refs point into its own parameters, which now sit deeper.
   for (size_t i = 0; i < alternatives.size(); ++i) {
-    const std::string at = (alternatives.size() == 1 ? "#" : "#/anyOf/" + std::to_string(i)) +
-                           "/properties/" + key;
+    const std::string at =
+        (alternatives.size() == 1 ? "#" : "#/anyOf/" + std::to_string(i)) + "/properties/" + key;
     RebaseRefs(&alternatives[i]["properties"][key], at);
   }
   const json schema = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};

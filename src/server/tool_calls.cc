@@ -1,10 +1,10 @@
 // Tool-call parsing: one scanner per format over the reply text, and the stream's diffing.
 #include "server/tool_calls.h"
 
-#include "server/harmony.h"
-
 #include <nlohmann/json.hpp>
 #include <random>
+
+#include "server/harmony.h"
 
 namespace petrel::server {
 namespace {
@@ -370,9 +370,9 @@ ToolCallFormat DetectToolCallFormat(std::string_view chat_template) {
 }
 
 std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name) {
-  for (ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
-                                ToolCallFormat::kMistral, ToolCallFormat::kGeneric,
-                                ToolCallFormat::kHarmony}) {
+  for (ToolCallFormat format :
+       {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral,
+        ToolCallFormat::kGeneric, ToolCallFormat::kHarmony}) {
     if (name == ToolCallFormatName(format)) return format;
   }
   return std::nullopt;

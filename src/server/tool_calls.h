@@ -31,7 +31,8 @@ enum class ToolCallFormat { kHermes, kLlama3, kMistral, kGeneric, kHarmony };
 // The format a chat template's own tool-call rendering shows (the markers it emits); kGeneric
 // when it shows none.
 ToolCallFormat DetectToolCallFormat(std::string_view chat_template);
-// "hermes", "llama3", "mistral", "generic", "harmony" (the --tool-call-format values); nullopt otherwise.
+// "hermes", "llama3", "mistral", "generic", "harmony" (the --tool-call-format values); nullopt
+// otherwise.
 std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name);
 const char* ToolCallFormatName(ToolCallFormat format);
 
