@@ -258,6 +258,19 @@ TEST(ServerRequestTest, MalformedBodies) {
     EXPECT_EQ(error->status, 400);
     EXPECT_EQ(error->code, "invalid_json");
   }
+  // Nesting: 100 levels parse (and fail later, as a prompt of the wrong type), 101 do not; a
+  // bracket inside a string does not count.
+  auto nested = [](size_t depth) {
+    return "{\"prompt\": \"[[[{{{\", \"x\": " + std::string(depth - 1, '[') +
+           std::string(depth - 1, ']') + "}";
+  };
+  ApiResult error = ParseCompletionRequest(nested(100), Endpoint::kCompletion, kLimits, &request);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->param, "x");
+  error = ParseCompletionRequest(nested(101), Endpoint::kCompletion, kLimits, &request);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->code, "invalid_json");
+  EXPECT_NE(error->message.find("nested deeper than 100"), std::string::npos) << error->message;
 }
 
 TEST(ServerRequestTest, OpenAiDefaultsAndContent) {
@@ -409,6 +422,31 @@ TEST(ServerRequestTest, ToolChoiceAndItsGrammar) {
     EXPECT_EQ(parsed.calls[1].name, "ping");
     EXPECT_EQ(parsed.content, "");
   }
+
+  // Harmony: one call ends the turn, whatever parallel_tool_calls says; the header is part of
+  // the grammar and the parser reads the call back.
+  const std::string harmony_call =
+      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+      "{\"city\":\"Paris\"}";
+  for (bool parallel : {false, true}) {
+    ToolChoice required{ToolChoice::Mode::kRequired, ""};
+    auto any = ToolCallGrammar(ToolCallFormat::kHarmony, tools, required, parallel);
+    ASSERT_TRUE(any.ok()) << any.status().message();
+    EXPECT_TRUE(accepts(*any, harmony_call)) << *any;
+    EXPECT_TRUE(accepts(*any,
+                        "<|channel|>commentary to=functions.ping <|constrain|>json<|message|>{}"));
+    EXPECT_FALSE(accepts(*any, harmony_call + harmony_call));
+    EXPECT_FALSE(accepts(*any,  // get_weather requires a city
+                         "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+                         "<|message|>{}"));
+  }
+  ToolChoice named{ToolChoice::Mode::kNamed, "ping"};
+  auto ping = ToolCallGrammar(ToolCallFormat::kHarmony, tools, named, false);
+  ASSERT_TRUE(ping.ok());
+  EXPECT_FALSE(accepts(*ping, harmony_call));
+  const ParsedToolCalls parsed = ParseToolCalls(ToolCallFormat::kHarmony, harmony_call, true);
+  ASSERT_EQ(parsed.calls.size(), 1u);
+  EXPECT_EQ(parsed.calls[0].arguments, "{\"city\":\"Paris\"}");
 }
 
 }  // namespace

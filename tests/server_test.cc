@@ -633,6 +633,78 @@ TEST(ServerQueueTest, FullQueueAnswers429) {
   EXPECT_NE(server.log().find(" 429 "), std::string::npos);
 }
 
+// GET /slots (behind the API key) shows the running sequence of a slow stream and the request
+// queued behind it; /metrics's queue-time histogram and per-request token histograms count
+// both requests once they finish.
+TEST(ServerSlotsTest, SlotsAndQueueTimeHistogram) {
+  setenv("PETREL_SERVE_TEST_STEP_DELAY_MS", "10", 1);
+  ServerProcess server({"-m", StoryHf(), "--parallel", "1", "-c", "512", "--api-key", kKey, "-t",
+                        "1"});
+  unsetenv("PETREL_SERVE_TEST_STEP_DELAY_MS");
+  ASSERT_TRUE(server.ok()) << server.log();
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 60},
+                     {"temperature", 0},
+                     {"logit_bias", {{"2", -100}}},
+                     {"stream", true}};
+  std::atomic<int> streaming{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 2; ++i) {
+    clients.emplace_back([&] {
+      httplib::Client client = server.Client();
+      const Streamed streamed = PostStream(client, "/v1/completions", body, [&](size_t chunks) {
+        if (chunks == 1) ++streaming;
+        return true;
+      });
+      EXPECT_TRUE(streamed.done);
+    });
+  }
+  httplib::Client client = server.Client();
+  EXPECT_EQ(client.Get("/slots")->status, 401);
+  json slots;
+  for (int i = 0; i < 500; ++i) {
+    auto res = client.Get("/slots", Auth());
+    ASSERT_TRUE(res && res->status == 200);
+    slots = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(slots.is_array()) << res->body;
+    bool decoding = false, waiting = false;
+    for (const json& slot : slots) {
+      decoding |= slot["state"] == "decode" && slot["n_generated"] > 0;
+      waiting |= slot["state"] == "waiting";
+    }
+    if (decoding && waiting) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(slots.size(), 2u) << slots.dump();
+  const json* running = nullptr;
+  for (const json& slot : slots) {
+    if (slot["state"] == "decode") running = &slot;
+  }
+  ASSERT_NE(running, nullptr) << slots.dump();
+  EXPECT_GE((*running)["id"], 0);
+  EXPECT_GT((*running)["request_id"], 0);
+  EXPECT_GT((*running)["n_prompt"], 0);
+  EXPECT_EQ((*running)["n_cached"], 0);
+  EXPECT_GE((*running)["position"], (*running)["n_prompt"]);
+  EXPECT_LE((*running)["n_generated"], 60);
+  for (std::thread& thread : clients) thread.join();
+  // Finished: no slot left, and each request counted once.
+  for (int i = 0; i < 200 && json::parse(client.Get("/slots", Auth())->body).size() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(json::parse(client.Get("/slots", Auth())->body), json::array());
+  EXPECT_EQ(Metric(client, "petrel_request_queue_seconds_count"), 2);
+  // The second request waited for the first one's 60 slowed steps.
+  EXPECT_GT(Metric(client, "petrel_request_queue_seconds_sum"), 0.3);
+  EXPECT_EQ(Metric(client, "petrel_request_prompt_tokens_count"), 2);
+  EXPECT_EQ(Metric(client, "petrel_request_generated_tokens_sum"), 120);
+  EXPECT_EQ(Metric(client, "petrel_request_cached_tokens_count"), 2);
+  const std::string text = client.Get("/metrics", Auth())->body;
+  EXPECT_NE(text.find("# TYPE petrel_request_queue_seconds histogram"), std::string::npos);
+  EXPECT_NE(text.find("petrel_request_queue_seconds_bucket{le=\"+Inf\"} 2"), std::string::npos);
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+}
+
 // SIGTERM lets a running stream finish, then the server exits 0; with no time to finish
 // (--shutdown-timeout 0) the stream ends with an error event and [DONE].
 TEST(ServerShutdownTest, SigtermFinishesOrEndsRunningStreams) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "util/cli_runner.h"
@@ -310,6 +312,209 @@ TEST_F(ServerToolsTest, BadToolRequestsAre400s) {
   json many = Ask("auto");
   for (int i = 0; i < 10000; ++i) many["tools"].push_back(many["tools"][0]);
   expect_400(many, "tools");
+}
+
+// Tool schemas a client may get wrong or make hostile: each a 400 naming the field (and the
+// limit), answered at once, and the server answers a normal request afterwards.
+TEST_F(ServerToolsTest, HostileToolSchemasAre400s) {
+  httplib::Client client = server_->Client();
+  auto expect_400 = [&](const json& body, const std::string& param, const std::string& words) {
+    const auto start = std::chrono::steady_clock::now();
+    const Reply reply = Post(client, body);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(reply.status, 400) << reply.body.dump().substr(0, 400);
+    EXPECT_EQ(reply.body["error"]["param"], param) << reply.body.dump().substr(0, 400);
+    EXPECT_NE(reply.body["error"]["message"].get<std::string>().find(words), std::string::npos)
+        << reply.body.dump().substr(0, 400);
+    EXPECT_LT(seconds, 5.0) << param;
+  };
+  const std::string at = "tools[1].function.parameters";
+  for (const char* mode : {"auto", "required"}) {
+    SCOPED_TRACE(mode);
+    json body = Ask(mode);
+    body["tools"][1]["function"]["parameters"] = "object";
+    expect_400(body, at, "JSON schema object");
+    body["tools"][1]["function"]["parameters"] = {{"type", "object"}, {"properties", 5}};
+    expect_400(body, at, "properties' must be an object");
+    body["tools"][1]["function"]["parameters"] = {{"type", "object"},
+                                                  {"properties", {{"city", "string"}}}};
+    expect_400(body, at, "properties.city");
+    body["tools"][1]["function"]["parameters"] = {{"type", 7}};
+    expect_400(body, at, "type");
+    body["tools"][1]["function"]["parameters"] = {{"type", "object"}, {"required", "city"}};
+    expect_400(body, at, "required");
+    // Nested deeper than the templates and the grammar converter are allowed to walk; and so
+    // deep that the body itself is refused before parsing ("properties" sorts before "type":
+    // a key after a large member, the slow case of ordered JSON objects).
+    json deep = {{"type", "string"}};
+    for (int i = 0; i < 5000; ++i) {
+      deep = {{"type", "object"}, {"properties", {{"x", std::move(deep)}}}};
+      if (i == 40) {
+        body["tools"][1]["function"]["parameters"] = deep;
+        expect_400(body, at, "nested deeper than 64");
+      }
+    }
+    body["tools"][1]["function"]["parameters"] = deep;
+    const auto start = std::chrono::steady_clock::now();
+    const Reply too_deep = Post(client, body);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              5.0);
+    EXPECT_EQ(too_deep.status, 400);
+    EXPECT_NE(too_deep.body["error"]["message"].get<std::string>().find(
+                  "nested deeper than 100 levels"),
+              std::string::npos)
+        << too_deep.body.dump();
+    // 10,000 functions: refused before any is looked at.
+    json many = Ask(mode);
+    for (int i = 0; i < 10000; ++i) many["tools"].push_back(many["tools"][0]);
+    expect_400(many, "tools", "more than 128 functions");
+  }
+  // Keywords the grammar cannot enforce and $ref cycles that no character breaks: refused
+  // when a grammar is made ("required"); "auto" hands the schema to the template only.
+  json unsupported = Ask("required");
+  unsupported["tools"][1]["function"]["parameters"]["properties"]["city"] = {
+      {"type", "string"}, {"pattern", "^(a+)+$"}, {"contentEncoding", "base64"}};
+  const Reply refused = Post(client, unsupported);
+  EXPECT_EQ(refused.status, 400) << refused.body.dump();
+  json cycle = Ask("required");
+  cycle["tools"][1]["function"]["parameters"] = {
+      {"$ref", "#/$defs/a"},
+      {"$defs", {{"a", {{"$ref", "#/$defs/b"}}}, {"b", {{"$ref", "#/$defs/a"}}}}}};
+  expect_400(cycle, "tools", "cycle");
+  json mutual = Ask("required");  // recursion through properties: a recursive rule
+  mutual["tools"][1]["function"]["parameters"] = {
+      {"type", "object"},
+      {"properties", {{"node", {{"$ref", "#/$defs/node"}}}}},
+      {"$defs",
+       {{"node",
+         {{"type", "object"},
+          {"properties", {{"next", {{"$ref", "#/$defs/node"}}}}}}}}}};
+  mutual["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+  mutual["max_tokens"] = 24;
+  const Reply recursive = Post(client, mutual);
+  EXPECT_EQ(recursive.status, 200) << recursive.body.dump();
+  for (const char* mode : {"auto", "required"}) {
+    json cyclic_auto = cycle;
+    cyclic_auto["tool_choice"] = mode;
+    cyclic_auto["max_tokens"] = 4;
+    EXPECT_EQ(Post(client, cyclic_auto).status, std::string(mode) == "auto" ? 200 : 400);
+  }
+  EXPECT_EQ(Post(client, Ask("required")).status, 200);
+}
+
+// Replies the parsers must survive: a call opened and never closed (cut by max_tokens, or ended
+// by the grammar inside its JSON) stays content with a "length"/"stop" finish, never
+// "tool_calls"; a think block never closed is all reasoning_content. Whole and streamed alike.
+TEST_F(ServerToolsTest, UnclosedCallsAndThinkBlocks) {
+  httplib::Client client = server_->Client();
+  struct Case {
+    const char* grammar;
+    int max_tokens;
+    const char* finish;
+    std::string content_prefix;
+    std::string reasoning_prefix;
+  };
+  const Case cases[] = {
+      {"root ::= \"<tool_call>\\n{\\\"name\\\": \\\"get_weather\\\", \\\"arguments\\\": {\" [a-z ]{300}",
+       40, "length", "<tool_call>\n{\"name\": \"get_weather\"", ""},
+      {"root ::= \"<tool_call>\\n{\\\"name\\\"\"", 64, "stop", "<tool_call>\n{\"name\"", ""},
+      {"root ::= \"<think>\\nthe cat\" [a-z ]{300}", 40, "length", "", "the cat"},
+      {"root ::= \"<think>\\nthe cat <tool_call>\"", 64, "stop", "", "the cat <tool_call>"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.grammar);
+    json body = Ask("auto");
+    body["grammar"] = c.grammar;
+    body["max_tokens"] = c.max_tokens;
+    const Reply reply = Post(client, body);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    const json& choice = reply.body["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], c.finish) << reply.body.dump();
+    const json& message = choice["message"];
+    EXPECT_FALSE(message.contains("tool_calls")) << message.dump();
+    const std::string content = message["content"].is_string() ? message["content"] : "";
+    const std::string reasoning =
+        message.contains("reasoning_content") ? message["reasoning_content"] : "";
+    EXPECT_EQ(content.rfind(c.content_prefix, 0), 0u) << message.dump();
+    EXPECT_EQ(reasoning.rfind(c.reasoning_prefix, 0), 0u) << message.dump();
+    if (c.content_prefix.empty()) EXPECT_EQ(content, "") << message.dump();
+    std::string streamed_content, streamed_reasoning, finish;
+    for (const json& chunk : PostStream(client, body)) {
+      const json& streamed = chunk["choices"][0];
+      if (streamed["finish_reason"].is_string()) finish = streamed["finish_reason"];
+      const json& delta = streamed["delta"];
+      EXPECT_FALSE(delta.contains("tool_calls")) << delta.dump();
+      if (delta.contains("content") && delta["content"].is_string()) {
+        streamed_content += delta["content"];
+      }
+      if (delta.contains("reasoning_content")) streamed_reasoning += delta["reasoning_content"];
+    }
+    EXPECT_EQ(finish, c.finish);
+    EXPECT_EQ(streamed_content, content);
+    EXPECT_EQ(streamed_reasoning, reasoning);
+  }
+  EXPECT_EQ(Post(client, Ask("required")).status, 200);
+}
+
+// gpt-oss's harmony template: channels written by a grammar come back as reasoning_content and
+// content, whole and streamed; "required" makes the grammar write a commentary message to a
+// function, read back as a call; an analysis never closed is all reasoning.
+TEST(ServerHarmonyTest, ChannelsAndForcedCalls) {
+  const std::string model = JsonCapableStory();
+  ServerProcess server({"-m", model, "--parallel", "2", "-c", "1024", "--chat-template-file",
+                        SharedDir() + "/chat-templates/openai-gpt-oss-120b.jinja"});
+  ASSERT_TRUE(server.ok()) << server.log();
+  httplib::Client client = server.Client();
+  auto collect = [&](const json& body) {
+    json whole = Post(client, body).body;
+    std::string reasoning, content;
+    for (const json& chunk : PostStream(client, body)) {
+      const json& delta = chunk["choices"][0]["delta"];
+      if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"];
+      if (delta.contains("content") && delta["content"].is_string()) content += delta["content"];
+    }
+    return std::make_tuple(whole, reasoning, content);
+  };
+  json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+               {"grammar",
+                "root ::= \"<|channel|>analysis<|message|>the cat<|end|><|start|>assistant"
+                "<|channel|>final<|message|>A dog.\""},
+               {"max_tokens", 200},
+               {"temperature", 0}};
+  auto [whole, reasoning, content] = collect(body);
+  ASSERT_TRUE(whole.contains("choices")) << whole.dump();
+  EXPECT_EQ(whole["choices"][0]["message"]["reasoning_content"], "the cat") << whole.dump();
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], "A dog.") << whole.dump();
+  EXPECT_EQ(reasoning, "the cat");
+  EXPECT_EQ(content, "A dog.");
+
+  body["grammar"] = "root ::= \"<|channel|>analysis<|message|>the cat\" [a-z ]{300}";
+  body["max_tokens"] = 30;
+  std::tie(whole, reasoning, content) = collect(body);
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(whole["choices"][0]["message"]["reasoning_content"].get<std::string>().rfind(
+                "the cat", 0),
+            0u)
+      << whole.dump();
+  EXPECT_EQ(reasoning, whole["choices"][0]["message"]["reasoning_content"]);
+  EXPECT_EQ(content, "");
+
+  for (const json& choice : {json("required"), json{{"type", "function"},
+                                                    {"function", {{"name", "get_time"}}}}}) {
+    SCOPED_TRACE(choice.dump());
+    json ask = Ask(choice);
+    for (json& tool : ask["tools"]) tool["function"]["description"] = "weather";  // gpt-oss reads it
+    const Reply reply = Post(client, ask);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    EXPECT_EQ(reply.body["choices"][0]["finish_reason"], "tool_calls") << reply.body.dump();
+    const json& calls = reply.body["choices"][0]["message"]["tool_calls"];
+    ASSERT_EQ(calls.size(), 1u) << reply.body.dump();
+    ExpectArguments(calls[0]["function"]["name"], calls[0]["function"]["arguments"]);
+    if (choice.is_object()) EXPECT_EQ(calls[0]["function"]["name"], "get_time");
+  }
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+  std::filesystem::remove_all(model);
 }
 
 TEST_F(ServerToolsTest, OfficialOpenAiClientReadsToolCalls) {

@@ -25,6 +25,7 @@ struct Case {
   std::string reply;
   std::string content;
   std::vector<std::pair<std::string, std::string>> calls;  // name, arguments (compact JSON)
+  std::string reasoning = "";                              // harmony's analysis channel
 };
 
 const std::string kParis = R"({"location":"Paris, France","unit":"celsius"})";
@@ -149,15 +150,87 @@ std::vector<Case> Cases() {
        "{\"response\": \"hi\"}",
        {}},
       {"generic_text", ToolCallFormat::kGeneric, "Hello {there}", "Hello {there}", {}},
+      // Harmony: the prompt ended with "<|start|>assistant", so the first header has no start.
+      {"harmony_analysis_then_call",
+       ToolCallFormat::kHarmony,
+       "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+       "commentary to=functions.get_current_weather <|constrain|>json<|message|>{\"location\": "
+       "\"Paris, France\", \"unit\": \"celsius\"}<|call|>",
+       "",
+       {{"get_current_weather", kParis}},
+       "Need the weather."},
+      {"harmony_template_header_order",  // as the template renders a past call
+       ToolCallFormat::kHarmony,
+       "<|start|>assistant to=functions.get_current_weather<|channel|>commentary json<|message|>"
+       "{\"location\": \"London, UK\"}<|call|>",
+       "",
+       {{"get_current_weather", kLondon}}},
+      {"harmony_final",
+       ToolCallFormat::kHarmony,
+       "<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant<|channel|>final"
+       "<|message|>It is 20 C.<|return|>",
+       "It is 20 C.",
+       {},
+       "Simple."},
+      {"harmony_call_marker_left_out",  // <|call|> is an end token the text may lack
+       ToolCallFormat::kHarmony,
+       "<|channel|>commentary to=functions.get_current_weather <|constrain|>json<|message|>"
+       "{\"location\": \"London, UK\"}",
+       "",
+       {{"get_current_weather", kLondon}}},
+      {"harmony_preamble_and_two_calls",
+       ToolCallFormat::kHarmony,
+       "<|channel|>commentary<|message|>Checking both.<|end|><|start|>assistant<|channel|>"
+       "commentary to=functions.a <|constrain|>json<|message|>{\"x\": 1}<|call|>"
+       "<|start|>assistant<|channel|>commentary to=functions.b <|constrain|>json<|message|>"
+       "\"{\\\"y\\\": 2}\"<|call|>",
+       "Checking both.",
+       {{"a", R"({"x":1})"}, {"b", R"({"y":2})"}}},
+      {"harmony_call_never_closed",  // cut off inside the arguments: the text stays content
+       ToolCallFormat::kHarmony,
+       "<|channel|>analysis<|message|>Hmm<|end|><|start|>assistant<|channel|>commentary "
+       "to=functions.a <|constrain|>json<|message|>{\"x\": ",
+       "{\"x\": ",
+       {},
+       "Hmm"},
+      {"harmony_analysis_never_closed",
+       ToolCallFormat::kHarmony,
+       "<|channel|>analysis<|message|>Still thinking <|en",
+       "",
+       {},
+       "Still thinking <|en"},
+      {"harmony_two_analyses_and_tool_output_imagined",
+       ToolCallFormat::kHarmony,
+       "<|channel|>analysis<|message|>One.<|end|><|start|>assistant<|channel|>analysis"
+       "<|message|>Two.<|end|><|start|>functions.a to=assistant<|channel|>commentary<|message|>"
+       "{}<|end|><|start|>assistant<|channel|>final<|message|>Done",
+       "Done",
+       {},
+       "One.\nTwo."},
+      {"harmony_plain_text", ToolCallFormat::kHarmony, "Hi <|there", "Hi <|there", {}},
+      {"harmony_space_before_first_header",
+       ToolCallFormat::kHarmony,
+       "\n <|channel|>final<|message|>Yes.",
+       "Yes.",
+       {}},
+      {"harmony_spaces_only", ToolCallFormat::kHarmony, " \n ", "", {}},
+      {"harmony_header_cut_off", ToolCallFormat::kHarmony, "<|channel|>analy", "", {}},
+      {"harmony_builtin_recipient_and_bad_name",
+       ToolCallFormat::kHarmony,
+       "<|channel|>commentary to=browser.search<|message|>{}<|call|><|start|>assistant"
+       "<|channel|>commentary to=functions. <|constrain|>json<|message|>{}<|call|>",
+       "{}",
+       {}},
   };
 }
 
 std::string Compact(const std::string& text) { return json::parse(text).dump(); }
 
 void ExpectResult(const Case& c, const std::string& content, const std::vector<ToolCall>& calls,
-                  const std::string& how) {
+                  const std::string& how, const std::string& reasoning) {
   SCOPED_TRACE(std::string(c.name) + " " + how);
   EXPECT_EQ(content, c.content);
+  EXPECT_EQ(reasoning, c.reasoning);
   ASSERT_EQ(calls.size(), c.calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
     EXPECT_EQ(calls[i].name, c.calls[i].first);
@@ -168,7 +241,7 @@ void ExpectResult(const Case& c, const std::string& content, const std::vector<T
 TEST(ToolCallParse, WholeReplies) {
   for (const Case& c : Cases()) {
     const ParsedToolCalls parsed = ParseToolCalls(c.format, c.reply, /*final=*/true);
-    ExpectResult(c, parsed.content, parsed.calls, "whole");
+    ExpectResult(c, parsed.content, parsed.calls, "whole", parsed.reasoning);
     EXPECT_EQ(parsed.held, 0u);
   }
 }
@@ -179,30 +252,33 @@ TEST(ToolCallParse, StreamedSplitAtEveryByte) {
   for (const Case& c : Cases()) {
     for (size_t split = 0; split <= c.reply.size(); ++split) {
       ToolCallStream stream(c.format);
-      std::string content;
+      std::string content, reasoning;
       std::vector<ToolCall> calls;
       auto take = [&](const ToolCallStream::Delta& delta) {
         content += delta.content;
+        reasoning += delta.reasoning;
         EXPECT_EQ(delta.first_call_index, calls.size());
         calls.insert(calls.end(), delta.calls.begin(), delta.calls.end());
       };
       take(stream.Push(c.reply.substr(0, split)));
       take(stream.Push(c.reply.substr(split)));
       take(stream.Finish());
-      ExpectResult(c, content, calls, "split at " + std::to_string(split));
+      ExpectResult(c, content, calls, "split at " + std::to_string(split), reasoning);
     }
     ToolCallStream stream(c.format);
-    std::string content;
+    std::string content, reasoning;
     std::vector<ToolCall> calls;
     for (char byte : c.reply) {
       const auto delta = stream.Push(std::string(1, byte));
       content += delta.content;
+      reasoning += delta.reasoning;
       calls.insert(calls.end(), delta.calls.begin(), delta.calls.end());
     }
     const auto delta = stream.Finish();
     content += delta.content;
+    reasoning += delta.reasoning;
     calls.insert(calls.end(), delta.calls.begin(), delta.calls.end());
-    ExpectResult(c, content, calls, "byte by byte");
+    ExpectResult(c, content, calls, "byte by byte", reasoning);
   }
 }
 
@@ -220,7 +296,9 @@ TEST(ToolCallParse, StreamsEarly) {
 TEST(ToolCallParse, HostileBytes) {
   const std::string pieces[] = {
       "<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]",         "[CALL_ID]", "{", "}", "[",
-      "]",           "\"",           "\\",           "<|python_tag|>", "name",      ":", ";", "\n"};
+      "]",           "\"",           "\\",           "<|python_tag|>", "name",      ":", ";", "\n",
+      "<|start|>",   "<|channel|>",  "<|message|>",  "<|end|>",        "<|call|>",  " to=functions.x",
+      "analysis",    "<|"};
   uint32_t state = 12345;
   for (int round = 0; round < 300; ++round) {
     std::string text;
@@ -229,7 +307,8 @@ TEST(ToolCallParse, HostileBytes) {
       text += pieces[(state >> 16) % std::size(pieces)];
     }
     for (ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
-                                  ToolCallFormat::kMistral, ToolCallFormat::kGeneric}) {
+                                  ToolCallFormat::kMistral, ToolCallFormat::kGeneric,
+                                  ToolCallFormat::kHarmony}) {
       ParseToolCalls(format, text, true);
       ToolCallStream stream(format);
       for (char byte : text) stream.Push(std::string(1, byte));
@@ -290,13 +369,46 @@ TEST(ToolCallFormat, DetectedFromTemplates) {
       {"Mistral-Small-3.2-24B-Instruct-2506", ToolCallFormat::kMistral},
       {"unsloth-mistral-Devstral-Small-2507", ToolCallFormat::kMistral},
       {"google-gemma-2-2b-it", ToolCallFormat::kGeneric},
+      {"openai-gpt-oss-120b", ToolCallFormat::kHarmony},
   };
   for (const auto& [name, format] : expected) {
     EXPECT_EQ(ToolCallFormatName(DetectToolCallFormat(read(name))), ToolCallFormatName(format))
         << name;
   }
   EXPECT_EQ(ToolCallFormatFromName("mistral"), ToolCallFormat::kMistral);
+  EXPECT_EQ(ToolCallFormatFromName("harmony"), ToolCallFormat::kHarmony);
   EXPECT_FALSE(ToolCallFormatFromName("xml").has_value());
+}
+
+// Harmony without tools (calls stay content) and with reasoning_format "none" (the analysis is
+// content too), whole and streamed.
+TEST(ToolCallParse, HarmonyOptions) {
+  const std::string reply =
+      "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.a <|constrain|>json<|message|>{\"x\": 1}<|call|>";
+  HarmonyOptions no_calls;
+  no_calls.calls = false;
+  ParsedToolCalls parsed = ParseToolCalls(ToolCallFormat::kHarmony, reply, true, no_calls);
+  EXPECT_TRUE(parsed.calls.empty());
+  EXPECT_EQ(parsed.content, "{\"x\": 1}");
+  EXPECT_EQ(parsed.reasoning, "Think.");
+  HarmonyOptions no_reasoning;
+  no_reasoning.analysis_to_content = true;
+  for (size_t split = 0; split <= reply.size(); ++split) {
+    ToolCallStream stream(ToolCallFormat::kHarmony, no_reasoning);
+    std::string content, reasoning;
+    std::vector<ToolCall> calls;
+    for (const auto& delta : {stream.Push(reply.substr(0, split)), stream.Push(reply.substr(split)),
+                              stream.Finish()}) {
+      content += delta.content;
+      reasoning += delta.reasoning;
+      calls.insert(calls.end(), delta.calls.begin(), delta.calls.end());
+    }
+    EXPECT_EQ(content, "Think.") << split;
+    EXPECT_EQ(reasoning, "") << split;
+    ASSERT_EQ(calls.size(), 1u) << split;
+    EXPECT_EQ(calls[0].name, "a");
+  }
 }
 
 TEST(ToolCallId, OpenAiShape) {

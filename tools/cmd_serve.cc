@@ -134,8 +134,8 @@ Runner AddServeCommand(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--tool-call-format", args->tool_call_format,
                   "how tool calls are read from replies: auto (the chat template's own syntax), "
-                  "hermes, llama3, mistral, generic (default auto)")
-      ->check(CLI::IsMember({"auto", "hermes", "llama3", "mistral", "generic"}));
+                  "hermes, llama3, mistral, generic, harmony (default auto)")
+      ->check(CLI::IsMember({"auto", "hermes", "llama3", "mistral", "generic", "harmony"}));
   cmd->add_option("--reasoning-format", args->reasoning_format,
                   "auto: a <think> block goes to reasoning_content when the chat template uses "
                   "think tags; none: it stays in content (default auto; requests may override)")

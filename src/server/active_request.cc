@@ -125,6 +125,7 @@ Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
     }
   }
   r.usage_.cached_tokens = reused;
+  metrics.ObserveQueueTime(std::chrono::duration<double>(Clock::now() - r.job_->arrival()).count());
   if (reused > 0) metrics.AddPrefixCacheHit(reused / engine.kv_block_tokens(), reused);
   metrics.AddPromptTokens(prompt.size());
   // The whole shared prompt came from the cache: the choices start at once.
@@ -133,6 +134,31 @@ Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
 }
 
 ActiveRequest::~ActiveRequest() { FreeSequences(); }
+
+void ActiveRequest::DescribeSlots(std::vector<SlotInfo>* out) const {
+  if (finished_) return;
+  SlotInfo slot;
+  slot.request_id = job_->id();
+  slot.n_prompt = usage_.prompt_tokens;
+  slot.n_cached = usage_.cached_tokens;
+  if (sharing_prefill() || (preempted_ && !choices_.empty() && !choices_[0]->sequence)) {
+    slot.id = parent_;
+    slot.state = preempted_ ? "preempted" : "prefill";
+    slot.position = shared_fed_;
+    out->push_back(slot);
+    return;
+  }
+  for (const auto& choice : choices_) {
+    if (choice->reported || !choice->sequence) continue;
+    const Sequence& sequence = *choice->sequence;
+    slot.id = preempted_ ? -1 : choice->seq;
+    slot.choice = choice->index;
+    slot.state = preempted_ ? "preempted" : sequence.prefilling() ? "prefill" : "decode";
+    slot.position = preempted_ ? 0 : sequence.held().size();
+    slot.n_generated = sequence.result().new_ids.size();
+    out->push_back(slot);
+  }
+}
 
 void ActiveRequest::FreeSequences() {
   if (parent_ >= 0) engine_.FreeSequence(parent_);
@@ -151,7 +177,8 @@ GenerateOptions ActiveRequest::ChoiceOptions(size_t index) const {
   options.stop = request.stop;
   options.sampling = request.sampling;
   options.sampling.seed = request.sampling.seed + index;  // choices differ, each reproducible
-  options.skip_special = true;
+  // Harmony's channel markers are special tokens the reply parser reads.
+  options.skip_special = !request.reply.harmony;
   options.context = engine_.context();
   options.context_shift = false;
   return options;
@@ -288,6 +315,8 @@ bool ActiveRequest::Report() {
                                [](const auto& choice) { return choice->reported; });
   if (!all) return false;
   job_->Push(JobEvent{JobEvent::Kind::kDone, 0, "", {}, "", usage_, ApiError(), ""});
+  metrics_.ObserveRequestTokens(usage_.prompt_tokens, usage_.cached_tokens,
+                                usage_.completion_tokens);
   finished_ = true;
   return true;
 }

@@ -58,6 +58,9 @@ class ActiveRequest {
   // After a step that fed `sequence`: registers its newly full blocks in the prefix cache.
   void CacheBlocks(const Sequence& sequence);
 
+  // The request's sequences for GET /slots (one per unfinished choice, or the shared prompt).
+  void DescribeSlots(std::vector<SlotInfo>* out) const;
+
   // The choices' state machines that have not finished (empty while sharing the prefill).
   void LiveSequences(std::vector<Sequence*>* out) const;
 

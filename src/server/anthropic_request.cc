@@ -228,6 +228,7 @@ std::string ToolUseId(const std::string& call_id) {
 
 ApiResult ParseMessagesRequest(const std::string& body, const RequestLimits& limits,
                                CompletionRequest* out) {
+  PETREL_RETURN_IF_API_ERROR(CheckJsonDepth(body));
   const json request = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded() || !request.is_object()) {
     return ApiError{400, "the request body must be a JSON object", "invalid_request_error", "",

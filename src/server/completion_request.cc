@@ -318,6 +318,7 @@ ApiResult ReadReasoning(const FieldReader& fields, CompletionRequest* out) {
 
 ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
                                  const RequestLimits& limits, CompletionRequest* out) {
+  PETREL_RETURN_IF_API_ERROR(CheckJsonDepth(body));
   const json request = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded()) {
     return ApiError{400, "the request body is not valid JSON", "invalid_request_error", "",

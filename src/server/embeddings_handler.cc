@@ -108,6 +108,10 @@ void HandleEmbeddings(const ServingModel& model, const std::string& model_name,
                                "(or serve an embedding model)"));
     return;
   }
+  if (ApiResult deep = CheckJsonDepth(req.body)) {
+    SendError(res, *deep);
+    return;
+  }
   json request = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded() || !request.is_object()) {
     SendError(res, ApiError{400, "the request body must be a JSON object", "invalid_request_error",

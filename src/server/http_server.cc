@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "server/connection_pool.h"
 #include "server/handlers.h"
@@ -151,6 +152,21 @@ void HttpServer::Route() {
   });
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
+  });
+  // The running sequences and the queued requests, as of the scheduler's last step.
+  server.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+    nlohmann::json slots = nlohmann::json::array();
+    for (const SlotInfo& slot : metrics_.slots()) {
+      slots.push_back({{"id", slot.id},
+                       {"request_id", slot.request_id},
+                       {"choice", slot.choice},
+                       {"state", slot.state},
+                       {"position", slot.position},
+                       {"n_prompt", slot.n_prompt},
+                       {"n_generated", slot.n_generated},
+                       {"n_cached", slot.n_cached}});
+    }
+    res.set_content(slots.dump(), "application/json");
   });
   // The model routes answer 503 until the model is loaded.
   auto with_model = [this](auto handler) {

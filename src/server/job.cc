@@ -3,6 +3,11 @@
 
 namespace petrel::server {
 
+uint64_t Job::NextId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Job::Push(JobEvent event) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

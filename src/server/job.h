@@ -39,8 +39,13 @@ class Job {
  public:
   using Clock = std::chrono::steady_clock;
   Job(CompletionRequest request, std::vector<int32_t> prompt)
-      : request_(std::move(request)), prompt_(std::move(prompt)), arrival_(Clock::now()) {}
+      : request_(std::move(request)),
+        prompt_(std::move(prompt)),
+        arrival_(Clock::now()),
+        id_(NextId()) {}
 
+  // The request's number, counted from 1 since the server started (GET /slots shows it).
+  uint64_t id() const { return id_; }
   const CompletionRequest& request() const { return request_; }
   const std::vector<int32_t>& prompt() const { return prompt_; }
   Clock::time_point arrival() const { return arrival_; }
@@ -60,6 +65,8 @@ class Job {
   const CompletionRequest request_;
   const std::vector<int32_t> prompt_;
   const Clock::time_point arrival_;
+  const uint64_t id_;
+  static uint64_t NextId();
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
   std::condition_variable ready_;

@@ -119,4 +119,31 @@ ApiResult FieldReader::String(const char* name, size_t max_bytes, std::string* o
   return std::nullopt;
 }
 
+ApiResult CheckJsonDepth(std::string_view body) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) {
+        return ApiError{
+            400,
+            "the request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+            "invalid_request_error", "", "invalid_json"};
+      }
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace petrel::server

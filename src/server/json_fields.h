@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "server/api_error.h"
 
@@ -32,6 +33,15 @@ class FieldReader {
  private:
   const nlohmann::ordered_json& object_;
 };
+
+// Request bodies nested deeper than this are refused before parsing: nlohmann's ordered objects
+// copy a member's whole subtree each time they grow, so parsing a deep body with keys after a
+// large member costs depth times its size (a few hundred kilobytes 5,000 levels deep took
+// seconds).
+constexpr size_t kMaxJsonDepth = 100;
+// A 400 when `body` nests arrays and objects deeper than kMaxJsonDepth (a byte scan that skips
+// strings; it does not validate the JSON).
+ApiResult CheckJsonDepth(std::string_view body);
 
 // The JSON type of `value` in words ("a string", "an array", ...), for messages.
 const char* JsonTypeName(const nlohmann::ordered_json& value);

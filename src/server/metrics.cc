@@ -21,6 +21,9 @@ void Line(const std::string& name, double value, std::string* out) {
   *out += name + " " + Number(value) + "\n";
 }
 
+// Tokens per request: powers of four up to a long context.
+std::vector<double> TokenBounds() { return {0, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144}; }
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -47,7 +50,33 @@ void Histogram::Render(const std::string& name, std::string* out) const {
 
 Metrics::Metrics()
     : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
-      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}) {}
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
+      queue_({0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}),
+      request_prompt_(TokenBounds()),
+      request_cached_(TokenBounds()),
+      request_generated_(TokenBounds()) {}
+
+void Metrics::ObserveQueueTime(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_.Observe(seconds);
+}
+
+void Metrics::ObserveRequestTokens(size_t prompt, size_t cached, size_t generated) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  request_prompt_.Observe(double(prompt));
+  request_cached_.Observe(double(cached));
+  request_generated_.Observe(double(generated));
+}
+
+void Metrics::SetSlots(std::vector<SlotInfo> slots) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  slots_ = std::move(slots);
+}
+
+std::vector<SlotInfo> Metrics::slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return slots_;
+}
 
 void Metrics::CountRequest(int status) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -148,6 +177,19 @@ std::string Metrics::Render() const {
   Header("petrel_inter_token_latency_seconds", "histogram",
          "Between consecutive tokens of one sequence.", &out);
   itl_.Render("petrel_inter_token_latency_seconds", &out);
+  Header("petrel_request_queue_seconds", "histogram",
+         "From a request's arrival to its admission (waiting for a free sequence or KV blocks).",
+         &out);
+  queue_.Render("petrel_request_queue_seconds", &out);
+  Header("petrel_request_prompt_tokens", "histogram", "Prompt tokens of each finished request.",
+         &out);
+  request_prompt_.Render("petrel_request_prompt_tokens", &out);
+  Header("petrel_request_cached_tokens", "histogram",
+         "Prompt tokens of each finished request whose K/V came from the prefix cache.", &out);
+  request_cached_.Render("petrel_request_cached_tokens", &out);
+  Header("petrel_request_generated_tokens", "histogram",
+         "Tokens generated for each finished request (all its choices).", &out);
+  request_generated_.Render("petrel_request_generated_tokens", &out);
   return out;
 }
 

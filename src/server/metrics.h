@@ -35,6 +35,18 @@ struct SchedulerGauges {
   uint64_t preempted = 0;       // sequences preempted so far (counter)
 };
 
+// One engine sequence (or a request still queued) as GET /slots shows it.
+struct SlotInfo {
+  int64_t id = -1;          // the engine sequence; -1 while queued or preempted
+  uint64_t request_id = 0;  // Job::id()
+  size_t choice = 0;        // the choice (n > 1) the sequence computes
+  const char* state = "";   // "waiting", "prefill", "decode", "preempted"
+  size_t position = 0;      // tokens in the sequence's KV cache
+  size_t n_prompt = 0;      // the request's prompt tokens
+  size_t n_generated = 0;   // tokens the choice has generated
+  size_t n_cached = 0;      // prompt tokens whose K/V came from the prefix cache
+};
+
 class Metrics {
  public:
   Metrics();
@@ -47,6 +59,12 @@ class Metrics {
   void AddPrefixCacheHit(size_t blocks, size_t tokens);
   void ObserveTimeToFirstToken(double seconds);
   void ObserveInterTokenLatency(double seconds);
+  // From a request's arrival to its admission (its first sequence created).
+  void ObserveQueueTime(double seconds);
+  // A finished request's token counts (all choices' generated tokens together).
+  void ObserveRequestTokens(size_t prompt, size_t cached, size_t generated);
+  void SetSlots(std::vector<SlotInfo> slots);
+  std::vector<SlotInfo> slots() const;
   void SetGauges(const SchedulerGauges& gauges);
   SchedulerGauges gauges() const;
   std::string Render() const;
@@ -58,8 +76,10 @@ class Metrics {
   uint64_t generation_tokens_ = 0;
   uint64_t speculative_passes_ = 0, draft_tokens_ = 0, draft_accepted_ = 0;
   uint64_t prefix_hit_blocks_ = 0, prefix_hit_tokens_ = 0;
-  Histogram ttft_, itl_;
+  Histogram ttft_, itl_, queue_;
+  Histogram request_prompt_, request_cached_, request_generated_;
   SchedulerGauges gauges_;
+  std::vector<SlotInfo> slots_;
 };
 
 }  // namespace petrel::server

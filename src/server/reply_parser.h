@@ -21,6 +21,9 @@ struct ReplyParsing {
   bool single_call = false;          // parallel_tool_calls false: the first call only
   bool reasoning = false;            // split a think block into reasoning_content
   bool starts_in_reasoning = false;  // the prompt opened the think block
+  // A harmony template (gpt-oss): the reply is always read as harmony messages, with or
+  // without tools; `reasoning` false puts the analysis channel in the content.
+  bool harmony = false;
 };
 
 struct ReplyParts {
@@ -42,6 +45,7 @@ class ReplyStream {
 
  private:
   ReplyParts FromReasoning(const ReasoningSplit& split, bool final);
+  ReplyParts FromToolStream(std::string_view text, bool final);
   ReplyParsing parsing_;
   std::optional<ReasoningStream> reasoning_;
   std::optional<ToolCallStream> tools_;

@@ -17,8 +17,11 @@ ApiResult SetUpReplyParsing(std::string_view template_source,
   reply.single_call = !request->parallel_tool_calls;
   const std::string& reasoning =
       request->reasoning_format.empty() ? server_reasoning_format : request->reasoning_format;
-  reply.reasoning = reasoning == "auto" && TemplateUsesThinkTags(template_source);
-  reply.starts_in_reasoning = reply.reasoning && PromptOpensReasoning(prompt_tail);
+  reply.harmony = reply.format == ToolCallFormat::kHarmony;
+  reply.reasoning =
+      reasoning == "auto" && (reply.harmony || TemplateUsesThinkTags(template_source));
+  reply.starts_in_reasoning =
+      reply.reasoning && !reply.harmony && PromptOpensReasoning(prompt_tail);
 
   const ToolChoice::Mode mode = request->tool_mode.mode;
   if (mode != ToolChoice::Mode::kRequired && mode != ToolChoice::Mode::kNamed) return std::nullopt;
@@ -30,8 +33,9 @@ ApiResult SetUpReplyParsing(std::string_view template_source,
                             "' (both constrain "
                             "the output)");
   }
-  // The grammar makes the reply start with the call: no think block to split.
-  reply.reasoning = false;
+  // The grammar makes the reply start with the call: no think block to split (a harmony reply
+  // is still read as messages: the grammar spells the call's header).
+  reply.reasoning = reply.reasoning && reply.harmony;
   reply.starts_in_reasoning = false;
   auto grammar = ToolCallGrammar(reply.format, request->tools, request->tool_mode,
                                  request->parallel_tool_calls);

@@ -307,10 +307,20 @@ bool Scheduler::StepOnce() {
 
 void Scheduler::PublishGauges() {
   SchedulerGauges gauges;
+  std::vector<SlotInfo> slots;
+  for (const auto& request : active_) request->DescribeSlots(&slots);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     gauges.waiting = waiting_.size();
+    for (const auto& job : waiting_) {
+      SlotInfo slot;
+      slot.request_id = job->id();
+      slot.state = "waiting";
+      slot.n_prompt = job->prompt().size();
+      slots.push_back(slot);
+    }
   }
+  metrics_.SetSlots(std::move(slots));
   // running_sequences_ counts preempted requests too (they keep their --parallel slots); the
   // gauges tell the two apart.
   for (const auto& request : active_) {

@@ -11,6 +11,7 @@ using json = nlohmann::ordered_json;
 // Parses `body` as an object with only `allowed` fields.
 ApiResult ParseObject(const std::string& body, std::initializer_list<const char*> allowed,
                       json* out) {
+  PETREL_RETURN_IF_API_ERROR(CheckJsonDepth(body));
   *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded() || !out->is_object()) {
     return ApiError{400, "the request body must be a JSON object", "invalid_request_error", "",

@@ -26,7 +26,8 @@ ApiResult ReadToolChoice(const nlohmann::ordered_json& tools,
                          const nlohmann::ordered_json& tool_choice, ToolChoice* out);
 
 // GBNF for a reply that is only tool calls (one, or with `parallel` one or more) of `choice`'s
-// functions, in `format`. Errors name the schema that cannot be enforced.
+// functions, in `format` (harmony: always one, as its call ends the turn). Errors name the schema
+// that cannot be enforced.
 Result<std::string> ToolCallGrammar(ToolCallFormat format, const nlohmann::ordered_json& tools,
                                     const ToolChoice& choice, bool parallel);
 

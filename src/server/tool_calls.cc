@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "server/harmony.h"
+
 namespace petrel::server {
 namespace {
 
@@ -356,6 +358,7 @@ bool Contains(std::string_view text, std::string_view what) {
 }  // namespace
 
 ToolCallFormat DetectToolCallFormat(std::string_view chat_template) {
+  if (TemplateUsesHarmony(chat_template)) return ToolCallFormat::kHarmony;
   if (Contains(chat_template, "<tool_call>")) return ToolCallFormat::kHermes;
   if (Contains(chat_template, "[TOOL_CALLS]")) return ToolCallFormat::kMistral;
   if (Contains(chat_template, "<|python_tag|>") ||
@@ -367,8 +370,9 @@ ToolCallFormat DetectToolCallFormat(std::string_view chat_template) {
 }
 
 std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name) {
-  for (ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
-                                ToolCallFormat::kMistral, ToolCallFormat::kGeneric}) {
+  for (ToolCallFormat format :
+       {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral,
+        ToolCallFormat::kGeneric, ToolCallFormat::kHarmony}) {
     if (name == ToolCallFormatName(format)) return format;
   }
   return std::nullopt;
@@ -384,11 +388,14 @@ const char* ToolCallFormatName(ToolCallFormat format) {
       return "mistral";
     case ToolCallFormat::kGeneric:
       return "generic";
+    case ToolCallFormat::kHarmony:
+      return "harmony";
   }
   return "generic";
 }
 
-ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text, bool final) {
+ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text, bool final,
+                               const HarmonyOptions& harmony) {
   switch (format) {
     case ToolCallFormat::kHermes:
       return ParseHermes(text, final);
@@ -398,6 +405,8 @@ ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text, boo
       return ParseMistral(text, final);
     case ToolCallFormat::kGeneric:
       return ParseWholeReply(text, final, {"{"}, GenericCalls);
+    case ToolCallFormat::kHarmony:
+      return ParseHarmony(text, final, harmony);
   }
   return AllContent(text, final);
 }
@@ -407,6 +416,10 @@ ToolCallStream::Delta ToolCallStream::Diff(const ParsedToolCalls& parsed) {
   if (parsed.content.size() > content_sent_) {
     delta.content = parsed.content.substr(content_sent_);
     content_sent_ = parsed.content.size();
+  }
+  if (parsed.reasoning.size() > reasoning_sent_) {
+    delta.reasoning = parsed.reasoning.substr(reasoning_sent_);
+    reasoning_sent_ = parsed.reasoning.size();
   }
   delta.first_call_index = calls_sent_;
   for (size_t i = calls_sent_; i < parsed.calls.size(); ++i) {
@@ -418,11 +431,11 @@ ToolCallStream::Delta ToolCallStream::Diff(const ParsedToolCalls& parsed) {
 
 ToolCallStream::Delta ToolCallStream::Push(std::string_view text) {
   text_.append(text);
-  return Diff(ParseToolCalls(format_, text_, /*final=*/false));
+  return Diff(ParseToolCalls(format_, text_, /*final=*/false, harmony_));
 }
 
 ToolCallStream::Delta ToolCallStream::Finish() {
-  return Diff(ParseToolCalls(format_, text_, /*final=*/true));
+  return Diff(ParseToolCalls(format_, text_, /*final=*/true, harmony_));
 }
 
 std::string NewToolCallId() {

@@ -1,5 +1,5 @@
-// A chat model that can write JSON, for the tests of tool calls: the story model with five
-// tokens renamed to '{', '}', '[', ']' and '/' (written into the scratch folder).
+// A chat model that can write JSON, for the tests of tool calls: the story model with six
+// tokens renamed to '{', '}', '[', ']', '/' and '=' (written into the scratch folder).
 #pragma once
 
 #include <unistd.h>
@@ -17,8 +17,8 @@
 
 namespace petrel::testing {
 
-// The story model, whose vocabulary cannot spell '{', '}', '[', ']' or '/' (so no JSON and no
-// closing tags), with five of its longest merged tokens renamed to those characters (and the merges
+// The story model, whose vocabulary cannot spell '{', '}', '[', ']', '/' or '=' (so no JSON, no
+// closing tags and no harmony recipients), with six of its longest merged tokens renamed to those characters (and the merges
 // that made them dropped): the weights are the same, so the grammar can make it write calls.
 inline std::string JsonCapableStory() {
   namespace fs = std::filesystem;
@@ -49,7 +49,8 @@ inline std::string JsonCapableStory() {
   std::set<std::string> renamed;
   // '/' for the closing tags of tool-call syntaxes (Hermes' </tool_call>): a grammar the
   // vocabulary cannot spell to its end is refused before generation.
-  const char* brackets[] = {"{", "}", "[", "]", "/"};
+  // '=' for harmony's recipients (to=functions.NAME).
+  const char* brackets[] = {"{", "}", "[", "]", "/", "="};
   nlohmann::ordered_json new_vocab = nlohmann::ordered_json::object();
   std::map<std::string, std::string> rename;
   for (size_t i = 0; i < std::size(brackets) && i < candidates.size(); ++i) {
