@@ -50,9 +50,12 @@ TEST(CliHabitsTest, LlamaCppShortFlagsMeanWhatTheyMeanThere) {
 }
 
 TEST(CliHabitsTest, LlamaCppFlagsPetrelLacksAreOneWarningAndIgnored) {
-  for (const std::vector<std::string>& flag :
-       {std::vector<std::string>{"-fa", "on"}, {"-fa"}, {"--flash-attn", "auto"}, {"-sm", "row"},
-        {"-nkvo"}, {"-tb", "2"}}) {
+  for (const std::vector<std::string>& flag : {std::vector<std::string>{"-fa", "on"},
+                                               {"-fa"},
+                                               {"--flash-attn", "auto"},
+                                               {"-sm", "row"},
+                                               {"-nkvo"},
+                                               {"-tb", "2"}}) {
     std::vector<std::string> args = {"run", "-m", Story(), "-p", "Once", "-n", "2", "--temp", "0"};
     args.insert(args.end(), flag.begin(), flag.end());
     Output output = Petrel(args);

@@ -9,10 +9,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/runtime/backend_registry.h"
 #include "core/runtime/engine.h"
@@ -40,10 +39,10 @@ std::string NoVulkanReason() {
   return "";
 }
 
-#define SKIP_WITHOUT_VULKAN()                                           \
-  do {                                                                  \
-    const std::string reason = NoVulkanReason();                        \
-    if (!reason.empty()) GTEST_SKIP() << "skipped: " << reason;         \
+#define SKIP_WITHOUT_VULKAN()                                   \
+  do {                                                          \
+    const std::string reason = NoVulkanReason();                \
+    if (!reason.empty()) GTEST_SKIP() << "skipped: " << reason; \
   } while (0)
 
 struct MoeModel {
@@ -51,7 +50,8 @@ struct MoeModel {
   std::string set;   // synth-arch or synth-arch2
   std::string path() const { return SharedDir() + "/models/" + set + "/" + name + ".gguf"; }
   std::vector<int32_t> ids() const {
-    const nlohmann::json parity = testing::ReadJson(SharedDir() + "/golden/" + set + "/parity.json");
+    const nlohmann::json parity =
+        testing::ReadJson(SharedDir() + "/golden/" + set + "/parity.json");
     return parity[name]["ids"].get<std::vector<int32_t>>();
   }
 };
@@ -98,7 +98,8 @@ std::string Describe(const std::vector<std::string>& args) {
 std::vector<float> Logits(const MoeModel& model, const std::vector<std::string>& placement) {
   const std::string out = testing::ScratchDir() + "/offload_test_" + model.name + ".f32";
   std::vector<std::string> args = {"logits", "-m", model.path(), "--ids", Join(model.ids()),
-                                   "-o", out, "-t", "2", "--cache-type", "f32"};
+                                   "-o",     out,  "-t",         "2",     "--cache-type",
+                                   "f32"};
   args.insert(args.end(), placement.begin(), placement.end());
   const Output run = Petrel(args);
   EXPECT_EQ(run.exit_code, 0) << Describe(placement) << "\n" << run.err;
@@ -109,8 +110,9 @@ std::vector<float> Logits(const MoeModel& model, const std::vector<std::string>&
 
 // `petrel run --temp 0` text.
 std::string GreedyText(const MoeModel& model, const std::vector<std::string>& placement) {
-  std::vector<std::string> args = {"run", "-m", model.path(), "-p", "Once upon a time", "-n", "24",
-                                   "--temp", "0", "-t", "2", "--cache-type", "f32"};
+  std::vector<std::string> args = {"run", "-m",           model.path(), "-p", "Once upon a time",
+                                   "-n",  "24",           "--temp",     "0",  "-t",
+                                   "2",   "--cache-type", "f32"};
   args.insert(args.end(), placement.begin(), placement.end());
   const Output run = Petrel(args);
   EXPECT_EQ(run.exit_code, 0) << Describe(placement) << "\n" << run.err;
@@ -146,25 +148,26 @@ TEST(OffloadTest, MoeGreedyTextIsTheCpusInEveryPlacement) {
 TEST(OffloadTest, VerboseLoadSaysWhereEachTensorGroupWent) {
   SKIP_WITHOUT_VULKAN();
   const MoeModel model{"qwen3moe", "synth-arch"};
-  const Output moe = Petrel({"-v", "run", "-m", model.path(), "-p", "Once", "-n", "1",
-                             "--device", "vulkan", "--cpu-moe"});
+  const Output moe = Petrel({"-v", "run", "-m", model.path(), "-p", "Once", "-n", "1", "--device",
+                             "vulkan", "--cpu-moe"});
   ASSERT_EQ(moe.exit_code, 0) << moe.err;
   // The blocks stay on the device; their experts are on the CPU.
   EXPECT_NE(moe.err.find("layers 0-1: vulkan, output: vulkan"), std::string::npos) << moe.err;
   for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}) {
     EXPECT_NE(moe.err.find(std::string(name) + " of layers 0-1: cpu"), std::string::npos)
-        << name << "\n" << moe.err;
+        << name << "\n"
+        << moe.err;
   }
-  const Output one = Petrel({"-v", "run", "-m", model.path(), "-p", "Once", "-n", "1",
-                             "--device", "vulkan", "-ot", "blk\\.1\\.attn_q\\.weight=CPU"});
+  const Output one = Petrel({"-v", "run", "-m", model.path(), "-p", "Once", "-n", "1", "--device",
+                             "vulkan", "-ot", "blk\\.1\\.attn_q\\.weight=CPU"});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   // The rule moves one tensor of one block: its node runs on the CPU, the rest of the block on
   // the device.
-  EXPECT_NE(one.err.find("attn_q.weight of layers 1: cpu"), std::string::npos) << one.err;
+  EXPECT_NE(one.err.find("attn_q.weight of layer 1: cpu"), std::string::npos) << one.err;
   EXPECT_EQ(one.err.find("attn_k.weight of"), std::string::npos) << one.err;
   EXPECT_NE(one.err.find("layers 0-1: vulkan"), std::string::npos) << one.err;
-  const Output split = Petrel({"-v", "run", "-m", model.path(), "-p", "Once", "-n", "1",
-                               "--device", "vulkan,vulkan", "--tensor-split", "1,1"});
+  const Output split = Petrel({"-v", "run", "-m", model.path(), "-p", "Once", "-n", "1", "--device",
+                               "vulkan,vulkan", "--tensor-split", "1,1"});
   ASSERT_EQ(split.exit_code, 0) << split.err;
   EXPECT_NE(split.err.find("layers 0-0: vulkan#1, layers 1-1: vulkan#2, output: vulkan#2"),
             std::string::npos)
@@ -199,8 +202,8 @@ TEST(OffloadTest, PlannedDeviceWeightBytesAreWhatTheDeviceAllocated) {
     std::string rules;
   };
   size_t all_bytes = 0;
-  for (const Case& c : {Case{0, ""}, Case{1, ""}, Case{SIZE_MAX, ""},
-                        Case{SIZE_MAX, "blk\\.0\\.attn_.*=CPU"}}) {
+  for (const Case& c :
+       {Case{0, ""}, Case{1, ""}, Case{SIZE_MAX, ""}, Case{SIZE_MAX, "blk\\.0\\.attn_.*=CPU"}}) {
     const std::unique_ptr<Engine> engine = LoadOnVulkan(model, c.cpu_moe_layers, c.rules);
     ASSERT_NE(engine, nullptr);
     ASSERT_EQ(engine->n_backends(), 2u);
@@ -220,7 +223,9 @@ TEST(OffloadTest, PlannedDeviceWeightBytesAreWhatTheDeviceAllocated) {
       for (size_t i = 0; i < weights.layers[l].size(); ++i) {
         if (!weights.layers[l][i].data) continue;
         const bool expert = weights.layers[l].spec(i).kind == WeightKind::kExperts;
-        if (expert) EXPECT_EQ(placement.OfWeight(l, i), 0) << engine->PlacementString();
+        if (expert) {
+          EXPECT_EQ(placement.OfWeight(l, i), 0) << engine->PlacementString();
+        }
         cpu_weights += placement.OfWeight(l, i) == 0 ? 1 : 0;
       }
     }
@@ -245,7 +250,8 @@ TEST(OffloadTest, BadPlacementsAreOneLineErrorsBeforeLoading) {
   };
   ExpectOneLineError(run({"--device", "vulkan", "-ot", "exps=Vulkan7"}),
                      "tensor override 'exps=Vulkan7': vulkan:7 is not a device of this run");
-  ExpectOneLineError(run({"--device", "vulkan", "-ot", "exps=cuda"}), "is not a device of this run");
+  ExpectOneLineError(run({"--device", "vulkan", "-ot", "exps=cuda"}),
+                     "is not a device of this run");
   ExpectOneLineError(run({"--device", "vulkan", "-ot", "attn_qkv=CPU"}),
                      "tensor override 'attn_qkv=CPU': the pattern matches no tensor of this model");
   ExpectOneLineError(run({"--device", "vulkan", "--tensor-split", "3,1"}),

@@ -97,13 +97,16 @@ CLI::Validator KnownDevice() {
             return "'" + entry + "' is not a device (one of " + list + ", with an optional :N)";
           }
           bool known = false;
-          for (const std::string& name : AvailableBackends()) known = known || name == spec->backend;
+          for (const std::string& name : AvailableBackends())
+            known = known || name == spec->backend;
           if (!known) return "unknown device '" + entry + "' (this build has: " + list + ")";
         }
         return "";
       },
-      "one of " + list + " (optionally :N, the Nth device; a comma-separated list for "
-      "--tensor-split)", "KnownDevice");
+      "one of " + list +
+          " (optionally :N, the Nth device; a comma-separated list for "
+          "--tensor-split)",
+      "KnownDevice");
 }
 
 CLI::Validator GpuLayers() {

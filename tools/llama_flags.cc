@@ -79,7 +79,8 @@ const std::vector<LlamaFlag>& LlamaFlags() {
       {"--top-nsigma", "--top-n-sigma", V::kRequired, nullptr},
       {"--draft-model,-md", "--draft", V::kRequired, nullptr},
       {"-devd,--device-draft", "--draft-device", V::kRequired, nullptr},
-      {"-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "--draft-gpu-layers", V::kRequired, nullptr},
+      {"-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "--draft-gpu-layers", V::kRequired,
+       nullptr},
       {"--draft-n", "--draft-max", V::kRequired, nullptr},
       {"--draft-p-min", "--draft-min-p", V::kRequired, nullptr},
       // What petrel always does: nothing to switch on.
@@ -151,7 +152,8 @@ Result<std::vector<std::string>> TranslateLlamaFlags(const std::vector<std::stri
         size_t start = 0;
         while (true) {
           const size_t comma = value.find(',', start);
-          names += (start ? "," : "") + DeviceName(value.substr(start, comma - start));
+          if (start) names += ',';
+          names += DeviceName(value.substr(start, comma - start));
           if (comma == std::string::npos) break;
           start = comma + 1;
         }

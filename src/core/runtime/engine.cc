@@ -115,19 +115,22 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
       bool same_index = want.index < 0 || want.index == specs[b].index;
       if (!same_index && specs[b].index < 0) {
         const BackendFactory* factory = FindBackend(want.backend);
-        auto listed = factory && factory->list_devices ? factory->list_devices()
-                                                       : Result<std::vector<DeviceDescription>>(
-                                                             std::vector<DeviceDescription>{});
+        auto listed =
+            factory && factory->list_devices
+                ? factory->list_devices()
+                : Result<std::vector<DeviceDescription>>(std::vector<DeviceDescription>{});
         same_index = listed.ok() && size_t(want.index) < listed->size();
       }
       if (specs[b].backend == want.backend && same_index) found = BackendId(b);
     }
     if (found < 0) {
       std::string have = "cpu";
-      for (size_t b = 1; b < specs.size(); ++b) have += ", " + std::string(engine->backends_[b]->Name());
-      return Error("tensor override '%s': %s is not a device of this run (it has %s; add it to "
-                   "--device)",
-                   rule.text.c_str(), rule.device.c_str(), have.c_str());
+      for (size_t b = 1; b < specs.size(); ++b)
+        have += ", " + std::string(engine->backends_[b]->Name());
+      return Error(
+          "tensor override '%s': %s is not a device of this run (it has %s; add it to "
+          "--device)",
+          rule.text.c_str(), rule.device.c_str(), have.c_str());
     }
     rules.push_back({&rule, found});
   }
@@ -196,8 +199,8 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     }
     engine->device_plan_ = std::move(plan);
   }
-  PETREL_RETURN_IF_ERROR(PlaceWeightsByRule(engine->model_->weights, rules, opts.cpu_moe_layers,
-                                            &engine->placement_));
+  PETREL_RETURN_IF_ERROR(
+      PlaceWeightsByRule(engine->model_->weights, rules, opts.cpu_moe_layers, &engine->placement_));
   // Devices that got nothing (no block, no weight, not the head) are dropped: with none left,
   // the run is the CPU's alone.
   {
@@ -264,7 +267,8 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
         p[i] = h[i];  // no node reads it: it stays in host memory only
         continue;
       }
-      PETREL_ASSIGN_OR_RETURN(p[i], place(placement.OfWeight(l, i), h[i], "layer " + std::to_string(l)));
+      PETREL_ASSIGN_OR_RETURN(p[i],
+                              place(placement.OfWeight(l, i), h[i], "layer " + std::to_string(l)));
     }
   }
   if (const LoraSet* lora = engine->model_->lora.get()) {

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "core/base/status.h"
+#include "core/model/loader.h"
 #include "core/runtime/backend.h"
 #include "core/runtime/batch.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/kv_cache.h"
-#include "core/runtime/offload_options.h"
 #include "core/runtime/memory_plan.h"
-#include "core/model/loader.h"
+#include "core/runtime/offload_options.h"
 #include "core/runtime/placement.h"
-#include "core/base/status.h"
 
 namespace petrel {
 

@@ -23,8 +23,7 @@ struct Interval {
 
 }  // namespace
 
-Executor::Executor(std::vector<Backend*> backends, Placement placement,
-                   const ModelWeights* weights)
+Executor::Executor(std::vector<Backend*> backends, Placement placement, const ModelWeights* weights)
     : backends_(std::move(backends)),
       placement_(std::move(placement)),
       weights_(weights),
@@ -54,8 +53,8 @@ BackendId NodeBackend(const Node& node, const Placement& placement, const ModelW
 }
 }  // namespace
 
-Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
-                                 size_t n_backends, const ModelWeights* weights) {
+Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement, size_t n_backends,
+                                 const ModelWeights* weights) {
   ArenaLayout layout;
   const size_t n_values = graph.values.size();
   const size_t never = graph.nodes.size();  // the logits live to the end

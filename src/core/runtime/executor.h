@@ -28,8 +28,8 @@ struct ArenaLayout {
 };
 // `weights`: the views the graph's nodes point into, which tell the nodes that run apart from
 // their layer (Placement::NodeBackend); null places every node with its layer.
-Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
-                                 size_t n_backends, const ModelWeights* weights = nullptr);
+Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement, size_t n_backends,
+                                 const ModelWeights* weights = nullptr);
 
 // Sees the input rows of every matrix product as the executor runs them (`petrel imatrix`
 // collects per-column activation statistics with it). Only while one is set does the executor do

@@ -49,8 +49,8 @@ Result<std::vector<TensorRule>> ParseTensorRules(std::string_view text) {
     try {
       rule.regex = std::regex(rule.pattern, std::regex::ECMAScript | std::regex::optimize);
     } catch (const std::regex_error& error) {
-      return Error("tensor override '%s': '%s' is not a regular expression (%s)",
-                   rule.text.c_str(), rule.pattern.c_str(), error.what());
+      return Error("tensor override '%s': '%s' is not a regular expression (%s)", rule.text.c_str(),
+                   rule.pattern.c_str(), error.what());
     }
     rules.push_back(std::move(rule));
   }

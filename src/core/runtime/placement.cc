@@ -21,9 +21,10 @@ Placement Placement::Split(size_t n_layers, const std::vector<BackendId>& device
   size_t begin = 0;
   for (size_t k = 0; k < devices.size(); ++k) {
     cumulative += double(shares[k]);
-    const size_t end = k + 1 == devices.size()
-                           ? count
-                           : std::min(count, size_t(std::llround(double(count) * cumulative / total)));
+    const size_t end =
+        k + 1 == devices.size()
+            ? count
+            : std::min(count, size_t(std::llround(double(count) * cumulative / total)));
     for (size_t j = begin; j < end; ++j) placement.layers[first + j] = devices[k];
     begin = std::max(begin, end);
   }
@@ -34,12 +35,14 @@ Placement Placement::Split(size_t n_layers, const std::vector<BackendId>& device
 BackendId Placement::NodeBackend(const Node& node, const ModelWeights& model_weights) const {
   if (node.layer < 0 || size_t(node.layer) >= layers.size()) return Of(node.layer);
   const size_t l = size_t(node.layer);
-  if (l >= weights.size() || weights[l].empty() || l >= model_weights.layers.size()) return layers[l];
+  if (l >= weights.size() || weights[l].empty() || l >= model_weights.layers.size())
+    return layers[l];
   const std::span<const TensorView> views = model_weights.layers[l].views();
   const std::less<const TensorView*> before;
   for (const TensorView* w : {node.weight, node.weight_up, node.weight_down, node.bias,
                               node.bias_up, node.bias_down, node.select_bias}) {
-    if (w == nullptr || before(w, views.data()) || !before(w, views.data() + views.size())) continue;
+    if (w == nullptr || before(w, views.data()) || !before(w, views.data() + views.size()))
+      continue;
     const size_t index = size_t(w - views.data());
     if (index < weights[l].size() && weights[l][index] != kWithLayer) return weights[l][index];
   }
@@ -51,8 +54,12 @@ std::string DescribeRanges(const std::vector<size_t>& sorted) {
   for (size_t i = 0; i < sorted.size();) {
     size_t j = i;
     while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    out += out.empty() ? "" : ", ";
-    out += std::to_string(sorted[i]) + (j > i ? "-" + std::to_string(sorted[j]) : "");
+    if (!out.empty()) out += ", ";
+    out += std::to_string(sorted[i]);
+    if (j > i) {
+      out += '-';
+      out += std::to_string(sorted[j]);
+    }
     i = j + 1;
   }
   return out;
@@ -89,7 +96,8 @@ std::string Placement::DescribeWeights(const std::vector<std::string>& names,
   std::string out;
   for (const auto& [key, blocks] : groups) {
     out += out.empty() ? "" : "; ";
-    out += key.first + " of layers " + DescribeRanges(blocks) + ": " + names[size_t(key.second)];
+    out += key.first + (blocks.size() == 1 ? " of layer " : " of layers ") +
+           DescribeRanges(blocks) + ": " + names[size_t(key.second)];
   }
   return out;
 }

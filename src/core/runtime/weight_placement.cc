@@ -14,7 +14,8 @@ std::vector<size_t> NodeWeightIndices(const Node& node, const LayerWeights& laye
   std::vector<size_t> indices;
   for (const TensorView* w : {node.weight, node.weight_up, node.weight_down, node.bias,
                               node.bias_up, node.bias_down, node.select_bias}) {
-    if (w == nullptr || before(w, views.data()) || !before(w, views.data() + views.size())) continue;
+    if (w == nullptr || before(w, views.data()) || !before(w, views.data() + views.size()))
+      continue;
     indices.push_back(size_t(w - views.data()));
   }
   return indices;
@@ -58,7 +59,8 @@ Status PlaceWeightsByRule(const ModelWeights& weights, const std::vector<PlacedR
       }
     }
   }
-  const bool tied = weights.output.data != nullptr && weights.output.data == weights.token_embd.data;
+  const bool tied =
+      weights.output.data != nullptr && weights.output.data == weights.token_embd.data;
   // The output head moves as one: its projection's rule, else its norm's.
   int output_rule = -1;
   if (weights.output.data && !tied) output_rule = match("output.weight");
@@ -97,8 +99,10 @@ Status PlaceSupportedNodes(const Graph& probe, const ModelWeights& weights,
       for (size_t i : indices) placement->SetWeight(l, i, weights.layers[l].size(), b);
     }
     if (backends[size_t(b)]->Supports(node)) continue;
-    const std::string what = std::string(OpName(node.op)) +
-                             (node.weight ? std::string(" with ") + DTypeName(node.weight->desc.dtype) + " weights" : "");
+    const std::string what =
+        std::string(OpName(node.op)) +
+        (node.weight ? std::string(" with ") + DTypeName(node.weight->desc.dtype) + " weights"
+                     : "");
     const std::string where = node.layer < 0 ? "embedding"
                               : !in_block    ? "output"
                                              : "layer " + std::to_string(node.layer);
