@@ -96,6 +96,23 @@ TEST(CliHabitsTest, LlamaCppPlacementFlagsArePetrelsAndCheckedBeforeLoading) {
   EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
 }
 
+TEST(CliHabitsTest, ExpertsAndSplitsArePlacedOnTheRefBackendToo) {
+  // The ref backend is a second backend on every machine: --n-cpu-moe keeps block 0's experts
+  // on the CPU while both blocks run on ref, and a split shares the blocks between two devices.
+  const std::string moe = testing::SharedDir() + "/models/synth-arch/qwen3moe.gguf";
+  Output experts = Petrel({"-v", "run", "-m", moe, "-p", "Once", "-n", "4", "--temp", "0",
+                           "--device", "ref", "--n-cpu-moe", "1"});
+  ASSERT_EQ(experts.exit_code, 0) << experts.err;
+  EXPECT_TRUE(Contains(experts.err, "placement layers 0-1: ref, output: ref")) << experts.err;
+  EXPECT_TRUE(Contains(experts.err, "ffn_up_exps.weight of layer 0: cpu")) << experts.err;
+  EXPECT_FALSE(Contains(experts.err, "of layers 0-1: cpu")) << experts.err;
+  Output split = Petrel({"-v", "run", "-m", moe, "-p", "Once", "-n", "4", "--temp", "0",
+                         "-dev", "none,ref", "-ts", "1,1"});
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_TRUE(Contains(split.err, "placement layers 0-0: cpu, layers 1-1: ref, output: ref"))
+      << split.err;
+}
+
 TEST(CliHabitsTest, MisspelledSubcommandIsNamedWhereverItStands) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"serv", "-m", "x.gguf"}, {"-v", "srve", "-m", "x"}, {"rnu", "-p", "x"}}) {
