@@ -50,9 +50,12 @@ TEST(CliHabitsTest, LlamaCppShortFlagsMeanWhatTheyMeanThere) {
 }
 
 TEST(CliHabitsTest, LlamaCppFlagsPetrelLacksAreOneWarningAndIgnored) {
-  for (const std::vector<std::string>& flag :
-       {std::vector<std::string>{"-fa", "on"}, {"-fa"}, {"--flash-attn", "auto"}, {"-ot", "exps=CPU"},
-        {"-ts", "3,1"}, {"-nkvo"}, {"-tb", "2"}}) {
+  for (const std::vector<std::string>& flag : {std::vector<std::string>{"-fa", "on"},
+                                               {"-fa"},
+                                               {"--flash-attn", "auto"},
+                                               {"-sm", "row"},
+                                               {"-nkvo"},
+                                               {"-tb", "2"}}) {
     std::vector<std::string> args = {"run", "-m", Story(), "-p", "Once", "-n", "2", "--temp", "0"};
     args.insert(args.end(), flag.begin(), flag.end());
     Output output = Petrel(args);
@@ -69,6 +72,45 @@ TEST(CliHabitsTest, LlamaCppFlagsPetrelLacksAreOneWarningAndIgnored) {
   // Values glued to one-letter flags still work.
   Output glued = Petrel({"run", "-m", Story(), "-p", "Once", "-n2", "--temp", "0"});
   EXPECT_EQ(glued.exit_code, 0) << glued.err;
+}
+
+TEST(CliHabitsTest, LlamaCppPlacementFlagsArePetrelsAndCheckedBeforeLoading) {
+  // -ot, -ts, -cmoe and -ncmoe are petrel's placement flags: their mistakes are one line.
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "-ot", "exps=CPU"}),
+                     "tensor override 'exps=CPU': the pattern matches no tensor of this model");
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "-ot", "blk\\.0\\.=Vulkan7"}),
+                     "is not a device of this run");
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "-ot", "blk[=CPU"}),
+                     "is not a regular expression");
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "-ot", "attn_q"}),
+                     "expected PATTERN=DEVICE");
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "-ts", "3,1"}),
+                     "--tensor-split has 2 shares for 1 device");
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "-ts", "1,0"}),
+                     "every share must be positive");
+  ExpectOneLineError(Petrel({"run", "-m", Story(), "-p", "x", "-ts", "1,-2"}),
+                     "every share must be positive");
+  // A rule that places blocks on the CPU when everything runs there anyway changes nothing.
+  Output cpu = Petrel({"run", "-m", Story(), "-p", "Once", "-n", "2", "--temp", "0", "-ot",
+                       "blk\\.[0-3]\\.ffn_.*=CPU", "-ncmoe", "1"});
+  EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
+}
+
+TEST(CliHabitsTest, ExpertsAndSplitsArePlacedOnTheRefBackendToo) {
+  // The ref backend is a second backend on every machine: --n-cpu-moe keeps block 0's experts
+  // on the CPU while both blocks run on ref, and a split shares the blocks between two devices.
+  const std::string moe = testing::SharedDir() + "/models/synth-arch/qwen3moe.gguf";
+  Output experts = Petrel({"-v", "run", "-m", moe, "-p", "Once", "-n", "4", "--temp", "0",
+                           "--device", "ref", "--n-cpu-moe", "1"});
+  ASSERT_EQ(experts.exit_code, 0) << experts.err;
+  EXPECT_TRUE(Contains(experts.err, "placement layers 0-1: ref, output: ref")) << experts.err;
+  EXPECT_TRUE(Contains(experts.err, "ffn_up_exps.weight of layer 0: cpu")) << experts.err;
+  EXPECT_FALSE(Contains(experts.err, "of layers 0-1: cpu")) << experts.err;
+  Output split = Petrel({"-v", "run", "-m", moe, "-p", "Once", "-n", "4", "--temp", "0",
+                         "-dev", "none,ref", "-ts", "1,1"});
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_TRUE(Contains(split.err, "placement layers 0-0: cpu, layers 1-1: ref, output: ref"))
+      << split.err;
 }
 
 TEST(CliHabitsTest, MisspelledSubcommandIsNamedWhereverItStands) {

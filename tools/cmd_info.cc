@@ -107,6 +107,10 @@ Runner AddInfoCommand(CLI::App& app) {
     std::string kv_type = "f16";
     std::string device = "cpu";
     std::string gpu_layers = "all";
+    std::vector<std::string> override_tensor;
+    bool cpu_moe = false;
+    size_t n_cpu_moe = 0;
+    std::string tensor_split;
     bool devices = false;
   };
   auto args = std::make_shared<Args>();
@@ -126,6 +130,15 @@ Runner AddInfoCommand(CLI::App& app) {
                       "blocks to place on --device: a count (more than the model has: all), "
                       "all (the default), half or auto; without --device: a warning, and ignored")
           ->check(GpuLayers());
+  cmd->add_option("--override-tensor", args->override_tensor,
+                  "PATTERN=DEVICE[,...]: tensors by GGUF name on a device, as run takes it")
+      ->take_all()
+      ->allow_extra_args(false);
+  cmd->add_flag("--cpu-moe", args->cpu_moe, "every block's expert tensors on the CPU, as run");
+  cmd->add_option("--n-cpu-moe", args->n_cpu_moe, "the first N blocks' experts on the CPU, as run")
+      ->check(IntRange(0, kMaxGpuLayers));
+  cmd->add_option("--tensor-split", args->tensor_split,
+                  "shares of a --device list, as run takes it");
   return [args, gpu_layers]() -> int {
     if (args->devices) return ListDevices();
     if (args->model.empty()) return Fail(Error("--model is required (or --devices)"));
@@ -219,7 +232,9 @@ Runner AddInfoCommand(CLI::App& app) {
     for (const std::string& name : AvailableBackends()) backends += (backends.empty() ? "" : ", ") + name;
     std::printf("backends         %s\n", backends.c_str());
     if (args->device != "cpu") {
-      Status planned = PrintDevicePlan(model, args->device, kv_type, context);
+      // The plan is per device; a --device list shows the first one's.
+      Status planned =
+          PrintDevicePlan(model, SplitDeviceList(args->device).front(), kv_type, context);
       if (!planned.ok()) return Fail(planned);
       std::fflush(stdout);
       // The placement the engine would make, with the layers the device cannot run kept on
@@ -230,9 +245,29 @@ Runner AddInfoCommand(CLI::App& app) {
       options.context = args->gpu_layers == "auto" ? context : 16;
       options.kv_type = kv_type;
       options.load_tokenizer = false;
+      for (const std::string& text : args->override_tensor) {
+        auto rules = ParseTensorRules(text);
+        if (!rules.ok()) return Fail(rules.status());
+        for (TensorRule& rule : *rules) options.tensor_rules.push_back(std::move(rule));
+      }
+      options.cpu_moe_layers = args->cpu_moe ? SIZE_MAX : args->n_cpu_moe;
+      if (!args->tensor_split.empty()) {
+        auto shares = ParseTensorSplit(args->tensor_split);
+        if (!shares.ok()) return Fail(shares.status());
+        options.tensor_split = *shares;
+      }
       auto engine = Engine::Load(args->model, options);
       if (!engine.ok()) return Fail(engine.status());
       std::printf("placement        %s\n", (*engine)->PlacementString().c_str());
+      if (const DeviceMemoryPlan* plan = (*engine)->device_plan()) {
+        for (size_t b = 1; b < (*engine)->n_backends(); ++b) {
+          std::printf(
+              "device weights   backend %zu (%s): %s planned, %s allocated\n", b,
+              (*engine)->backend(BackendId(b)).Name(),
+              Bytes(double(plan->DeviceWeightBytes((*engine)->placement(), BackendId(b)))).c_str(),
+              Bytes(double((*engine)->backend(BackendId(b)).WeightBytes())).c_str());
+        }
+      }
     }
     return 0;
   };

@@ -90,16 +90,23 @@ CLI::Validator KnownDevice() {
   return CLI::Validator(
       [list](std::string& input) -> std::string {
         // "vulkan:1" is device 1 of the vulkan backend; whether it exists is checked on use.
-        const Result<DeviceSpec> spec = ParseDeviceSpec(input);
-        if (!spec.ok()) {
-          return "'" + input + "' is not a device (one of " + list + ", with an optional :N)";
+        // A comma-separated list names the devices of a --tensor-split.
+        for (const std::string& entry : SplitDeviceList(input)) {
+          const Result<DeviceSpec> spec = ParseDeviceSpec(entry);
+          if (!spec.ok()) {
+            return "'" + entry + "' is not a device (one of " + list + ", with an optional :N)";
+          }
+          bool known = false;
+          for (const std::string& name : AvailableBackends())
+            known = known || name == spec->backend;
+          if (!known) return "unknown device '" + entry + "' (this build has: " + list + ")";
         }
-        for (const std::string& name : AvailableBackends()) {
-          if (name == spec->backend) return "";
-        }
-        return "unknown device '" + input + "' (this build has: " + list + ")";
+        return "";
       },
-      "one of " + list + " (optionally :N, the Nth device)", "KnownDevice");
+      "one of " + list +
+          " (optionally :N, the Nth device; a comma-separated list for "
+          "--tensor-split)",
+      "KnownDevice");
 }
 
 CLI::Validator GpuLayers() {
@@ -210,6 +217,22 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
   app.add_flag("--no-progress", no_progress,
                "no progress line while weights over 100 MiB are read in (shown only when stderr "
                "is a terminal, with --no-mmap or --mlock)");
+  app.add_option("--override-tensor", override_tensor,
+                 "place the tensors whose GGUF name matches PATTERN (a regular expression) on "
+                 "DEVICE (cpu, or a --device entry; llama.cpp's CPU, Vulkan0 too): "
+                 "PATTERN=DEVICE[,PATTERN=DEVICE...], repeatable, the first match wins "
+                 "(docs/OFFLOAD.md)")
+      ->take_all()
+      ->allow_extra_args(false);
+  app.add_flag("--cpu-moe", cpu_moe,
+               "keep every block's expert tensors (ffn_*_exps) on the CPU; the rest of each "
+               "block goes where --gpu-layers puts it");
+  app.add_option("--n-cpu-moe", n_cpu_moe,
+                 "keep the expert tensors of the first N blocks on the CPU")
+      ->check(IntRange(0, kMaxGpuLayers));
+  app.add_option("--tensor-split", tensor_split,
+                 "with a --device list (vulkan:0,vulkan:1), share the offloaded blocks among the "
+                 "devices in these proportions, e.g. 3,1 (default: equal)");
   app.add_option("--lora", lora,
                  "LoRA adapter applied at run time, FILE[:SCALE] (default scale 1): a GGUF "
                  "adapter or a PEFT folder (adapter_config.json + adapter_model.safetensors); "
@@ -227,6 +250,9 @@ Status ModelOptions::Check() {
     Warn("--gpu-layers %s has no effect without --device (everything runs on the cpu)",
          gpu_layers.c_str());
   }
+  if ((cpu_moe || n_cpu_moe > 0) && (device == "cpu" || device.rfind("cpu:", 0) == 0)) {
+    Warn("--cpu-moe/--n-cpu-moe have no effect without --device (everything runs on the cpu)");
+  }
   if (n_threads > 0) n_threads = CapThreads(n_threads, "-t");
   return Status::Ok();
 }
@@ -242,6 +268,14 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   options.ubatch_tokens = ubatch;
   options.map.read_into_memory = no_mmap;
   options.map.lock = mlock;
+  for (const std::string& text : override_tensor) {
+    PETREL_ASSIGN_OR_RETURN(std::vector<TensorRule> rules, ParseTensorRules(text));
+    for (TensorRule& rule : rules) options.tensor_rules.push_back(std::move(rule));
+  }
+  options.cpu_moe_layers = cpu_moe ? SIZE_MAX : n_cpu_moe;
+  if (!tensor_split.empty()) {
+    PETREL_ASSIGN_OR_RETURN(options.tensor_split, ParseTensorSplit(tensor_split));
+  }
   for (const std::string& text : lora) {
     PETREL_ASSIGN_OR_RETURN(LoraFile file, ParseLoraArgument(text));
     options.lora.push_back(std::move(file));

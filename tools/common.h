@@ -60,6 +60,10 @@ struct ModelOptions {
   bool mlock = false;        // --mlock: lock the weights in RAM (a warning when refused)
   bool no_progress = false;  // --no-progress: no load progress line on a terminal
   std::vector<std::string> lora;  // --lora FILE[:SCALE], repeatable
+  std::vector<std::string> override_tensor;  // --override-tensor PATTERN=DEVICE[,...], repeatable
+  bool cpu_moe = false;                      // --cpu-moe: every block's experts on the CPU
+  size_t n_cpu_moe = 0;                      // --n-cpu-moe N: the first N blocks' experts
+  std::string tensor_split;                  // --tensor-split a,b: shares of the devices
   // Set by AddTo, to tell a value given from a default.
   CLI::Option* gpu_layers_option = nullptr;
   CLI::Option* context_option = nullptr;

@@ -62,6 +62,10 @@ const std::vector<LlamaFlag>& LlamaFlags() {
       // Same meaning, another spelling.
       {"-ngl", "--gpu-layers", V::kRequired, nullptr},
       {"-dev,--device", "--device", V::kRequired, nullptr},
+      {"-ot,--override-tensor", "--override-tensor", V::kRequired, nullptr},
+      {"-ts,--tensor-split", "--tensor-split", V::kRequired, nullptr},
+      {"-cmoe,--cpu-moe", "--cpu-moe", V::kNone, nullptr},
+      {"-ncmoe,--n-cpu-moe", "--n-cpu-moe", V::kRequired, nullptr},
       {"-ctk,--cache-type-k", "--cache-type", V::kRequired, nullptr},
       {"-ctv,--cache-type-v", "--cache-type", V::kRequired, nullptr},
       {"-np", "--parallel", V::kRequired, nullptr},
@@ -75,7 +79,8 @@ const std::vector<LlamaFlag>& LlamaFlags() {
       {"--top-nsigma", "--top-n-sigma", V::kRequired, nullptr},
       {"--draft-model,-md", "--draft", V::kRequired, nullptr},
       {"-devd,--device-draft", "--draft-device", V::kRequired, nullptr},
-      {"-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "--draft-gpu-layers", V::kRequired, nullptr},
+      {"-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "--draft-gpu-layers", V::kRequired,
+       nullptr},
       {"--draft-n", "--draft-max", V::kRequired, nullptr},
       {"--draft-p-min", "--draft-min-p", V::kRequired, nullptr},
       // What petrel always does: nothing to switch on.
@@ -87,10 +92,8 @@ const std::vector<LlamaFlag>& LlamaFlags() {
       // use instead.
       {"-fa,--flash-attn", nullptr, V::kOptionalSwitch,
        "petrel's attention is always the fused streaming kind"},
-      {"-ot,--override-tensor", nullptr, V::kRequired,
-       "per-tensor placement is not implemented; --gpu-layers places whole blocks"},
-      {"-sm,--split-mode", nullptr, V::kRequired, "petrel runs on one device per run"},
-      {"-ts,--tensor-split", nullptr, V::kRequired, "petrel runs on one device per run"},
+      {"-sm,--split-mode", nullptr, V::kRequired,
+       "petrel splits a model over devices by layer ranges (--tensor-split)"},
       {"-mg,--main-gpu", nullptr, V::kRequired, "choose the device with --device vulkan:N"},
       {"-nkvo,--no-kv-offload", nullptr, V::kNone,
        "each layer's KV cache lives with the layer on its device"},
@@ -143,7 +146,19 @@ Result<std::vector<std::string>> TranslateLlamaFlags(const std::vector<std::stri
         continue;
       }
       std::string value = glued ? word.substr(equals + 1) : args[++i];
-      if (target == "--device" || target == "--draft-device") value = DeviceName(value);
+      if (target == "--device" || target == "--draft-device") {
+        // "Vulkan0,Vulkan1": each entry of a device list.
+        std::string names;
+        size_t start = 0;
+        while (true) {
+          const size_t comma = value.find(',', start);
+          if (start) names += ',';
+          names += DeviceName(value.substr(start, comma - start));
+          if (comma == std::string::npos) break;
+          start = comma + 1;
+        }
+        value = names;
+      }
       if (target == "--cache-type") {
         // petrel keeps K and V in one type: -ctk and -ctv may both come, with one value.
         if (!cache_type.empty()) {

@@ -76,6 +76,11 @@ class VulkanBackend final : public Backend {
   Status Submit() override { return recorder_.Submit(); }
 
   size_t FreeMemory() const override { return device_->FreeMemory(); }
+  size_t WeightBytes() const override {
+    size_t bytes = 0;
+    for (const auto& weight : weights_) bytes += weight->bytes();
+    return bytes;
+  }
   void EnableProfiling(bool enabled) override { recorder_.EnableProfiling(enabled); }
   std::vector<OpProfile> TakeProfile() override { return recorder_.TakeProfile(); }
 

@@ -126,6 +126,10 @@ class Backend {
   // Device memory this backend can still allocate, for `--gpu-layers auto`; 0 for host
   // backends, whose limit is the process's (the engine's memory plan checks that).
   virtual size_t FreeMemory() const { return 0; }
+  // Bytes of device memory holding the weights PrepareWeight made here, as allocated (0 for
+  // host backends, which keep the mapped views): what the memory plan's weight bytes of this
+  // device are checked against.
+  virtual size_t WeightBytes() const { return 0; }
   // Per-op device time (`--profile`): measured from the next batch on when enabled, read and
   // reset by TakeProfile(). Backends that cannot time their work return nothing.
   virtual void EnableProfiling(bool /*enabled*/) {}

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "core/runtime/backend_registry.h"
+#include "core/runtime/weight_placement.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace petrel {
@@ -25,34 +26,6 @@ namespace {
 Result<TensorView> Place(Backend& backend, const TensorView& view) {
   if (!view.data) return view;
   return backend.PrepareWeight(view);
-}
-
-// Moves every layer with a node its backend cannot run to the CPU backend (0), noting why, and
-// fails if the CPU cannot run one either. `probe` is the graph of a one-token batch.
-Status PlaceSupportedLayers(const Graph& probe, const std::vector<std::unique_ptr<Backend>>& backends,
-                            Placement* placement) {
-  for (const Node& node : probe.nodes) {
-    const BackendId b = placement->Of(node.layer);
-    if (backends[size_t(b)]->Supports(node)) continue;
-    const std::string what = std::string(OpName(node.op)) +
-                             (node.weight ? std::string(" with ") + DTypeName(node.weight->desc.dtype) + " weights" : "");
-    const std::string where = node.layer < 0 ? "embedding"
-                              : size_t(node.layer) >= placement->layers.size() ? "output"
-                                                                                : "layer " + std::to_string(node.layer);
-    if (b == 0 || !backends[0]->Supports(node)) {
-      return Error("%s: no backend of this build runs %s", where.c_str(), what.c_str());
-    }
-    placement->notes.push_back(where + " on " + backends[0]->Name() + ": " + backends[size_t(b)]->Name() +
-                               " does not run " + what);
-    if (node.layer < 0) {
-      placement->embedding = 0;
-    } else if (size_t(node.layer) >= placement->layers.size()) {
-      placement->output = 0;
-    } else {
-      placement->layers[size_t(node.layer)] = 0;
-    }
-  }
-  return Status::Ok();
 }
 
 // A "kB" field of a /proc file (MemAvailable in /proc/meminfo, VmSize in /proc/self/status),
@@ -101,13 +74,65 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   BackendOptions backend_options{opts.n_threads, opts.pin_threads, -1};
   PETREL_ASSIGN_OR_RETURN(auto cpu, CreateBackend("cpu", 0, backend_options));
   engine->backends_.push_back(std::move(cpu));
-  // The device is opened even when no block will go there, so that a wrong --device is an
-  // error rather than silently ignored; it is dropped below if it gets nothing.
-  PETREL_ASSIGN_OR_RETURN(const DeviceSpec device_spec, ParseDeviceSpec(opts.device));
-  const bool wants_device = device_spec.backend != "cpu";
-  if (wants_device) {
-    PETREL_ASSIGN_OR_RETURN(auto extra, CreateBackend(opts.device, 1, backend_options));
+  // The devices are opened even when no block will go there, so that a wrong --device is an
+  // error rather than silently ignored; those that get nothing are dropped below. A "cpu"
+  // entry of a device list is backend 0.
+  std::vector<BackendId> device_ids;
+  std::vector<DeviceSpec> specs{DeviceSpec{"cpu", -1}};  // per backend
+  for (const std::string& name : SplitDeviceList(opts.device)) {
+    PETREL_ASSIGN_OR_RETURN(const DeviceSpec spec, ParseDeviceSpec(name));
+    if (spec.backend == "cpu") {
+      device_ids.push_back(0);
+      continue;
+    }
+    const BackendId id = BackendId(engine->backends_.size());
+    PETREL_ASSIGN_OR_RETURN(auto extra, CreateBackend(name, id, backend_options));
     engine->backends_.push_back(std::move(extra));
+    specs.push_back(spec);
+    device_ids.push_back(id);
+  }
+  const bool wants_device = engine->backends_.size() > 1;
+  std::vector<float> shares = opts.tensor_split;
+  if (shares.empty()) shares.assign(device_ids.size(), 1.0f);
+  if (shares.size() != device_ids.size()) {
+    return Error("--tensor-split has %zu shares for %zu device%s (--device %s)", shares.size(),
+                 device_ids.size(), device_ids.size() == 1 ? "" : "s", opts.device.c_str());
+  }
+  for (float share : shares) {
+    if (!(share > 0.0f)) return Error("--tensor-split: every share must be positive");
+  }
+  if (device_ids.size() > 1 && opts.device_layer_rule == GpuLayerRule::kAuto) {
+    return Error("--gpu-layers auto fits one device; give a count or all with --tensor-split");
+  }
+  // Each -ot rule's device is one of this run's backends.
+  std::vector<PlacedRule> rules;
+  for (const TensorRule& rule : opts.tensor_rules) {
+    PETREL_ASSIGN_OR_RETURN(const DeviceSpec want, ParseDeviceSpec(rule.device));
+    BackendId found = -1;
+    for (size_t b = 0; b < specs.size() && found < 0; ++b) {
+      // A device opened without an index ("--device vulkan", the best one) answers to any
+      // index the backend has.
+      bool same_index = want.index < 0 || want.index == specs[b].index;
+      if (!same_index && specs[b].index < 0) {
+        const BackendFactory* factory = FindBackend(want.backend);
+        auto listed =
+            factory && factory->list_devices
+                ? factory->list_devices()
+                : Result<std::vector<DeviceDescription>>(std::vector<DeviceDescription>{});
+        same_index = listed.ok() && size_t(want.index) < listed->size();
+      }
+      if (specs[b].backend == want.backend && same_index) found = BackendId(b);
+    }
+    if (found < 0) {
+      std::string have = "cpu";
+      for (size_t b = 1; b < specs.size(); ++b)
+        have += ", " + std::string(engine->backends_[b]->Name());
+      return Error(
+          "tensor override '%s': %s is not a device of this run (it has %s; add it to "
+          "--device)",
+          rule.text.c_str(), rule.device.c_str(), have.c_str());
+    }
+    rules.push_back({&rule, found});
   }
   LoadOptions load_options;
   load_options.load_tokenizer = opts.load_tokenizer;
@@ -155,8 +180,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
       case GpuLayerRule::kAuto: device_layers = n_layers + 1; break;
     }
   }
-  const BackendId device = wants_device ? 1 : 0;
-  engine->placement_ = Placement::Offload(n_layers, device, device_layers);
+  engine->placement_ = Placement::Split(n_layers, device_ids, shares, device_layers);
   if (opts.ubatch_tokens == 0) {
     // Bidirectional attention needs each sequence in one pass, so passes are as long as
     // batches (encoders are small).
@@ -169,16 +193,27 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   if (wants_device) {
     PETREL_ASSIGN_OR_RETURN(DeviceMemoryPlan plan,
                             PlanDeviceMemory(*engine->model_, kv_options, opts.ubatch_tokens));
-    if (opts.device_layer_rule == GpuLayerRule::kAuto && engine->HasDeviceMemory(device)) {
+    if (opts.device_layer_rule == GpuLayerRule::kAuto && engine->HasDeviceMemory(1)) {
       device_layers = plan.FitLayers(engine->backends_[1]->FreeMemory());
-      engine->placement_ = Placement::Offload(n_layers, device, device_layers);
+      engine->placement_ = Placement::Split(n_layers, device_ids, shares, device_layers);
     }
     engine->device_plan_ = std::move(plan);
   }
-  if (wants_device && device_layers == 0) {
-    engine->backends_.pop_back();
-    engine->device_plan_.reset();
-    engine->placement_ = Placement::Offload(n_layers, 0, 0);
+  PETREL_RETURN_IF_ERROR(
+      PlaceWeightsByRule(engine->model_->weights, rules, opts.cpu_moe_layers, &engine->placement_));
+  // Devices that got nothing (no block, no weight, not the head) are dropped: with none left,
+  // the run is the CPU's alone.
+  {
+    const Placement& p = engine->placement_;
+    bool used = p.output != 0;
+    for (BackendId b : p.layers) used = used || b != 0;
+    for (const auto& layer : p.weights) {
+      for (BackendId b : layer) used = used || b > 0;
+    }
+    if (wants_device && !used) {
+      engine->backends_.resize(1);
+      engine->device_plan_.reset();
+    }
   }
   opts.device_layers = device_layers;
   // The block weights some node reads. Phi-3's fused qkv and gate_up tensors are read only
@@ -192,7 +227,8 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
       lora->AddToGraph(engine->model_->weights, probe, &adapted);
       probe = std::move(adapted);
     }
-    PETREL_RETURN_IF_ERROR(PlaceSupportedLayers(probe, engine->backends_, &engine->placement_));
+    PETREL_RETURN_IF_ERROR(PlaceSupportedNodes(probe, engine->model_->weights, engine->backends_,
+                                               &engine->placement_));
     for (const Node& node : probe.nodes) read_by_nodes.insert({node.weight, node.weight_up, node.weight_down, node.bias});
   }
   const Placement& placement = engine->placement_;
@@ -231,7 +267,8 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
         p[i] = h[i];  // no node reads it: it stays in host memory only
         continue;
       }
-      PETREL_ASSIGN_OR_RETURN(p[i], place(placement.layers[l], h[i], "layer " + std::to_string(l)));
+      PETREL_ASSIGN_OR_RETURN(p[i],
+                              place(placement.OfWeight(l, i), h[i], "layer " + std::to_string(l)));
     }
   }
   if (const LoraSet* lora = engine->model_->lora.get()) {
@@ -254,7 +291,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
 
   std::vector<Backend*> raw;
   for (auto& backend : engine->backends_) raw.push_back(backend.get());
-  engine->executor_ = std::make_unique<Executor>(raw, placement);
+  engine->executor_ = std::make_unique<Executor>(raw, placement, &engine->placed_);
   return engine;
 }
 
@@ -314,25 +351,26 @@ Status Engine::CheckMemoryPlan(size_t kv_row_elems, const KvCacheOptions& kv) co
         "the %.1f GiB of available memory; lower --ubatch-size",
         options_.ubatch_tokens, GiB(arena_bytes), GiB(kv_bytes), GiB(available));
   }
-  // Device memory: the plan's part for the blocks that ended up there.
-  if (!device_plan_ || !HasDeviceMemory(1)) return Status::Ok();
+  // Device memory: the plan's part for the blocks and weights that ended up on each device.
+  if (!device_plan_) return Status::Ok();
   const DeviceMemoryPlan& plan = *device_plan_;
-  const size_t need = plan.DeviceBytes(placement_, 1);
-  const size_t free = backends_[1]->FreeMemory();
-  if (need <= free) return Status::Ok();
-  size_t layers = 0;
-  size_t weights = placement_.output == 1 ? plan.output_weight_bytes : 0;
-  for (size_t l = 0; l < placement_.layers.size(); ++l) {
-    if (placement_.layers[l] != 1) continue;
-    ++layers;
-    weights += plan.layer_weight_bytes[l];
+  for (size_t d = 1; d < backends_.size(); ++d) {
+    const BackendId device = BackendId(d);
+    if (!HasDeviceMemory(device)) continue;
+    const size_t need = plan.DeviceBytes(placement_, device);
+    const size_t free = backends_[d]->FreeMemory();
+    if (need <= free) continue;
+    size_t layers = 0;
+    for (const BackendId b : placement_.layers) layers += b == device ? 1 : 0;
+    return Error(
+        "%zu blocks%s on %s need %.2f GiB (weights %.2f, KV cache %.2f, activations %.2f) but the "
+        "device has %.2f GiB free; use a smaller --gpu-layers (auto would place %zu)",
+        layers, placement_.output == device ? " and the output head" : "", backends_[d]->Name(),
+        GiB(need), GiB(plan.DeviceWeightBytes(placement_, device)),
+        GiB(plan.LayerKvBytes() * layers), GiB(plan.activation_bytes), GiB(free),
+        std::min(plan.FitLayers(free), plan.n_layers()));
   }
-  return Error(
-      "%zu blocks%s on %s need %.2f GiB (weights %.2f, KV cache %.2f, activations %.2f) but the "
-      "device has %.2f GiB free; use a smaller --gpu-layers (auto would place %zu)",
-      layers, placement_.output == 1 ? " and the output head" : "", backends_[1]->Name(),
-      GiB(need), GiB(weights), GiB(plan.LayerKvBytes() * layers), GiB(plan.activation_bytes),
-      GiB(free), std::min(plan.FitLayers(free), plan.n_layers()));
+  return Status::Ok();
 }
 
 Result<size_t> Engine::ChooseMicroBatch() const {
@@ -355,9 +393,15 @@ std::vector<Engine::BackendProfile> Engine::TakeProfile() {
 }
 
 std::string Engine::PlacementString() const {
+  // Two devices of one backend (a split over vulkan:0 and vulkan:1) are told apart by number.
   std::vector<std::string> names;
-  for (const auto& backend : backends_) names.push_back(backend->Name());
-  return placement_.Describe(names);
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    size_t same = 0;
+    for (const auto& other : backends_) same += std::string(other->Name()) == backends_[b]->Name();
+    names.push_back(backends_[b]->Name() + (same > 1 ? "#" + std::to_string(b) : std::string()));
+  }
+  const std::string apart = placement_.DescribeWeights(names, model_->weights);
+  return placement_.Describe(names) + (apart.empty() ? "" : "; " + apart);
 }
 
 Status Engine::Decode(const Batch& batch, std::vector<float>* logits) {

@@ -8,14 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "core/base/status.h"
+#include "core/model/loader.h"
 #include "core/runtime/backend.h"
 #include "core/runtime/batch.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/kv_cache.h"
 #include "core/runtime/memory_plan.h"
-#include "core/model/loader.h"
+#include "core/runtime/offload_options.h"
 #include "core/runtime/placement.h"
-#include "core/base/status.h"
 
 namespace petrel {
 
@@ -35,6 +36,16 @@ struct EngineOptions {
   // the block count. After load, the count the rule resolved to.
   size_t device_layers = 0;
   GpuLayerRule device_layer_rule = GpuLayerRule::kCount;
+  // --tensor-split: with several devices in `device` ("vulkan:0,vulkan:1"), the offloaded
+  // blocks are shared among them in consecutive ranges in these proportions (one positive
+  // share per device; empty: equal shares). docs/OFFLOAD.md.
+  std::vector<float> tensor_split;
+  // -ot/--override-tensor: block weights (and the output head) placed by GGUF name on one of
+  // the run's devices (the CPU, or a `device` entry); the first matching rule wins.
+  std::vector<TensorRule> tensor_rules;
+  // --cpu-moe (all blocks) / --n-cpu-moe N: the expert tensors of the first N blocks stay on
+  // the CPU, while the rest of each block runs where --gpu-layers puts it. Rules come first.
+  size_t cpu_moe_layers = 0;
   size_t context = 0;             // tokens per sequence (0: the model's, capped at 4096)
   size_t max_sequences = 1;       // KV blocks are sized for this many full sequences
   size_t kv_blocks = 0;           // KV blocks per layer; 0: max_sequences full contexts
@@ -85,6 +96,9 @@ class Engine {
   const Tokenizer* tokenizer() const { return model_->tokenizer.get(); }
   const EngineOptions& options() const { return options_; }
   const Placement& placement() const { return placement_; }
+  // The backends of the run: [0] is the CPU, then the devices in --device order.
+  size_t n_backends() const { return backends_.size(); }
+  const Backend& backend(BackendId b) const { return *backends_[size_t(b)]; }
   std::string PlacementString() const;
   // The weight views the graph's nodes point to (Node::weight), on their layer's backend.
   const ModelWeights& placed_weights() const { return placed_; }

@@ -23,9 +23,10 @@ struct Interval {
 
 }  // namespace
 
-Executor::Executor(std::vector<Backend*> backends, Placement placement)
+Executor::Executor(std::vector<Backend*> backends, Placement placement, const ModelWeights* weights)
     : backends_(std::move(backends)),
       placement_(std::move(placement)),
+      weights_(weights),
       arenas_(backends_.size()) {}
 
 Executor::~Executor() = default;
@@ -46,8 +47,14 @@ bool Executor::SameShapeAsPlanned(const Graph& graph) const {
   return true;
 }
 
-Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
-                                 size_t n_backends) {
+namespace {
+BackendId NodeBackend(const Node& node, const Placement& placement, const ModelWeights* weights) {
+  return weights ? placement.NodeBackend(node, *weights) : placement.Of(node.layer);
+}
+}  // namespace
+
+Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement, size_t n_backends,
+                                 const ModelWeights* weights) {
   ArenaLayout layout;
   const size_t n_values = graph.values.size();
   const size_t never = graph.nodes.size();  // the logits live to the end
@@ -59,7 +66,7 @@ Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
   std::vector<std::vector<size_t>> last_use(n_values, std::vector<size_t>(n_backends, 0));
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& node = graph.nodes[i];
-    const BackendId b = placement.Of(node.layer);
+    const BackendId b = NodeBackend(node, placement, weights);
     if (size_t(b) >= n_backends) return Error("node %zu: backend %d is not loaded", i, b);
     for (ValueId v : node.inputs) {
       if (v == kNoValue) continue;
@@ -129,7 +136,7 @@ Status Executor::Plan(const Graph& graph) {
   planned_nodes_ = 0;
   const size_t n_values = graph.values.size();
   const size_t n_backends = backends_.size();
-  PETREL_ASSIGN_OR_RETURN(layout_, LayOutArenas(graph, placement_, n_backends));
+  PETREL_ASSIGN_OR_RETURN(layout_, LayOutArenas(graph, placement_, n_backends, weights_));
   for (size_t b = 0; b < n_backends; ++b) {
     const size_t needed = layout_.bytes[b];
     if (needed == 0) continue;
@@ -181,7 +188,7 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
   };
   last_copy_count_ = 0;
   for (const Node& node : graph.nodes) {
-    const BackendId b = placement_.Of(node.layer);
+    const BackendId b = NodeBackend(node, placement_, weights_);
     Backend& backend = *backends_[size_t(b)];
     if (!in_batch_[size_t(b)]) {
       PETREL_RETURN_IF_ERROR(backend.BeginBatch(batch));

@@ -26,8 +26,10 @@ struct ArenaLayout {
   std::vector<std::vector<int64_t>> copy_at;  // per value, per backend: offset of its copy (-1 none)
   std::vector<size_t> bytes;                  // per backend: arena size
 };
-Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
-                                 size_t n_backends);
+// `weights`: the views the graph's nodes point into, which tell the nodes that run apart from
+// their layer (Placement::NodeBackend); null places every node with its layer.
+Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement, size_t n_backends,
+                                 const ModelWeights* weights = nullptr);
 
 // Sees the input rows of every matrix product as the executor runs them (`petrel imatrix`
 // collects per-column activation statistics with it). Only while one is set does the executor do
@@ -43,7 +45,9 @@ class MatMulObserver {
 
 class Executor {
  public:
-  Executor(std::vector<Backend*> backends, Placement placement);
+  // `weights` (borrowed, may be null): as for LayOutArenas.
+  Executor(std::vector<Backend*> backends, Placement placement,
+           const ModelWeights* weights = nullptr);
   ~Executor();
 
   // Runs `graph` and copies the logits value to `host_logits` (rows x n_vocab floats). Returns
@@ -63,6 +67,7 @@ class Executor {
 
   std::vector<Backend*> backends_;
   Placement placement_;
+  const ModelWeights* weights_;  // what the nodes' weight pointers point into
   std::vector<std::unique_ptr<BackendBuffer>> arenas_;  // per backend
   ArenaLayout layout_;                        // for the current graph
   std::vector<ValueView> bound_;              // per value, re-pointed per node

@@ -8,16 +8,26 @@
 
 namespace petrel {
 
+size_t DeviceMemoryPlan::DeviceWeightBytes(const Placement& placement, BackendId device) const {
+  size_t bytes = placement.output == device ? output_weight_bytes : 0;
+  for (size_t l = 0; l < layer_weight_bytes.size() && l < placement.layers.size(); ++l) {
+    if (l >= placement.weights.size() || placement.weights[l].empty()) {
+      bytes += placement.layers[l] == device ? layer_weight_bytes[l] : 0;
+      continue;
+    }
+    for (size_t i = 0; i < weight_bytes[l].size(); ++i) {
+      if (placement.OfWeight(l, i) == device) bytes += weight_bytes[l][i];
+    }
+  }
+  return bytes;
+}
+
 size_t DeviceMemoryPlan::DeviceBytes(const Placement& placement, BackendId device) const {
-  size_t bytes = 0;
-  bool any = false;
+  size_t bytes = DeviceWeightBytes(placement, device);
+  bool any = bytes > 0 || placement.output == device;
   for (size_t l = 0; l < layer_weight_bytes.size() && l < placement.layers.size(); ++l) {
     if (placement.layers[l] != device) continue;
-    bytes += layer_weight_bytes[l] + LayerKvBytes();
-    any = true;
-  }
-  if (placement.output == device) {
-    bytes += output_weight_bytes;
+    bytes += LayerKvBytes();
     any = true;
   }
   return any ? bytes + activation_bytes : 0;
@@ -53,7 +63,8 @@ Result<std::vector<size_t>> ArenaBytesPerBackend(const LoadedModel& model,
     model.lora->AddToGraph(model.weights, graph, &adapted);
     graph = std::move(adapted);
   }
-  PETREL_ASSIGN_OR_RETURN(ArenaLayout layout, LayOutArenas(graph, placement, n_backends));
+  PETREL_ASSIGN_OR_RETURN(ArenaLayout layout,
+                          LayOutArenas(graph, placement, n_backends, &model.weights));
   return layout.bytes;
 }
 
@@ -79,10 +90,12 @@ Result<DeviceMemoryPlan> PlanDeviceMemory(const LoadedModel& model, const KvCach
   auto bytes_of = [](const TensorView& view) { return view.data ? view.desc.bytes() : size_t(0); };
   for (const LayerWeights& layer : weights.layers) {
     size_t bytes = 0;
+    std::vector<size_t>& per_weight = plan.weight_bytes.emplace_back(layer.size(), 0);
     // A fused tensor (Phi-3's qkv, gate_up) goes to the device as its parts, which cover its
     // rows exactly (the engine places only weights that nodes read): counted once, as the whole.
     for (size_t i = 0; i < layer.size(); ++i) {
-      if (!layer.spec(i).IsFusedPart()) bytes += bytes_of(layer[i]);
+      if (!layer.spec(i).IsFusedPart()) per_weight[i] = bytes_of(layer[i]);
+      bytes += per_weight[i];
     }
     plan.layer_weight_bytes.push_back(bytes);
   }

@@ -16,6 +16,9 @@ namespace petrel {
 
 struct DeviceMemoryPlan {
   std::vector<size_t> layer_weight_bytes;  // per block, every weight of the block
+  // Per block, per weight of the family's table: its bytes (a fused tensor's parts 0, the
+  // whole counted once), for weights placed apart from their block.
+  std::vector<std::vector<size_t>> weight_bytes;
   size_t output_weight_bytes = 0;          // final norm and output projection
   size_t kv_bytes_per_token = 0;           // K and V rows of one token, in one layer
   size_t kv_tokens = 0;                    // token slots of the cache (blocks x block_tokens)
@@ -24,9 +27,12 @@ struct DeviceMemoryPlan {
 
   size_t n_layers() const { return layer_weight_bytes.size(); }
   size_t LayerKvBytes() const { return kv_bytes_per_token * kv_tokens; }
-  // Device bytes of a placement: the weights and KV storage of the blocks (and the output head)
-  // on `device`, plus the activation arena when anything is there.
+  // Device bytes of a placement: the weights that live on `device` (Placement::OfWeight), the
+  // KV storage of the blocks that run there (and the output head), plus the activation arena
+  // when anything is there.
   size_t DeviceBytes(const Placement& placement, BackendId device) const;
+  // The weight bytes alone of the same.
+  size_t DeviceWeightBytes(const Placement& placement, BackendId device) const;
   // The same for Placement::Offload(n_layers(), device, device_layers).
   size_t OffloadBytes(size_t device_layers) const;
   // Bytes kept free for what the plan does not count: the driver's own allocations, pipelines,
