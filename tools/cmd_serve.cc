@@ -209,6 +209,7 @@ Runner AddServeCommand(CLI::App& app) {
       auto peeked = LoadModel(args->model.model_path, peek);
       if (peeked.ok() && (*peeked)->config.embeddings_only) model_options.kv_type = "f32";
     }
+    model_options.lora_per_sequence = true;  // requests choose their adapters (`lora`)
     auto engine = model_options.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
