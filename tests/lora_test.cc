@@ -245,6 +245,76 @@ TEST(Lora, AdaptersAddUp) {
             1e-4f);
 }
 
+// Sequences that choose different adapters and scales, decoded in one batch, each get the logits
+// of an engine loaded with just their adapters.
+TEST(Lora, SequencesWithDifferentAdaptersShareABatch) {
+  const std::string first = Scratch("story_seq_a.gguf");
+  const std::string second = Scratch("story_seq_b.gguf");
+  WriteGgufAdapter(first, StoryAdapter());
+  WriteGgufAdapter(second, StoryAdapter(/*seed=*/9));
+  EngineOptions options;
+  options.n_threads = 2;
+  options.context = 64;
+  options.max_sequences = 4;
+  options.load_tokenizer = false;
+  options.lora = {{first, 1.0f}, {second, 0.5f}};
+  options.lora_per_sequence = true;
+  auto engine = Engine::Load(StoryGguf(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  const struct {
+    std::vector<float> scales;  // empty: as loaded
+    std::vector<LoraFile> alone;
+  } cases[] = {
+      {{1.0f, 0.0f}, {{first, 1.0f}}},
+      {{0.0f, -0.4f}, {{second, -0.4f}}},
+      {{0.0f, 0.0f}, {}},
+      {{}, {{first, 1.0f}, {second, 0.5f}}},
+      {{0.3f, 2.0f}, {{first, 0.3f}, {second, 2.0f}}},
+  };
+  Batch batch;
+  std::vector<SeqId> seqs;
+  for (const auto& c : cases) {
+    seqs.push_back((*engine)->NewSequence());
+    ASSERT_TRUE((*engine)->SetSequenceLora(seqs.back(), c.scales).ok());
+  }
+  // Interleaved in chunks, as a server's step mixes prompt chunks.
+  for (size_t begin = 0; begin < kIds.size(); begin += 8) {
+    batch.Clear();
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      for (size_t t = begin; t < begin + 8 && t < kIds.size(); ++t) {
+        batch.Add(kIds[t], int32_t(t), seqs[i], t + 1 == kIds.size());
+      }
+    }
+    std::vector<float> logits;
+    ASSERT_TRUE((*engine)->Decode(batch, &logits).ok());
+    if (begin + 8 < kIds.size()) continue;
+    const size_t n_vocab = logits.size() / std::size(cases);
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      const std::vector<float> solo = Logits(StoryGguf(), cases[i].alone);
+      ASSERT_FALSE(solo.empty());
+      const std::vector<float> last(solo.end() - long(n_vocab), solo.end());
+      const std::vector<float> batched(logits.begin() + long(i * n_vocab),
+                                       logits.begin() + long((i + 1) * n_vocab));
+      EXPECT_LE(MaxAbsDiff(batched, last), 1e-4f) << "case " << i;
+    }
+  }
+  // The choice is checked: the count, finite scales, and an empty sequence.
+  EXPECT_FALSE((*engine)->SetSequenceLora(seqs[0], std::vector<float>{1.0f}).ok());
+  EXPECT_FALSE((*engine)->SetSequenceLora(seqs[0], std::vector<float>{NAN, 0.0f}).ok());
+  EXPECT_FALSE((*engine)->SetSequenceLora(seqs[0], std::vector<float>{0.0f, 0.0f}).ok());
+  // A fork keeps its parent's adapters (so it continues as the parent would).
+  auto child = (*engine)->ForkSequence(seqs[1]);
+  ASSERT_TRUE(child.ok());
+  EXPECT_TRUE((*engine)->SetSequenceLora(*child, std::vector<float>{0.0f, -0.4f}).ok());
+  // Without lora_per_sequence every sequence has the loaded scales.
+  options.lora_per_sequence = false;
+  auto uniform = Engine::Load(StoryGguf(), options);
+  ASSERT_TRUE(uniform.ok());
+  const SeqId seq = (*uniform)->NewSequence();
+  EXPECT_FALSE((*uniform)->SetSequenceLora(seq, std::vector<float>{1.0f, 0.0f}).ok());
+  EXPECT_TRUE((*uniform)->SetSequenceLora(seq, std::vector<float>{1.0f, 0.5f}).ok());
+}
+
 TEST(Lora, PeftFolderEqualsTheMergedModelAndTheGgufAdapter) {
   const RandomAdapter adapter = StoryAdapter();
   const std::string folder = Scratch("story_peft");
@@ -413,6 +483,16 @@ TEST(LoraErrors, ArgumentParsing) {
   EXPECT_EQ(colon->path, "c:/x/a.gguf");
   EXPECT_FALSE(ParseLoraArgument(":1").ok());
   EXPECT_FALSE(ParseLoraArgument("a.gguf:inf").ok());
+  // Names: the file's stem, or NAME=.
+  EXPECT_EQ(plain->name, "a");
+  EXPECT_EQ(ParseLoraArgument("peft/style/")->name, "style");
+  auto named = ParseLoraArgument("terse=dir/a.gguf:0.5");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->name, "terse");
+  EXPECT_EQ(named->path, "dir/a.gguf");
+  EXPECT_EQ(named->scale, 0.5f);
+  EXPECT_EQ(ParseLoraArgument("dir/x=y.gguf")->path, "dir/x=y.gguf");  // '/' is no name
+  EXPECT_FALSE(ParseLoraArgument("name=").ok());
 }
 
 }  // namespace

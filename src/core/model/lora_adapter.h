@@ -26,9 +26,9 @@ struct ModelWeights;
 // One `--lora [NAME=]FILE[:SCALE]`: a GGUF adapter file or a PEFT folder (adapter_config.json +
 // adapter_model.safetensors), the user's multiplier of its update, and the name requests use.
 struct LoraFile {
-  std::string name;  // the file's stem (a folder's name) unless given
   std::string path;
   float scale = 1.0f;
+  std::string name;  // the file's stem (a folder's name) unless given
 };
 
 // "FILE", "FILE:SCALE", "NAME=FILE" or "NAME=FILE:SCALE" (SCALE a finite number; a path with
