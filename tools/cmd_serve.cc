@@ -164,6 +164,9 @@ Runner AddServeCommand(CLI::App& app) {
     }
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
+    args->model.lora_per_sequence = true;  // requests choose their adapters (`lora`)
+    // The --lora arguments (names included) are checked before anything listens.
+    if (auto options = args->model.ToEngineOptions(); !options.ok()) return Fail(options.status());
     // The common mistake is one error line, before anything listens.
     std::error_code missing;
     if (!std::filesystem::exists(args->model.model_path, missing)) {
@@ -209,7 +212,6 @@ Runner AddServeCommand(CLI::App& app) {
       auto peeked = LoadModel(args->model.model_path, peek);
       if (peeked.ok() && (*peeked)->config.embeddings_only) model_options.kv_type = "f32";
     }
-    model_options.lora_per_sequence = true;  // requests choose their adapters (`lora`)
     auto engine = model_options.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));

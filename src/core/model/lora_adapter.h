@@ -60,6 +60,8 @@ struct LoraMerge {
 struct LoraApplication {
   float uniform = 1.0f;     // every row's scale when row_scales < 0 (0: the adapter is skipped)
   int32_t row_scales = -1;  // else the index of the adapter's vector in BatchContext::row_scales
+
+  bool applies() const { return row_scales >= 0 || uniform != 0.0f; }
 };
 
 // Every adapter given, resolved against one model's weights.

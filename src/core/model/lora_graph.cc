@@ -17,19 +17,12 @@ void AddUpdatedMatMul(Node node, const std::vector<LoraDelta>& deltas,
   const ValueId x = node.inputs[0];
   const int64_t rows = out->values[size_t(x)].rows;
   const int64_t n_out = out->values[size_t(result)].cols;
-  auto applies = [&](const LoraDelta& delta) {
-    const LoraApplication& how = adapters[size_t(delta.adapter)];
-    return how.row_scales >= 0 || how.uniform != 0.0f;
-  };
-  size_t last = deltas.size();
+  auto applies = [&](const LoraDelta& delta) { return adapters[size_t(delta.adapter)].applies(); };
+  size_t last = deltas.size();  // the last update that applies (the caller checked there is one)
   for (size_t k = 0; k < deltas.size(); ++k) {
     if (applies(deltas[k])) last = k;
   }
-  if (last == deltas.size()) {  // no adapter of this matrix applies in this pass
-    node.output = result;
-    out->nodes.push_back(node);
-    return;
-  }
+  PETREL_CHECK(last < deltas.size());
   ValueId sum = out->Add(node, rows, n_out);
   for (size_t k = 0; k <= last; ++k) {
     const LoraDelta& delta = deltas[k];
@@ -98,7 +91,12 @@ void LoraSet::AddToGraph(const ModelWeights& weights, const Graph& graph,
       return nullptr;
     }
     const auto found = deltas_.find(key);
-    return found == deltas_.end() ? nullptr : &found->second;
+    if (found == deltas_.end()) return nullptr;
+    // A matrix none of whose adapters applies in this pass keeps its plain node.
+    for (const LoraDelta& delta : found->second) {
+      if (adapters[size_t(delta.adapter)].applies()) return &found->second;
+    }
+    return nullptr;
   };
 
   out->values = graph.values;  // assignments keep the capacity of a reused `out`
