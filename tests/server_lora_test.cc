@@ -65,8 +65,8 @@ constexpr int kNewTokens = 24;
 
 // `petrel run`'s greedy text, alone, with `extra` (the --lora options).
 std::string RunText(const std::string& prompt, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"run", "-m", StoryF32Gguf(), "--temp", "0",
-                                   "-p",  prompt, "-n", std::to_string(kNewTokens)};
+  std::vector<std::string> args = {
+      "run", "-m", StoryF32Gguf(), "--temp", "0", "-p", prompt, "-n", std::to_string(kNewTokens)};
   args.insert(args.end(), extra.begin(), extra.end());
   const Output output = Petrel(args);
   EXPECT_EQ(output.exit_code, 0) << output.err;
@@ -220,9 +220,9 @@ TEST_F(ServerLoraTest, BadLoraFieldsAre400NamingTheField) {
   }
   // A scale past float's range, as raw JSON text.
   httplib::Client client = server_->Client();
-  auto res = client.Post("/v1/completions",
-                         R"({"prompt": "x", "lora": [{"id": 0, "scale": 1e400}]})",
-                         "application/json");
+  auto res =
+      client.Post("/v1/completions", R"({"prompt": "x", "lora": [{"id": 0, "scale": 1e400}]})",
+                  "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400) << res->body;
 }
