@@ -451,6 +451,30 @@ TEST_P(BackendConformance, HeadRmsNormScaleSoftcap) {
   }
 }
 
+// scale_rows: each row times its own scale from the batch (per-sequence LoRA scales), the second
+// of two row-scale vectors, zeros and negative scales among them.
+TEST_P(BackendConformance, ScaleRows) {
+  const size_t dim = 12;  // a LoRA rank-wide value: narrow, not a whole vector width
+  Weight table = MakeWeight(DType::kF32, dim, kVocab, gen_);
+  for (size_t n : kTokenCounts) {
+    BatchData b = SimpleBatch(n, kVocab);
+    std::vector<float> row_scales(2 * n, NAN);  // vector 0 is never read
+    for (size_t t = 0; t < n; ++t) row_scales[n + t] = t % 3 == 0 ? 0.0f : 0.5f - float(t);
+    b.context.row_scales = row_scales.data();
+    b.context.n_row_scales = 2;
+    Graph graph;
+    const ValueId in = Embed(&graph, table, n);
+    Node node{OpKind::kScaleRows, 0, {in}};
+    node.row_scales = 1;
+    if (!backend_->Supports(node)) return;
+    graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
+    const Matrix x = Lookup(table, b);
+    Matrix want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = x[i] * row_scales[n + i / dim];
+    ExpectMatches(want, Run(graph, b, nullptr), dim, false, "scale_rows tokens " + std::to_string(n));
+  }
+}
+
 TEST_P(BackendConformance, MatMulAndGatedFfnEveryWeightType) {
   for (DType type : WeightTypes()) {
     const size_t n_in = 256, n_rows = 67;  // whole blocks of every format; rows past groups of 8

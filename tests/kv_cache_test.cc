@@ -136,6 +136,34 @@ TEST(KvPrefixCache, ANewSequenceReusesTheFullBlocksItStartsWith) {
   EXPECT_EQ(f.cache->Length(c), 10u);
 }
 
+// Blocks computed under one prefix key (a LoRA adapter set) are found under that key only, and
+// each key registers its own copy of the same tokens.
+TEST(KvPrefixCache, PrefixKeysNeverShareBlocks) {
+  auto f = Make(8, 4, 64);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  const SeqId a = f.cache->NewSequence(/*prefix_key=*/7);
+  ASSERT_TRUE(f.cache->Append(a, tokens.size()).ok());
+  f.cache->CacheBlocks(a, tokens);
+  EXPECT_EQ(f.cache->FindPrefix(tokens, 7).blocks, 2u);
+  EXPECT_EQ(f.cache->FindPrefix(tokens, 0).blocks, 0u);
+  EXPECT_EQ(f.cache->FindPrefix(tokens, 8).blocks, 0u);
+  size_t reused = 1;
+  const SeqId b = f.cache->NewSequenceFromPrefix(tokens, &reused, 9);
+  EXPECT_EQ(reused, 0u);
+  ASSERT_TRUE(f.cache->Append(b, tokens.size()).ok());
+  f.cache->CacheBlocks(b, tokens);  // the same tokens under key 9: registered as well
+  EXPECT_EQ(f.cache->FindPrefix(tokens, 9).blocks, 2u);
+  EXPECT_EQ(f.cache->FindPrefix(tokens, 7).blocks, 2u);
+  const SeqId c = f.cache->NewSequenceFromPrefix(tokens, &reused, 7);
+  EXPECT_EQ(reused, 8u);
+  EXPECT_EQ(f.cache->BlockTable(c), f.cache->BlockTable(a));
+  // A sequence's key changes only while it is empty.
+  EXPECT_FALSE(f.cache->SetPrefixKey(c, 9).ok());
+  EXPECT_TRUE(f.cache->SetPrefixKey(c, 7).ok());
+  const SeqId d = f.cache->NewSequence();
+  EXPECT_TRUE(f.cache->SetPrefixKey(d, 9).ok());
+}
+
 TEST(KvPrefixCache, IdleBlocksAreEvictedLeastRecentlyReleasedFirst) {
   auto f = Make(4, 4, 64);
   const std::vector<int32_t> first = {1, 2, 3, 4, 5, 6, 7, 8};

@@ -215,7 +215,7 @@ std::string Merged(const std::string& model, const std::vector<LoraFile>& lora,
 TEST(Lora, GgufAdapterAtRunTimeEqualsTheMergedModel) {
   const std::string adapter = Scratch("story.gguf");
   WriteGgufAdapter(adapter, StoryAdapter());
-  const std::vector<LoraFile> lora = {{adapter, 1.0f}};
+  const std::vector<LoraFile> lora = {{adapter, 1.0f, ""}};
   const auto base = Logits(StoryGguf());
   const auto at_run_time = Logits(StoryGguf(), lora);
   const auto merged = Logits(Merged(StoryGguf(), lora, "gguf"));
@@ -229,20 +229,90 @@ TEST(Lora, GgufAdapterAtRunTimeEqualsTheMergedModel) {
 TEST(Lora, ScaleZeroGivesTheBaseLogits) {
   const std::string adapter = Scratch("story_zero.gguf");
   WriteGgufAdapter(adapter, StoryAdapter());
-  EXPECT_LE(MaxAbsDiff(Logits(StoryGguf(), {{adapter, 0.0f}}), Logits(StoryGguf())), 1e-6f);
+  EXPECT_LE(MaxAbsDiff(Logits(StoryGguf(), {{adapter, 0.0f, ""}}), Logits(StoryGguf())), 1e-6f);
 }
 
 TEST(Lora, AdaptersAddUp) {
   const std::string adapter = Scratch("story_halves.gguf");
   WriteGgufAdapter(adapter, StoryAdapter());
-  const auto halves = Logits(StoryGguf(), {{adapter, 0.5f}, {adapter, 0.5f}});
-  EXPECT_LE(MaxAbsDiff(halves, Logits(StoryGguf(), {{adapter, 1.0f}})), 1e-4f);
+  const auto halves = Logits(StoryGguf(), {{adapter, 0.5f, ""}, {adapter, 0.5f, ""}});
+  EXPECT_LE(MaxAbsDiff(halves, Logits(StoryGguf(), {{adapter, 1.0f, ""}})), 1e-4f);
   // Two different adapters, merged together, as at run time.
   const std::string other = Scratch("story_other.gguf");
   WriteGgufAdapter(other, StoryAdapter(/*seed=*/9));
-  const std::vector<LoraFile> both = {{adapter, 0.7f}, {other, -0.4f}};
+  const std::vector<LoraFile> both = {{adapter, 0.7f, ""}, {other, -0.4f, ""}};
   EXPECT_LE(MaxAbsDiff(Logits(StoryGguf(), both), Logits(Merged(StoryGguf(), both, "both"))),
             1e-4f);
+}
+
+// Sequences that choose different adapters and scales, decoded in one batch, each get the logits
+// of an engine loaded with just their adapters.
+TEST(Lora, SequencesWithDifferentAdaptersShareABatch) {
+  const std::string first = Scratch("story_seq_a.gguf");
+  const std::string second = Scratch("story_seq_b.gguf");
+  WriteGgufAdapter(first, StoryAdapter());
+  WriteGgufAdapter(second, StoryAdapter(/*seed=*/9));
+  EngineOptions options;
+  options.n_threads = 2;
+  options.context = 64;
+  options.max_sequences = 4;
+  options.load_tokenizer = false;
+  options.lora = {{first, 1.0f, ""}, {second, 0.5f, ""}};
+  options.lora_per_sequence = true;
+  auto engine = Engine::Load(StoryGguf(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  const struct {
+    std::vector<float> scales;  // empty: as loaded
+    std::vector<LoraFile> alone;
+  } cases[] = {
+      {{1.0f, 0.0f}, {{first, 1.0f, ""}}},
+      {{0.0f, -0.4f}, {{second, -0.4f, ""}}},
+      {{0.0f, 0.0f}, {}},
+      {{}, {{first, 1.0f, ""}, {second, 0.5f, ""}}},
+      {{0.3f, 2.0f}, {{first, 0.3f, ""}, {second, 2.0f, ""}}},
+  };
+  Batch batch;
+  std::vector<SeqId> seqs;
+  for (const auto& c : cases) {
+    seqs.push_back((*engine)->NewSequence());
+    ASSERT_TRUE((*engine)->SetSequenceLora(seqs.back(), c.scales).ok());
+  }
+  // Interleaved in chunks, as a server's step mixes prompt chunks.
+  for (size_t begin = 0; begin < kIds.size(); begin += 8) {
+    batch.Clear();
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      for (size_t t = begin; t < begin + 8 && t < kIds.size(); ++t) {
+        batch.Add(kIds[t], int32_t(t), seqs[i], t + 1 == kIds.size());
+      }
+    }
+    std::vector<float> logits;
+    ASSERT_TRUE((*engine)->Decode(batch, &logits).ok());
+    if (begin + 8 < kIds.size()) continue;
+    const size_t n_vocab = logits.size() / std::size(cases);
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      const std::vector<float> solo = Logits(StoryGguf(), cases[i].alone);
+      ASSERT_FALSE(solo.empty());
+      const std::vector<float> last(solo.end() - long(n_vocab), solo.end());
+      const std::vector<float> batched(logits.begin() + long(i * n_vocab),
+                                       logits.begin() + long((i + 1) * n_vocab));
+      EXPECT_LE(MaxAbsDiff(batched, last), 1e-4f) << "case " << i;
+    }
+  }
+  // The choice is checked: the count, finite scales, and an empty sequence.
+  EXPECT_FALSE((*engine)->SetSequenceLora(seqs[0], std::vector<float>{1.0f}).ok());
+  EXPECT_FALSE((*engine)->SetSequenceLora(seqs[0], std::vector<float>{NAN, 0.0f}).ok());
+  EXPECT_FALSE((*engine)->SetSequenceLora(seqs[0], std::vector<float>{0.0f, 0.0f}).ok());
+  // A fork keeps its parent's adapters (so it continues as the parent would).
+  auto child = (*engine)->ForkSequence(seqs[1]);
+  ASSERT_TRUE(child.ok());
+  EXPECT_TRUE((*engine)->SetSequenceLora(*child, std::vector<float>{0.0f, -0.4f}).ok());
+  // Without lora_per_sequence every sequence has the loaded scales.
+  options.lora_per_sequence = false;
+  auto uniform = Engine::Load(StoryGguf(), options);
+  ASSERT_TRUE(uniform.ok());
+  const SeqId seq = (*uniform)->NewSequence();
+  EXPECT_FALSE((*uniform)->SetSequenceLora(seq, std::vector<float>{1.0f, 0.0f}).ok());
+  EXPECT_TRUE((*uniform)->SetSequenceLora(seq, std::vector<float>{1.0f, 0.5f}).ok());
 }
 
 TEST(Lora, PeftFolderEqualsTheMergedModelAndTheGgufAdapter) {
@@ -251,15 +321,15 @@ TEST(Lora, PeftFolderEqualsTheMergedModelAndTheGgufAdapter) {
   WritePeftFolder(folder, adapter);
   const std::string gguf = Scratch("story_same.gguf");
   WriteGgufAdapter(gguf, adapter);
-  const std::vector<LoraFile> peft = {{folder, 1.0f}};
+  const std::vector<LoraFile> peft = {{folder, 1.0f, ""}};
   const auto at_run_time = Logits(StoryGguf(), peft);
   const auto merged = Logits(Merged(StoryGguf(), peft, "peft"));
   EXPECT_LE(MaxAbsDiff(at_run_time, merged), 1e-4f);
   // The same update from the GGUF adapter (Q/K rows interleaved) and on the HF folder (rows
   // half-split): the rows are matched to the model's layout either way.
-  EXPECT_LE(MaxAbsDiff(at_run_time, Logits(StoryGguf(), {{gguf, 1.0f}})), 1e-4f);
+  EXPECT_LE(MaxAbsDiff(at_run_time, Logits(StoryGguf(), {{gguf, 1.0f, ""}})), 1e-4f);
   EXPECT_LE(MaxAbsDiff(at_run_time, Logits(StoryHf(), peft)), 1e-4f);
-  EXPECT_LE(MaxAbsDiff(at_run_time, Logits(StoryHf(), {{gguf, 1.0f}})), 1e-4f);
+  EXPECT_LE(MaxAbsDiff(at_run_time, Logits(StoryHf(), {{gguf, 1.0f, ""}})), 1e-4f);
 }
 
 TEST(Lora, RsLoraScalesByTheSquareRootOfTheRank) {
@@ -269,14 +339,14 @@ TEST(Lora, RsLoraScalesByTheSquareRootOfTheRank) {
   adapter.alpha = 4.0f;  // 4 / sqrt(4): factor 2 as well
   const std::string rslora = Scratch("story_rslora");
   WritePeftFolder(rslora, adapter, {{"use_rslora", true}});
-  EXPECT_LE(MaxAbsDiff(Logits(StoryGguf(), {{plain, 1.0f}}), Logits(StoryGguf(), {{rslora, 1.0f}})),
+  EXPECT_LE(MaxAbsDiff(Logits(StoryGguf(), {{plain, 1.0f, ""}}), Logits(StoryGguf(), {{rslora, 1.0f, ""}})),
             1e-5f);
 }
 
 TEST(Lora, RunsOnTheReferenceBackend) {
   const std::string adapter = Scratch("story_ref.gguf");
   WriteGgufAdapter(adapter, StoryAdapter());
-  const std::vector<LoraFile> lora = {{adapter, 1.0f}};
+  const std::vector<LoraFile> lora = {{adapter, 1.0f, ""}};
   EXPECT_LE(MaxAbsDiff(Logits(StoryGguf(), lora, "ref"), Logits(StoryGguf(), lora)), 1e-4f);
 }
 
@@ -289,7 +359,7 @@ TEST(Lora, FusedPhi3TensorsAreAdaptedThroughTheirParts) {
   ASSERT_FALSE(adapter.pairs.empty());
   const std::string folder = Scratch("phi3_peft");
   WritePeftFolder(folder, adapter);
-  const std::vector<LoraFile> lora = {{folder, 1.0f}};
+  const std::vector<LoraFile> lora = {{folder, 1.0f, ""}};
   const auto at_run_time = Logits(Phi3Gguf(), lora);
   EXPECT_LE(MaxAbsDiff(at_run_time, Logits(Merged(Phi3Gguf(), lora, "phi3"))), 1e-4f);
   EXPECT_GT(MaxAbsDiff(at_run_time, Logits(Phi3Gguf())), 1e-3f);
@@ -315,34 +385,34 @@ TEST(LoraErrors, GgufAdapters) {
   GgufAdapterOptions qwen;
   qwen.arch = "qwen2";
   WriteGgufAdapter(path, adapter, qwen);
-  ExpectOneLineError(LoadError({{path, 1.0f}}), "adapter for architecture 'qwen2'");
+  ExpectOneLineError(LoadError({{path, 1.0f, ""}}), "adapter for architecture 'qwen2'");
 
   GgufAdapterOptions negative;
   negative.alpha_override = -2.0f;
   WriteGgufAdapter(path, adapter, negative);
-  ExpectOneLineError(LoadError({{path, 1.0f}}), "adapter.lora.alpha -2 is invalid");
+  ExpectOneLineError(LoadError({{path, 1.0f, ""}}), "adapter.lora.alpha -2 is invalid");
 
   RandomAdapter wrong_shape = adapter;
   wrong_shape.pairs[0].b.resize(wrong_shape.pairs[0].b.size() / 2);  // half the output rows
   wrong_shape.pairs[0].n_out /= 2;
   WriteGgufAdapter(path, wrong_shape);
-  const std::string shape_error = LoadError({{path, 1.0f}});
+  const std::string shape_error = LoadError({{path, 1.0f, ""}});
   ExpectOneLineError(shape_error, "blk.0.attn_q.weight");
   ExpectOneLineError(shape_error, "do not fit the model's [128, 128]");
 
   RandomAdapter missing = adapter;
   missing.pairs[0].gguf_weight = "blk.7.attn_q.weight";
   WriteGgufAdapter(path, missing);
-  ExpectOneLineError(LoadError({{path, 1.0f}}), "tensor blk.7.attn_q.weight does not exist");
+  ExpectOneLineError(LoadError({{path, 1.0f, ""}}), "tensor blk.7.attn_q.weight does not exist");
 
   RandomAdapter embedding = adapter;
   embedding.pairs[0].gguf_weight = "token_embd.weight";
   embedding.pairs[0].rope_rows = false;
   WriteGgufAdapter(path, embedding);
-  ExpectOneLineError(LoadError({{path, 1.0f}}), "token embeddings is not supported");
+  ExpectOneLineError(LoadError({{path, 1.0f, ""}}), "token embeddings is not supported");
 
-  ExpectOneLineError(LoadError({{StoryGguf(), 1.0f}}), "not a LoRA adapter");
-  ExpectOneLineError(LoadError({{Scratch("absent.gguf"), 1.0f}}), "no such LoRA adapter");
+  ExpectOneLineError(LoadError({{StoryGguf(), 1.0f, ""}}), "not a LoRA adapter");
+  ExpectOneLineError(LoadError({{Scratch("absent.gguf"), 1.0f, ""}}), "no such LoRA adapter");
 }
 
 TEST(LoraErrors, HalfPairAndStrayTensors) {
@@ -354,46 +424,46 @@ TEST(LoraErrors, HalfPairAndStrayTensors) {
   writer.AddTensor("blk.0.attn_q.weight.lora_a", TensorDesc::Make(DType::kF32, {128, 4}),
                    [](void* dst) { std::memset(dst, 0, 128 * 4 * 4); });
   ASSERT_TRUE(writer.Write(path).ok());
-  ExpectOneLineError(LoadError({{path, 1.0f}}), "has lora A but not lora B");
+  ExpectOneLineError(LoadError({{path, 1.0f, ""}}), "has lora A but not lora B");
 
   writer.AddTensor("blk.0.attn_norm.weight", TensorDesc::Make(DType::kF32, {128}),
                    [](void* dst) { std::memset(dst, 0, 128 * 4); });
   ASSERT_TRUE(writer.Write(path).ok());
-  ExpectOneLineError(LoadError({{path, 1.0f}}), "is not a LoRA tensor");
+  ExpectOneLineError(LoadError({{path, 1.0f, ""}}), "is not a LoRA tensor");
 }
 
 TEST(LoraErrors, PeftFolders) {
   const RandomAdapter adapter = StoryAdapter();
   const std::string folder = Scratch("bad_peft");
   WritePeftFolder(folder, adapter, {{"r", 0}});
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "r (the rank) must be a positive integer");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "r (the rank) must be a positive integer");
   WritePeftFolder(folder, adapter, {{"r", "four"}});
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "r (the rank) must be a positive integer");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "r (the rank) must be a positive integer");
   WritePeftFolder(folder, adapter, {{"r", 8}});
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "has rank 4 but the adapter declares r = 8");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "has rank 4 but the adapter declares r = 8");
   WritePeftFolder(folder, adapter, {{"lora_alpha", -1}});
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "lora_alpha must be a positive number");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "lora_alpha must be a positive number");
   WritePeftFolder(folder, adapter, {{"lora_alpha", "x"}});
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "lora_alpha must be a positive number");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "lora_alpha must be a positive number");
   WritePeftFolder(folder, adapter, {{"peft_type", "IA3"}});
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "is not LORA");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "is not LORA");
   WritePeftFolder(folder, adapter, {{"use_dora", true}});
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "DoRA");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "DoRA");
 
   RandomAdapter wrong = adapter;
   wrong.pairs[1].n_in = 64;  // k_proj's A with half its columns
   wrong.pairs[1].a.resize(size_t(4 * 64));
   WritePeftFolder(folder, wrong);
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "model.layers.0.self_attn.k_proj.weight");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "model.layers.0.self_attn.k_proj.weight");
 
   RandomAdapter other_model = adapter;
   other_model.pairs[0].hf_module = "model.layers.0.self_attn.query";
   WritePeftFolder(folder, other_model);
-  ExpectOneLineError(LoadError({{folder, 1.0f}}),
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}),
                      "model.layers.0.self_attn.query.weight does not exist");
 
   std::filesystem::remove(folder + "/adapter_config.json");
-  ExpectOneLineError(LoadError({{folder, 1.0f}}), "adapter_config.json: cannot open");
+  ExpectOneLineError(LoadError({{folder, 1.0f, ""}}), "adapter_config.json: cannot open");
 }
 
 TEST(LoraErrors, ArgumentParsing) {
@@ -413,6 +483,16 @@ TEST(LoraErrors, ArgumentParsing) {
   EXPECT_EQ(colon->path, "c:/x/a.gguf");
   EXPECT_FALSE(ParseLoraArgument(":1").ok());
   EXPECT_FALSE(ParseLoraArgument("a.gguf:inf").ok());
+  // Names: the file's stem, or NAME=.
+  EXPECT_EQ(plain->name, "a");
+  EXPECT_EQ(ParseLoraArgument("peft/style/")->name, "style");
+  auto named = ParseLoraArgument("terse=dir/a.gguf:0.5");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->name, "terse");
+  EXPECT_EQ(named->path, "dir/a.gguf");
+  EXPECT_EQ(named->scale, 0.5f);
+  EXPECT_EQ(ParseLoraArgument("dir/x=y.gguf")->path, "dir/x=y.gguf");  // '/' is no name
+  EXPECT_FALSE(ParseLoraArgument("name=").ok());
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr RequestLimits kLimits{256, 1000, 8};
+constexpr RequestLimits kLimits{256, 1000, 8, {}};
 
 ApiResult Parse(const json& body, Endpoint endpoint = Endpoint::kCompletion,
                 CompletionRequest* out = nullptr) {

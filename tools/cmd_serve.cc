@@ -164,6 +164,9 @@ Runner AddServeCommand(CLI::App& app) {
     }
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
+    args->model.lora_per_sequence = true;  // requests choose their adapters (`lora`)
+    // The --lora arguments (names included) are checked before anything listens.
+    if (auto options = args->model.ToEngineOptions(); !options.ok()) return Fail(options.status());
     // The common mistake is one error line, before anything listens.
     std::error_code missing;
     if (!std::filesystem::exists(args->model.model_path, missing)) {

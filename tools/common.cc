@@ -234,9 +234,9 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
                  "with a --device list (vulkan:0,vulkan:1), share the offloaded blocks among the "
                  "devices in these proportions, e.g. 3,1 (default: equal)");
   app.add_option("--lora", lora,
-                 "LoRA adapter applied at run time, FILE[:SCALE] (default scale 1): a GGUF "
+                 "LoRA adapter applied at run time, [NAME=]FILE[:SCALE] (default scale 1): a GGUF "
                  "adapter or a PEFT folder (adapter_config.json + adapter_model.safetensors); "
-                 "repeatable")
+                 "repeatable; NAME (default: the file's stem) is how serve requests pick it")
       ->take_all()
       ->allow_extra_args(false);
 }
@@ -278,8 +278,16 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   }
   for (const std::string& text : lora) {
     PETREL_ASSIGN_OR_RETURN(LoraFile file, ParseLoraArgument(text));
+    // Requests pick adapters by name, so a server's names must differ.
+    for (const LoraFile& other : options.lora) {
+      if (lora_per_sequence && other.name == file.name) {
+        return Error("--lora %s: the name '%s' is taken by %s (name it: --lora NAME=FILE)",
+                     text.c_str(), file.name.c_str(), other.path.c_str());
+      }
+    }
     options.lora.push_back(std::move(file));
   }
+  options.lora_per_sequence = lora_per_sequence;
   if (!no_progress && ::isatty(STDERR_FILENO)) {
     // One line rewritten in place; ended when the file is done.
     options.map.progress = [](const std::string& path, size_t done, size_t total) {

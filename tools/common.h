@@ -59,7 +59,8 @@ struct ModelOptions {
   bool no_mmap = false;      // --no-mmap: read the weights into memory
   bool mlock = false;        // --mlock: lock the weights in RAM (a warning when refused)
   bool no_progress = false;  // --no-progress: no load progress line on a terminal
-  std::vector<std::string> lora;  // --lora FILE[:SCALE], repeatable
+  std::vector<std::string> lora;  // --lora [NAME=]FILE[:SCALE], repeatable
+  bool lora_per_sequence = false;  // EngineOptions::lora_per_sequence (serve)
   std::vector<std::string> override_tensor;  // --override-tensor PATTERN=DEVICE[,...], repeatable
   bool cpu_moe = false;                      // --cpu-moe: every block's experts on the CPU
   size_t n_cpu_moe = 0;                      // --n-cpu-moe N: the first N blocks' experts

@@ -87,6 +87,9 @@ Result<std::unique_ptr<Speculator>> DraftOptions::MakeSpeculator(const Engine& t
     draft_model.context = target.context();
     draft_model.context_option = nullptr;  // the target's context, whatever the draft's training
     draft_model.load_tokenizer = true;     // its vocabulary is compared
+    // Requests' own adapters reach the target only; the draft proposes under the loaded ones,
+    // which the target's verification makes exact whatever the request chose.
+    draft_model.lora_per_sequence = false;
     auto engine = draft_model.LoadEngine();
     if (!engine.ok())
       return Error("--draft %s: %s", draft_path.c_str(), engine.status().message().c_str());

@@ -129,6 +129,8 @@ bool HostBackend::Supports(const Node& node) const {
     case OpKind::kAddRows:
       return node.weight != nullptr && supports_weight_(node.weight->desc.dtype) &&
              node.add_rows.row >= 0 && node.add_rows.row < node.weight->desc.ne[1];
+    case OpKind::kScaleRows:
+      return node.row_scales >= 0;
     case OpKind::kRmsNorm:
     case OpKind::kGelu:
     case OpKind::kSiluMul:
@@ -478,6 +480,23 @@ Status HostBackend::Run(const Node& node, const ValueView* bound, const KvLayerV
       pool_.ParallelFor(size_t(x.desc.ne[1]), [&](size_t begin, size_t end) {
         const size_t offset = begin * cols;
         kernel(x_data + offset, node.scalar, (end - begin) * cols, out + offset);
+      });
+      return Status::Ok();
+    }
+    case OpKind::kScaleRows: {
+      if (node.row_scales < 0 || size_t(node.row_scales) >= batch_.n_row_scales) {
+        return Error("%s: scale_rows of layer %d reads row scales %d of the batch's %zu", name_,
+                     node.layer, node.row_scales, batch_.n_row_scales);
+      }
+      const TensorView& x = values[node.inputs[0]];
+      const float* x_data = x.as<const float>();
+      float* out = values[node.output].as<float>();
+      const size_t cols = size_t(x.desc.ne[0]);
+      const float* scales = batch_.row_scales + size_t(node.row_scales) * batch_.n_tokens;
+      pool_.ParallelFor(size_t(x.desc.ne[1]), [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) {
+          kernels_.scale(x_data + t * cols, scales[t], cols, out + t * cols);
+        }
       });
       return Status::Ok();
     }

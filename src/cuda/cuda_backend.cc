@@ -309,6 +309,7 @@ Status CudaBackend::Run(const Node& node, const ValueView* values, const KvLayer
     case OpKind::kLayerNorm:
     case OpKind::kGelu:
     case OpKind::kAddRows:
+    case OpKind::kScaleRows:
     case OpKind::kMlaAttention:
       status = Error("cuda: op %s is not implemented", OpName(node.op));
       break;

@@ -55,6 +55,7 @@ bool SupportsNode(const Node& node) {
     case OpKind::kGelu:
     case OpKind::kAddRows:
     case OpKind::kMlaAttention:  // latent attention runs on the host backends (the layer moves)
+    case OpKind::kScaleRows:     // per-sequence LoRA scales: the adapted layers run on the CPU
       return false;
     case OpKind::kCount:
       break;

@@ -25,7 +25,7 @@ size_t ActiveRequest::BlocksToStart(const Engine& engine, const Job& job) {
   const std::vector<int32_t>& prompt = job.prompt();
   const std::span<const int32_t> cacheable =
       std::span<const int32_t>(prompt).first(prompt.empty() ? 0 : prompt.size() - 1);
-  const KvPrefixMatch cached = engine.FindCachedPrefix(cacheable);
+  const KvPrefixMatch cached = engine.FindCachedPrefix(cacheable, job.request().lora_scales);
   const size_t block = engine.kv_block_tokens();
   const size_t blocks = (prompt.size() + block - 1) / block - cached.blocks;
   return blocks + cached.idle_blocks + job.request().n;
@@ -35,14 +35,14 @@ size_t ActiveRequest::BlocksToResume() const {
   const size_t block = engine_.kv_block_tokens();
   size_t total = 0;
   if (parent_ < 0 && !choices_.empty() && !choices_[0]->sequence) {  // preempted while sharing
-    const KvPrefixMatch cached = engine_.FindCachedPrefix(shared_);
+    const KvPrefixMatch cached = engine_.FindCachedPrefix(shared_, job_->request().lora_scales);
     total += (shared_.size() + block - 1) / block - cached.blocks + cached.idle_blocks;
     return total + choices_.size();
   }
   for (const auto& choice : choices_) {
     if (!choice->sequence || choice->sequence->finished()) continue;
     const std::vector<int32_t>& held = choice->sequence->held();
-    const KvPrefixMatch cached = engine_.FindCachedPrefix(held);
+    const KvPrefixMatch cached = engine_.FindCachedPrefix(held, job_->request().lora_scales);
     total += (held.size() + block) / block - cached.blocks + cached.idle_blocks + 1;
   }
   return total;
@@ -72,14 +72,15 @@ bool ActiveRequest::Resume() {
   Status status = Status::Ok();
   size_t reused = 0;
   if (!choices_.empty() && !choices_[0]->sequence) {  // preempted while sharing the prefill
-    parent_ = engine_.NewSequenceFromCache(shared_, &reused);
+    parent_ = engine_.NewSequenceFromCache(shared_, &reused, job_->request().lora_scales);
     shared_fed_ = reused;
     if (!sharing_prefill()) status = ForkChoices();
   } else {
     for (auto& choice : choices_) {
       if (!choice->sequence || choice->sequence->finished() || choice->seq >= 0) continue;
       size_t choice_reused = 0;
-      choice->seq = engine_.NewSequenceFromCache(choice->sequence->held(), &choice_reused);
+      choice->seq = engine_.NewSequenceFromCache(choice->sequence->held(), &choice_reused,
+                                                 job_->request().lora_scales);
       reused += choice_reused;
       status = choice->sequence->Resume(choice->seq);
       if (!status.ok()) break;
@@ -113,12 +114,12 @@ Result<std::unique_ptr<ActiveRequest>> ActiveRequest::Start(Engine& engine,
       std::span<const int32_t>(prompt).first(prompt.empty() ? 0 : prompt.size() - 1);
   size_t reused = 0;
   if (n > 1 && prompt.size() > 1) {
-    r.parent_ = engine.NewSequenceFromCache(cacheable, &reused);
+    r.parent_ = engine.NewSequenceFromCache(cacheable, &reused, r.job_->request().lora_scales);
     r.shared_.assign(prompt.begin(), prompt.end() - 1);
     r.shared_fed_ = reused;
   } else {
     for (size_t i = 0; i < n; ++i) {
-      const SeqId seq = engine.NewSequenceFromCache(cacheable, &reused);
+      const SeqId seq = engine.NewSequenceFromCache(cacheable, &reused, r.job_->request().lora_scales);
       PETREL_RETURN_IF_ERROR(
           r.StartChoice(i, seq, std::vector<int32_t>(prompt.begin() + long(reused), prompt.end()),
                         cacheable.first(reused)));

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/generation/sampling/sampling_fields.h"
+#include "server/lora_request.h"
 
 namespace petrel::server {
 namespace {
@@ -14,7 +15,8 @@ using json = nlohmann::ordered_json;
 // Beside these, every field of the sampler table (SamplingFields()) is known.
 constexpr std::string_view kFields[] = {
     "model", "messages",    "system",   "max_tokens", "stop_sequences", "stream",
-    "tools", "tool_choice", "metadata", "seed",       "logit_bias",     "dry_sequence_breakers"};
+    "tools", "tool_choice", "metadata", "seed",       "logit_bias",     "dry_sequence_breakers",
+    "lora"};
 
 ApiResult Invalid(const std::string& where, const std::string& message,
                   const std::string& code = "invalid_value") {
@@ -253,6 +255,7 @@ ApiResult ParseMessagesRequest(const std::string& body, const RequestLimits& lim
   PETREL_RETURN_IF_API_ERROR(fields.Integer("max_tokens", 1, int64_t(limits.context), &max_tokens));
   out->max_tokens = size_t(max_tokens);
   PETREL_RETURN_IF_API_ERROR(ReadSampling(request, limits, out));
+  PETREL_RETURN_IF_API_ERROR(ReadLoraField(request, limits.lora, &out->lora_scales));
   PETREL_RETURN_IF_API_ERROR(ReadStopStrings(request, "stop_sequences", out));
   PETREL_RETURN_IF_API_ERROR(ReadTools(request, out));
   PETREL_RETURN_IF_API_ERROR(fields.Boolean("stream", &out->stream));

@@ -164,7 +164,7 @@ ApiResult RefuseEmbeddingsOnly(const ServingModel& model) {
 RequestLimits LimitsOf(const ServingModel& model) {
   const Engine& engine = *model.engine;
   return RequestLimits{engine.context(), size_t(engine.config().n_vocab),
-                       model.scheduler->options().parallel};
+                       model.scheduler->options().parallel, engine.options().lora};
 }
 
 void RunJob(const ServingModel& model, std::shared_ptr<Job> job,

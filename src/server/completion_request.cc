@@ -9,6 +9,7 @@
 #include "core/generation/sampling/sampling_fields.h"
 #include "core/grammar/grammar.h"
 #include "core/grammar/json_schema.h"
+#include "server/lora_request.h"
 
 namespace petrel::server {
 namespace {
@@ -26,6 +27,7 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "stream",
                                               "stream_options",
                                               "user",
+                                              "lora",
                                               // Accepted and ignored (docs/SERVER.md): what
                                               // SDKs and agent frameworks send by default.
                                               "store",
@@ -365,6 +367,7 @@ ApiResult ParseCompletionRequest(const std::string& body, Endpoint endpoint,
   }
   out->max_tokens = size_t(max_tokens);
   PETREL_RETURN_IF_API_ERROR(ReadSampling(request, limits, out));
+  PETREL_RETURN_IF_API_ERROR(ReadLoraField(request, limits.lora, &out->lora_scales));
   PETREL_RETURN_IF_API_ERROR(ReadGrammar(request, out));
   PETREL_RETURN_IF_API_ERROR(ReadStopStrings(request, "stop", out));
   if (endpoint == Endpoint::kChat) {

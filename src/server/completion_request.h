@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/generation/sampling/sampler.h"  // SamplingParams
+#include "core/model/lora_adapter.h"            // LoraFile
 #include "server/json_fields.h"
 #include "server/reply_parser.h"
 #include "server/tool_call_grammar.h"
@@ -21,6 +23,7 @@ struct RequestLimits {
   size_t context = 0;  // tokens per sequence: max_tokens at most this
   size_t n_vocab = 0;  // logit_bias ids below this
   size_t max_n = 1;    // `n` at most this (--parallel: the choices run side by side)
+  std::span<const LoraFile> lora;  // the adapters `lora` may name (serve --lora)
 };
 
 struct CompletionRequest {
@@ -52,6 +55,9 @@ struct CompletionRequest {
   size_t top_logprobs = 0;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // `lora`: one scale per loaded adapter (0: not applied); empty: the scales they were loaded
+  // with (Engine::SetSequenceLora).
+  std::vector<float> lora_scales;
 };
 
 // Parses and checks `body`; a 400 names the first bad field.

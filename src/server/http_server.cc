@@ -12,6 +12,7 @@
 
 #include "server/connection_pool.h"
 #include "server/handlers.h"
+#include "server/lora_request.h"
 #include "server/web_ui.h"
 
 namespace petrel::server {
@@ -188,6 +189,12 @@ void HttpServer::Route() {
                                          {"created", 0},
                                          {"owned_by", "petrel"}}}}};
                res.set_content(body.dump(), "application/json");
+             }));
+  // llama-server's listing of the adapters a request's `lora` may pick.
+  server.Get("/lora-adapters", with_model([](const ServingModel& serving, const httplib::Request&,
+                                             httplib::Response& res) {
+               res.set_content(LoraAdaptersJson(serving.engine->options().lora).dump(),
+                               "application/json");
              }));
   // POST bodies are read here, bounded as they arrive: cpp-httplib 0.11 checks its payload
   // limit against a Content-Length only (it then skips the body and sets 413), and would

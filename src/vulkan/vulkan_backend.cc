@@ -159,6 +159,7 @@ bool VulkanBackend::Supports(const Node& node) const {
     case OpKind::kScale:
     case OpKind::kGetRows:
       return true;
+    case OpKind::kScaleRows:  // per-sequence LoRA scales: the adapted layers run on the CPU
     case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still offload
     case OpKind::kLayerNorm:  // the encoder's ops (and bidirectional attention) run on the host
     case OpKind::kGelu:
@@ -306,6 +307,7 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kLayerNorm:
     case OpKind::kGelu:
     case OpKind::kAddRows:
+    case OpKind::kScaleRows:
     case OpKind::kMlaAttention: return Error("vulkan: op %s is not implemented", OpName(node.op));
     case OpKind::kCount: break;
   }

@@ -123,6 +123,7 @@ struct Node {
   AddRowsParams add_rows = {};         // add_rows (its table is `weight`)
   MlaParams mla = {};                  // mla_attention (with `rope`)
   float scalar = 0.0f;                 // scale: the factor; softcap: the cap (> 0)
+  int32_t row_scales = 0;              // scale_rows: which of BatchContext's row-scale vectors
 };
 
 // Values are row-major f32 matrices of (rows, cols): rows = tokens (or selected tokens).

@@ -23,6 +23,7 @@ const char* OpName(OpKind op) {
     case OpKind::kGelu: return "gelu";
     case OpKind::kAddRows: return "add_rows";
     case OpKind::kMlaAttention: return "mla_attention";
+    case OpKind::kScaleRows: return "scale_rows";
     case OpKind::kCount: break;
   }
   return "?";

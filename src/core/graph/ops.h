@@ -35,6 +35,8 @@ enum class OpKind : uint8_t {
                   // shared rope key (tokens, rope); ropes q's rope part and the key, writes
                   // [c | key] into the layer's cache, attends over the cached latents with W_UK
                   // absorbed into q and applies W_UV after (out: tokens, heads x v_dim)
+  kScaleRows,  // out[t] = x[t] * s[t], s the batch's row-scale vector Node::row_scales
+               // (BatchContext::row_scales): each sequence's scale of a LoRA adapter
   kCount
 };
 

@@ -4,6 +4,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -19,8 +21,35 @@
 
 namespace petrel {
 
+namespace {
+
+bool IsAdapterName(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+// "dir/style.gguf" -> "style", "peft/folder/" -> "folder".
+std::string FileStem(std::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  const size_t slash = path.rfind('/');
+  if (slash != std::string_view::npos) path.remove_prefix(slash + 1);
+  const size_t dot = path.rfind('.');
+  if (dot != std::string_view::npos && dot > 0) path = path.substr(0, dot);
+  return std::string(path);
+}
+
+}  // namespace
+
 Result<LoraFile> ParseLoraArgument(std::string_view text) {
   LoraFile file;
+  const size_t equals = text.find('=');
+  struct stat info;
+  if (equals != std::string_view::npos && IsAdapterName(text.substr(0, equals)) &&
+      stat(std::string(text).c_str(), &info) != 0) {
+    file.name = std::string(text.substr(0, equals));
+    text.remove_prefix(equals + 1);
+  }
   file.path = std::string(text);
   const size_t colon = text.rfind(':');
   if (colon != std::string_view::npos) {
@@ -35,7 +64,8 @@ Result<LoraFile> ParseLoraArgument(std::string_view text) {
       file.scale = scale;
     }
   }
-  if (file.path.empty()) return Error("--lora needs a file: FILE or FILE:SCALE");
+  if (file.path.empty()) return Error("--lora needs a file: [NAME=]FILE[:SCALE]");
+  if (file.name.empty()) file.name = FileStem(file.path);
   return file;
 }
 
@@ -72,7 +102,7 @@ class LoraSetBuilder {
   // How an adapter scales and lays out its pairs.
   struct Adapter {
     std::string where;  // for messages
-    float user_scale = 1.0f;
+    float user_scale = 1.0f;                   // applied by the graph (LoraApplication)
     double alpha = 0.0;                        // 0: no alpha (GGUF), the factor is 1
     int64_t rank = 0;                          // the declared rank (PEFT's r); 0: each pair's own
     bool rslora = false;                       // alpha / sqrt(rank) instead of alpha / rank
@@ -82,6 +112,12 @@ class LoraSetBuilder {
   Status Add(const Adapter& adapter, const std::vector<Pair>& pairs) {
     for (const Pair& pair : pairs) PETREL_RETURN_IF_ERROR(AddPair(adapter, pair));
     return Status::Ok();
+  }
+
+  // Pairs added from now on belong to the adapter given `scale` as loaded.
+  void StartAdapter(float scale) {
+    adapter_index_ = int(set_->default_scales_.size());
+    set_->default_scales_.push_back(scale);
   }
 
   std::unique_ptr<LoraSet> Finish() { return std::move(set_); }
@@ -139,7 +175,7 @@ class LoraSetBuilder {
       return Error("%s: tensor %s has rank %lld but the adapter declares r = %lld", where, name,
                    (long long)rank, (long long)adapter.rank);
     }
-    double factor = adapter.user_scale;
+    double factor = 1.0;
     if (adapter.alpha > 0.0) {
       factor *= adapter.alpha / (adapter.rslora ? std::sqrt(double(rank)) : double(rank));
     }
@@ -149,7 +185,8 @@ class LoraSetBuilder {
       PermuteHeadRows(adapter.rows, b_f32);
     }
     const std::string stored = GgufWeightName(*target.spec, is_output ? -1 : target.layer);
-    set_->merges_.push_back(LoraMerge{stored, 0, LoraDelta{a_f32, b_f32}});
+    const LoraDelta delta{a_f32, b_f32, adapter_index_};
+    set_->merges_.push_back(LoraMerge{stored, 0, delta, adapter.user_scale});
 
     // The graph reads a fused tensor through its parts: each part gets its rows of B.
     bool fused = false;
@@ -169,10 +206,10 @@ class LoraSetBuilder {
         TensorView rows = b_f32;
         rows.desc.ne[1] = layer[j].desc.ne[1];
         rows.data = b_f32.as<float>() + first * rank;
-        set_->deltas_[{target.layer, j}].push_back(LoraDelta{a_f32, rows});
+        set_->deltas_[{target.layer, j}].push_back(LoraDelta{a_f32, rows, adapter_index_});
       }
     }
-    if (!fused) set_->deltas_[{target.layer, target.index}].push_back(LoraDelta{a_f32, b_f32});
+    if (!fused) set_->deltas_[{target.layer, target.index}].push_back(delta);
     return Status::Ok();
   }
 
@@ -222,6 +259,7 @@ class LoraSetBuilder {
   const ModelWeights& weights_;
   std::unique_ptr<LoraSet> set_;
   std::unordered_map<std::string, Target> by_name_;
+  int adapter_index_ = 0;  // the adapter whose pairs are being added
 };
 
 namespace {
@@ -392,6 +430,7 @@ Result<std::unique_ptr<LoraSet>> LoadLoraAdapters(const Architecture& arch,
                                                   std::span<const LoraFile> files) {
   LoraSetBuilder builder(arch, config, weights);
   for (const LoraFile& file : files) {
+    builder.StartAdapter(file.scale);
     struct stat info;
     if (stat(file.path.c_str(), &info) != 0) {
       return Error("%s: no such LoRA adapter file or folder", file.path.c_str());

@@ -9,23 +9,43 @@ namespace petrel {
 namespace {
 
 // Appends the nodes of an adapted matrix product and its updates to `out`:
-//   sum = W x (+ bias);  for each update: sum += B (A x)
-// with the last sum written to `result`, the value the graph's later nodes read.
-void AddUpdatedMatMul(Node node, const std::vector<LoraDelta>& deltas, ValueId result, Graph* out) {
+//   sum = W x (+ bias);  for each update that applies: sum += B (s · A x)
+// with the last node's output written to `result`, the value the graph's later nodes read.
+// The scale goes on A x, (rows, rank), the narrowest value of the update.
+void AddUpdatedMatMul(Node node, const std::vector<LoraDelta>& deltas,
+                      std::span<const LoraApplication> adapters, ValueId result, Graph* out) {
   const ValueId x = node.inputs[0];
   const int64_t rows = out->values[size_t(x)].rows;
   const int64_t n_out = out->values[size_t(result)].cols;
-  ValueId sum = out->Add(node, rows, n_out);
+  auto applies = [&](const LoraDelta& delta) { return adapters[size_t(delta.adapter)].applies(); };
+  size_t last = deltas.size();  // the last update that applies (the caller checked there is one)
   for (size_t k = 0; k < deltas.size(); ++k) {
+    if (applies(deltas[k])) last = k;
+  }
+  PETREL_CHECK(last < deltas.size());
+  ValueId sum = out->Add(node, rows, n_out);
+  for (size_t k = 0; k <= last; ++k) {
     const LoraDelta& delta = deltas[k];
+    if (!applies(delta)) continue;
+    const LoraApplication& how = adapters[size_t(delta.adapter)];
+    const int64_t rank = delta.a.desc.ne[1];
     Node down{OpKind::kMatMul, node.layer, {x}};
     down.weight = &delta.a;
-    const ValueId low_rank = out->Add(down, rows, delta.a.desc.ne[1]);  // (rows, rank)
+    ValueId low_rank = out->Add(down, rows, rank);  // (rows, rank)
+    if (how.row_scales >= 0) {
+      Node scale{OpKind::kScaleRows, node.layer, {low_rank}};
+      scale.row_scales = how.row_scales;
+      low_rank = out->Add(scale, rows, rank);
+    } else if (how.uniform != 1.0f) {
+      Node scale{OpKind::kScale, node.layer, {low_rank}};
+      scale.scalar = how.uniform;
+      low_rank = out->Add(scale, rows, rank);
+    }
     Node up{OpKind::kMatMul, node.layer, {low_rank}};
     up.weight = &delta.b;
     const ValueId update = out->Add(up, rows, n_out);
     Node add{OpKind::kAdd, node.layer, {sum, update}};
-    if (k + 1 < deltas.size()) {
+    if (k < last) {
       sum = out->Add(add, rows, n_out);
     } else {
       add.output = result;
@@ -36,7 +56,21 @@ void AddUpdatedMatMul(Node node, const std::vector<LoraDelta>& deltas, ValueId r
 
 }  // namespace
 
-void LoraSet::AddToGraph(const ModelWeights& weights, const Graph& graph, Graph* out) const {
+std::vector<LoraApplication> LoraSet::DefaultApplications() const {
+  std::vector<LoraApplication> applications(default_scales_.size());
+  for (size_t k = 0; k < applications.size(); ++k) applications[k].uniform = default_scales_[k];
+  return applications;
+}
+
+std::vector<LoraApplication> LoraSet::PerRowApplications() const {
+  std::vector<LoraApplication> applications(default_scales_.size());
+  for (size_t k = 0; k < applications.size(); ++k) applications[k].row_scales = int32_t(k);
+  return applications;
+}
+
+void LoraSet::AddToGraph(const ModelWeights& weights, const Graph& graph,
+                         std::span<const LoraApplication> adapters, Graph* out) const {
+  PETREL_CHECK(adapters.size() == default_scales_.size());
   const int n_layers = int(weights.layers.size());
   // The updates of the weight `weight` a node of `layer` reads; nullptr when none. Weights are
   // recognised by where their view lives in `weights`, so a placed copy works as the original.
@@ -57,7 +91,12 @@ void LoraSet::AddToGraph(const ModelWeights& weights, const Graph& graph, Graph*
       return nullptr;
     }
     const auto found = deltas_.find(key);
-    return found == deltas_.end() ? nullptr : &found->second;
+    if (found == deltas_.end()) return nullptr;
+    // A matrix none of whose adapters applies in this pass keeps its plain node.
+    for (const LoraDelta& delta : found->second) {
+      if (adapters[size_t(delta.adapter)].applies()) return &found->second;
+    }
+    return nullptr;
   };
 
   out->values = graph.values;  // assignments keep the capacity of a reused `out`
@@ -66,7 +105,7 @@ void LoraSet::AddToGraph(const ModelWeights& weights, const Graph& graph, Graph*
   for (const Node& node : graph.nodes) {
     if (node.op == OpKind::kMatMul) {
       if (const auto* deltas = find(node.layer, node.weight)) {
-        AddUpdatedMatMul(node, *deltas, node.output, out);
+        AddUpdatedMatMul(node, *deltas, adapters, node.output, out);
         continue;
       }
     } else if (node.op == OpKind::kGatedFfn) {
@@ -85,7 +124,7 @@ void LoraSet::AddToGraph(const ModelWeights& weights, const Graph& graph, Graph*
           product.weight = matrices[h];
           if (updates[h]) {
             halves[h] = out->AddValue(rows, n_ff);
-            AddUpdatedMatMul(product, *updates[h], halves[h], out);
+            AddUpdatedMatMul(product, *updates[h], adapters, halves[h], out);
           } else {
             halves[h] = out->Add(product, rows, n_ff);
           }
@@ -102,12 +141,13 @@ void LoraSet::AddToGraph(const ModelWeights& weights, const Graph& graph, Graph*
 
 Result<std::unique_ptr<LoraSet>> LoraSet::Placed(const PlaceFn& place) const {
   auto placed = std::make_unique<LoraSet>();
+  placed->default_scales_ = default_scales_;
   for (const auto& [key, deltas] : deltas_) {
     std::vector<LoraDelta>& copies = placed->deltas_[key];
     for (const LoraDelta& delta : deltas) {
       PETREL_ASSIGN_OR_RETURN(TensorView a, place(key.first, delta.a));
       PETREL_ASSIGN_OR_RETURN(TensorView b, place(key.first, delta.b));
-      copies.push_back(LoraDelta{a, b});
+      copies.push_back(LoraDelta{a, b, delta.adapter});
     }
   }
   return placed;
@@ -132,7 +172,7 @@ void ApplyLoraMerges(std::span<const LoraMerge* const> merges, int64_t row_index
     const float* coefficients = b.as<const float>() + r * rank;
     for (int64_t k = 0; k < rank; ++k) {
       const float* a_row = a.as<const float>() + k * int64_t(n_in);
-      const float c = coefficients[k];
+      const float c = merge->scale * coefficients[k];
       for (size_t j = 0; j < n_in; ++j) row[j] += c * a_row[j];
     }
   }

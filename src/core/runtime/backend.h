@@ -76,6 +76,10 @@ struct BatchContext {
   // Rows kept for the output head (tokens whose logits are wanted).
   const int32_t* selected_rows = nullptr;  // (n_selected)
   size_t n_selected = 0;
+  // Per-row scales read by scale_rows nodes: vector v is row_scales[v * n_tokens ..
+  // (v + 1) * n_tokens) (one per LoRA adapter, each token's sequence's scale of it).
+  const float* row_scales = nullptr;  // (n_row_scales, n_tokens)
+  size_t n_row_scales = 0;
 };
 
 class Backend {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -223,8 +224,11 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     Graph probe;
     engine->model_->arch->build_graph(config, engine->model_->weights, 1, 1, &probe);
     if (const LoraSet* lora = engine->model_->lora.get()) {
+      // Every node a pass may add: per-row scales when sequences choose their adapters.
+      const std::vector<LoraApplication> applications =
+          opts.lora_per_sequence ? lora->PerRowApplications() : lora->DefaultApplications();
       Graph adapted;
-      lora->AddToGraph(engine->model_->weights, probe, &adapted);
+      lora->AddToGraph(engine->model_->weights, probe, applications, &adapted);
       probe = std::move(adapted);
     }
     PETREL_RETURN_IF_ERROR(PlaceSupportedNodes(probe, engine->model_->weights, engine->backends_,
@@ -546,7 +550,8 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   }
   const Graph* pass = &graph_;
   if (placed_lora_) {
-    placed_lora_->AddToGraph(placed_, graph_, &lora_graph_);
+    ChooseLoraApplications(n);
+    placed_lora_->AddToGraph(placed_, graph_, lora_applications_, &lora_graph_);
     pass = &lora_graph_;
   }
   BatchContext context;
@@ -563,6 +568,8 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   context.n_ctx_all = n_ctx_all_.data();
   context.selected_rows = selected_.data();
   context.n_selected = selected_.size();
+  context.row_scales = lora_row_scales_.data();
+  context.n_row_scales = n ? lora_row_scales_.size() / n : 0;
   std::vector<float>* out = any_wanted && logits ? logits : &unwanted_logits_;
   out->resize(selected_.size() * width);
   Status status = executor_->Run(*pass, context, *kv_, out->data());
@@ -572,6 +579,99 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   }
   if (!any_wanted && logits) logits->clear();
   return Status::Ok();
+}
+
+uint64_t Engine::LoraKey(std::span<const float> scales) const {
+  const std::span<const float> loaded =
+      model_->lora ? model_->lora->default_scales() : std::span<const float>();
+  if (scales.empty()) scales = loaded;
+  uint64_t key = 0;
+  for (size_t k = 0; k < scales.size(); ++k) {
+    if (scales[k] == 0.0f) continue;  // -0 too: an adapter that does not apply
+    uint32_t bits;
+    std::memcpy(&bits, &scales[k], sizeof(bits));
+    // splitmix64 steps over (index, scale bits); never 0 once an adapter applies.
+    uint64_t h = key ^ ((uint64_t(k) << 32) | bits);
+    h += 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    key = (h ^ (h >> 31)) | 1;
+  }
+  return key;
+}
+
+Status Engine::CheckLoraScales(std::span<const float> scales) const {
+  if (scales.empty()) return Status::Ok();
+  if (scales.size() != n_lora()) {
+    return Error("%zu LoRA scales for %zu adapters", scales.size(), n_lora());
+  }
+  for (size_t k = 0; k < scales.size(); ++k) {
+    if (!std::isfinite(scales[k])) return Error("LoRA adapter %zu: scale is not finite", k);
+  }
+  if (n_lora() > 0 && !options_.lora_per_sequence) {
+    const std::span<const float> loaded = model_->lora->default_scales();
+    if (!std::equal(scales.begin(), scales.end(), loaded.begin(), loaded.end())) {
+      return Error("this engine applies its LoRA adapters to every sequence alike "
+                   "(EngineOptions::lora_per_sequence is off)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Engine::SetSequenceLora(SeqId seq, std::span<const float> scales) {
+  PETREL_RETURN_IF_ERROR(CheckLoraScales(scales));
+  if (!kv_->HasSequence(seq)) return Error("sequence %d does not exist", seq);
+  PETREL_RETURN_IF_ERROR(kv_->SetPrefixKey(seq, LoraKey(scales)));
+  const std::span<const float> loaded =
+      model_->lora ? model_->lora->default_scales() : std::span<const float>();
+  if (scales.empty() || std::equal(scales.begin(), scales.end(), loaded.begin(), loaded.end())) {
+    seq_lora_.erase(seq);
+  } else {
+    seq_lora_[seq].assign(scales.begin(), scales.end());
+  }
+  return Status::Ok();
+}
+
+SeqId Engine::NewSequenceFromCache(std::span<const int32_t> tokens, size_t* reused_tokens,
+                                   std::span<const float> lora_scales) {
+  const SeqId seq = kv_->NewSequenceFromPrefix(tokens, reused_tokens, LoraKey(lora_scales));
+  // The key already matches; this records the scales the passes read.
+  const Status set = SetSequenceLora(seq, lora_scales);
+  PETREL_CHECK(set.ok());  // the caller checked the scales (CheckLoraScales)
+  return seq;
+}
+
+Result<SeqId> Engine::ForkSequence(SeqId seq) {
+  PETREL_ASSIGN_OR_RETURN(const SeqId child, kv_->Fork(seq));
+  if (auto found = seq_lora_.find(seq); found != seq_lora_.end()) {
+    seq_lora_[child] = found->second;
+  }
+  return child;
+}
+
+void Engine::ChooseLoraApplications(size_t n_tokens) {
+  const std::span<const float> loaded = placed_lora_->default_scales();
+  const size_t n_adapters = loaded.size();
+  lora_applications_.assign(n_adapters, LoraApplication{});
+  lora_row_scales_.clear();
+  // Each batch sequence's scales (batch_seqs_ order); most sequences keep the loaded ones.
+  auto scale_of = [&](size_t s, size_t k) {
+    const auto found = seq_lora_.find(batch_seqs_[s]);
+    return found == seq_lora_.end() ? loaded[k] : found->second[k];
+  };
+  for (size_t k = 0; k < n_adapters; ++k) {
+    const float first = scale_of(0, k);
+    bool uniform = true;
+    for (size_t s = 1; s < batch_seqs_.size() && uniform; ++s) uniform = scale_of(s, k) == first;
+    if (uniform) {
+      lora_applications_[k].uniform = first;
+      continue;
+    }
+    lora_applications_[k].row_scales = int32_t(lora_row_scales_.size() / n_tokens);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      lora_row_scales_.push_back(scale_of(size_t(token_seq_[t]), k));
+    }
+  }
 }
 
 Status Engine::Prefill(SeqId seq, const std::vector<int32_t>& tokens, bool all_logits,

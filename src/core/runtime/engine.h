@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -59,6 +60,10 @@ struct EngineOptions {
   bool load_tokenizer = true;
   MapOptions map;  // weight files: mapped (default) or read into memory, locked, load progress
   std::vector<LoraFile> lora;  // LoRA adapters added to every pass (LoraSet::AddToGraph)
+  // Sequences may choose their own adapters and scales (SetSequenceLora), batched together.
+  // Adapted layers then need per-row scales (scale_rows), so a device backend without them
+  // leaves those layers on the CPU.
+  bool lora_per_sequence = false;
   bool prequantized_as_f32 = false;  // LoadOptions::prequantized_as_f32
   std::function<void(ModelConfig&)> edit_config;  // LoadOptions::edit_config
 };
@@ -116,11 +121,16 @@ class Engine {
   void EnableProfiling(bool enabled);
   std::vector<BackendProfile> TakeProfile();
 
-  // Sequences: each holds the K/V rows of up to context() tokens in the paged cache.
-  SeqId NewSequence() { return kv_->NewSequence(); }
-  void FreeSequence(SeqId seq) { kv_->FreeSequence(seq); }
-  // A new sequence with the same tokens; it shares their K/V blocks until either one writes.
-  Result<SeqId> ForkSequence(SeqId seq) { return kv_->Fork(seq); }
+  // Sequences: each holds the K/V rows of up to context() tokens in the paged cache. A new
+  // sequence gets the adapters as loaded (EngineOptions::lora, each at its scale).
+  SeqId NewSequence() { return kv_->NewSequence(LoraKey({})); }
+  void FreeSequence(SeqId seq) {
+    kv_->FreeSequence(seq);
+    seq_lora_.erase(seq);
+  }
+  // A new sequence with the same tokens and adapters; it shares their K/V blocks until either
+  // one writes.
+  Result<SeqId> ForkSequence(SeqId seq);
   bool HasSequence(SeqId seq) const { return kv_->HasSequence(seq); }
   size_t SequenceLength(SeqId seq) const { return kv_->Length(seq); }  // tokens stored
   // Drops tokens past `length` (for example to re-run a turn).
@@ -134,14 +144,23 @@ class Engine {
   // Blocks a Step feeding `n_new` more tokens to `seq` would take from the free ones.
   size_t KvBlocksToAppend(SeqId seq, size_t n_new) const { return kv_->BlocksToAppend(seq, n_new); }
 
+  // LoRA adapters per sequence (EngineOptions::lora_per_sequence): `scales` has one entry per
+  // loaded adapter (0: not applied); empty means the scales as loaded. Checked: the count,
+  // finite scales, and a sequence that holds no tokens yet (its K/V would mix two sets).
+  size_t n_lora() const { return options_.lora.size(); }
+  Status CheckLoraScales(std::span<const float> scales) const;
+  Status SetSequenceLora(SeqId seq, std::span<const float> scales);
+
   // Prefix caching (see KvCache): a new sequence over the longest cached prefix of `tokens`
-  // (whole blocks), and the registration of a sequence's full blocks once computed.
-  KvPrefixMatch FindCachedPrefix(std::span<const int32_t> tokens) const {
-    return kv_->FindPrefix(tokens);
+  // (whole blocks) computed under the same adapters, and the registration of a sequence's full
+  // blocks once computed. `lora_scales` as SetSequenceLora's, and checked first by the caller
+  // (CheckLoraScales); the new sequence gets those adapters.
+  KvPrefixMatch FindCachedPrefix(std::span<const int32_t> tokens,
+                                 std::span<const float> lora_scales = {}) const {
+    return kv_->FindPrefix(tokens, LoraKey(lora_scales));
   }
-  SeqId NewSequenceFromCache(std::span<const int32_t> tokens, size_t* reused_tokens) {
-    return kv_->NewSequenceFromPrefix(tokens, reused_tokens);
-  }
+  SeqId NewSequenceFromCache(std::span<const int32_t> tokens, size_t* reused_tokens,
+                             std::span<const float> lora_scales = {});
   void CacheSequenceBlocks(SeqId seq, std::span<const int32_t> tokens) {
     kv_->CacheBlocks(seq, tokens);
   }
@@ -209,6 +228,12 @@ class Engine {
   bool HasDeviceMemory(BackendId b) const;
   // One forward pass; `first` is the index of batch[0] in the caller's batch (for messages).
   Status DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits);
+  // The prefix-cache key of an adapter set (`scales` as SetSequenceLora's): 0 when no adapter
+  // applies, else a hash of each applied adapter's index and scale.
+  uint64_t LoraKey(std::span<const float> scales) const;
+  // The adapters of this pass: per adapter, one scale for all rows or its row-scale vector
+  // (lora_row_scales_), from each batch sequence's scales.
+  void ChooseLoraApplications(size_t n_tokens);
 
   EngineOptions options_;
   std::unique_ptr<LoadedModel> model_;
@@ -222,6 +247,9 @@ class Engine {
   // Per-batch scratch, kept so that decode steps of a steady shape allocate nothing.
   Graph graph_;
   Graph lora_graph_;  // graph_ with the adapters' nodes, when there are adapters
+  std::map<SeqId, std::vector<float>> seq_lora_;  // sequences not on the loaded scales
+  std::vector<LoraApplication> lora_applications_;  // per adapter, for the current pass
+  std::vector<float> lora_row_scales_;  // (n_row_scales, n_tokens) of the current pass
   std::vector<SeqId> batch_seqs_;          // the batch's sequences, in order of first token
   std::vector<size_t> seq_start_;          // per batch sequence: its length before the batch
   std::vector<size_t> seq_tokens_;         // per batch sequence: its tokens in the batch

@@ -23,6 +23,11 @@ uint64_t BlockHash(uint64_t parent_hash, std::span<const int32_t> tokens) {
 
 constexpr uint64_t kRootHash = 0x70657472656c6b76ull;
 
+// The parent hash of a sequence's first block: the prefix key starts the chain.
+uint64_t RootHash(uint64_t prefix_key) {
+  return prefix_key == 0 ? kRootHash : Mix(kRootHash ^ Mix(prefix_key));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& layer_backends,
@@ -83,12 +88,25 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
   return cache;
 }
 
-SeqId KvCache::NewSequence() {
+SeqId KvCache::NewSequence(uint64_t prefix_key) {
   const SeqId seq = next_seq_++;
   Sequence& s = seqs_[seq];
+  s.prefix_key = prefix_key;
   // The whole context's block table up front, so that decode steps never grow it.
   s.blocks.reserve((options_.context + options_.block_tokens - 1) / options_.block_tokens);
   return seq;
+}
+
+Status KvCache::SetPrefixKey(SeqId seq, uint64_t prefix_key) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return Error("sequence %d does not exist", seq);
+  if (it->second.prefix_key == prefix_key) return Status::Ok();
+  if (it->second.length != 0) {
+    return Error("sequence %d already holds %zu tokens computed under other adapters", seq,
+                 it->second.length);
+  }
+  it->second.prefix_key = prefix_key;
+  return Status::Ok();
 }
 
 void KvCache::FreeSequence(SeqId seq) {
@@ -164,28 +182,30 @@ int32_t KvCache::TakeBlock() {
   return block;
 }
 
-int32_t KvCache::Lookup(int32_t parent, std::span<const int32_t> tokens, uint64_t* hash) const {
-  const uint64_t h = BlockHash(parent < 0 ? kRootHash : info_[size_t(parent)].hash, tokens);
+int32_t KvCache::Lookup(int32_t parent, std::span<const int32_t> tokens, uint64_t prefix_key,
+                        uint64_t* hash) const {
+  const uint64_t h =
+      BlockHash(parent < 0 ? RootHash(prefix_key) : info_[size_t(parent)].hash, tokens);
   if (hash) *hash = h;
   auto it = by_hash_.find(h);
   if (it == by_hash_.end()) return -1;
   const int32_t block = it->second;
   const BlockInfo& info = info_[size_t(block)];
   // The hash only finds a candidate; its parent and its tokens decide.
-  if (!info.registered || info.parent != parent) return -1;
+  if (!info.registered || info.parent != parent || info.prefix_key != prefix_key) return -1;
   if (parent >= 0 && info.parent_generation != info_[size_t(parent)].generation) return -1;
   const std::span<const int32_t> held = BlockTokens(block);
   if (!std::equal(held.begin(), held.end(), tokens.begin(), tokens.end())) return -1;
   return block;
 }
 
-KvPrefixMatch KvCache::FindPrefix(std::span<const int32_t> tokens) const {
+KvPrefixMatch KvCache::FindPrefix(std::span<const int32_t> tokens, uint64_t prefix_key) const {
   KvPrefixMatch match;
   const size_t bt = options_.block_tokens;
   const size_t limit = std::min(tokens.size(), options_.context);
   int32_t parent = -1;
   for (size_t i = 0; (i + 1) * bt <= limit; ++i) {
-    const int32_t block = Lookup(parent, tokens.subspan(i * bt, bt), nullptr);
+    const int32_t block = Lookup(parent, tokens.subspan(i * bt, bt), prefix_key, nullptr);
     if (block < 0) break;
     ++match.blocks;
     if (refcount_[size_t(block)] == 0) ++match.idle_blocks;
@@ -194,14 +214,15 @@ KvPrefixMatch KvCache::FindPrefix(std::span<const int32_t> tokens) const {
   return match;
 }
 
-SeqId KvCache::NewSequenceFromPrefix(std::span<const int32_t> tokens, size_t* reused_tokens) {
-  const SeqId seq = NewSequence();
+SeqId KvCache::NewSequenceFromPrefix(std::span<const int32_t> tokens, size_t* reused_tokens,
+                                     uint64_t prefix_key) {
+  const SeqId seq = NewSequence(prefix_key);
   Sequence& s = seqs_[seq];
   const size_t bt = options_.block_tokens;
   const size_t limit = std::min(tokens.size(), options_.context);
   int32_t parent = -1;
   for (size_t i = 0; (i + 1) * bt <= limit; ++i) {
-    const int32_t block = Lookup(parent, tokens.subspan(i * bt, bt), nullptr);
+    const int32_t block = Lookup(parent, tokens.subspan(i * bt, bt), prefix_key, nullptr);
     if (block < 0) break;
     Acquire(block);
     s.blocks.push_back(block);
@@ -233,10 +254,11 @@ void KvCache::CacheBlocks(SeqId seq, std::span<const int32_t> tokens) {
     // could never be found.
     if (parent >= 0 && !info_[size_t(parent)].registered) continue;
     uint64_t hash = 0;
-    if (Lookup(parent, block_tokens, &hash) >= 0 || by_hash_.count(hash) != 0) {
+    if (Lookup(parent, block_tokens, s.prefix_key, &hash) >= 0 || by_hash_.count(hash) != 0) {
       continue;  // the same tokens are already cached in another block, or a hash collision
     }
     info.hash = hash;
+    info.prefix_key = s.prefix_key;
     info.registered = true;
     info.parent = parent;
     info.parent_generation = parent < 0 ? 0 : info_[size_t(parent)].generation;

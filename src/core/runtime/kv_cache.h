@@ -7,6 +7,11 @@
 // no sequence uses stays cached, counted as free, and is reused least-recently-released first
 // when free blocks run out. A hash only finds a candidate: the candidate's token ids and its
 // parent block are compared, so a collision can never hand out the wrong K/V.
+//
+// Each sequence has a prefix key, the identity of whatever else decides its K/V besides its
+// tokens (the LoRA adapters applied to it and their scales; 0: none). It seeds the hash chain
+// and is kept with every registered block, so a prefix computed under one key is never found
+// under another.
 #pragma once
 
 #include <cstdint>
@@ -47,11 +52,15 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   // Sequences.
-  SeqId NewSequence();
-  // A new sequence holding the longest run of registered blocks that `tokens` starts with;
-  // `reused_tokens` (if given) gets how many tokens that is (a multiple of block_tokens()).
-  SeqId NewSequenceFromPrefix(std::span<const int32_t> tokens, size_t* reused_tokens);
-  KvPrefixMatch FindPrefix(std::span<const int32_t> tokens) const;
+  SeqId NewSequence(uint64_t prefix_key = 0);
+  // A new sequence of prefix key `prefix_key` holding the longest run of blocks registered
+  // under that key that `tokens` starts with; `reused_tokens` (if given) gets how many tokens
+  // that is (a multiple of block_tokens()).
+  SeqId NewSequenceFromPrefix(std::span<const int32_t> tokens, size_t* reused_tokens,
+                              uint64_t prefix_key = 0);
+  KvPrefixMatch FindPrefix(std::span<const int32_t> tokens, uint64_t prefix_key = 0) const;
+  // Changes the prefix key of an empty sequence (its K/V would otherwise mix two keys).
+  Status SetPrefixKey(SeqId seq, uint64_t prefix_key);
   // Registers the full blocks of `seq` not registered yet; `tokens` are its tokens from position
   // 0 (at most Length(seq)); a negative id (unknown) ends the registration there.
   void CacheBlocks(SeqId seq, std::span<const int32_t> tokens);
@@ -102,11 +111,13 @@ class KvCache {
     std::vector<int32_t> blocks;
     size_t length = 0;
     size_t registered = 0;  // leading blocks registered in the prefix cache
+    uint64_t prefix_key = 0;
   };
   // A block's prefix-cache entry; `generation` changes whenever the block is registered anew,
   // so that a child can tell its parent from a later reuse of the same block.
   struct BlockInfo {
     uint64_t hash = 0;
+    uint64_t prefix_key = 0;  // of the sequence that registered it
     bool registered = false;
     int32_t parent = -1;
     uint32_t parent_generation = 0;
@@ -122,8 +133,10 @@ class KvCache {
   void Unregister(int32_t block);
   void LruPushBack(int32_t block);
   void LruRemove(int32_t block);
-  // The registered block holding `tokens` after `parent` (-1: at position 0), or -1.
-  int32_t Lookup(int32_t parent, std::span<const int32_t> tokens, uint64_t* hash) const;
+  // The registered block holding `tokens` after `parent` (-1: at position 0) under
+  // `prefix_key`, or -1.
+  int32_t Lookup(int32_t parent, std::span<const int32_t> tokens, uint64_t prefix_key,
+                 uint64_t* hash) const;
   std::span<const int32_t> BlockTokens(int32_t block) const {
     return std::span<const int32_t>(block_tokens_).subspan(size_t(block) * options_.block_tokens,
                                                            options_.block_tokens);

@@ -58,9 +58,9 @@ Result<std::vector<size_t>> ArenaBytesPerBackend(const LoadedModel& model,
                                                  size_t tokens) {
   Graph graph;
   model.arch->build_graph(model.config, model.weights, tokens, 1, &graph);
-  if (model.lora) {  // the adapters' values live in the same arenas
+  if (model.lora) {  // the adapters' values live in the same arenas, as many as a pass can add
     Graph adapted;
-    model.lora->AddToGraph(model.weights, graph, &adapted);
+    model.lora->AddToGraph(model.weights, graph, model.lora->PerRowApplications(), &adapted);
     graph = std::move(adapted);
   }
   PETREL_ASSIGN_OR_RETURN(ArenaLayout layout,
