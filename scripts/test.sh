@@ -2,8 +2,9 @@
 # Second command of the README: set up, build, and run every test suite: the unit, parity, cli
 # and gpu (Vulkan, CUDA; skipped, saying why, without a device) tests, the load suite (`petrel serve`
 # under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan,
-# then the aarch64 cross build's unit and parity suites under qemu (PETREL_CROSS=0 leaves that
-# out). Each part's time is printed as it ends ("test.sh: PART took N s").
+# then each fuzz target for a few seconds where clang has libFuzzer (PETREL_FUZZ=0 leaves that
+# out), then the aarch64 cross build's unit and parity suites under qemu (PETREL_CROSS=0 leaves
+# that out). Each part's time is printed as it ends ("test.sh: PART took N s").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 part_start=$SECONDS
@@ -37,6 +38,19 @@ ninja -C build-asan ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} "${targets[@]}
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
 part_done "sanitizer build and malformed suite"
+
+# Coverage-guided fuzzing (docs/FUZZING.md), where clang has libFuzzer: each fuzz target built
+# in build-fuzz and run for PETREL_FUZZ_SECONDS (default 20) from its seed corpus; a crash fails
+# the run and leaves the input in fuzz/crashes/. Without clang it is skipped, saying why (the
+# corpora are still replayed by the malformed suite above). PETREL_FUZZ=0 leaves it out.
+if [ "${PETREL_FUZZ:-1}" = "1" ]; then
+  if scripts/fuzz.sh --check; then
+    scripts/fuzz.sh all "${PETREL_FUZZ_SECONDS:-20}" || status=1
+  else
+    echo "test.sh: fuzzing skipped: no clang++ with -fsanitize=fuzzer (apt-get install clang)" >&2
+  fi
+  part_done "fuzz targets"
+fi
 
 # The aarch64 board build (docs/EMBEDDED.md): cross-compiled, then the unit and parity suites
 # under qemu-user on a NEON-only core (cortex-a72) and on one with SVE2 (max), each with its own
