@@ -29,11 +29,12 @@ if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbenchmarks=disabled ${PETREL_MESON_ARGS:-} >&2
 fi
-asan_tests=$(meson introspect build-asan --tests | python3 -c '
-import json, sys
-print(" ".join(t["name"] for t in json.load(sys.stdin) if "malformed" in t["suite"] or any(s.endswith(":malformed") for s in t["suite"])))')
+# The suite's executables, as ninja targets (tests/..., fuzz/... for the fuzz corpus replays).
+asan_targets=$(meson introspect build-asan --tests | python3 -c '
+import json, os, sys
+print(" ".join(os.path.relpath(t["cmd"][0], "build-asan") for t in json.load(sys.stdin) if "malformed" in t["suite"] or any(s.endswith(":malformed") for s in t["suite"])))')
 targets=()
-for t in $asan_tests; do targets+=("tests/$t"); done
+for t in $asan_targets; do targets+=("$t"); done
 ninja -C build-asan ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} "${targets[@]}" >&2
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
