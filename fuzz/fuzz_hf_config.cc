@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ParseHfQuantConfig(config);
   const Architecture* arch = FindArchitectureByHf(hf_class, model_type);
   if (!arch) return 0;
-  auto parsed = arch->config_from_hf(config, *arch);
+  auto parsed = ConfigFromHf(config, *arch);
   if (parsed.ok()) (void)parsed->Validate();
   return 0;
 }
