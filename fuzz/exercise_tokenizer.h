@@ -15,7 +15,8 @@ namespace petrel::fuzz {
 
 inline void ExerciseTokenizer(const Tokenizer& tokenizer) {
   static constexpr std::string_view kText =
-      "Hello  world!\n\t 123,456 don't  Ünïcödé café 東京 🦀 \xff\xfe\xc3 <s></s><|endoftext|>"
+      "Hello  world!\n\t 123,456 don't  Ünïcödé café 東京 🦀 \xff\xfe\xc3 "
+      "<s></s><|endoftext|>"
       "<|im_start|>user [CLS] ##ing ▁x";
   for (bool parse_special : {false, true}) {
     EncodeOptions options;

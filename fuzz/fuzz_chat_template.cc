@@ -4,9 +4,8 @@
 // milliseconds: a template that loops forever or builds huge strings must stop at them.
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/chat/chat_template.h"
 

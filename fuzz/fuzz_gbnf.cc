@@ -23,8 +23,8 @@ std::shared_ptr<const petrel::VocabTrie> Vocab() {
   static const auto vocab = [] {
     std::vector<std::string> tokens;
     for (int byte = 0; byte < 256; ++byte) tokens.push_back(std::string(1, char(byte)));
-    for (const char* piece : {"{\"", "\":", " \"", "\",", "true", "false", "null", "12", "ab",
-                              "é", "東京", "🦀", "\n\n", "  "}) {
+    for (const char* piece : {"{\"", "\":", " \"", "\",", "true", "false", "null", "12", "ab", "é",
+                              "東京", "🦀", "\n\n", "  "}) {
       tokens.push_back(piece);
     }
     tokens.push_back("");  // the end token: no bytes

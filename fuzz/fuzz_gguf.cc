@@ -23,7 +23,8 @@ void ReadEveryKey(const GgufFile& file) {
     if (value.type == GgufType::kArray) {
       (void)file.GetArray(key, value.elem_type);
       // The numeric accessors, on arrays of numbers only (their callers check the type).
-      const bool numeric = value.elem_type != GgufType::kString && value.elem_type != GgufType::kArray;
+      const bool numeric =
+          value.elem_type != GgufType::kString && value.elem_type != GgufType::kArray;
       for (uint64_t i = 0; numeric && i < value.count && i < 64; ++i) (void)value.FloatAt(i);
     }
   }

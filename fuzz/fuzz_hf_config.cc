@@ -3,9 +3,8 @@
 // the `quantization_config`, and the config's own consistency checks.
 #include <cstddef>
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/model/architecture.h"
 #include "core/model/hf_quant.h"

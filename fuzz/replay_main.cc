@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     for (const auto& path : InputsUnder(argv[i])) {
       std::ifstream in(path, std::ios::binary);
-      std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
       // Named before it runs, so the last line of a crashed run says which input did it.
       std::fprintf(stderr, "replay: %s (%zu bytes)\n", path.c_str(), bytes.size());
       LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());

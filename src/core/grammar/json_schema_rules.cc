@@ -245,7 +245,7 @@ class RegexConverter {
   Result<Fragment> Quantifier(const Fragment& atom) {
     const size_t quantifier_pos = pos_;
     std::string suffix;
-    bool unbounded = false;   // *, + or {m,}
+    bool unbounded = false;    // *, + or {m,}
     bool may_be_zero = false;  // *, ? or {0...}
     const char ch = Peek();
     if (ch == '*' || ch == '+' || ch == '?') {
