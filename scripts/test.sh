@@ -2,8 +2,9 @@
 # Second command of the README: set up, build, and run every test suite: the unit, parity, cli
 # and gpu (Vulkan, CUDA; skipped, saying why, without a device) tests, the load suite (`petrel serve`
 # under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan,
-# then the aarch64 cross build's unit and parity suites under qemu (PETREL_CROSS=0 leaves that
-# out). Each part's time is printed as it ends ("test.sh: PART took N s").
+# then each fuzz target for a few seconds where clang has libFuzzer (PETREL_FUZZ=0 leaves that
+# out), then the aarch64 cross build's unit and parity suites under qemu (PETREL_CROSS=0 leaves
+# that out). Each part's time is printed as it ends ("test.sh: PART took N s").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 part_start=$SECONDS
@@ -28,15 +29,29 @@ if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbenchmarks=disabled ${PETREL_MESON_ARGS:-} >&2
 fi
-asan_tests=$(meson introspect build-asan --tests | python3 -c '
-import json, sys
-print(" ".join(t["name"] for t in json.load(sys.stdin) if "malformed" in t["suite"] or any(s.endswith(":malformed") for s in t["suite"])))')
+# The suite's executables, as ninja targets (tests/..., fuzz/... for the fuzz corpus replays).
+asan_targets=$(meson introspect build-asan --tests | python3 -c '
+import json, os, sys
+print(" ".join(os.path.relpath(t["cmd"][0], "build-asan") for t in json.load(sys.stdin) if "malformed" in t["suite"] or any(s.endswith(":malformed") for s in t["suite"])))')
 targets=()
-for t in $asan_tests; do targets+=("tests/$t"); done
+for t in $asan_targets; do targets+=("$t"); done
 ninja -C build-asan ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} "${targets[@]}" >&2
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
 part_done "sanitizer build and malformed suite"
+
+# Coverage-guided fuzzing (docs/FUZZING.md), where clang has libFuzzer: each fuzz target built
+# in build-fuzz and run for PETREL_FUZZ_SECONDS (default 20) from its seed corpus; a crash fails
+# the run and leaves the input in fuzz/crashes/. Without clang it is skipped, saying why (the
+# corpora are still replayed by the malformed suite above). PETREL_FUZZ=0 leaves it out.
+if [ "${PETREL_FUZZ:-1}" = "1" ]; then
+  if scripts/fuzz.sh --check; then
+    scripts/fuzz.sh all "${PETREL_FUZZ_SECONDS:-20}" || status=1
+  else
+    echo "test.sh: fuzzing skipped: no clang++ with -fsanitize=fuzzer (apt-get install clang)" >&2
+  fi
+  part_done "fuzz targets"
+fi
 
 # The aarch64 board build (docs/EMBEDDED.md): cross-compiled, then the unit and parity suites
 # under qemu-user on a NEON-only core (cortex-a72) and on one with SVE2 (max), each with its own

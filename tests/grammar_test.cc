@@ -4,6 +4,7 @@
 // rejected with an error or handled, without a crash or a hang (also run under the sanitizers).
 #include "core/grammar/grammar.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -405,6 +406,25 @@ TEST(JsonSchemaTest, ErrorsNameTheKeywordAndPointer) {
             "/pattern");
   EXPECT_EQ(SchemaError("{"), "json schema: not valid JSON");
   EXPECT_EQ(SchemaError(R"({"type": "thing"})"), "json schema: unknown type 'thing' at /type");
+}
+
+// An unbounded repetition of a pattern item that can match nothing would become a left-recursive
+// grammar: refused with the pattern's offset. Bounded repetitions of such items, and unbounded
+// ones of items that cannot be empty, still convert, and what converts compiles.
+TEST(JsonSchemaTest, PatternRepetitionOfEmptyMatchIsRefused) {
+  for (const char* pattern : {"(|d)*", "a(b?)+", "(x*){2,}", "((a|)c?)*", "(?:)*"}) {
+    const std::string schema = std::string(R"({"type": "string", "pattern": ")") + pattern + "\"}";
+    EXPECT_THAT(SchemaError(schema),
+                testing::HasSubstr("unbounded repetition of an item that can match the empty"))
+        << pattern;
+  }
+  for (const char* pattern : {"(|d){0,3}", "(b?c)+", "(x+)*", "(a|bc)*d", "(x*){2}"}) {
+    const std::string schema = std::string(R"({"type": "string", "pattern": ")") + pattern + "\"}";
+    auto gbnf = JsonSchemaToGbnf(schema);
+    ASSERT_TRUE(gbnf.ok()) << pattern << ": " << gbnf.status().message();
+    auto grammar = CompileGrammar(*gbnf);
+    EXPECT_TRUE(grammar.ok()) << pattern << ": " << grammar.status().message();
+  }
 }
 
 // --- Hostile input ---------------------------------------------------------------------------

@@ -179,6 +179,13 @@ bool NeedsEscape(uint32_t cpt) { return cpt == '"' || cpt == '\\' || cpt < 0x20;
 
 class RegexConverter {
  public:
+  // GBNF for a piece of the pattern, and whether it can match the empty string: GBNF refuses
+  // an unbounded repetition of such a piece (its expansion would be left-recursive).
+  struct Fragment {
+    std::string gbnf;
+    bool nullable = false;
+  };
+
   RegexConverter(std::string_view pattern, size_t max_count)
       : text_(pattern), max_count_(max_count) {}
 
@@ -193,10 +200,10 @@ class RegexConverter {
       anchored_end = true;
       text_.remove_suffix(1);
     }
-    PETREL_ASSIGN_OR_RETURN(std::string body, Alternation(0));
+    PETREL_ASSIGN_OR_RETURN(Fragment body, Alternation(0));
     if (pos_ != text_.size()) return Fail("unexpected ')'");
     std::string out = anchored_start ? "" : "char* ";
-    out += Parenthesized(body);
+    out += Parenthesized(body.gbnf);
     if (!anchored_end) out += " char*";
     return out;
   }
@@ -208,33 +215,43 @@ class RegexConverter {
   bool AtEnd() const { return pos_ >= text_.size(); }
   char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
 
-  Result<std::string> Alternation(size_t depth) {
+  Result<Fragment> Alternation(size_t depth) {
     if (depth > 64) return Fail("groups nested too deeply");
     std::vector<std::string> alternatives;
+    bool nullable = false;
     for (;;) {
-      PETREL_ASSIGN_OR_RETURN(std::string sequence, Sequence(depth));
-      alternatives.push_back(sequence.empty() ? "\"\"" : sequence);
+      PETREL_ASSIGN_OR_RETURN(Fragment sequence, Sequence(depth));
+      alternatives.push_back(sequence.gbnf.empty() ? "\"\"" : sequence.gbnf);
+      nullable = nullable || sequence.nullable;
       if (Peek() != '|') break;
       ++pos_;
     }
-    return alternatives.size() == 1 ? alternatives[0] : Parenthesized(Join(alternatives, " | "));
+    if (alternatives.size() == 1) return Fragment{alternatives[0], nullable};
+    return Fragment{Parenthesized(Join(alternatives, " | ")), nullable};
   }
 
-  Result<std::string> Sequence(size_t depth) {
+  Result<Fragment> Sequence(size_t depth) {
     std::vector<std::string> items;
+    bool nullable = true;
     while (!AtEnd() && Peek() != '|' && Peek() != ')') {
-      PETREL_ASSIGN_OR_RETURN(std::string atom, Atom(depth));
-      PETREL_ASSIGN_OR_RETURN(std::string quantified, Quantifier(atom));
-      items.push_back(quantified);
+      PETREL_ASSIGN_OR_RETURN(Fragment atom, Atom(depth));
+      PETREL_ASSIGN_OR_RETURN(Fragment quantified, Quantifier(atom));
+      items.push_back(quantified.gbnf);
+      nullable = nullable && quantified.nullable;
     }
-    return Join(items, " ");
+    return Fragment{Join(items, " "), nullable};
   }
 
-  Result<std::string> Quantifier(const std::string& atom) {
+  Result<Fragment> Quantifier(const Fragment& atom) {
+    const size_t quantifier_pos = pos_;
     std::string suffix;
+    bool unbounded = false;    // *, + or {m,}
+    bool may_be_zero = false;  // *, ? or {0...}
     const char ch = Peek();
     if (ch == '*' || ch == '+' || ch == '?') {
       suffix = std::string(1, ch);
+      unbounded = ch != '?';
+      may_be_zero = ch != '+';
       ++pos_;
     } else if (ch == '{') {
       const size_t start = pos_;
@@ -250,6 +267,7 @@ class RegexConverter {
         return value;
       };
       PETREL_ASSIGN_OR_RETURN(const size_t min, number());
+      may_be_zero = min == 0;
       suffix = "{";
       suffix += std::to_string(min);
       if (Peek() == ',') {
@@ -259,6 +277,8 @@ class RegexConverter {
           PETREL_ASSIGN_OR_RETURN(const size_t max, number());
           if (max < min) return Fail("repetition {m,n} with n < m");
           suffix += std::to_string(max);
+        } else {
+          unbounded = true;  // {m,}
         }
       }
       if (Peek() != '}') {
@@ -275,10 +295,14 @@ class RegexConverter {
     if (Peek() == '*' || Peek() == '+' || Peek() == '?' || Peek() == '{') {
       return Fail("nested quantifier");
     }
-    return Parenthesized(atom) + suffix;
+    if (unbounded && atom.nullable) {
+      pos_ = quantifier_pos;
+      return Fail("unbounded repetition of an item that can match the empty string");
+    }
+    return Fragment{Parenthesized(atom.gbnf) + suffix, may_be_zero || atom.nullable};
   }
 
-  Result<std::string> Atom(size_t depth) {
+  Result<Fragment> Atom(size_t depth) {
     const char ch = Peek();
     if (ch == '(') {
       ++pos_;
@@ -289,21 +313,24 @@ class RegexConverter {
           return Fail("lookarounds and named groups are not supported");
         }
       }
-      PETREL_ASSIGN_OR_RETURN(std::string inner, Alternation(depth + 1));
+      PETREL_ASSIGN_OR_RETURN(Fragment inner, Alternation(depth + 1));
       if (Peek() != ')') return Fail("unclosed '('");
       ++pos_;
-      return Parenthesized(inner);
+      return Fragment{Parenthesized(inner.gbnf), inner.nullable};
     }
-    if (ch == '[') return Class();
+    if (ch == '[') {
+      PETREL_ASSIGN_OR_RETURN(std::string set, Class());
+      return Fragment{set, false};
+    }
     if (ch == '.') {
       ++pos_;
-      return std::string(R"([^"\\\x00-\x1F])");
+      return Fragment{R"([^"\\\x00-\x1F])", false};
     }
     if (ch == '^' || ch == '$') return Fail("anchors are supported only at the ends");
     if (ch == '*' || ch == '+' || ch == '?' || ch == '{') return Fail("quantifier without an item");
     Ranges ranges;
     PETREL_ASSIGN_OR_RETURN(const bool is_class, Char(&ranges));
-    return Encode(ranges, false, is_class);
+    return Fragment{Encode(ranges, false, is_class), false};
   }
 
   // One character or shorthand class at pos_ into `ranges`; true if it was a shorthand.

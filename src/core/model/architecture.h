@@ -186,6 +186,11 @@ struct Architecture : ArchitectureFamily {
 std::string GgufWeightName(const WeightSpec& spec, int layer);
 std::string HfWeightName(const ArchitectureFamily& family, const WeightSpec& spec, int layer);
 
+// `arch`'s config from a config.json, with every JSON type error inside the family's reader
+// (a `value()` or `get()` of the wrong type) turned into a one-line error, as from a
+// malformed file. What the loader calls; `config_from_hf` directly may throw.
+Result<ModelConfig> ConfigFromHf(const nlohmann::json& config, const Architecture& arch);
+
 // Lookups over the registry (arch/registry.cc); nullptr when unknown.
 const Architecture* FindArchitectureByGguf(std::string_view name);
 const Architecture* FindArchitectureByHf(std::string_view hf_class, std::string_view model_type);

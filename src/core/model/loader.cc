@@ -632,13 +632,18 @@ Status LoadHfFolder(const std::string& folder, const LoadOptions& options, Loade
       it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
     hf_class = (*it)[0].get<std::string>();
   }
-  std::string model_type = config.value("model_type", std::string());
+  std::string model_type;
+  if (auto it = config.find("model_type"); it != config.end() && it->is_string()) {
+    model_type = it->get<std::string>();
+  } else if (it != config.end() && !it->is_null()) {
+    return Error("%s/config.json: field 'model_type' must be a string", folder.c_str());
+  }
   model.arch = FindArchitectureByHf(hf_class, model_type);
   if (!model.arch) {
     return Error("%s/config.json: architecture '%s' is not supported (supported: %s)",
                  folder.c_str(), hf_class.c_str(), KnownArchitectures().c_str());
   }
-  auto parsed = model.arch->config_from_hf(config, *model.arch);
+  auto parsed = ConfigFromHf(config, *model.arch);
   if (!parsed.ok()) return parsed.status().Wrap(folder);
   auto quant_config = ParseHfQuantConfig(config);
   if (!quant_config.ok()) return quant_config.status().Wrap(folder + "/config.json");

@@ -41,6 +41,20 @@ bool BoolOr(json& node, const char* key, bool fallback) {
   const auto it = node.find(key);
   return it != node.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
+// An integer field in [0, INT32_MAX], or `fallback` when absent. Anything else is an error, not
+// a conversion: a float outside int's range converts to an undefined value.
+Result<int64_t> CountOr(json& node, const char* key, int64_t fallback) {
+  const auto it = node.find(key);
+  if (it == node.end()) return fallback;
+  constexpr int64_t kMax = 0x7fffffff;
+  const bool in_range =
+      it->is_number_unsigned()
+          ? it->get<uint64_t>() <= uint64_t(kMax)
+          : it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() <= kMax;
+  if (!in_range)
+    return Error("field '%s': expected an integer from 0 to %lld", key, (long long)kMax);
+  return it->get<int64_t>();
+}
 
 // `{"String": "x"}` -> literal; `{"Regex": "..."}` -> compiled regex.
 Status LoadPattern(json& node, std::string* literal, std::unique_ptr<Regex>* regex) {
@@ -156,7 +170,8 @@ Status HfJsonLoader::LoadAddedTokens(json& added) {
   if (!added.is_array()) return Status::Ok();
   for (json& entry : added) {
     HfAddedToken token;
-    token.id = entry.value("id", -1);
+    PETREL_ASSIGN_OR_RETURN(const int64_t id, CountOr(entry, "id", -1));
+    token.id = int32_t(id);
     token.content = StringOr(entry, "content", "");
     if (token.id < 0 || token.content.empty()) return Error("added_tokens: bad entry");
     token.single_word = BoolOr(entry, "single_word", false);
@@ -316,8 +331,10 @@ Status HfJsonLoader::LoadDecoder(json& node) {
   } else if (type == "Strip") {
     step.kind = HfDecoderKind::kStrip;
     step.pattern = StringOr(node, "content", " ");
-    step.strip_start = node.value("start", 0);
-    step.strip_stop = node.value("stop", 0);
+    PETREL_ASSIGN_OR_RETURN(const int64_t start, CountOr(node, "start", 0));
+    PETREL_ASSIGN_OR_RETURN(const int64_t stop, CountOr(node, "stop", 0));
+    step.strip_start = size_t(start);
+    step.strip_stop = size_t(stop);
   } else if (type == "ByteLevel") {
     step.kind = HfDecoderKind::kByteLevel;
   } else if (type == "Metaspace") {
