@@ -13,8 +13,6 @@ packages=(
   # The Vulkan backend: headers and loader, the shader compiler, a CPU driver (lavapipe) so that
   # the gpu tests run on any machine, and vulkaninfo.
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
-  # scripts/fuzz.sh (run by scripts/test.sh): clang with libFuzzer.
-  clang
 )
 # Optional packages are installed only when apt knows them: the Khronos validation layer
 # (PETREL_VULKAN_VALIDATION=1) is not packaged everywhere, nor is a chromium outside a snap.
