@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/format/gguf.h"
+#include "core/model/arch/config_fields.h"
 #include "core/format/gguf_writer.h"
 #include "core/model/architecture.h"
 
@@ -155,22 +156,6 @@ Result<ModelConfig> BertConfigFromGguf(const GgufFile& file, const Architecture&
   }
   PETREL_RETURN_IF_ERROR(FinishConfig(&c));
   return c;
-}
-
-Result<int64_t> JsonInt(const nlohmann::json& json, const char* field) {
-  auto it = json.find(field);
-  if (it == json.end()) return Error("config.json: field '%s' is missing", field);
-  if (!it->is_number_integer()) return Error("config.json: field '%s' must be an integer", field);
-  return it->get<int64_t>();
-}
-
-// A string field that may be absent (then `fallback`).
-Result<std::string> JsonStringOr(const nlohmann::json& json, const char* field,
-                                 const char* fallback) {
-  auto it = json.find(field);
-  if (it == json.end() || it->is_null()) return std::string(fallback);
-  if (!it->is_string()) return Error("config.json: field '%s' must be a string", field);
-  return it->get<std::string>();
 }
 
 Result<ModelConfig> BertConfigFromHf(const nlohmann::json& json, const Architecture& arch) {

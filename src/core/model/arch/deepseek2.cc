@@ -21,11 +21,15 @@
 
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
+#include "core/model/arch/config_fields.h"
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/decoder_weights.h"
 #include "core/model/arch/rope_scaling.h"
 
 namespace petrel {
 namespace {
+
+using namespace decoder_weights;
 
 enum DeepSeek2Weight : size_t {
   kAttnNorm,
@@ -55,35 +59,25 @@ enum DeepSeek2Weight : size_t {
   kDeepSeek2WeightCount
 };
 
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
 WeightShape QRank(Config c) { return {c.q_lora_rank, 1}; }
 WeightShape KvRank(Config c) { return {c.kv_lora_rank, 1}; }
 WeightShape Experts(Config c) { return {c.n_experts, 1}; }
 WeightShape DimToQRank(Config c) { return {c.dim, c.q_lora_rank}; }
 WeightShape QRankToQ(Config c) { return {c.q_lora_rank, c.q_dim()}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
 WeightShape DimToKvA(Config c) { return {c.dim, c.kv_lora_rank + c.rope.dims}; }
 WeightShape DimToKvRank(Config c) { return {c.dim, c.kv_lora_rank}; }
 WeightShape DimToRope(Config c) { return {c.dim, c.rope.dims}; }
 WeightShape NopeToKvRank(Config c) { return {c.qk_nope_dim, c.kv_lora_rank}; }
 WeightShape KvRankToV(Config c) { return {c.kv_lora_rank, c.v_head_dim}; }
 WeightShape VToDim(Config c) { return {c.n_heads * c.v_head_dim, c.dim}; }
-WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
-WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
-WeightShape DimToExperts(Config c) { return {c.dim, c.n_experts}; }
-WeightShape DimToExpertFfn(Config c) { return {c.dim, c.expert_ffn_dim}; }
-WeightShape ExpertFfnToDim(Config c) { return {c.expert_ffn_dim, c.dim}; }
 WeightShape DimToShared(Config c) { return {c.dim, c.n_shared_experts * c.expert_ffn_dim}; }
 WeightShape SharedToDim(Config c) { return {c.n_shared_experts * c.expert_ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
 int64_t FirstRow(Config) { return 0; }
 int64_t RopeRow(Config c) { return c.kv_lora_rank; }
 bool QLora(Config c) { return c.q_lora_rank > 0; }
 bool NoQLora(Config c) { return c.q_lora_rank == 0; }
 bool Sigmoid(Config c) { return c.expert_gating == MoeGating::kSigmoid; }
 bool Shared(Config c) { return c.n_shared_experts > 0; }
-bool Untied(Config c) { return !c.tied_embeddings; }
 bool DenseBlock(Config c, int64_t layer) { return !c.LayerHasExperts(layer); }
 bool ExpertBlock(Config c, int64_t layer) { return c.LayerHasExperts(layer); }
 
@@ -136,9 +130,6 @@ Status MakeVB(const TensorView& from, Config c, TensorView* out) {
 constexpr WeightDerivation kKBFromKvB = {"attn_kv_b.weight", "self_attn.kv_b_proj.weight", &MakeKB};
 constexpr WeightDerivation kVBFromKvB = {"attn_kv_b.weight", "self_attn.kv_b_proj.weight", &MakeVB};
 
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
-constexpr WeightKind kExperts = WeightKind::kExperts;
 constexpr WeightKind kHeads = WeightKind::kHeads;
 
 constexpr std::array<WeightSpec, kDeepSeek2WeightCount> DeepSeek2LayerWeights() {
@@ -337,34 +328,6 @@ Result<ModelConfig> DeepSeek2ConfigFromGguf(const GgufFile& file, const Architec
   return c;
 }
 
-Result<int64_t> JsonInt(const nlohmann::json& json, const char* field) {
-  auto it = json.find(field);
-  if (it == json.end()) return Error("config.json: field '%s' is missing", field);
-  if (!it->is_number_integer()) return Error("config.json: field '%s' must be an integer", field);
-  return it->get<int64_t>();
-}
-
-// An integer field that may be absent or null (then `fallback`).
-Result<int64_t> JsonIntOr(const nlohmann::json& json, const char* field, int64_t fallback) {
-  auto it = json.find(field);
-  if (it == json.end() || it->is_null()) return fallback;
-  return JsonInt(json, field);
-}
-
-Result<double> JsonNumberOr(const nlohmann::json& json, const char* field, double fallback) {
-  auto it = json.find(field);
-  if (it == json.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return Error("config.json: field '%s' must be a number", field);
-  return it->get<double>();
-}
-
-Result<bool> JsonBoolOr(const nlohmann::json& json, const char* field, bool fallback) {
-  auto it = json.find(field);
-  if (it == json.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) return Error("config.json: field '%s' must be true or false", field);
-  return it->get<bool>();
-}
-
 Result<ModelConfig> DeepSeek2ConfigFromHf(const nlohmann::json& json, const Architecture& arch) {
   ModelConfig c;
   c.architecture = arch.gguf_name;
@@ -547,9 +510,9 @@ void BuildDeepSeek2Graph(const ModelConfig& c, const ModelWeights& w, size_t n_t
 extern constinit const ArchitectureFamily kDeepSeek2Family = {
     "model.layers.",
     kDeepSeek2LayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied},
+    decoder_weights::kTokenEmbd,
+    decoder_weights::kOutputNorm,
+    decoder_weights::kOutput,
     &DeepSeek2ConfigFromGguf,
     &DeepSeek2ConfigFromHf,
     &DeepSeek2ConfigToGguf,

@@ -12,10 +12,13 @@
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/decoder_weights.h"
 #include "core/model/arch/llama.h"
 
 namespace petrel {
 namespace {
+
+using namespace decoder_weights;
 
 enum GemmaWeight : size_t {
   kAttnNorm,
@@ -34,19 +37,7 @@ enum GemmaWeight : size_t {
   kGemmaWeightCount
 };
 
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
-WeightShape HeadDim(Config c) { return {c.head_dim, 1}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
-WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
-WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
 bool QkNorm(Config c) { return c.qk_norm; }
-bool Untied(Config c) { return !c.tied_embeddings; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
 
 // A norm weight: HF stores w, applied as 1 + w.
 constexpr WeightSpec Norm(const char* gguf_name, const char* hf_name,

@@ -17,10 +17,13 @@
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/decoder_weights.h"
 #include "core/model/arch/llama.h"
 
 namespace petrel {
 namespace {
+
+using namespace decoder_weights;
 
 enum GptOssWeight : size_t {
   kAttnNorm,
@@ -45,26 +48,10 @@ enum GptOssWeight : size_t {
   kGptOssWeightCount
 };
 
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
-WeightShape QDim(Config c) { return {c.q_dim(), 1}; }
-WeightShape KvDim(Config c) { return {c.kv_dim(), 1}; }
 WeightShape Heads(Config c) { return {c.n_heads, 1}; }
 WeightShape Experts(Config c) { return {c.n_experts, 1}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
-WeightShape DimToExperts(Config c) { return {c.dim, c.n_experts}; }
-WeightShape DimToExpertFfn(Config c) { return {c.dim, c.expert_ffn_dim}; }
-WeightShape ExpertFfnToDim(Config c) { return {c.expert_ffn_dim, c.dim}; }
 WeightShape ExpertFfnRows(Config c) { return {c.expert_ffn_dim, c.n_experts}; }  // biases
 WeightShape ExpertDimRows(Config c) { return {c.dim, c.n_experts}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
-bool Untied(Config c) { return !c.tied_embeddings; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
-constexpr WeightKind kExperts = WeightKind::kExperts;
 
 // A weight whose HF tensor is another layout: every `stride`-th feature from `first`, and/or
 // matrices stored input-major.
@@ -231,9 +218,9 @@ void BuildGptOssGraph(const ModelConfig& c, const ModelWeights& w, size_t n_toke
 extern constinit const ArchitectureFamily kGptOssFamily = {
     "model.layers.",
     kGptOssLayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied},
+    decoder_weights::kTokenEmbd,
+    decoder_weights::kOutputNorm,
+    decoder_weights::kOutput,
     &GptOssConfigFromGguf,
     &GptOssConfigFromHf,
     &GptOssConfigToGguf,

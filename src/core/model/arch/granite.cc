@@ -6,61 +6,17 @@
 // A tied head reads the embedding table as stored (the multiplier scales the looked-up rows
 // only). GGUF keys `embedding_scale`, `residual_scale`, `attention.scale`, `logit_scale`; its
 // Q/K rows are permuted as Llama's (interleaved pairs), the HF folder's rotate half-split.
-#include <array>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
-#include "core/model/arch/decoder_graph.h"
 #include "core/model/arch/llama.h"
 
 namespace petrel {
 namespace {
-
-enum GraniteWeight : size_t {
-  kAttnNorm,
-  kWq,
-  kWk,
-  kWv,
-  kWo,
-  kFfnNorm,
-  kWGate,
-  kWUp,
-  kWDown,
-  kGraniteWeightCount
-};
-
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
-WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
-WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
-bool Untied(Config c) { return !c.tied_embeddings; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
-
-constexpr std::array<WeightSpec, kGraniteWeightCount> GraniteLayerWeights() {
-  std::array<WeightSpec, kGraniteWeightCount> w{};
-  w[kAttnNorm] = {"attn_norm.weight", "input_layernorm.weight", kVector, &Dim};
-  w[kWq] = {"attn_q.weight", "self_attn.q_proj.weight", kMatrix, &DimToQ, nullptr, true};
-  w[kWk] = {"attn_k.weight", "self_attn.k_proj.weight", kMatrix, &DimToKv, nullptr, true};
-  w[kWv] = {"attn_v.weight", "self_attn.v_proj.weight", kMatrix, &DimToKv};
-  w[kWo] = {"attn_output.weight", "self_attn.o_proj.weight", kMatrix, &QToDim};
-  w[kFfnNorm] = {"ffn_norm.weight", "post_attention_layernorm.weight", kVector, &Dim};
-  w[kWGate] = {"ffn_gate.weight", "mlp.gate_proj.weight", kMatrix, &DimToFfn};
-  w[kWUp] = {"ffn_up.weight", "mlp.up_proj.weight", kMatrix, &DimToFfn};
-  w[kWDown] = {"ffn_down.weight", "mlp.down_proj.weight", kMatrix, &FfnToDim};
-  return w;
-}
-
-constexpr std::array<WeightSpec, kGraniteWeightCount> kGraniteLayerWeights = GraniteLayerWeights();
-static_assert(AllSpecsSet(kGraniteLayerWeights), "every GraniteWeight needs its row");
 
 // The four multipliers, in the order of `kMultipliers` below.
 struct Multipliers {
@@ -135,37 +91,9 @@ void GraniteConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWri
   writer->SetF32(a + ".logit_scale", c.logits_divisor);
 }
 
-BlockViews GraniteBlockViews(const LayerWeights& L) {
-  BlockViews b;
-  b.attn_norm = &L[kAttnNorm];
-  b.wq = &L[kWq];
-  b.wk = &L[kWk];
-  b.wv = &L[kWv];
-  b.wo = &L[kWo];
-  b.ffn_norm = &L[kFfnNorm];
-  b.ffn_gate = &L[kWGate];
-  b.ffn_up = &L[kWUp];
-  b.ffn_down = &L[kWDown];
-  return b;
-}
-
-void BuildGraniteGraph(const ModelConfig& c, const ModelWeights& w, size_t n_tokens,
-                       size_t n_selected, Graph* g) {
-  BuildDecoderGraph({&GraniteBlockViews, FfnActivation::kSilu}, c, w, n_tokens, n_selected, g);
-}
-
 }  // namespace
 
-extern constinit const ArchitectureFamily kGraniteFamily = {
-    "model.layers.",
-    kGraniteLayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied},
-    &GraniteConfigFromGguf,
-    &GraniteConfigFromHf,
-    &GraniteConfigToGguf,
-    &BuildGraniteGraph,
-};
+extern constinit const ArchitectureFamily kGraniteFamily =
+    LlamaBlockFamily(&GraniteConfigFromGguf, &GraniteConfigFromHf, &GraniteConfigToGguf);
 
 }  // namespace petrel

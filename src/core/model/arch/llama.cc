@@ -12,101 +12,20 @@
 
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
+#include "core/model/arch/config_fields.h"
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/decoder_weights.h"
 #include "core/model/arch/rope_scaling.h"
 
 namespace petrel {
 namespace {
 
+using namespace decoder_weights;
+using namespace llama_block;
+
 std::string Key(const Architecture& arch, const char* suffix) {
   return std::string(arch.gguf_name) + "." + suffix;
 }
-
-Result<int64_t> JsonInt(const nlohmann::json& config, const char* field) {
-  auto it = config.find(field);
-  if (it == config.end()) return Error("config.json: field '%s' is missing", field);
-  if (!it->is_number_integer()) return Error("config.json: field '%s' must be an integer", field);
-  return it->get<int64_t>();
-}
-
-Result<double> JsonNumberOr(const nlohmann::json& config, const char* field, double fallback) {
-  auto it = config.find(field);
-  if (it == config.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return Error("config.json: field '%s' must be a number", field);
-  return it->get<double>();
-}
-
-// A block's weights, in the order loaders and converters visit them.
-enum LlamaWeight : size_t {
-  kAttnNorm,
-  kWq,
-  kWk,
-  kWv,
-  kWo,
-  kBq,
-  kBk,
-  kBv,
-  kFfnNorm,
-  kWGate,
-  kWUp,
-  kWDown,
-  kRouter,  // Mixtral-style experts, present when the config has experts
-  kGateExps,
-  kUpExps,
-  kDownExps,
-  kLlamaWeightCount
-};
-
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
-WeightShape QDim(Config c) { return {c.q_dim(), 1}; }
-WeightShape KvDim(Config c) { return {c.kv_dim(), 1}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
-WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
-WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
-WeightShape DimToExperts(Config c) { return {c.dim, c.n_experts}; }
-WeightShape DimToExpertFfn(Config c) { return {c.dim, c.expert_ffn_dim}; }
-WeightShape ExpertFfnToDim(Config c) { return {c.expert_ffn_dim, c.dim}; }
-bool Dense(Config c) { return c.n_experts == 0; }
-bool Experts(Config c) { return c.n_experts > 0; }
-bool QkvBias(Config c) { return c.qkv_bias; }
-bool Untied(Config c) { return !c.tied_embeddings; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
-
-constexpr std::array<WeightSpec, kLlamaWeightCount> LlamaLayerWeights() {
-  std::array<WeightSpec, kLlamaWeightCount> w{};
-  w[kAttnNorm] = {"attn_norm.weight", "input_layernorm.weight", kVector, &Dim, nullptr, false};
-  w[kWq] = {"attn_q.weight", "self_attn.q_proj.weight", kMatrix, &DimToQ, nullptr, true};
-  w[kWk] = {"attn_k.weight", "self_attn.k_proj.weight", kMatrix, &DimToKv, nullptr, true};
-  w[kWv] = {"attn_v.weight", "self_attn.v_proj.weight", kMatrix, &DimToKv, nullptr, false};
-  w[kWo] = {"attn_output.weight", "self_attn.o_proj.weight", kMatrix, &QToDim, nullptr, false};
-  w[kBq] = {"attn_q.bias", "self_attn.q_proj.bias", kVector, &QDim, &QkvBias, true};
-  w[kBk] = {"attn_k.bias", "self_attn.k_proj.bias", kVector, &KvDim, &QkvBias, true};
-  w[kBv] = {"attn_v.bias", "self_attn.v_proj.bias", kVector, &KvDim, &QkvBias, false};
-  w[kFfnNorm] = {
-      "ffn_norm.weight", "post_attention_layernorm.weight", kVector, &Dim, nullptr, false};
-  w[kWGate] = {"ffn_gate.weight", "mlp.gate_proj.weight", kMatrix, &DimToFfn, &Dense, false};
-  w[kWUp] = {"ffn_up.weight", "mlp.up_proj.weight", kMatrix, &DimToFfn, &Dense, false};
-  w[kWDown] = {"ffn_down.weight", "mlp.down_proj.weight", kMatrix, &FfnToDim, &Dense, false};
-  // Mixtral's HF names; w1 is the gate, w3 the up and w2 the down projection.
-  w[kRouter] = {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight", kMatrix, &DimToExperts,
-                &Experts, false};
-  w[kGateExps] = {"ffn_gate_exps.weight", "block_sparse_moe.experts.*.w1.weight",
-                  WeightKind::kExperts, &DimToExpertFfn, &Experts, false};
-  w[kUpExps] = {"ffn_up_exps.weight", "block_sparse_moe.experts.*.w3.weight",
-                WeightKind::kExperts, &DimToExpertFfn, &Experts, false};
-  w[kDownExps] = {"ffn_down_exps.weight", "block_sparse_moe.experts.*.w2.weight",
-                  WeightKind::kExperts, &ExpertFfnToDim, &Experts, false};
-  return w;
-}
-
-constexpr std::array<WeightSpec, kLlamaWeightCount> kLlamaLayerWeights = LlamaLayerWeights();
-static_assert(AllSpecsSet(kLlamaLayerWeights), "every LlamaWeight needs its row");
 
 }  // namespace
 
@@ -381,16 +300,7 @@ void BuildLlamaGraph(const ModelConfig& c, const ModelWeights& w, size_t n_token
   BuildDecoderGraph({&LlamaBlockViews, FfnActivation::kSilu}, c, w, n_tokens, n_selected, g);
 }
 
-extern constinit const ArchitectureFamily kLlamaFamily = {
-    "model.layers.",
-    kLlamaLayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab, nullptr, false},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim, nullptr, false},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied, false},
-    &LlamaConfigFromGguf,
-    &LlamaConfigFromHf,
-    &LlamaConfigToGguf,
-    &BuildLlamaGraph,
-};
+extern constinit const ArchitectureFamily kLlamaFamily =
+    LlamaBlockFamily(&LlamaConfigFromGguf, &LlamaConfigFromHf, &LlamaConfigToGguf);
 
 }  // namespace petrel

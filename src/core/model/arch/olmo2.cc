@@ -9,10 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/decoder_weights.h"
 #include "core/model/arch/llama.h"
 
 namespace petrel {
 namespace {
+
+using namespace decoder_weights;
 
 enum Olmo2Weight : size_t {
   kWq,
@@ -28,21 +31,6 @@ enum Olmo2Weight : size_t {
   kFfnPostNorm,
   kOlmo2WeightCount
 };
-
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
-WeightShape QDim(Config c) { return {c.q_dim(), 1}; }
-WeightShape KvDim(Config c) { return {c.kv_dim(), 1}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
-WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
-WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
-bool Untied(Config c) { return !c.tied_embeddings; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
 
 constexpr std::array<WeightSpec, kOlmo2WeightCount> Olmo2LayerWeights() {
   std::array<WeightSpec, kOlmo2WeightCount> w{};
@@ -108,9 +96,9 @@ void BuildOlmo2Graph(const ModelConfig& c, const ModelWeights& w, size_t n_token
 extern constinit const ArchitectureFamily kOlmo2Family = {
     "model.layers.",
     kOlmo2LayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied},
+    decoder_weights::kTokenEmbd,
+    decoder_weights::kOutputNorm,
+    decoder_weights::kOutput,
     &Olmo2ConfigFromGguf,
     &Olmo2ConfigFromHf,
     &LlamaConfigToGguf,

@@ -7,10 +7,13 @@
 
 #include "core/format/gguf.h"
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/decoder_weights.h"
 #include "core/model/arch/llama.h"
 
 namespace petrel {
 namespace {
+
+using namespace decoder_weights;
 
 enum Phi3Weight : size_t {
   kAttnNorm,
@@ -27,24 +30,12 @@ enum Phi3Weight : size_t {
   kPhi3WeightCount
 };
 
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
 WeightShape DimToQkv(Config c) { return {c.dim, c.q_dim() + 2 * c.kv_dim()}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
 WeightShape DimToGateUp(Config c) { return {c.dim, 2 * c.ffn_dim}; }
-WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
-WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
-bool Untied(Config c) { return !c.tied_embeddings; }
 int64_t FirstRow(Config) { return 0; }
 int64_t AfterQ(Config c) { return c.q_dim(); }
 int64_t AfterQk(Config c) { return c.q_dim() + c.kv_dim(); }
 int64_t AfterGate(Config c) { return c.ffn_dim; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
 
 // A part of a fused tensor: its names only label it (it is never looked up).
 constexpr WeightSpec Part(const char* gguf_label, const char* hf_label,
@@ -118,9 +109,9 @@ void BuildPhi3Graph(const ModelConfig& c, const ModelWeights& w, size_t n_tokens
 extern constinit const ArchitectureFamily kPhi3Family = {
     "model.layers.",
     kPhi3LayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied},
+    decoder_weights::kTokenEmbd,
+    decoder_weights::kOutputNorm,
+    decoder_weights::kOutput,
     &Phi3ConfigFromGguf,
     &Phi3ConfigFromHf,
     &LlamaConfigToGguf,

@@ -5,10 +5,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/decoder_weights.h"
 #include "core/model/arch/llama.h"
 
 namespace petrel {
 namespace {
+
+using namespace decoder_weights;
 
 enum Qwen3Weight : size_t {
   kAttnNorm,
@@ -24,20 +27,6 @@ enum Qwen3Weight : size_t {
   kWDown,
   kQwen3WeightCount
 };
-
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
-WeightShape HeadDim(Config c) { return {c.head_dim, 1}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
-WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
-WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
-bool Untied(Config c) { return !c.tied_embeddings; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
 
 constexpr std::array<WeightSpec, kQwen3WeightCount> Qwen3LayerWeights() {
   std::array<WeightSpec, kQwen3WeightCount> w{};
@@ -99,9 +88,9 @@ void BuildQwen3Graph(const ModelConfig& c, const ModelWeights& w, size_t n_token
 extern constinit const ArchitectureFamily kQwen3Family = {
     "model.layers.",
     kQwen3LayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied},
+    decoder_weights::kTokenEmbd,
+    decoder_weights::kOutputNorm,
+    decoder_weights::kOutput,
     &Qwen3ConfigFromGguf,
     &Qwen3ConfigFromHf,
     &LlamaConfigToGguf,

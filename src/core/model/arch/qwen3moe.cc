@@ -8,10 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model/arch/decoder_graph.h"
+#include "core/model/arch/decoder_weights.h"
 #include "core/model/arch/llama.h"
 
 namespace petrel {
 namespace {
+
+using namespace decoder_weights;
 
 enum Qwen3MoeWeight : size_t {
   kAttnNorm,
@@ -28,22 +31,6 @@ enum Qwen3MoeWeight : size_t {
   kDownExps,
   kQwen3MoeWeightCount
 };
-
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
-WeightShape HeadDim(Config c) { return {c.head_dim, 1}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
-WeightShape DimToExperts(Config c) { return {c.dim, c.n_experts}; }
-WeightShape DimToExpertFfn(Config c) { return {c.dim, c.expert_ffn_dim}; }
-WeightShape ExpertFfnToDim(Config c) { return {c.expert_ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
-bool Untied(Config c) { return !c.tied_embeddings; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
-constexpr WeightKind kExperts = WeightKind::kExperts;
 
 constexpr std::array<WeightSpec, kQwen3MoeWeightCount> Qwen3MoeLayerWeights() {
   std::array<WeightSpec, kQwen3MoeWeightCount> w{};
@@ -131,9 +118,9 @@ void BuildQwen3MoeGraph(const ModelConfig& c, const ModelWeights& w, size_t n_to
 extern constinit const ArchitectureFamily kQwen3MoeFamily = {
     "model.layers.",
     kQwen3MoeLayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied},
+    decoder_weights::kTokenEmbd,
+    decoder_weights::kOutputNorm,
+    decoder_weights::kOutput,
     &Qwen3MoeConfigFromGguf,
     &Qwen3MoeConfigFromHf,
     &LlamaConfigToGguf,

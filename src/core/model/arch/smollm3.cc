@@ -4,61 +4,17 @@
 // llama.cpp hard-codes every 4th layer; petrel writes its own `<arch>.no_rope_layers` (HF's list)
 // when the pattern is another one, and reads it back. Q/K rows are permuted in the GGUF as
 // Llama's (interleaved pairs); the HF folder's rotate half-split.
-#include <array>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/format/gguf.h"
 #include "core/format/gguf_writer.h"
-#include "core/model/arch/decoder_graph.h"
 #include "core/model/arch/llama.h"
 
 namespace petrel {
 namespace {
-
-enum SmolLm3Weight : size_t {
-  kAttnNorm,
-  kWq,
-  kWk,
-  kWv,
-  kWo,
-  kFfnNorm,
-  kWGate,
-  kWUp,
-  kWDown,
-  kSmolLm3WeightCount
-};
-
-using Config = const ModelConfig&;
-WeightShape Dim(Config c) { return {c.dim, 1}; }
-WeightShape DimToQ(Config c) { return {c.dim, c.q_dim()}; }
-WeightShape DimToKv(Config c) { return {c.dim, c.kv_dim()}; }
-WeightShape QToDim(Config c) { return {c.q_dim(), c.dim}; }
-WeightShape DimToFfn(Config c) { return {c.dim, c.ffn_dim}; }
-WeightShape FfnToDim(Config c) { return {c.ffn_dim, c.dim}; }
-WeightShape DimToVocab(Config c) { return {c.dim, c.n_vocab}; }
-bool Untied(Config c) { return !c.tied_embeddings; }
-
-constexpr WeightKind kMatrix = WeightKind::kMatrix;
-constexpr WeightKind kVector = WeightKind::kVector;
-
-constexpr std::array<WeightSpec, kSmolLm3WeightCount> SmolLm3LayerWeights() {
-  std::array<WeightSpec, kSmolLm3WeightCount> w{};
-  w[kAttnNorm] = {"attn_norm.weight", "input_layernorm.weight", kVector, &Dim};
-  w[kWq] = {"attn_q.weight", "self_attn.q_proj.weight", kMatrix, &DimToQ, nullptr, true};
-  w[kWk] = {"attn_k.weight", "self_attn.k_proj.weight", kMatrix, &DimToKv, nullptr, true};
-  w[kWv] = {"attn_v.weight", "self_attn.v_proj.weight", kMatrix, &DimToKv};
-  w[kWo] = {"attn_output.weight", "self_attn.o_proj.weight", kMatrix, &QToDim};
-  w[kFfnNorm] = {"ffn_norm.weight", "post_attention_layernorm.weight", kVector, &Dim};
-  w[kWGate] = {"ffn_gate.weight", "mlp.gate_proj.weight", kMatrix, &DimToFfn};
-  w[kWUp] = {"ffn_up.weight", "mlp.up_proj.weight", kMatrix, &DimToFfn};
-  w[kWDown] = {"ffn_down.weight", "mlp.down_proj.weight", kMatrix, &FfnToDim};
-  return w;
-}
-
-constexpr std::array<WeightSpec, kSmolLm3WeightCount> kSmolLm3LayerWeights = SmolLm3LayerWeights();
-static_assert(AllSpecsSet(kSmolLm3LayerWeights), "every SmolLm3Weight needs its row");
 
 constexpr int64_t kDefaultNoRopeInterval = 4;  // transformers' and llama.cpp's
 
@@ -143,37 +99,9 @@ void SmolLm3ConfigToGguf(const ModelConfig& c, const Architecture& arch, GgufWri
   writer->SetI32Array(Key(arch, "no_rope_layers"), rotates);
 }
 
-BlockViews SmolLm3BlockViews(const LayerWeights& L) {
-  BlockViews b;
-  b.attn_norm = &L[kAttnNorm];
-  b.wq = &L[kWq];
-  b.wk = &L[kWk];
-  b.wv = &L[kWv];
-  b.wo = &L[kWo];
-  b.ffn_norm = &L[kFfnNorm];
-  b.ffn_gate = &L[kWGate];
-  b.ffn_up = &L[kWUp];
-  b.ffn_down = &L[kWDown];
-  return b;
-}
-
-void BuildSmolLm3Graph(const ModelConfig& c, const ModelWeights& w, size_t n_tokens,
-                       size_t n_selected, Graph* g) {
-  BuildDecoderGraph({&SmolLm3BlockViews, FfnActivation::kSilu}, c, w, n_tokens, n_selected, g);
-}
-
 }  // namespace
 
-extern constinit const ArchitectureFamily kSmolLm3Family = {
-    "model.layers.",
-    kSmolLm3LayerWeights,
-    {"token_embd.weight", "model.embed_tokens.weight", kMatrix, &DimToVocab},
-    {"output_norm.weight", "model.norm.weight", kVector, &Dim},
-    {"output.weight", "lm_head.weight", kMatrix, &DimToVocab, &Untied},
-    &SmolLm3ConfigFromGguf,
-    &SmolLm3ConfigFromHf,
-    &SmolLm3ConfigToGguf,
-    &BuildSmolLm3Graph,
-};
+extern constinit const ArchitectureFamily kSmolLm3Family =
+    LlamaBlockFamily(&SmolLm3ConfigFromGguf, &SmolLm3ConfigFromHf, &SmolLm3ConfigToGguf);
 
 }  // namespace petrel
