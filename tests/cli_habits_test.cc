@@ -199,7 +199,9 @@ TEST(CliHabitsTest, BenchDepthMeasuresAfterTokensInTheCache) {
     tests.push_back(j["test"]);
     EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0);
     EXPECT_EQ(j["n_depth"], tests.back().find("@ d64") != std::string::npos ? 64 : 0);
-    if (j["n_depth"] == 64) EXPECT_FALSE(j.contains("fraction_of_read_roof")) << line;
+    if (j["n_depth"] == 64) {
+      EXPECT_FALSE(j.contains("fraction_of_read_roof")) << line;
+    }
   }
   EXPECT_EQ(tests, (std::vector<std::string>{"pp16", "tg4", "pp16 @ d64", "tg4 @ d64"}));
   ExpectOneLineError(Petrel({"bench", "-m", Story(), "-p", "16", "-n", "0", "-d", "64", "-c", "32", "-r", "1"}),

@@ -105,7 +105,9 @@ void ExpectClientError(const Reply& reply, int status, const std::string& param,
   EXPECT_EQ(reply.status, status) << what << ": " << reply.body.dump();
   ASSERT_TRUE(reply.body.is_object() && reply.body.contains("error")) << what;
   EXPECT_TRUE(reply.body["error"]["message"].is_string()) << what;
-  if (!param.empty()) EXPECT_EQ(reply.body["error"]["param"], param) << what;
+  if (!param.empty()) {
+    EXPECT_EQ(reply.body["error"]["param"], param) << what;
+  }
 }
 
 const json kNormal = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
@@ -121,7 +123,9 @@ class ServerHostileTest : public ::testing::Test {
                                  "-t", "2", "--no-access-log"});
   }
   static void TearDownTestSuite() {
-    if (server_->ok()) EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    if (server_->ok()) {
+      EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    }
     delete server_;
     std::remove(template_path_->c_str());
     delete template_path_;

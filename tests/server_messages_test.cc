@@ -107,7 +107,9 @@ class ServerMessagesTest : public ::testing::Test {
                            SharedDir() + "/chat-templates/Qwen-Qwen3-0.6B.jinja"});
   }
   static void TearDownTestSuite() {
-    if (server_->ok()) EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    if (server_->ok()) {
+      EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    }
     delete server_;
     std::filesystem::remove_all(*model_);
     delete model_;

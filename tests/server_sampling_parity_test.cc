@@ -73,7 +73,9 @@ class ServerSamplingParityTest : public ::testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() { server_ = new ServerProcess({"-m", StoryF32Gguf(), "-c", "256"}); }
   static void TearDownTestSuite() {
-    if (server_->ok()) EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    if (server_->ok()) {
+      EXPECT_EQ(server_->Stop(), 0) << server_->log();
+    }
     delete server_;
   }
   void SetUp() override { ASSERT_TRUE(server_->ok()) << server_->log(); }

@@ -438,7 +438,9 @@ TEST_F(ServerToolsTest, UnclosedCallsAndThinkBlocks) {
         message.contains("reasoning_content") ? message["reasoning_content"] : "";
     EXPECT_EQ(content.rfind(c.content_prefix, 0), 0u) << message.dump();
     EXPECT_EQ(reasoning.rfind(c.reasoning_prefix, 0), 0u) << message.dump();
-    if (c.content_prefix.empty()) EXPECT_EQ(content, "") << message.dump();
+    if (c.content_prefix.empty()) {
+      EXPECT_EQ(content, "") << message.dump();
+    }
     std::string streamed_content, streamed_reasoning, finish;
     for (const json& chunk : PostStream(client, body)) {
       const json& streamed = chunk["choices"][0];
@@ -511,7 +513,9 @@ TEST(ServerHarmonyTest, ChannelsAndForcedCalls) {
     const json& calls = reply.body["choices"][0]["message"]["tool_calls"];
     ASSERT_EQ(calls.size(), 1u) << reply.body.dump();
     ExpectArguments(calls[0]["function"]["name"], calls[0]["function"]["arguments"]);
-    if (choice.is_object()) EXPECT_EQ(calls[0]["function"]["name"], "get_time");
+    if (choice.is_object()) {
+      EXPECT_EQ(calls[0]["function"]["name"], "get_time");
+    }
   }
   EXPECT_EQ(server.Stop(), 0) << server.log();
   std::filesystem::remove_all(model);
