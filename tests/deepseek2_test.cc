@@ -159,9 +159,9 @@ TEST(DeepSeek2Convert, HfFolderToGguf) {
   std::remove(out.c_str());
 }
 
-// A device that, like the Vulkan and CUDA backends, does not claim mla_attention or moe_ffn:
-// every DeepSeek2 block stays on the CPU (placement says why), the head may go to the device, and
-// the logits are the all-CPU ones.
+// A device that, like the Vulkan and CUDA backends, does not claim mla_attention (nor, here,
+// moe_ffn): every DeepSeek2 block stays on the CPU (placement says why), the head may go to the
+// device, and the logits are the all-CPU ones.
 class NoLatentBackend final : public Backend {
  public:
   explicit NoLatentBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}

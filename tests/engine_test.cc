@@ -259,6 +259,24 @@ TEST(MicroBatching, PassesOfEightGiveTheLogitsOfOnePass) {
   EXPECT_EQ(stats.top1, 1.0);
 }
 
+// A value made on one backend and first read on another is copied when that reader runs: its
+// home block must not be reused before then, even when its own backend never reads it. Here
+// layer 0 (backend 0) makes a and then b, and layer 1 (backend 1) reads both.
+TEST(ArenaLayout, AValueLivesAtHomeUntilItIsCopied) {
+  Graph graph;
+  const ValueId a = graph.Add(Node{OpKind::kAdd, 0}, 4, 64);
+  const ValueId b = graph.Add(Node{OpKind::kAdd, 0}, 4, 64);
+  graph.logits = graph.Add(Node{OpKind::kAdd, 1, {a, b}}, 4, 64);
+  Placement placement;
+  placement.layers = {0, 1};
+  auto layout = LayOutArenas(graph, placement, 2);
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  EXPECT_EQ(layout->home[size_t(a)].backend, 0);
+  EXPECT_EQ(layout->home[size_t(b)].backend, 0);
+  EXPECT_NE(layout->home[size_t(a)].offset, layout->home[size_t(b)].offset);
+  EXPECT_NE(layout->copy_at[size_t(a)][1], layout->copy_at[size_t(b)][1]);
+}
+
 // Without --ubatch-size the engine picks the longest power-of-two pass (64 to the batch limit)
 // whose activation arenas fit 1/kActivationShare of the weights.
 TEST(MicroBatching, TheAutomaticSizeKeepsActivationsWithinTheirShare) {

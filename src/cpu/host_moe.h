@@ -1,31 +1,19 @@
-// Mixture-of-experts helpers of the host backends: the node's checks and the router.
+// Mixture-of-experts helpers of the host backends: the experts' clamped activation (the node's
+// checks and the router are core/graph/moe_node.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "core/graph/graph.h"
+#include "core/graph/moe_node.h"  // MoeNodeError, RouteTopK
 
 namespace petrel {
-
-// What is wrong with a moe_ffn node's weights and parameters, or nullptr when it can run: gate
-// and up of one type and shape [n_in, n_ff, n_experts], down [n_ff, n_out, n_experts],
-// 0 < top_k <= n_experts, optional f32 biases of one row per expert, a valid gated activation.
-const char* MoeNodeError(const Node& node);
 
 // The experts' gated activation when it is not plain silu(g) * u (MoeParams): gpt-oss's clamped
 // SwiGLU, out = min(g, L) * sigmoid(alpha * min(g, L)) * (clamp(u, -L, L) + up_offset). `out`
 // may be `up`.
 void ClampedSwiGlu(const MoeParams& params, const float* gate, const float* up, size_t n,
                    float* out);
-
-// One token's routing (MoeParams): scores p = softmax(logits) (in float, max subtracted) or
-// sigmoid(logits); selection scores p + bias (bias may be null); with groups, only the experts of
-// the best `groups_used` groups stay eligible; the top_k largest selection scores in descending
-// order, equal values in ascending expert order (groups likewise), so ties resolve the same way
-// everywhere; their weights are p, divided by their sum when `norm_top_k`, times `scale`.
-// `scratch` holds 2 * n_experts + n_groups floats.
-void RouteTopK(const MoeParams& params, const float* logits, const float* bias, float* scratch,
-               int32_t* experts, float* weights);
 
 }  // namespace petrel

@@ -306,6 +306,8 @@ Status CudaBackend::Run(const Node& node, const ValueView* values, const KvLayer
       status = cuda::RunGetRows(ctx, node, values);
       break;
     case OpKind::kMoeFfn:
+      status = cuda::RunMoeFfn(ctx, node, values);
+      break;
     case OpKind::kLayerNorm:
     case OpKind::kGelu:
     case OpKind::kAddRows:

@@ -12,6 +12,8 @@ namespace petrel::cuda {
 bool SupportsNode(const Node& node);
 // KV cache element types attention has kernels for: F32, F16 and Q8_0.
 bool SupportsKvType(DType type);
+// moe_ffn: MoeNodeError's checks, weight kernels for its types, experts 4-byte aligned.
+bool SupportsMoe(const Node& node);
 
 // `values[v]` are the node's bound values (see Backend::Run).
 Status RunEmbed(const OpContext& ctx, const Node& node, const ValueView* values);
@@ -28,6 +30,8 @@ Status RunHeadRmsNorm(const OpContext& ctx, const Node& node, const ValueView* v
 Status RunElementwise(const OpContext& ctx, const Node& node, const ValueView* values);
 // scale and softcap.
 Status RunScale(const OpContext& ctx, const Node& node, const ValueView* values);
+// Routing on the host, then per active expert gate/up/down through LaunchMatMul (ops_moe.cc).
+Status RunMoeFfn(const OpContext& ctx, const Node& node, const ValueView* values);
 Status RunGetRows(const OpContext& ctx, const Node& node, const ValueView* values);
 
 }  // namespace petrel::cuda

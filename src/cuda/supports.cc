@@ -49,8 +49,8 @@ bool SupportsNode(const Node& node) {
     case OpKind::kScale:
     case OpKind::kGetRows:
       return true;
-    case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still
-                           // offload
+    case OpKind::kMoeFfn:  // routed on the host, experts on the device (ops_moe.cc)
+      return SupportsMoe(node);
     case OpKind::kLayerNorm:  // the encoder's ops run on the host
     case OpKind::kGelu:
     case OpKind::kAddRows:

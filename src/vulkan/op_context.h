@@ -39,6 +39,8 @@ inline std::array<uint32_t, 3> FoldGroups(size_t n_groups, const DeviceCaps& cap
   return {uint32_t(max_x), uint32_t((n_groups + max_x - 1) / max_x), 1};
 }
 
+constexpr size_t kScratchSlots = 3;
+
 struct OpContext {
   Recorder& recorder;
   const DeviceCaps& caps;
@@ -51,8 +53,15 @@ struct OpContext {
   void* backend;
   // The IQ codebooks (WeightGridWords()), bound by every weight op after its own buffers.
   BufferRange weight_grids;
+  // Device scratch of at least `bytes` for an op's intermediate values (moe_ffn's routes and
+  // expert rows), one buffer per `slot` (< kScratchSlots). It stays valid until the next batch;
+  // the op after the next dispatch may reuse it (dispatches run in order, one barrier each).
+  Result<BufferRange> (*scratch)(void* backend, size_t slot, size_t bytes);
   Result<BufferRange> RopeTable(const double* inv_freq, size_t pairs) const {
     return rope_table(backend, inv_freq, pairs);
+  }
+  Result<BufferRange> Scratch(size_t slot, size_t bytes) const {
+    return scratch(backend, slot, bytes);
   }
 };
 

@@ -23,6 +23,8 @@ std::span<const uint32_t> WeightGridWords();
 // Per-op support beyond the weight type (parameters, device limits).
 bool SupportsAttention(const AttentionParams& params, const DeviceCaps& caps);
 bool SupportsKvType(DType type);
+// moe_ffn beyond its weights' types: MoeNodeError's checks and the routing shader's limits.
+bool SupportsMoe(const Node& node);
 
 // `values[v]` are the node's bound values (see Backend::Run).
 Status RecordEmbed(const OpContext& ctx, const Node& node, const ValueView* values);
@@ -38,6 +40,9 @@ Status RecordAttention(const OpContext& ctx, const Node& node, const ValueView* 
 Status RecordElementwise(const OpContext& ctx, const Node& node, const ValueView* values);
 // scale and softcap: out = x * scalar, out = scalar * tanh(x / scalar).
 Status RecordScale(const OpContext& ctx, const Node& node, const ValueView* values);
+// moe_ffn: routing, grouping by expert, the experts' gate/up and down products and the
+// weighted sum, all on the device (ops_moe.cc).
+Status RecordMoeFfn(const OpContext& ctx, const Node& node, const ValueView* values);
 Status RecordGetRows(const OpContext& ctx, const Node& node, const ValueView* values);
 
 }  // namespace petrel::vk

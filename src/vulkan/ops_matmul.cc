@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "quant/iq_grids.h"  // kIQ2XXSGrid ... kIQ1SGrid
+#include "vulkan/matmul_common.h"
 #include "vulkan/ops.h"
 
 namespace petrel::vk {
@@ -50,12 +51,6 @@ const char* TypeSuffix(DType type) {
 
 // Embed: invocations per workgroup, each decoding 8 elements of a row.
 constexpr uint32_t kEmbedGroup = 64;
-// mat_mul / gated_ffn: invocations per workgroup (a power of two: the shared-memory reduction
-// halves it) and tokens per workgroup (TOKENS in mat_mul.comp: each decoded weight block serves
-// that many tokens).
-constexpr uint32_t kMatMulGroup = 64;
-constexpr uint32_t kMatMulTokens = 8;
-
 // Mirrors `Push` in shaders/embed.comp.
 struct EmbedPush {
   uint32_t dim, n_rows, n_tokens, row_bytes, groups_per_token;
@@ -66,12 +61,20 @@ struct MatMulPush {
   uint32_t n_in, n_rows, n_tokens, row_bytes, token_groups, has_bias;
 };
 
-uint32_t CeilDiv(size_t a, size_t b) { return uint32_t((a + b - 1) / b); }
+// Checks shapes shared by mat_mul and gated_ffn: x is (n_tokens, n_in), out is (n_tokens, n_rows).
+Status CheckMatMulShapes(const Node& node, const TensorView& w, const ValueView& x,
+                         const ValueView& out) {
+  if (x.desc.ne[0] != w.desc.ne[0] || out.desc.ne[0] != w.desc.ne[1] ||
+      out.desc.ne[1] != x.desc.ne[1]) {
+    return Error("vulkan: %s of layer %d: weight %s, input %s and output %s do not match",
+                 OpName(node.op), node.layer, w.desc.ShapeString().c_str(),
+                 x.desc.ShapeString().c_str(), out.desc.ShapeString().c_str());
+  }
+  return Status::Ok();
+}
 
-// A weight's range for a shader that reads it as uint words: rounded up to whole words, so the
-// word holding a row's last bytes is inside the binding (robust buffer access may read a word
-// that ends past the range as 0). The pool aligns every allocation's size to at least 4 bytes,
-// so those bytes are the weight's own.
+}  // namespace
+
 BufferRange WeightWords(const TensorView& weight) {
   BufferRange range = WeightRange(weight);
   range.bytes = (range.bytes + 3) & ~VkDeviceSize(3);
@@ -87,12 +90,6 @@ Result<const char*> ShaderSuffix(const Node& node, const TensorView& weight) {
   return suffix;
 }
 
-// The workgroup size and shader variant of mat_mul / gated_ffn on this device: the subgroupAdd
-// variant where compute shaders have subgroup arithmetic, with at least one whole subgroup.
-struct MatMulShape {
-  uint32_t group;
-  bool subgroups;
-};
 MatMulShape MatMulShapeFor(const DeviceCaps& caps) {
   uint32_t group = kMatMulGroup;
   const bool subgroups = caps.subgroup_size != 0;
@@ -101,20 +98,6 @@ MatMulShape MatMulShapeFor(const DeviceCaps& caps) {
   }
   return {group, subgroups};
 }
-
-// Checks shapes shared by mat_mul and gated_ffn: x is (n_tokens, n_in), out is (n_tokens, n_rows).
-Status CheckMatMulShapes(const Node& node, const TensorView& w, const ValueView& x,
-                         const ValueView& out) {
-  if (x.desc.ne[0] != w.desc.ne[0] || out.desc.ne[0] != w.desc.ne[1] ||
-      out.desc.ne[1] != x.desc.ne[1]) {
-    return Error("vulkan: %s of layer %d: weight %s, input %s and output %s do not match",
-                 OpName(node.op), node.layer, w.desc.ShapeString().c_str(),
-                 x.desc.ShapeString().c_str(), out.desc.ShapeString().c_str());
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 bool HasWeightShaders(DType type) { return TypeSuffix(type) != nullptr; }
 

@@ -2,6 +2,8 @@
 // the op recording functions of ops.h.
 #include "vulkan/vulkan_backend.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -94,6 +96,7 @@ class VulkanBackend final : public Backend {
     return batch_uploads_.Take(data, n * sizeof(int32_t));
   }
   static Result<BufferRange> RopeTableOf(void* self, const double* inv_freq, size_t pairs);
+  static Result<BufferRange> ScratchOf(void* self, size_t slot, size_t bytes);
   Status Upload(const void* host, DeviceBuffer& dst, size_t bytes);
 
   BackendId id_;
@@ -116,6 +119,10 @@ class VulkanBackend final : public Backend {
   };
   std::vector<RopeTable> rope_tables_;
   std::vector<float> rope_scratch_;
+  // Ops' device scratch (OpContext::Scratch), grown on demand; a buffer replaced during a batch
+  // may still be read by recorded work, so it is kept until the next batch.
+  std::array<std::unique_ptr<DeviceBuffer>, vk::kScratchSlots> scratch_;
+  std::vector<std::unique_ptr<DeviceBuffer>> retired_scratch_;
 };
 
 bool VulkanBackend::Supports(const Node& node) const {
@@ -159,8 +166,10 @@ bool VulkanBackend::Supports(const Node& node) const {
     case OpKind::kScale:
     case OpKind::kGetRows:
       return true;
+    case OpKind::kMoeFfn:  // routing and experts on the device (ops_moe.cc)
+      return vk::SupportsMoe(node) && weight_ok(node.weight) && weight_ok(node.weight_up) &&
+             weight_ok(node.weight_down);
     case OpKind::kScaleRows:  // per-sequence LoRA scales: the adapted layers run on the CPU
-    case OpKind::kMoeFfn:  // experts run on the host backends; the layer's other ops may still offload
     case OpKind::kLayerNorm:  // the encoder's ops (and bidirectional attention) run on the host
     case OpKind::kGelu:
     case OpKind::kAddRows:
@@ -240,6 +249,7 @@ Status VulkanBackend::BeginBatch(const BatchContext& batch) {
   if (!recorder_.idle()) PETREL_RETURN_IF_ERROR(recorder_.Wait());
   batch_ = batch;
   batch_uploads_.Reset();
+  retired_scratch_.clear();
   rope_tables_.clear();
   vk::DeviceBatch& d = device_batch_;
   const size_t n = batch.n_tokens;
@@ -278,6 +288,19 @@ Result<BufferRange> VulkanBackend::RopeTableOf(void* opaque, const double* inv_f
   return range;
 }
 
+Result<BufferRange> VulkanBackend::ScratchOf(void* opaque, size_t slot, size_t bytes) {
+  auto* self = static_cast<VulkanBackend*>(opaque);
+  PETREL_CHECK(slot < self->scratch_.size());
+  std::unique_ptr<DeviceBuffer>& buffer = self->scratch_[slot];
+  if (!buffer || buffer->bytes() < bytes) {
+    if (buffer) self->retired_scratch_.push_back(std::move(buffer));
+    // Some headroom, so that a batch a little larger than the last does not allocate again.
+    PETREL_ASSIGN_OR_RETURN(buffer,
+                            self->device_pool_.Allocate(std::max<size_t>(bytes + bytes / 4, 256)));
+  }
+  return buffer->Whole();
+}
+
 Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLayerView* kv) {
   const vk::OpContext ctx{recorder_,
                           device_->caps(),
@@ -285,7 +308,8 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
                           device_batch_,
                           &RopeTableOf,
                           this,
-                          weight_grids_ ? weight_grids_->Whole() : BufferRange{}};
+                          weight_grids_ ? weight_grids_->Whole() : BufferRange{},
+                          &ScratchOf};
   recorder_.CountNode(node.op);
   switch (node.op) {
     case OpKind::kEmbed: return vk::RecordEmbed(ctx, node, values);
@@ -303,7 +327,7 @@ Status VulkanBackend::Run(const Node& node, const ValueView* values, const KvLay
     case OpKind::kScale:
     case OpKind::kSoftcap: return vk::RecordScale(ctx, node, values);
     case OpKind::kGetRows: return vk::RecordGetRows(ctx, node, values);
-    case OpKind::kMoeFfn:
+    case OpKind::kMoeFfn: return vk::RecordMoeFfn(ctx, node, values);
     case OpKind::kLayerNorm:
     case OpKind::kGelu:
     case OpKind::kAddRows:

@@ -83,6 +83,11 @@ Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
     const BackendId home = layout.home[v].backend;
     const size_t bytes = AlignUp(graph.values[v].bytes());
     size_t end = std::max(def[v], last_use[v][size_t(home)]);
+    // The home copy is read again where another backend first needs the value (its copy is
+    // made there): it must live until then, even when its own backend is done with it.
+    for (size_t b = 0; b < n_backends; ++b) {
+      if (BackendId(b) != home && first_use[v][b] != SIZE_MAX) end = std::max(end, first_use[v][b]);
+    }
     if (ValueId(v) == graph.logits) end = never;
     intervals.push_back({ValueId(v), home, bytes, def[v], end});
     for (size_t b = 0; b < n_backends; ++b) {
