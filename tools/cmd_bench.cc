@@ -111,8 +111,9 @@ Runner AddBenchCommand(CLI::App& app) {
       ->check(IntRange(1, 64));
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
   cmd->add_flag("--profile", args->profile,
-                "time each op on the devices that can: per test, op, calls, total ms and share "
-                "(a second table, or \"profile\" in each JSON line)");
+                "time each op (on the devices that can, or on the CPU when everything runs "
+                "there): per test, op, calls, total ms and share (a second table, or "
+                "\"profile\" in each JSON line)");
   args->draft.AddTo(*cmd);
   CLI::Option* prompt = cmd->add_option(
       "--prompt", args->prompt,
@@ -215,7 +216,8 @@ Runner AddBenchCommand(CLI::App& app) {
                                     ((*engine)->kv_has_values() ? 2 : 1);
       const PromptRoof prompt_roof((*engine)->model().weights,
                                    (*engine)->model().config.n_experts_used);
-      if (args->profile) (*engine)->EnableProfiling(true);
+      // All on the CPU: its own op times (with a device, only the device's are shown).
+      if (args->profile) (*engine)->EnableProfiling(true, args->model.device == "cpu");
       for (const Test& test : tests) {
         std::vector<double> rates, roof_rates, fractions;
         // A generation step reads the active weights and the cached rows: on average over the
