@@ -3,7 +3,9 @@
 # same-machine roofs (docs/PERFORMANCE.md). Writes the files with `petrel synth` if missing.
 #   scripts/bench_baselines.sh [MODEL_DIR] [OUT.jsonl]     (after scripts/test.sh or a build)
 # Environment: PETREL (default build/tools/petrel), SHARED (default ../shared),
-# PETREL_CPU_TARGET (default avx2, the baseline machine's instruction set).
+# PETREL_CPU_TARGET (default avx2, the baseline machine's instruction set), PETREL_BENCH_MLA (default
+# 1: then also decode of the deepseek2-lite shape, latent attention and experts, against its read
+# roof; no llama.cpp figure and no target checked here; 0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-/tmp/petrel-bench-models}
@@ -22,3 +24,9 @@ for shape in small tinyllama; do
   done
 done
 python3 scripts/bench_table.py "$out"
+if [ "${PETREL_BENCH_MLA:-1}" != 0 ]; then
+  file="$models/deepseek2-lite-q4_0.gguf"
+  [ -f "$file" ] || "$petrel" synth --shape deepseek2-lite --type q4_0 --n-vocab 102400 \
+      -o "$file" >&2
+  "$petrel" bench -m "$file" -p 0 -n 32 -d 0,256 -t 2 -r 3
+fi

@@ -163,6 +163,33 @@ TEST(Mixtral, CpuMatchesRef) {
 // Mixtral from a Hugging Face folder (block_sparse_moe.experts.<e>.w1/w2/w3, half-split RoPE)
 // and from the GGUF llama.cpp's converter would write (arch llama, stacked experts, permuted
 // Q/K rows): the same logits.
+// `petrel synth --shape deepseek2-tiny`: latent attention, one dense block, then routed and shared
+// experts, in the layout the deepseek2 loader reads; the cpu backend against ref, and the cache
+// holding one latent row (kv_lora + rope) per layer and token.
+TEST(DeepSeek2Synth, LoadsAndCpuMatchesRef) {
+  auto spec = ParseSynthShape("deepseek2-tiny");
+  ASSERT_TRUE(spec.ok());
+  spec->type = DType::kF32;
+  spec->n_vocab = 300;
+  const std::string path = Scratch("deepseek2.gguf");
+  const Status written = WriteSynthModel(*spec, path);
+  ASSERT_TRUE(written.ok()) << written.message();
+  auto cpu = LoadEngine(path, false);
+  auto ref = LoadEngine(path, false, "ref");
+  ASSERT_TRUE(cpu && ref);
+  const ModelConfig& c = cpu->model().config;
+  EXPECT_EQ(c.architecture, "deepseek2");
+  EXPECT_EQ(c.kv_lora_rank, spec->kv_lora_rank);
+  EXPECT_EQ(c.rope.dims, spec->qk_rope_dim);
+  EXPECT_EQ(c.n_dense_layers, 1);
+  EXPECT_EQ(c.n_shared_experts, 2);
+  EXPECT_FALSE(cpu->kv_has_values());
+  EXPECT_EQ(cpu->kv_row_bytes(),
+            *RowBytes(cpu->kv_type(), uint64_t(spec->kv_lora_rank + spec->qk_rope_dim)));
+  const auto stats = testing::CompareLogits(Logits(*cpu, kIds), Logits(*ref, kIds), 300);
+  EXPECT_TRUE(testing::Within(stats, testing::kF32Tolerance)) << stats.ToString();
+}
+
 TEST(Mixtral, HfFolderAndGgufAgree) {
   testing::TinyModelSpec spec;
   spec.arch = "mixtral";

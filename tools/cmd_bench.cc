@@ -93,7 +93,7 @@ Runner AddBenchCommand(CLI::App& app) {
       ->check(IntRange(0, kMaxTokens));
   cmd->add_option("-d,--n-depth", args->depths,
                   "tokens already in the cache before each test, e.g. 0,4096,16384 (default 0; "
-                  "llama-bench's -d): tests are named pp512 @ d4096; no roof at depth > 0")
+                  "llama-bench's -d): tests are named pp512 @ d4096; prompts at depth > 0 have no roof")
       ->delimiter(',')
       ->check(IntRange(0, kMaxContext));
   cmd->add_option("-t,--threads", args->threads,
@@ -111,8 +111,9 @@ Runner AddBenchCommand(CLI::App& app) {
       ->check(IntRange(1, 64));
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
   cmd->add_flag("--profile", args->profile,
-                "time each op on the devices that can: per test, op, calls, total ms and share "
-                "(a second table, or \"profile\" in each JSON line)");
+                "time each op (on the devices that can, or on the CPU when everything runs "
+                "there): per test, op, calls, total ms and share (a second table, or "
+                "\"profile\" in each JSON line)");
   args->draft.AddTo(*cmd);
   CLI::Option* prompt = cmd->add_option(
       "--prompt", args->prompt,
@@ -210,14 +211,27 @@ Runner AddBenchCommand(CLI::App& app) {
         }
       }
       const size_t used_threads = (*engine)->options().n_threads;
-      const ReadRoof roof((*engine)->model().weights, (*engine)->model().config.n_experts_used);
+      // The K/V (or latent) rows of one cached token, all layers: a step reads each once.
+      const size_t kv_token_bytes = (*engine)->kv_layers() * (*engine)->kv_row_bytes() *
+                                    ((*engine)->kv_has_values() ? 2 : 1);
       const PromptRoof prompt_roof((*engine)->model().weights,
                                    (*engine)->model().config.n_experts_used);
-      if (args->profile) (*engine)->EnableProfiling(true);
+      // All on the CPU: its own op times (with a device, only the device's are shown).
+      if (args->profile) (*engine)->EnableProfiling(true, args->model.device == "cpu");
       for (const Test& test : tests) {
         std::vector<double> rates, roof_rates, fractions;
-        // The roofs count the weights only: at depth the attention's KV reads come on top.
-        const bool has_roof = test.depth == 0 && (test.n_gen > 0 || prompt_roof.available());
+        // A generation step reads the active weights and the cached rows: on average over the
+        // test, depth + (n_gen + 1) / 2 of them. The prompt roof counts arithmetic on the
+        // weights only, so prompts at depth have none.
+        const ReadRoof roof((*engine)->model().weights, (*engine)->model().config.n_experts_used,
+                            test.n_gen > 0 ? kv_token_bytes * (test.depth + (test.n_gen + 1) / 2)
+                                           : 0);
+        const bool has_roof =
+            test.n_gen > 0 || (test.depth == 0 && prompt_roof.available());
+        if (test.n_gen > 0) {
+          std::fprintf(stderr, "%s reads per token: %s\n", test.name.c_str(),
+                       roof.step_bytes().ToString().c_str());
+        }
         // The depth's tokens, prefilled once (untimed) for all the repetitions.
         const SeqId seq = (*engine)->NewSequence();
         if (test.depth > 0) {
@@ -300,6 +314,10 @@ Runner AddBenchCommand(CLI::App& app) {
           if (!fractions.empty() && test.n_gen > 0) {
             line["read_roof_tokens_per_second"] = Summarize(roof_rates).median;
             line["read_roof_bytes_per_token"] = roof.bytes_per_token();
+            const StepBytes& step = roof.step_bytes();
+            line["read_bytes"] = {{"attention", step.attention}, {"ffn", step.ffn},
+                                  {"routed_experts", step.routed}, {"head", step.head},
+                                  {"kv", step.kv}};
             line["fraction_of_read_roof"] = fraction;
           } else if (!fractions.empty()) {
             const bool int8 = prompt_roof.roof() == cpu::Roof::kInt8Dot;

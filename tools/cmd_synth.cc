@@ -1,4 +1,4 @@
-// `petrel synth`: write a random-weight Llama GGUF of a benchmark shape.
+// `petrel synth`: write a random-weight Llama (or DeepSeek2) GGUF of a benchmark shape.
 #include <cstdio>
 #include <string>
 
@@ -21,7 +21,9 @@ Runner AddSynthCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("synth", "write a random-weight model of a given shape");
   cmd->add_option("--shape", args->shape,
                   "small, tinyllama, moe (8 experts, top-2, dim 2048), moe-dense (a dense model of "
-                  "its total size), moe-tiny or DIMxLAYERSxHEADSxKV_HEADSxFFN[xEXPERTSxUSED]");
+                  "its total size), moe-tiny, deepseek2-lite (DeepSeek-V2-Lite's widths in 8 "
+                  "blocks: latent attention, 64 experts top-6 + 2 shared), deepseek2-tiny or "
+                  "DIMxLAYERSxHEADSxKV_HEADSxFFN[xEXPERTSxUSED]");
   cmd->add_option("--type", args->type, "weight type: f32, f16, bf16, a block type (q4_0, q8_0, q4_k, iq4_xs, ...) or a mix (q4_k_m, q5_k_m, q3_k_m); default f16");
   cmd->add_option("--weights", args->weights,
                   "normal (N(0, 1/n_in), the default) or ternary (each row t * s, t in "

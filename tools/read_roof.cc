@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string_view>
 #include <thread>
 
 #include "cpu/roofs/compute_roof.h"  // Median
@@ -9,26 +11,48 @@
 
 namespace petrel::tools {
 
-ReadRoof::ReadRoof(const ModelWeights& weights, int64_t experts_used) {
-  auto add = [&](const TensorView& view) {
+std::string StepBytes::ToString() const {
+  auto mib = [](size_t bytes) { return double(bytes) / (1024.0 * 1024.0); };
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "%.1f MiB = attention %.1f + ffn and shared %.1f + routed experts %.1f + head "
+                "%.1f + KV %.1f",
+                mib(total()), mib(attention), mib(ffn), mib(routed), mib(head), mib(kv));
+  return text;
+}
+
+ReadRoof::ReadRoof(const ModelWeights& weights, int64_t experts_used, size_t kv_bytes) {
+  auto add = [&](const TensorView& view, size_t* kind) {
     if (view.data == nullptr) return;
     size_t bytes = view.desc.bytes();
     if (view.desc.n_dims == 3 && experts_used > 0 && experts_used < view.desc.ne[2]) {
       bytes = bytes / size_t(view.desc.ne[2]) * size_t(experts_used);  // the routed experts
+      kind = &bytes_.routed;
     }
     spans_.push_back({static_cast<const uint8_t*>(view.data), bytes});
-    total_bytes_ += bytes;
+    *kind += bytes;
   };
   for (const LayerWeights& layer : weights.layers) {
-    for (const TensorView& view : layer.views()) add(view);  // a token step reads them all
+    for (size_t i = 0; i < layer.size(); ++i) {
+      const WeightSpec& spec = layer.spec(i);
+      if (spec.IsFusedPart()) continue;  // a view into a tensor counted whole
+      const bool attention = std::string_view(spec.gguf_name).starts_with("attn_");
+      add(layer[i], attention ? &bytes_.attention : &bytes_.ffn);  // a step reads them all
+    }
   }
-  add(weights.output_norm);
-  add(weights.output);  // the embedding table itself when tied: then it is read as the output
+  add(weights.output_norm, &bytes_.head);
+  add(weights.output, &bytes_.head);  // the embedding table itself when tied: read as the output
+  if (kv_bytes > 0) {
+    kv_.assign(kv_bytes, 1);  // written, so that its pages are real memory
+    spans_.push_back({kv_.data(), kv_.size()});
+    bytes_.kv = kv_bytes;
+  }
 }
 
 double ReadRoof::TokensPerSecond(size_t threads, size_t passes) const {
   threads = std::max<size_t>(threads, 1);
-  const size_t share = (total_bytes_ + threads - 1) / threads;
+  const size_t total_bytes = bytes_.total();
+  const size_t share = (total_bytes + threads - 1) / threads;
   std::vector<double> rates;
   for (size_t pass = 0; pass < std::max<size_t>(passes, 1); ++pass) {
     std::vector<uint64_t> sums(threads);
@@ -37,7 +61,7 @@ double ReadRoof::TokensPerSecond(size_t threads, size_t passes) const {
     for (size_t t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
         // Thread t reads bytes [t * share, (t + 1) * share) of the spans laid end to end.
-        size_t begin = t * share, end = std::min(total_bytes_, begin + share), offset = 0;
+        size_t begin = t * share, end = std::min(total_bytes, begin + share), offset = 0;
         uint64_t sum = 0;
         for (const Span& span : spans_) {
           const size_t lo = std::max(begin, offset), hi = std::min(end, offset + span.bytes);

@@ -2,6 +2,7 @@
 #include "cpu/host_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -379,6 +380,25 @@ void HostBackend::RunRope(const Node& node, const TensorView* values) {
 }
 
 Status HostBackend::Run(const Node& node, const ValueView* bound, const KvLayerView* kv_layer) {
+  if (!profiling_) return RunNode(node, bound, kv_layer);
+  const auto start = std::chrono::steady_clock::now();
+  Status status = RunNode(node, bound, kv_layer);
+  OpProfile& op = profile_[node.op];
+  op.op = node.op;
+  ++op.calls;
+  op.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return status;
+}
+
+std::vector<OpProfile> HostBackend::TakeProfile() {
+  std::vector<OpProfile> out;
+  for (const auto& [kind, op] : profile_) out.push_back(op);
+  profile_.clear();
+  return out;
+}
+
+Status HostBackend::RunNode(const Node& node, const ValueView* bound,
+                            const KvLayerView* kv_layer) {
   // The node's values as host views (only its inputs and output are bound).
   for (ValueId v : {node.inputs[0], node.inputs[1], node.inputs[2], node.output}) {
     if (v == kNoValue) continue;

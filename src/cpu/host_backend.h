@@ -2,6 +2,7 @@
 // pool. The CPU backend (Highway kernels) and the `ref` backend (scalar kernels) are both this.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,9 @@ class HostBackend final : public Backend {
   Status BeginBatch(const BatchContext& batch) override;
   Status Run(const Node& node, const ValueView* values, const KvLayerView* kv) override;
   Status Submit() override { return Status::Ok(); }
+  // Wall time per op kind (`petrel bench --profile`): each node runs to its end inside Run.
+  void EnableProfiling(bool enabled) override { profiling_ = enabled; }
+  std::vector<OpProfile> TakeProfile() override;
 
   // The host address of a place in one of this backend's buffers.
   static char* HostAddress(const BackendBuffer& buffer, size_t offset);
@@ -47,6 +51,10 @@ class HostBackend final : public Backend {
   cpu::ThreadPool& pool() { return pool_; }
 
  private:
+  Status RunNode(const Node& node, const ValueView* values, const KvLayerView* kv);
+  bool profiling_ = false;
+  std::map<OpKind, OpProfile> profile_;
+
   // The activations a mat_mul reads: the f32 rows, or their copy quantized to the weights'
   // activation type (made once for consecutive mat_muls of one value).
   struct MatMulInput {

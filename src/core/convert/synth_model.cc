@@ -1,4 +1,4 @@
-// WriteSynthModel: metadata of a Llama GGUF, a vocabulary, and the weights the llama
+// WriteSynthModel: metadata of a Llama (or DeepSeek2) GGUF, a vocabulary, and the weights the
 // architecture declares, drawn as embeddings N(0,1), projections N(0, 1/n_in) (1/dim, and 1/ffn
 // for ffn_down), norms 1 + N(0, 0.01), output N(0, 16/dim) — the recipe of the baseline files —
 // or, for ternary weights, each matrix row as t * s with the same variance per element.
@@ -162,13 +162,33 @@ Result<SynthSpec> ParseSynthShape(const std::string& shape) {
     spec.n_experts_used = 2;
     return spec;
   }
+  // DeepSeek-V2-Lite (27 blocks, 15.7 G parameters, 2.4 G active) cut to 8 blocks: the widths
+  // that decide a decode step's reads and kernels, in a file of ~2.3 GB at Q4_0.
+  if (shape == "deepseek2-lite" || shape == "deepseek2-tiny") {
+    const bool lite = shape == "deepseek2-lite";
+    spec.dim = lite ? 2048 : 64;
+    spec.n_layers = lite ? 8 : 3;
+    spec.n_heads = lite ? 16 : 4;
+    spec.n_kv_heads = 1;
+    spec.ffn_dim = lite ? 10944 : 160;
+    spec.kv_lora_rank = lite ? 512 : 32;
+    spec.qk_nope_dim = lite ? 128 : 32;
+    spec.qk_rope_dim = lite ? 64 : 32;
+    spec.v_head_dim = lite ? 128 : 32;
+    spec.n_experts = lite ? 64 : 8;
+    spec.n_experts_used = lite ? 6 : 2;
+    spec.expert_ffn_dim = lite ? 1408 : 64;
+    spec.n_shared_experts = 2;
+    spec.n_dense_layers = 1;
+    return spec;
+  }
   long long v[7];
   char tail = 0;
   const int n_values = std::sscanf(shape.c_str(), "%lldx%lldx%lldx%lldx%lldx%lldx%lld%c", &v[0],
                                    &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &tail);
   if (n_values != 5 && n_values != 7) {
-    return Error("--shape '%s': expected small, tinyllama, moe, moe-dense, moe-tiny or "
-                 "DIMxLAYERSxHEADSxKV_HEADSxFFN[xEXPERTSxUSED]",
+    return Error("--shape '%s': expected small, tinyllama, moe, moe-dense, moe-tiny, "
+                 "deepseek2-lite, deepseek2-tiny or DIMxLAYERSxHEADSxKV_HEADSxFFN[xEXPERTSxUSED]",
                  shape.c_str());
   }
   if (n_values == 7) {
@@ -203,22 +223,25 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
     return Error("--type %s: block types go through SynthSpec::quant_mix", DTypeName(spec.type));
   }
   PETREL_RETURN_IF_ERROR(CheckOutputIsNotInput(path, {spec.vocab_gguf}));
+  const bool deepseek2 = spec.kv_lora_rank > 0;
   GgufWriter writer;
-  writer.SetString("general.architecture", "llama");
+  writer.SetString("general.architecture", deepseek2 ? "deepseek2" : "llama");
   writer.SetString("general.name", "petrel-synth");
   writer.SetU32("general.file_type", spec.quant_mix              ? GgufFileType(*spec.quant_mix)
                                      : spec.type == DType::kF32 ? 0
                                      : spec.type == DType::kF16 ? 1
                                                                 : 32);
-  writer.SetU32("llama.context_length", uint32_t(spec.context));
-  writer.SetU32("llama.embedding_length", uint32_t(spec.dim));
-  writer.SetU32("llama.block_count", uint32_t(spec.n_layers));
-  writer.SetU32("llama.feed_forward_length", uint32_t(spec.ffn_dim));
-  writer.SetU32("llama.attention.head_count", uint32_t(spec.n_heads));
-  writer.SetU32("llama.attention.head_count_kv", uint32_t(spec.n_kv_heads));
-  writer.SetU32("llama.rope.dimension_count", uint32_t(spec.dim / spec.n_heads));
-  writer.SetF32("llama.rope.freq_base", 10000.0f);
-  writer.SetF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  if (!deepseek2) {  // the baselines' keys, in their order
+    writer.SetU32("llama.context_length", uint32_t(spec.context));
+    writer.SetU32("llama.embedding_length", uint32_t(spec.dim));
+    writer.SetU32("llama.block_count", uint32_t(spec.n_layers));
+    writer.SetU32("llama.feed_forward_length", uint32_t(spec.ffn_dim));
+    writer.SetU32("llama.attention.head_count", uint32_t(spec.n_heads));
+    writer.SetU32("llama.attention.head_count_kv", uint32_t(spec.n_kv_heads));
+    writer.SetU32("llama.rope.dimension_count", uint32_t(spec.dim / spec.n_heads));
+    writer.SetF32("llama.rope.freq_base", 10000.0f);
+    writer.SetF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  }
 
   int64_t n_vocab = spec.n_vocab;
   if (!spec.vocab_gguf.empty()) {
@@ -233,10 +256,12 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
     if (n_vocab < 259) n_vocab = 259;
     AddByteVocab(writer, n_vocab);
   }
-  writer.SetU32("llama.vocab_size", uint32_t(n_vocab));
-  if (spec.n_experts > 0) {
-    writer.SetU32("llama.expert_count", uint32_t(spec.n_experts));
-    writer.SetU32("llama.expert_used_count", uint32_t(spec.n_experts_used));
+  if (!deepseek2) {
+    writer.SetU32("llama.vocab_size", uint32_t(n_vocab));
+    if (spec.n_experts > 0) {
+      writer.SetU32("llama.expert_count", uint32_t(spec.n_experts));
+      writer.SetU32("llama.expert_used_count", uint32_t(spec.n_experts_used));
+    }
   }
 
   uint64_t seed = spec.seed;
@@ -272,8 +297,9 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
     });
     ++seed;
   };
-  // The weights the Llama architecture declares, in its order; optional ones are left out.
-  const Architecture* arch = FindArchitectureByGguf("llama");
+  // The weights the architecture declares, in its order; optional ones, the parts of fused
+  // tensors and those of other blocks (DeepSeek2's dense and expert FFNs) are left out.
+  const Architecture* arch = FindArchitectureByGguf(deepseek2 ? "deepseek2" : "llama");
   PETREL_CHECK(arch != nullptr);
   ModelConfig config;
   config.n_vocab = n_vocab;
@@ -287,9 +313,29 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
   config.n_experts = spec.n_experts;
   config.n_experts_used = spec.n_experts_used;
   config.expert_ffn_dim = spec.ffn_dim;
+  if (deepseek2) {
+    config.architecture = arch->gguf_name;
+    config.n_kv_heads = 1;
+    config.max_context = spec.context;
+    config.norm_eps = 1e-6f;
+    config.rope.base = 10000.0f;
+    config.rope.dims = spec.qk_rope_dim;
+    config.kv_lora_rank = spec.kv_lora_rank;
+    config.qk_nope_dim = spec.qk_nope_dim;
+    config.head_dim = spec.qk_nope_dim + spec.qk_rope_dim;
+    config.v_head_dim = spec.v_head_dim;
+    config.expert_ffn_dim = spec.expert_ffn_dim;
+    config.n_shared_experts = spec.n_shared_experts;
+    config.n_dense_layers = spec.n_dense_layers;
+    config.expert_weights_norm = false;  // V2's routing: softmax, not renormalised
+    arch->config_to_gguf(config, *arch, &writer);
+  }
   // Projections are drawn N(0, 1/n_in) so activations keep their scale; vectors as norms.
   auto weight = [&](const WeightSpec& weight_spec, int layer) {
-    if (!weight_spec.IsRequired(config)) return;
+    if (!weight_spec.IsRequired(config) || weight_spec.IsFusedPart() ||
+        !weight_spec.InLayer(config, layer)) {
+      return;
+    }
     const std::string name = GgufWeightName(weight_spec, layer);
     const WeightShape shape = weight_spec.shape(config);
     switch (weight_spec.kind) {

@@ -1,4 +1,4 @@
-// Random-weight Llama GGUF files of a chosen shape and type, written through GgufWriter:
+// Random-weight GGUF files (Llama, or DeepSeek2's latent attention and shared experts) of a chosen shape and type, written through GgufWriter:
 // benchmark stand-ins for real models (speed does not depend on the weight values) and tiny
 // models for tests.
 #pragma once
@@ -38,10 +38,23 @@ struct SynthSpec {
   // a router and `n_experts` FFNs of width `ffn_dim`, of which each token runs `n_experts_used`.
   int64_t n_experts = 0;
   int64_t n_experts_used = 0;
+  // > 0: a DeepSeek2 model (arch `deepseek2`): latent attention with a cache row of
+  // kv_lora_rank + qk_rope_dim, heads of qk_nope_dim + qk_rope_dim (q projected directly), values
+  // of v_head_dim; the first n_dense_layers blocks have a dense FFN of ffn_dim, the others
+  // n_experts routed experts of expert_ffn_dim (softmax, top n_experts_used) and
+  // n_shared_experts shared ones. n_kv_heads is unused.
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_dim = 0;
+  int64_t qk_rope_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t expert_ffn_dim = 0;
+  int64_t n_shared_experts = 0;
+  int64_t n_dense_layers = 0;
 };
 
 // "small", "tinyllama" (the shapes of BASELINES.md), "moe" (8 experts, top-2, dim 2048),
-// "moe-dense" (a dense model of the same total size), "moe-tiny" (a test-sized mixture) or
+// "moe-dense" (a dense model of the same total size), "moe-tiny" (a test-sized mixture),
+// "deepseek2-lite" (DeepSeek-V2-Lite's widths in 8 blocks), "deepseek2-tiny" (a test-sized one) or
 // "<dim>x<layers>x<heads>x<kv_heads>x<ffn>[x<experts>x<experts used>]".
 Result<SynthSpec> ParseSynthShape(const std::string& shape);
 

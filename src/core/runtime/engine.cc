@@ -381,8 +381,10 @@ Result<size_t> Engine::ChooseMicroBatch() const {
   return DefaultMicroBatch(*model_, placement_, backends_.size(), options_.max_batch_tokens);
 }
 
-void Engine::EnableProfiling(bool enabled) {
-  for (auto& backend : backends_) backend->EnableProfiling(enabled);
+void Engine::EnableProfiling(bool enabled, bool host) {
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    backends_[b]->EnableProfiling(enabled && (b > 0 || host));
+  }
 }
 
 std::vector<Engine::BackendProfile> Engine::TakeProfile() {

@@ -118,7 +118,9 @@ class Engine {
     std::string backend;
     std::vector<OpProfile> ops;
   };
-  void EnableProfiling(bool enabled);
+  // `host`: the host backend (backend 0) too, timing each node it runs to its end (wall time,
+  // so with devices it would count what it waits for): `petrel bench --profile` on the CPU.
+  void EnableProfiling(bool enabled, bool host = false);
   std::vector<BackendProfile> TakeProfile();
 
   // Sequences: each holds the K/V rows of up to context() tokens in the paged cache. A new

@@ -26,20 +26,18 @@ struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ2_S;
   static constexpr DType kType = DType::kIQ2_S;
 #if PETREL_QUANT_SIMD
-  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
-                               QVI8 (&signs)[kQVecs]) {
-    uint32_t low, sign_bytes;  // the chunk's four index bytes and four sign bytes, one read each
-    std::memcpy(&low, block.qs + 4 * c, sizeof(low));
-    std::memcpy(&sign_bytes, block.qs + quant::kQK_K / 8 + 4 * c, sizeof(sign_bytes));
+  static HWY_INLINE void Mags(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs]) {
+    const uint8_t* low = block.qs + 4 * c;  // the chunk's four low index bytes
     const uint32_t high = block.qh[c];
-    uint64_t rows[4], sign_rows[4];
+    const uint64_t* rows[4];
     for (size_t l = 0; l < 4; ++l) {
-      const uint32_t index = ((low >> 8 * l) & 0xFF) | ((high << (8 - 2 * l)) & 0x300);
-      rows[l] = quant::kIQ2SGrid[index];
-      sign_rows[l] = kSignUnits[(sign_bytes >> 8 * l) & 0xFF];
+      rows[l] = &quant::kIQ2SGrid[low[l] | ((high << (8 - 2 * l)) & 0x300)];
     }
-    RowsToChunk(rows, mags);
-    SignRowsToChunk(sign_rows, signs);
+    RowPtrsToChunk(rows, mags);
+  }
+  // The sign bytes are the sign words as they are stored.
+  static HWY_INLINE void SignWords(const WBlock& block, uint32_t (&words)[8]) {
+    std::memcpy(words, block.qs + quant::kQK_K / 8, sizeof(words));
   }
   static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
     s0 = int16_t(2 * (block.scales[c] & 0xF) + 1);

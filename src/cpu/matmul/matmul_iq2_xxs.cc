@@ -26,21 +26,21 @@ struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ2_XXS;
   static constexpr DType kType = DType::kIQ2_XXS;
 #if PETREL_QUANT_SIMD
+  static constexpr bool kOneScalePerChunk = true;
   // Chunk c's two uint32: the four indices, then the sign groups and the scale.
   static HWY_INLINE void Aux(const WBlock& block, size_t c, uint32_t (&aux)[2]) {
     std::memcpy(aux, block.qs + 4 * c, sizeof(aux));
   }
-  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
-                               QVI8 (&signs)[kQVecs]) {
-    uint32_t aux[2];
-    Aux(block, c, aux);
-    uint64_t rows[4], sign_rows[4];
-    for (size_t l = 0; l < 4; ++l) {
-      rows[l] = quant::kIQ2XXSGrid[(aux[0] >> 8 * l) & 0xFF];
-      sign_rows[l] = kIQ2SignUnits[(aux[1] >> 7 * l) & 0x7F];
-    }
-    RowsToChunk(rows, mags);
-    SignRowsToChunk(sign_rows, signs);
+  static HWY_INLINE void Mags(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs]) {
+    const uint8_t* indices = reinterpret_cast<const uint8_t*>(block.qs + 4 * c);
+    const uint64_t* rows[4];
+    for (size_t l = 0; l < 4; ++l) rows[l] = &quant::kIQ2XXSGrid[indices[l]];
+    RowPtrsToChunk(rows, mags);
+  }
+  static HWY_INLINE void SignWords(const WBlock& block, uint32_t (&words)[8]) {
+    uint32_t fields[8];
+    for (size_t c = 0; c < 8; ++c) std::memcpy(&fields[c], block.qs + 4 * c + 2, sizeof(fields[c]));
+    EvenSignWords(fields, words);
   }
   static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
     uint32_t aux[2];

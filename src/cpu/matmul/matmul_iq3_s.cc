@@ -26,24 +26,19 @@ struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ3_S;
   static constexpr DType kType = DType::kIQ3_S;
 #if PETREL_QUANT_SIMD
-  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
-                               QVI8 (&signs)[kQVecs]) {
-    uint64_t indices;  // the chunk's eight low index bytes, one read
-    std::memcpy(&indices, block.qs + 8 * c, sizeof(indices));
-    uint32_t sign_bytes;
-    std::memcpy(&sign_bytes, block.signs + 4 * c, sizeof(sign_bytes));
+  static constexpr bool kOneScalePerChunk = true;
+  static HWY_INLINE void Mags(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs]) {
+    const uint8_t* indices = block.qs + 8 * c;  // the chunk's eight low index bytes
     const uint32_t high = block.qh[c];
-    uint32_t words[8];
-    uint64_t sign_rows[4];
-    for (size_t l = 0; l < 4; ++l) {
-      const uint32_t i0 = uint32_t(indices >> 16 * l) & 0xFF;
-      const uint32_t i1 = uint32_t(indices >> (16 * l + 8)) & 0xFF;
-      words[2 * l] = quant::kIQ3SGrid[i0 | ((high << (8 - 2 * l)) & 0x100)];
-      words[2 * l + 1] = quant::kIQ3SGrid[i1 | ((high << (7 - 2 * l)) & 0x100)];
-      sign_rows[l] = kSignUnits[(sign_bytes >> 8 * l) & 0xFF];
+    const uint32_t* words[8];
+    for (size_t i = 0; i < 8; ++i) {
+      words[i] = &quant::kIQ3SGrid[indices[i] | ((high << (8 - i)) & 0x100)];
     }
-    WordsToChunk(words, mags);
-    SignRowsToChunk(sign_rows, signs);
+    WordPtrsToChunk(words, mags);
+  }
+  // The sign bytes are the sign words as they are stored.
+  static HWY_INLINE void SignWords(const WBlock& block, uint32_t (&words)[8]) {
+    std::memcpy(words, block.signs, sizeof(words));
   }
   static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
     s0 = s1 = int16_t(2 * ((block.scales[c / 2] >> (4 * (c % 2))) & 0xF) + 1);

@@ -26,26 +26,23 @@ struct Format : GridFormat<Format> {
   using WBlock = quant::BlockIQ3_XXS;
   static constexpr DType kType = DType::kIQ3_XXS;
 #if PETREL_QUANT_SIMD
+  static constexpr bool kOneScalePerChunk = true;
   // Chunk c's uint32 of four sign groups and the scale, after the 64 index bytes.
   static HWY_INLINE uint32_t SignsAndScale(const WBlock& block, size_t c) {
     uint32_t aux;
     std::memcpy(&aux, block.qs + quant::kQK_K / 4 + 4 * c, sizeof(aux));
     return aux;
   }
-  static HWY_INLINE void Chunk(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs],
-                               QVI8 (&signs)[kQVecs]) {
-    const uint32_t aux = SignsAndScale(block, c);
-    uint64_t indices;  // the chunk's eight index bytes, one read
-    std::memcpy(&indices, block.qs + 8 * c, sizeof(indices));
-    uint32_t words[8];
-    uint64_t sign_rows[4];
-    for (size_t l = 0; l < 4; ++l) {
-      words[2 * l] = quant::kIQ3XXSGrid[(indices >> 16 * l) & 0xFF];
-      words[2 * l + 1] = quant::kIQ3XXSGrid[(indices >> (16 * l + 8)) & 0xFF];
-      sign_rows[l] = kIQ2SignUnits[(aux >> 7 * l) & 0x7F];
-    }
-    WordsToChunk(words, mags);
-    SignRowsToChunk(sign_rows, signs);
+  static HWY_INLINE void Mags(const WBlock& block, size_t c, QVU8 (&mags)[kQVecs]) {
+    const uint8_t* indices = block.qs + 8 * c;
+    const uint32_t* words[8];
+    for (size_t l = 0; l < 8; ++l) words[l] = &quant::kIQ3XXSGrid[indices[l]];
+    WordPtrsToChunk(words, mags);
+  }
+  static HWY_INLINE void SignWords(const WBlock& block, uint32_t (&words)[8]) {
+    uint32_t fields[8];
+    std::memcpy(fields, block.qs + quant::kQK_K / 4, sizeof(fields));
+    EvenSignWords(fields, words);
   }
   static HWY_INLINE void ChunkScales(const WBlock& block, size_t c, int16_t& s0, int16_t& s1) {
     s0 = s1 = int16_t(2 * (SignsAndScale(block, c) >> 28) + 1);

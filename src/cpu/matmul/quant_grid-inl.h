@@ -53,9 +53,15 @@ inline constexpr std::array<uint64_t, 128> kIQ2SignUnits = MakeIQ2SignUnits();
 // 32-element chunk, built in registers.
 HWY_INLINE void RowsToChunk(const uint64_t (&rows)[4], QVU8 (&out)[kQVecs]) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  // Each row broadcast from memory (a load, no shuffle) and blended into place: inserting them
+  // took three shuffles per chunk, and the shuffle port bounded the codebook kernels.
   static_assert(kQVecs == 1);
-  out[0] = QVU8{
-      _mm256_set_epi64x(int64_t(rows[3]), int64_t(rows[2]), int64_t(rows[1]), int64_t(rows[0]))};
+  const __m256i r0 = _mm256_set1_epi64x(int64_t(rows[0]));
+  const __m256i r1 = _mm256_set1_epi64x(int64_t(rows[1]));
+  const __m256i r2 = _mm256_set1_epi64x(int64_t(rows[2]));
+  const __m256i r3 = _mm256_set1_epi64x(int64_t(rows[3]));
+  out[0] = QVU8{_mm256_blend_epi32(_mm256_blend_epi32(r0, r1, 0x0C),
+                                   _mm256_blend_epi32(r2, r3, 0xC0), 0xF0)};
 #elif HWY_ARCH_X86
   static_assert(kQVecs == 2);
   out[0] = QVU8{_mm_set_epi64x(int64_t(rows[1]), int64_t(rows[0]))};
@@ -75,9 +81,14 @@ HWY_INLINE void RowsToChunk(const uint64_t (&rows)[4], QVU8 (&out)[kQVecs]) {
 // Eight 4-byte rows (elements 4i..4i+3 from words[i]) as the kQVecs vectors of one chunk.
 HWY_INLINE void WordsToChunk(const uint32_t (&words)[8], QVU8 (&out)[kQVecs]) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  static_assert(kQVecs == 1);
-  out[0] = QVU8{_mm256_set_epi32(int(words[7]), int(words[6]), int(words[5]), int(words[4]),
-                                 int(words[3]), int(words[2]), int(words[1]), int(words[0]))};
+  static_assert(kQVecs == 1);  // broadcasts and blends, as RowsToChunk
+  __m256i w[8];
+  for (size_t i = 0; i < 8; ++i) w[i] = _mm256_set1_epi32(int(words[i]));
+  const __m256i w0123 = _mm256_blend_epi32(_mm256_blend_epi32(w[0], w[1], 0x02),
+                                           _mm256_blend_epi32(w[2], w[3], 0x08), 0x0C);
+  const __m256i w4567 = _mm256_blend_epi32(_mm256_blend_epi32(w[4], w[5], 0x20),
+                                           _mm256_blend_epi32(w[6], w[7], 0x80), 0xC0);
+  out[0] = QVU8{_mm256_blend_epi32(w0123, w4567, 0xF0)};
 #elif HWY_ARCH_X86
   static_assert(kQVecs == 2);
   out[0] = QVU8{_mm_set_epi32(int(words[3]), int(words[2]), int(words[1]), int(words[0]))};
@@ -89,11 +100,119 @@ HWY_INLINE void WordsToChunk(const uint32_t (&words)[8], QVU8 (&out)[kQVecs]) {
 #endif
 }
 
+// RowsToChunk and WordsToChunk from pointers into a codebook: on AVX2 and up each row is
+// broadcast straight from the table (vpbroadcastq/d m, a load), never through a register.
+HWY_INLINE void RowPtrsToChunk(const uint64_t* const (&rows)[4], QVU8 (&out)[kQVecs]) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  __m256i r[4];
+  for (size_t i = 0; i < 4; ++i) {
+    r[i] = _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[i])));
+  }
+  out[0] = QVU8{_mm256_blend_epi32(_mm256_blend_epi32(r[0], r[1], 0x0C),
+                                   _mm256_blend_epi32(r[2], r[3], 0xC0), 0xF0)};
+#else
+  const uint64_t values[4] = {*rows[0], *rows[1], *rows[2], *rows[3]};
+  RowsToChunk(values, out);
+#endif
+}
+HWY_INLINE void WordPtrsToChunk(const uint32_t* const (&words)[8], QVU8 (&out)[kQVecs]) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  __m256i w[8];
+  for (size_t i = 0; i < 8; ++i) {
+    w[i] = _mm256_broadcastd_epi32(_mm_cvtsi32_si128(int(*words[i])));
+  }
+  const __m256i w0123 = _mm256_blend_epi32(_mm256_blend_epi32(w[0], w[1], 0x02),
+                                           _mm256_blend_epi32(w[2], w[3], 0x08), 0x0C);
+  const __m256i w4567 = _mm256_blend_epi32(_mm256_blend_epi32(w[4], w[5], 0x20),
+                                           _mm256_blend_epi32(w[6], w[7], 0x80), 0xC0);
+  out[0] = QVU8{_mm256_blend_epi32(w0123, w4567, 0xF0)};
+#else
+  uint32_t values[8];
+  for (size_t i = 0; i < 8; ++i) values[i] = *words[i];
+  WordsToChunk(values, out);
+#endif
+}
+
 // The same for four rows of +1/-1 sign bytes.
 HWY_INLINE void SignRowsToChunk(const uint64_t (&rows)[4], QVI8 (&out)[kQVecs]) {
   QVU8 bytes[kQVecs];
   RowsToChunk(rows, bytes);
   for (size_t v = 0; v < kQVecs; ++v) out[v] = hn::BitCast(QDI8(), bytes[v]);
+}
+
+// x, negated where the chunk's sign bits are set: vector v of a chunk whose sign word (bit j of
+// byte i: element 8i + j is negative) is at `bits`. On AVX-512 the bits load straight into a
+// mask register; elsewhere LoadMaskBits spreads them with a byte shuffle. -(-128) wraps to -128,
+// as ApplySign's does, so both give the same levels.
+HWY_INLINE QVI8 NegateWhere(QVI8 x, const uint8_t* HWY_RESTRICT bits, size_t v) {
+  const QDI8 d8;
+  const auto negative = hn::LoadMaskBits(d8, bits + v * hn::MaxLanes(d8) / 8);
+  return hn::IfThenElse(negative, hn::Neg(x), x);
+}
+
+// Rows of eight int16 lanes equal to their index: the halves of a chunk's scale vector, loaded
+// rather than broadcast from a register (each broadcast is a shuffle, the port these decoders
+// are short of).
+struct ScaleRows {
+  alignas(16) int16_t rows[32][8];
+};
+constexpr ScaleRows MakeScaleRows() {
+  ScaleRows table{};
+  for (int16_t s = 0; s < 32; ++s) {
+    for (size_t i = 0; i < 8; ++i) table.rows[s][i] = s;
+  }
+  return table;
+}
+inline constexpr ScaleRows kScaleRows = MakeScaleRows();
+
+// ChunkScales16 for scales s0, s1 in [0, 32); kOneScale: s0 == s1 (one 16-byte row broadcast).
+template <bool kOneScale>
+HWY_INLINE void ChunkScalesFromRows(int16_t s0, int16_t s1, QVI16 (&out)[kQVecs]) {
+  const QDI16 d16;
+  if constexpr (kQVecs == 1 && kOneScale && hn::MaxLanes(QDI16()) == 16) {
+    out[0] = hn::LoadDup128(d16, kScaleRows.rows[s0]);
+  } else if constexpr (kQVecs == 1) {
+    const hn::Half<QDI16> dh;
+    out[0] = hn::Combine(d16, hn::Load(dh, kScaleRows.rows[s1]), hn::Load(dh, kScaleRows.rows[s0]));
+  } else {
+    out[0] = hn::Load(d16, kScaleRows.rows[s0]);
+    out[1] = hn::Load(d16, kScaleRows.rows[s1]);
+  }
+}
+
+// Makes the compiler keep what was stored at `p` in memory and read it back from there: the
+// sign words are read one 32-bit word at a time into mask registers (a load each), which it
+// would otherwise extract from the vector it stored (a shuffle each).
+HWY_INLINE void ReadBackFromMemory(const void* p) {
+#if defined(__GNUC__)
+  asm volatile("" : : "r"(p) : "memory");
+#else
+  (void)p;
+#endif
+}
+
+// The sign words of a super-block's eight chunks from their IQ2/IQ3 sign fields: four 7-bit
+// groups in bits 0..27 of each (the scale above them is dropped), each group's eighth bit its
+// parity (quant::IQ2Signs), for all eight chunks at once.
+HWY_INLINE void EvenSignWords(const uint32_t (&fields)[8], uint32_t (&words)[8]) {
+  const hn::CappedTag<uint32_t, 8> d;
+  for (size_t i = 0; i < 8; i += hn::Lanes(d)) {
+    const auto a = hn::LoadU(d, fields + i);
+    // Group l to byte l.
+    const auto low = hn::Or(hn::And(a, hn::Set(d, 0x7Fu)),
+                            hn::And(hn::ShiftLeft<1>(a), hn::Set(d, 0x7F00u)));
+    const auto high = hn::Or(hn::And(hn::ShiftLeft<2>(a), hn::Set(d, 0x7F0000u)),
+                             hn::And(hn::ShiftLeft<3>(a), hn::Set(d, 0x7F000000u)));
+    const auto groups = hn::Or(low, high);
+    // Bit 0 of each byte becomes the parity of its byte: each step folds only bits of the same
+    // byte into the bits that the next step reads.
+    auto parity = hn::Xor(groups, hn::ShiftRight<4>(groups));
+    parity = hn::Xor(parity, hn::ShiftRight<2>(parity));
+    parity = hn::Xor(parity, hn::ShiftRight<1>(parity));
+    const auto eighth = hn::ShiftLeft<7>(hn::And(parity, hn::Set(d, 0x01010101u)));
+    hn::StoreU(hn::Or(groups, eighth), d, words + i);
+  }
+  ReadBackFromMemory(words);
 }
 
 // IQ1 levels of a chunk: 8 g + delta, g the rows' bytes (-1, 0, +1) and delta[i] (+-1) that of
@@ -120,21 +239,40 @@ HWY_INLINE void IQ1Chunk(const uint64_t (&rows)[4], const int8_t (&delta)[4], QV
 // The codebook formats (IQ1, IQ2, IQ3) as one shape: a Format provides Chunk(block, c, mags,
 // signs), the magnitudes and the +-1 signs of elements 32c..32c+31; ChunkScales(block, c, s0,
 // s1), the integer scales of its two halves; and Scale(block), the float super-block scale.
+// A Format whose signs are bits may provide instead Mags(block, c, mags) and SignWords(block,
+// words), the sign words of the eight chunks (NegateWhere), made once per super-block.
 // DecodeGridK fills DecodedK from them (prompt tiles); DotGridK dots a super-block with one
 // token's activations straight from the block (single tokens), with the int32 lanes DotK gives
 // for DecodeGridK's levels: element 4i..4i+3 of each chunk vector into lane i, products and
 // scales the same integers, so a token's result does not depend on which path it took.
 template <class F>
+concept GridSignWords = requires(const typename F::WBlock& block, uint32_t (&words)[8]) {
+  F::SignWords(block, words);
+};
+
+template <class F>
 HWY_INLINE void DecodeGridK(const typename F::WBlock& block, DecodedK& w) {
   const QDI8 d8;
   const QDU8 du8;
   constexpr size_t kLanes = hn::MaxLanes(QDI8());
+  uint32_t words[8];
+  if constexpr (GridSignWords<F>) F::SignWords(block, words);
   for (size_t c = 0; c < 8; ++c) {
     QVU8 mags[kQVecs];
     QVI8 signs[kQVecs];
-    F::Chunk(block, c, mags, signs);
+    if constexpr (GridSignWords<F>) {
+      F::Mags(block, c, mags);
+    } else {
+      F::Chunk(block, c, mags, signs);
+    }
     for (size_t v = 0; v < kQVecs; ++v) {
-      const auto level = ApplySign(hn::BitCast(d8, mags[v]), signs[v]);
+      const auto mag = hn::BitCast(d8, mags[v]);
+      QVI8 level;
+      if constexpr (GridSignWords<F>) {
+        level = NegateWhere(mag, reinterpret_cast<const uint8_t*>(words + c), v);
+      } else {
+        level = ApplySign(mag, signs[v]);
+      }
       hn::Store(hn::BitCast(du8, level), du8, w.q + 32 * c + v * kLanes);
     }
   }
@@ -150,17 +288,30 @@ HWY_INLINE QVI32 DotGridK(const typename F::WBlock& block, const int8_t* HWY_RES
   const QDI8 d8;
   constexpr size_t kLanes = hn::MaxLanes(QDI8());
   QVI32 sum0 = hn::Zero(QDI32()), sum1 = hn::Zero(QDI32());
+  uint32_t words[8];
+  if constexpr (GridSignWords<F>) F::SignWords(block, words);
   for (size_t c = 0; c < 8; ++c) {
     QVU8 mags[kQVecs];
     QVI8 signs[kQVecs];
-    F::Chunk(block, c, mags, signs);
+    if constexpr (GridSignWords<F>) {
+      F::Mags(block, c, mags);
+    } else {
+      F::Chunk(block, c, mags, signs);
+    }
     int16_t s0, s1;
     F::ChunkScales(block, c, s0, s1);
     QVI16 scales[kQVecs];
-    ChunkScales16(s0, s1, scales);
+    constexpr bool kOneScale = requires { requires F::kOneScalePerChunk; };
+    ChunkScalesFromRows<kOneScale>(s0, s1, scales);
     for (size_t v = 0; v < kQVecs; ++v) {
       const auto xv = hn::LoadU(d8, x + 32 * c + v * kLanes);
-      const auto prod = MulPairsI16(MulPairsU8I8(mags[v], ApplySign(xv, signs[v])), scales[v]);
+      QVI8 signed_x;
+      if constexpr (GridSignWords<F>) {
+        signed_x = NegateWhere(xv, reinterpret_cast<const uint8_t*>(words + c), v);
+      } else {
+        signed_x = ApplySign(xv, signs[v]);
+      }
+      const auto prod = MulPairsI16(MulPairsU8I8(mags[v], signed_x), scales[v]);
       if (c % 2 == 0) {
         sum0 = hn::Add(sum0, prod);
       } else {
