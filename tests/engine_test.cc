@@ -137,8 +137,8 @@ TEST(Batching, LongContextDecodeIsTheSameBitsInAnyCompany) {
   std::vector<float> reference;
   for (size_t threads : {1, 2, 3}) {
     for (bool shared : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << threads << " threads, shared-prefix attention "
-                                        << (shared ? "on" : "off"));
+      SCOPED_TRACE(::testing::Message()
+                   << threads << " threads, shared-prefix attention " << (shared ? "on" : "off"));
       EngineOptions options;
       options.n_threads = threads;
       ::setenv("PETREL_SHARED_PREFIX_ATTN", shared ? "on" : "off", 1);  // read by the backend

@@ -298,11 +298,10 @@ Runner AddBenchCommand(CLI::App& app) {
                                     {"total_ms", op.seconds * 1e3},
                                     {"share", share}});
             char row[256];
-            std::snprintf(row, sizeof(row), "| %s | %zu | %s | %s | %s | %s | %zu | %.3f | %.1f %% |",
-                          model.model_path.c_str(), used_threads, model.kv_type.c_str(),
-                          test.name.c_str(),
-                          profile.backend.c_str(), OpName(op.op), op.calls, op.seconds * 1e3,
-                          100.0 * share);
+            std::snprintf(
+                row, sizeof(row), "| %s | %zu | %s | %s | %s | %s | %zu | %.3f | %.1f %% |",
+                model.model_path.c_str(), used_threads, model.kv_type.c_str(), test.name.c_str(),
+                profile.backend.c_str(), OpName(op.op), op.calls, op.seconds * 1e3, 100.0 * share);
             profile_rows.push_back(row);
           }
         }
@@ -345,8 +344,7 @@ Runner AddBenchCommand(CLI::App& app) {
               fractions.empty() ? "" : std::to_string(fraction).substr(0, 4);
           std::printf("| %s | %zu | %s | %s | %.2f | %.2f – %.2f | %s | %.1f |\n",
                       model.model_path.c_str(), used_threads, model.kv_type.c_str(),
-                      test.name.c_str(), s.median, s.min,
-                      s.max, of_roof.c_str(), rss_mib);
+                      test.name.c_str(), s.median, s.min, s.max, of_roof.c_str(), rss_mib);
         }
         std::fflush(stdout);
       }

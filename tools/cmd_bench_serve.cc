@@ -40,7 +40,8 @@ struct BenchServeArgs {
   double temperature = 0.0;
   int64_t logprobs = 0;
   int64_t seed = 1;
-  std::string shared_prefix_attention;  // -m: the server's --shared-prefix-attn (empty: its default)
+  std::string
+      shared_prefix_attention;  // -m: the server's --shared-prefix-attn (empty: its default)
   bool json = false;
 };
 

@@ -68,7 +68,8 @@ void HostBackend::PlanSharedPrefixes(const AttentionParams& p, size_t block_toke
     }
   }
   auto table = [&](size_t c) {
-    return batch.block_tables + batch.block_table_begin[batch.token_seq[attention_chunks_[c].first_token]];
+    return batch.block_tables +
+           batch.block_table_begin[batch.token_seq[attention_chunks_[c].first_token]];
   };
   auto table_blocks = [&](size_t c) {
     const size_t seq = size_t(batch.token_seq[attention_chunks_[c].first_token]);
@@ -79,14 +80,16 @@ void HostBackend::PlanSharedPrefixes(const AttentionParams& p, size_t block_toke
   });
   for (size_t begin = 0; begin < shared_order_.size();) {
     size_t end = begin + 1;
-    while (end < shared_order_.size() && table(shared_order_[end])[0] == table(shared_order_[begin])[0]) {
+    while (end < shared_order_.size() &&
+           table(shared_order_[end])[0] == table(shared_order_[begin])[0]) {
       ++end;
     }
     const size_t first = shared_order_[begin];
     size_t common = table_blocks(first);
     for (size_t i = begin + 1; i < end; ++i) {
-      common = std::min(common, CommonBlocks(table(first), table_blocks(first), table(shared_order_[i]),
-                                             table_blocks(shared_order_[i])));
+      common =
+          std::min(common, CommonBlocks(table(first), table_blocks(first), table(shared_order_[i]),
+                                        table_blocks(shared_order_[i])));
     }
     // Whole splits inside the common blocks: the tiles of split s start before (s + 1) * S and
     // stay in their block, so they lie in the common blocks when (s + 1) * S <= its positions.
@@ -115,9 +118,7 @@ void HostBackend::AttendPaged(const float* q, const AttentionParams& p, const Pa
   const size_t n_heads = size_t(p.n_heads), n_kv_heads = size_t(p.n_kv_heads);
   const size_t head_dim = size_t(p.head_dim);
   const size_t q_dim = n_heads * head_dim;
-  auto n_ctx_of = [&](size_t t) {
-    return size_t(p.causal ? batch.n_ctx[t] : batch.n_ctx_all[t]);
-  };
+  auto n_ctx_of = [&](size_t t) { return size_t(p.causal ? batch.n_ctx[t] : batch.n_ctx_all[t]); };
   // 2. Chunks of up to kAttentionQueries tokens of one sequence (consecutive in the batch, as a
   //    prompt's are): the kernel loads each K/V tile once for a chunk's tokens.
   attention_chunks_.clear();
@@ -181,7 +182,8 @@ void HostBackend::AttendPaged(const float* q, const AttentionParams& p, const Pa
   for (size_t g = 0; g < shared_groups_.size(); ++g) {
     for (size_t split = 0; split < shared_groups_[g].n_splits; ++split) {
       for (size_t i = 0; i < items_per_split; ++i) {
-        attention_items_.push_back({g, i * heads_per_item, split, split + 1, AttentionItem::kShared});
+        attention_items_.push_back(
+            {g, i * heads_per_item, split, split + 1, AttentionItem::kShared});
       }
     }
   }
@@ -190,7 +192,8 @@ void HostBackend::AttendPaged(const float* q, const AttentionParams& p, const Pa
     for (size_t i = 0; i < items_per_split; ++i) {
       if (chunk.split_items) {
         for (size_t split = chunk.shared_splits; split < chunk.n_splits; ++split) {
-          attention_items_.push_back({c, i * heads_per_item, split, split + 1, AttentionItem::kSplits});
+          attention_items_.push_back(
+              {c, i * heads_per_item, split, split + 1, AttentionItem::kSplits});
         }
       } else if (chunk.shared_splits > 0) {
         attention_items_.push_back(

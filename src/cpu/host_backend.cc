@@ -313,8 +313,7 @@ std::vector<OpProfile> HostBackend::TakeProfile() {
   return ops;
 }
 
-Status HostBackend::RunNode(const Node& node, const ValueView* bound,
-                            const KvLayerView* kv_layer) {
+Status HostBackend::RunNode(const Node& node, const ValueView* bound, const KvLayerView* kv_layer) {
   // The node's values as host views (only its inputs and output are bound).
   for (ValueId v : {node.inputs[0], node.inputs[1], node.inputs[2], node.output}) {
     if (v == kNoValue) continue;

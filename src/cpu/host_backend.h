@@ -108,11 +108,11 @@ class HostBackend final : public Backend {
   // first.
   struct AttentionChunk {
     size_t first_token, n_tokens;
-    size_t cost = 0;      // keys read: sum of the tokens' n_ctx
-    size_t max_ctx = 0;   // of its tokens
-    size_t n_splits = 1;  // split-K splits of its keys (an upper bound: spares return at once)
-    bool split_items = false;   // one item per split (split-K)
-    size_t shared_splits = 0;   // leading splits computed by a shared-prefix item
+    size_t cost = 0;           // keys read: sum of the tokens' n_ctx
+    size_t max_ctx = 0;        // of its tokens
+    size_t n_splits = 1;       // split-K splits of its keys (an upper bound: spares return at once)
+    bool split_items = false;  // one item per split (split-K)
+    size_t shared_splits = 0;  // leading splits computed by a shared-prefix item
   };
   std::vector<AttentionChunk> attention_chunks_;
   // One kernel call: heads [head_begin, + heads per item) of a chunk over every split (kWhole,
@@ -138,9 +138,9 @@ class HostBackend final : public Backend {
   const AttentionSplitKernels* split_kernels_ = nullptr;
   bool shared_prefix_attention_ = true;
   std::vector<SharedGroup> shared_groups_;
-  std::vector<int32_t> shared_rows_;  // members' token indices in the batch
-  std::vector<int32_t> shared_ctx_;   // members' n_ctx
-  std::vector<size_t> shared_order_;  // decode chunks by first block (planning scratch)
+  std::vector<int32_t> shared_rows_;    // members' token indices in the batch
+  std::vector<int32_t> shared_ctx_;     // members' n_ctx
+  std::vector<size_t> shared_order_;    // decode chunks by first block (planning scratch)
   BatchContext batch_;                  // the current batch (host arrays owned by the caller)
   std::vector<TensorView> host_values_;  // the current node's values as host views
   std::vector<RopeTable> rope_tables_;  // per frequency table; capacity kept across batches

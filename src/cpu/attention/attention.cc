@@ -5,10 +5,10 @@
 // per-head sink logit joins the softmax's denominator (applied once per row at the end, so the
 // tile loops are the same with and without sinks).
 //
-// Split-K (attention_split.h): the keys are cut into splits of split_keys positions. Each row's state
-// starts afresh at every split and is folded into the row's merged state (or written out as a
+// Split-K (attention_split.h): the keys are cut into splits of split_keys positions. Each row's
+// state starts afresh at every split and is folded into the row's merged state (or written out as a
 // partial) when the split ends; the folds run in split order. So a long context can be shared
-// among threads by split (attention with partials, then attention_merge) with the same bits as
+// among threads by split (AttentionSplitKernels: partials, then the merge) with the same bits as
 // one call computing every split in turn, and a context of one split computes as it always did.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/attention/attention.cc"
@@ -393,11 +393,11 @@ HWY_INLINE size_t QueryRow(const AttentionSplitArgs& split, size_t query) {
 // Folds one split's state (max, sum, unnormalised output) into a row's merged state, both
 // rescaled to the larger max. The first split is taken as it is, so a row of one split is
 // normalised exactly as without splits. Elementwise, so its bits do not depend on the vector
-// width; every fold of a row, in this kernel or in attention_merge, runs this code.
+// width; every fold of a row, in this kernel or in AttentionMergeT, runs this code.
 template <class D>
 HWY_INLINE void FoldState(D d, float split_max, float split_sum,
-                          const float* HWY_RESTRICT split_acc, size_t dim_padded,
-                          float& merged_max, float& merged_sum, float* HWY_RESTRICT merged_acc) {
+                          const float* HWY_RESTRICT split_acc, size_t dim_padded, float& merged_max,
+                          float& merged_sum, float* HWY_RESTRICT merged_acc) {
   const size_t lanes = hn::Lanes(d);
   if (split_max == -INFINITY) return;  // no visible key in the split
   if (merged_max == -INFINITY) {
@@ -408,13 +408,13 @@ HWY_INLINE void FoldState(D d, float split_max, float split_sum,
   }
   const float new_max = HWY_MAX(merged_max, split_max);
   // exp(0) is exactly 1: skipped, as in SoftmaxStep.
-  const auto old_scale = merged_max == new_max ? hn::Set(d, 1.0f)
-                                               : hn::Exp(d, hn::Set(d, merged_max - new_max));
-  const auto split_scale = split_max == new_max ? hn::Set(d, 1.0f)
-                                                : hn::Exp(d, hn::Set(d, split_max - new_max));
+  const auto old_scale =
+      merged_max == new_max ? hn::Set(d, 1.0f) : hn::Exp(d, hn::Set(d, merged_max - new_max));
+  const auto split_scale =
+      split_max == new_max ? hn::Set(d, 1.0f) : hn::Exp(d, hn::Set(d, split_max - new_max));
   merged_max = new_max;
-  merged_sum = hn::GetLane(hn::MulAdd(hn::Set(d, merged_sum), old_scale,
-                                      hn::Mul(hn::Set(d, split_sum), split_scale)));
+  merged_sum = hn::GetLane(
+      hn::MulAdd(hn::Set(d, merged_sum), old_scale, hn::Mul(hn::Set(d, split_sum), split_scale)));
   for (size_t j = 0; j < dim_padded; j += lanes) {
     hn::StoreU(hn::MulAdd(hn::LoadU(d, merged_acc + j), old_scale,
                           hn::Mul(hn::LoadU(d, split_acc + j), split_scale)),
@@ -671,15 +671,15 @@ void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end) {
 
 namespace {
 
-void AttentionSplits(const AttentionArgs& args, const AttentionSplitArgs& split,
-                     size_t head_begin, size_t head_end) {
+void AttentionSplits(const AttentionArgs& args, const AttentionSplitArgs& split, size_t head_begin,
+                     size_t head_end) {
   PETREL_DCHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0);
   PETREL_DCHECK(args.n_queries > 0 && args.n_ctx != nullptr && split.split_keys > 0);
   HWY_DYNAMIC_DISPATCH(AttentionT)(args, split, head_begin, head_end);
 }
 
-void AttentionMerge(const AttentionArgs& args, const AttentionSplitArgs& split,
-                    size_t head_begin, size_t head_end) {
+void AttentionMerge(const AttentionArgs& args, const AttentionSplitArgs& split, size_t head_begin,
+                    size_t head_end) {
   PETREL_DCHECK(split.partials != nullptr && args.n_ctx != nullptr);
   HWY_DYNAMIC_DISPATCH(AttentionMergeT)(args, split, head_begin, head_end);
 }

@@ -42,8 +42,8 @@ struct AttentionSplitArgs {
 struct AttentionSplitKernels {
   // Heads [head_begin, head_end) of every query: as HostKernels::attention, or some splits
   // into the partials.
-  void (*attention)(const AttentionArgs& args, const AttentionSplitArgs& split,
-                    size_t head_begin, size_t head_end);
+  void (*attention)(const AttentionArgs& args, const AttentionSplitArgs& split, size_t head_begin,
+                    size_t head_end);
   // With the partials holding every split of each query (written in any pieces): folds them in
   // split order and normalises into `out`, the same bits as computing the rows whole.
   void (*merge)(const AttentionArgs& args, const AttentionSplitArgs& split, size_t head_begin,
