@@ -31,11 +31,14 @@ def tag(engine, pass_index, path, rss_kib=""):
 
 
 def test_name(j):
+    # Both engines write type_k; rows of another KV cache type than the default are named apart.
+    kv = j.get("type_k", "f16")
+    suffix = f" kv {kv}" if kv != "f16" else ""
     if j["engine"] == "petrel":
-        return j["test"]
+        return j["test"] + suffix
     name = f"pp{j['n_prompt']}" if j["n_prompt"] > 0 else f"tg{j['n_gen']}"
     depth = j.get("n_depth", 0)
-    return f"{name} @ d{depth}" if depth else name
+    return (f"{name} @ d{depth}" if depth else name) + suffix
 
 
 def rate(j):

@@ -208,5 +208,28 @@ TEST(CliHabitsTest, BenchDepthMeasuresAfterTokensInTheCache) {
                      "-d 64");
 }
 
+// llama-bench's -ctk/-ctv lists: one engine per KV cache type, each line naming its type; K and V
+// of different types are refused (petrel keeps them in one type).
+TEST(CliHabitsTest, BenchCacheTypesAreAnAxis) {
+  // (The story model's 16-wide heads are too narrow for a Q8_0 cache.)
+  Output output = Petrel({"bench", "-m", Story(), "-p", "0", "-n", "2", "-ctk", "f32,f16", "-ctv",
+                          "f32,f16", "-r", "1", "-t", "1", "--json"});
+  ASSERT_EQ(output.exit_code, 0) << output.err;
+  std::vector<std::string> types;
+  std::istringstream lines(output.out);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << line;
+    EXPECT_EQ(j["type_k"], j["type_v"]) << line;
+    types.push_back(j["type_k"]);
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"f32", "f16"}));
+  ExpectOneLineError(Petrel({"bench", "-m", Story(), "-p", "0", "-n", "2", "-ctk", "f16", "-ctv",
+                             "f32", "-r", "1"}),
+                     "one type");
+  ExpectOneLineError(Petrel({"bench", "-m", Story(), "-p", "0", "-n", "2", "--cache-type", "q4_9"}),
+                     "q4_9");
+}
+
 }  // namespace
 }  // namespace petrel

@@ -126,6 +126,60 @@ TEST(Batching, FourSequencesTogetherMatchEachAlone) {
   std::printf("batched vs alone: max abs logit difference %.3g over %zu rows\n", worst, owner.size());
 }
 
+// A decode token at a context of several attention splits (kAttentionSplitKeys: split-K and
+// shared-prefix attention come into play) gives the same logits, bit for bit, with 1, 2 or 3
+// threads, alone or in a step beside other sequences, and with shared-prefix attention on or
+// off while two sequences share its blocks.
+TEST(Batching, LongContextDecodeIsTheSameBitsInAnyCompany) {
+  const size_t n_vocab = 2048, length = 700;  // three splits
+  const std::vector<int32_t> prompt = Prompt(length, 3);
+  const int32_t next = 77;
+  std::vector<float> reference;
+  for (size_t threads : {1, 2, 3}) {
+    for (bool shared : {true, false}) {
+      SCOPED_TRACE(::testing::Message()
+                   << threads << " threads, shared-prefix attention " << (shared ? "on" : "off"));
+      EngineOptions options;
+      options.n_threads = threads;
+      ::setenv("PETREL_SHARED_PREFIX_ATTN", shared ? "on" : "off", 1);  // read by the backend
+      options.context = 1024;
+      options.load_tokenizer = false;
+      options.max_sequences = 4;
+      auto loaded = Engine::Load(SynthF32(), options);
+      ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+      Engine& engine = **loaded;
+      const SeqId a = engine.NewSequence();
+      std::vector<float> logits;
+      ASSERT_TRUE(engine.Prefill(a, prompt, false, &logits).ok());
+      Batch batch;
+      batch.Add(next, int32_t(length), a, true);
+      ASSERT_TRUE(engine.Decode(batch, &logits).ok());
+      if (reference.empty()) reference = logits;
+      ASSERT_EQ(logits.size(), n_vocab);
+      EXPECT_EQ(0, std::memcmp(logits.data(), reference.data(), n_vocab * sizeof(float)))
+          << "alone";
+      ASSERT_TRUE(engine.TruncateSequence(a, length).ok());
+      // Two forks share every block of `a`; another sequence shares none.
+      auto b = engine.ForkSequence(a), c = engine.ForkSequence(a);
+      ASSERT_TRUE(b.ok() && c.ok());
+      const SeqId d = engine.NewSequence();
+      ASSERT_TRUE(engine.Prefill(d, Prompt(300, 5), false, &logits).ok());
+      batch.Clear();
+      batch.Add(5, 300, d, true);
+      batch.Add(next, int32_t(length), *b, true);
+      batch.Add(next, int32_t(length), a, true);
+      batch.Add(next + 1, int32_t(length), *c, true);
+      ASSERT_TRUE(engine.Decode(batch, &logits).ok());
+      for (size_t row : {1, 2}) {
+        EXPECT_EQ(0, std::memcmp(logits.data() + row * n_vocab, reference.data(),
+                                 n_vocab * sizeof(float)))
+            << "batch row " << row;
+      }
+    }
+  }
+  ::unsetenv("PETREL_SHARED_PREFIX_ATTN");
+}
+
 void CheckSplitPlacement(const std::string& path, const std::vector<int32_t>& ids) {
   auto cpu = Load(path);
   ASSERT_TRUE(cpu);

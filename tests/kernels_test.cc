@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu/attention/attention_split.h"  // CpuAttentionSplitKernels, kAttentionSplitKeys
 #include "hwy/targets.h"  // SupportedAndGeneratedTargets, SetSupportedTargetsForTest, TargetName
 #include "quant/f16.h"    // F32ToF16, F32ToBF16
 #include "ref/reference_kernels.h"
@@ -496,6 +497,120 @@ TEST(KernelsTest, AttentionIsBatchInvariant) {
             if (::testing::Test::HasFailure()) return;
           }
         }
+      }
+    }
+  });
+}
+
+// Split-K: a row's keys in splits of split_keys positions, each split's state folded in split
+// order. Against the unsplit computation within tolerance; and bit for bit the same whether one
+// call computes every split, or calls write the splits' partial states in any pieces (as threads
+// would share them) and attention_merge folds them, whichever queries share a call (a prompt's,
+// one token alone, or picked out of a larger batch by query_rows).
+TEST(KernelsTest, AttentionSplitKIsExactAndInvariant) {
+  Random rng;
+  ForEachTarget([&] {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+      for (size_t head_dim : {20, 64}) {
+        if (!KvSupportsHeadDim(dtype, head_dim)) continue;
+        for (size_t block_tokens : {5, 16})
+          for (size_t split_keys : {size_t(16), size_t(40), kAttentionSplitKeys})
+            for (size_t window : {0, 23}) {
+              SCOPED_TRACE(::testing::Message()
+                           << DTypeName(dtype) << " head_dim " << head_dim << " block_tokens "
+                           << block_tokens << " split_keys " << split_keys << " window " << window);
+              const size_t n_kv_heads = 2, group = 3, n_heads = n_kv_heads * group;
+              const size_t start = 90, n_prompt = 9;  // positions [90, 99)
+              const size_t row_elems = n_heads * head_dim;
+              const PagedKv kv =
+                  MakePagedKv(dtype, block_tokens, start + n_prompt, n_kv_heads * head_dim, rng);
+              const std::vector<float> q = rng.Floats(n_prompt * row_elems, -2.0f, 2.0f);
+              const std::vector<float> sinks = rng.Floats(n_heads, -1.0f, 1.0f);
+              std::vector<int32_t> n_ctx(n_prompt);
+              for (size_t i = 0; i < n_prompt; ++i) n_ctx[i] = int32_t(start + i + 1);
+              AttentionArgs args = {.q = q.data(),
+                                    .kv = &kv.view,
+                                    .block_table = kv.block_table.data(),
+                                    .n_ctx = n_ctx.data(),
+                                    .n_queries = n_prompt,
+                                    .n_heads = n_heads,
+                                    .n_kv_heads = n_kv_heads,
+                                    .head_dim = head_dim,
+                                    .scale = 1.0f / std::sqrt(float(head_dim)),
+                                    .window = window,
+                                    .sinks = sinks.data()};
+              std::vector<float> unsplit(n_prompt * row_elems), whole(unsplit.size());
+              const AttentionSplitKernels& splits = cpu::CpuAttentionSplitKernels();
+              AttentionSplitArgs unsplit_args, split_args;
+              unsplit_args.split_keys = 1 << 20;
+              split_args.split_keys = split_keys;
+              args.out = unsplit.data();
+              splits.attention(args, unsplit_args, 0, n_heads);
+              args.out = whole.data();
+              splits.attention(args, split_args, 0, n_heads);
+              if (split_keys == kAttentionSplitKeys) {
+                std::vector<float> plain(whole.size());
+                args.out = plain.data();
+                Cpu().attention(args, 0, n_heads);  // the table's entry splits the same way
+                EXPECT_EQ(0, std::memcmp(whole.data(), plain.data(), whole.size() * sizeof(float)));
+                args.out = whole.data();
+              }
+              ExpectClose(unsplit.data(), whole.data(), whole.size(), nullptr, 1e-5f, 2e-6f,
+                          "split against unsplit");
+              if (split_keys == 16 && window == 0) {  // six splits: some rounding must differ
+                EXPECT_NE(0,
+                          std::memcmp(unsplit.data(), whole.data(), whole.size() * sizeof(float)))
+                    << "the splits were not taken";
+              }
+              std::vector<float> want(whole.size());
+              args.out = want.data();
+              Ref().attention(args, 0, n_heads);  // the oracle ignores splits
+              args.out = whole.data();
+              ExpectClose(want.data(), whole.data(), whole.size(), nullptr, 1e-5f, 2e-6f,
+                          "split against the reference");
+
+              // Partials of every split, written in pieces: `pieces` split ranges per call, each
+              // call either the whole prompt or one token (picked by query_rows).
+              const size_t n_splits = (start + n_prompt - 1) / split_keys + 2;  // one spare
+              const size_t stride = n_prompt * n_heads * AttentionPartialFloats(head_dim);
+              std::vector<float> partials(n_splits * stride, 123.0f);
+              std::vector<int32_t> rows(n_prompt);
+              for (size_t i = 0; i < n_prompt; ++i) rows[i] = int32_t(i);
+              for (size_t piece : {size_t(1), size_t(2), n_splits})
+                for (bool per_token : {false, true}) {
+                  SCOPED_TRACE(::testing::Message()
+                               << "splits per call " << piece << " per token " << per_token);
+                  std::vector<float> got(whole.size(), 7.0f);
+                  AttentionArgs part = args;
+                  AttentionSplitArgs part_split = split_args;
+                  part_split.partials = partials.data();
+                  part_split.partial_split_stride = stride;
+                  for (size_t first = 0; first < n_splits; first += piece) {
+                    part_split.split_begin = first;
+                    part_split.split_end = first + piece;
+                    if (!per_token) {
+                      splits.attention(part, part_split, 0, n_heads);
+                      continue;
+                    }
+                    for (size_t i = n_prompt; i-- > 0;) {  // backwards: order must not matter
+                      part.n_ctx = n_ctx.data() + i;
+                      part_split.query_rows = rows.data() + i;
+                      part.n_queries = 1;
+                      for (size_t h = 0; h < n_heads; h += 2)
+                        splits.attention(part, part_split, h, h + 2);
+                    }
+                  }
+                  AttentionArgs merge = args;
+                  AttentionSplitArgs merge_split = split_args;
+                  merge_split.partials = partials.data();
+                  merge_split.partial_split_stride = stride;
+                  merge.out = got.data();
+                  splits.merge(merge, merge_split, 0, 1);
+                  splits.merge(merge, merge_split, 1, n_heads);
+                  EXPECT_EQ(0, std::memcmp(whole.data(), got.data(), whole.size() * sizeof(float)));
+                }
+              if (::testing::Test::HasFailure()) return;
+            }
       }
     }
   });

@@ -72,6 +72,7 @@ Runner AddBenchCommand(CLI::App& app) {
     std::vector<size_t> gens = {64};
     std::vector<size_t> depths = {0};
     std::vector<size_t> threads;
+    std::vector<std::string> cache_types;  // empty: --cache-type's default
     size_t repetitions = 5;
     bool json = false;
     bool profile = false;
@@ -96,6 +97,14 @@ Runner AddBenchCommand(CLI::App& app) {
                   "llama-bench's -d): tests are named pp512 @ d4096; prompts at depth > 0 have no roof")
       ->delimiter(',')
       ->check(IntRange(0, kMaxContext));
+  // A list here, one engine per type (the cache's type is fixed when it is made). llama.cpp's
+  // -ctk/-ctv arrive as this option (tools/llama_flags.cc): petrel keeps K and V in one type.
+  cmd->remove_option(cmd->get_option("--cache-type"));
+  cmd->add_option("--cache-type", args->cache_types,
+                  "KV cache types to test, e.g. f16,q8_0 (default f16; -ctk/-ctv with the same "
+                  "list as llama-bench's)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   cmd->add_option("-t,--threads", args->threads,
                   "thread counts to test, e.g. 1,2 (default: all cores; more than the CPUs: capped, "
                   "with a warning)")
@@ -132,6 +141,7 @@ Runner AddBenchCommand(CLI::App& app) {
       SpeculativeBench bench;
       bench.model = args->model;
       if (!args->threads.empty()) bench.model.n_threads = CapThreads(args->threads.front(), "-t");
+      if (!args->cache_types.empty()) bench.model.kv_type = args->cache_types.front();
       bench.draft = args->draft;
       bench.prompt = args->prompt;
       bench.n_gen = 128;
@@ -156,6 +166,21 @@ Runner AddBenchCommand(CLI::App& app) {
       }
     }
     if (thread_counts.empty()) thread_counts.push_back(args->model.n_threads);
+    std::vector<std::string> cache_types;
+    for (const std::string& type : args->cache_types) {
+      if (std::find(cache_types.begin(), cache_types.end(), type) == cache_types.end()) {
+        cache_types.push_back(type);
+      }
+    }
+    if (cache_types.empty()) cache_types.push_back(args->model.kv_type);
+    struct EngineSetup {
+      std::string cache_type;
+      size_t threads;
+    };
+    std::vector<EngineSetup> setups;
+    for (const std::string& type : cache_types) {
+      for (size_t threads : thread_counts) setups.push_back({type, threads});
+    }
     size_t longest = 16;
     for (size_t p : *prompts) longest = std::max(longest, p);
     size_t most_step_tokens = 1;
@@ -165,9 +190,10 @@ Runner AddBenchCommand(CLI::App& app) {
     bool header = false;
     // --profile in table mode: one row per (test, backend, op), printed after the speed table.
     std::vector<std::string> profile_rows;
-    for (size_t threads : thread_counts) {
+    for (const EngineSetup& setup : setups) {
       ModelOptions model = args->model;
-      model.n_threads = threads;
+      model.n_threads = setup.threads;
+      model.kv_type = setup.cache_type;
       if (model.context == 0) model.context = longest;
       model.load_tokenizer = false;  // random token ids, never text
       auto engine = model.LoadEngine();
@@ -188,8 +214,9 @@ Runner AddBenchCommand(CLI::App& app) {
         }
         if (!args->json) {
           std::printf(
-              "| model | threads | test | t/s (median) | min – max | of roof | peak RSS MiB |\n");
-          std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+              "| model | threads | KV | test | t/s (median) | min – max | of roof | peak RSS MiB "
+              "|\n");
+          std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
         }
       }
       std::mt19937 rng(1234);
@@ -285,10 +312,10 @@ Runner AddBenchCommand(CLI::App& app) {
                                     {"total_ms", op.seconds * 1e3},
                                     {"share", share}});
             char row[256];
-            std::snprintf(row, sizeof(row), "| %s | %zu | %s | %s | %s | %zu | %.3f | %.1f %% |",
-                          model.model_path.c_str(), used_threads, test.name.c_str(),
-                          profile.backend.c_str(), OpName(op.op), op.calls, op.seconds * 1e3,
-                          100.0 * share);
+            std::snprintf(
+                row, sizeof(row), "| %s | %zu | %s | %s | %s | %s | %zu | %.3f | %.1f %% |",
+                model.model_path.c_str(), used_threads, model.kv_type.c_str(), test.name.c_str(),
+                profile.backend.c_str(), OpName(op.op), op.calls, op.seconds * 1e3, 100.0 * share);
             profile_rows.push_back(row);
           }
         }
@@ -301,6 +328,8 @@ Runner AddBenchCommand(CLI::App& app) {
                                  {"test", test.name},
                                  {"step_tokens", test.step_tokens},
                                  {"n_depth", test.depth},
+                                 {"type_k", model.kv_type},
+                                 {"type_v", model.kv_type},
                                  {"tokens_per_second", s.median},
                                  {"min", s.min},
                                  {"max", s.max},
@@ -331,16 +360,16 @@ Runner AddBenchCommand(CLI::App& app) {
         } else {
           const std::string of_roof =
               fractions.empty() ? "" : std::to_string(fraction).substr(0, 4);
-          std::printf("| %s | %zu | %s | %.2f | %.2f – %.2f | %s | %.1f |\n",
-                      model.model_path.c_str(), used_threads, test.name.c_str(), s.median, s.min,
-                      s.max, of_roof.c_str(), rss_mib);
+          std::printf("| %s | %zu | %s | %s | %.2f | %.2f – %.2f | %s | %.1f |\n",
+                      model.model_path.c_str(), used_threads, model.kv_type.c_str(),
+                      test.name.c_str(), s.median, s.min, s.max, of_roof.c_str(), rss_mib);
         }
         std::fflush(stdout);
       }
     }
     if (args->profile && !args->json) {
-      std::printf("\n| model | threads | test | backend | op | calls | total ms | share |\n");
-      std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      std::printf("\n| model | threads | KV | test | backend | op | calls | total ms | share |\n");
+      std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
       for (const std::string& row : profile_rows) std::printf("%s\n", row.c_str());
       if (profile_rows.empty()) std::printf("| (no backend of this run measures op times) |\n");
     }

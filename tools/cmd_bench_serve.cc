@@ -40,6 +40,8 @@ struct BenchServeArgs {
   double temperature = 0.0;
   int64_t logprobs = 0;
   int64_t seed = 1;
+  std::string
+      shared_prefix_attention;  // -m: the server's --shared-prefix-attn (empty: its default)
   bool json = false;
 };
 
@@ -97,6 +99,9 @@ int Run(BenchServeArgs& args) {
         "-m", args.model, "--no-access-log", "--parallel",
         std::to_string(args.parallel > 0 ? args.parallel : args.clients)};
     if (args.threads > 0) serve.insert(serve.end(), {"-t", std::to_string(args.threads)});
+    if (!args.shared_prefix_attention.empty()) {
+      serve.insert(serve.end(), {"--shared-prefix-attn", args.shared_prefix_attention});
+    }
     serve.insert(serve.end(), args.serve_args.begin(), args.serve_args.end());
     if (!args.json)
       std::fprintf(stderr, "bench-serve: starting petrel serve -m %s\n", args.model.c_str());
@@ -167,6 +172,10 @@ Runner AddBenchServeCommand(CLI::App& app) {
   cmd->add_option("--serve-arg", args->serve_args,
                   "-m: one more argument for petrel serve (repeat it: --serve-arg=-c "
                   "--serve-arg=1024)");
+  cmd->add_option("--shared-prefix-attn", args->shared_prefix_attention,
+                  "-m: the server's --shared-prefix-attn, on or off (with --shared-prefix: "
+                  "shared KV blocks read once per step for all streams, or once per stream)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--ready-timeout", args->ready_timeout,
                   "-m: seconds the server may take to load (default 600)")
       ->check(IntRange(1, 86400));
@@ -213,7 +222,8 @@ Runner AddBenchServeCommand(CLI::App& app) {
         return Fail(Error("%s: no such file or folder", args->model.c_str()));
       }
     } else {
-      for (const char* only_with_model : {"-t", "--parallel", "--serve-arg", "--ready-timeout"}) {
+      for (const char* only_with_model :
+           {"-t", "--parallel", "--serve-arg", "--ready-timeout", "--shared-prefix-attn"}) {
         if (cmd->count(only_with_model) > 0) {
           return Fail(
               Error("%s applies to a server started with -m, not to --url", only_with_model));

@@ -100,6 +100,7 @@ Runner AddServeCommand(CLI::App& app) {
     bool no_access_log = false;
     bool no_web_ui = false;
     bool embeddings = false;
+    std::string shared_prefix_attention = "on";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -149,6 +150,11 @@ Runner AddServeCommand(CLI::App& app) {
                   "seconds running requests may take to finish after SIGTERM/SIGINT before they "
                   "are cancelled (default 30)")
       ->check(IntRange(0, 3600));
+  cmd->add_option("--shared-prefix-attn", args->shared_prefix_attention,
+                  "on: decode steps read KV blocks that running sequences share (a common system "
+                  "prompt) once for all of them; off: once per sequence. The same output either "
+                  "way (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--no-access-log", args->no_access_log, "no line per request on stderr");
   cmd->add_flag("--no-webui", args->no_web_ui, "no chat page at / (it answers 404)");
   cmd->add_flag("--embeddings", args->embeddings,
@@ -203,6 +209,8 @@ Runner AddServeCommand(CLI::App& app) {
     if (const char* delay = std::getenv("PETREL_SERVE_TEST_LOAD_DELAY_MS")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
     }
+    // Read by the CPU backend when the engine makes it (cpu/cpu_backend.cc).
+    ::setenv("PETREL_SHARED_PREFIX_ATTN", args->shared_prefix_attention.c_str(), 1);
     ModelOptions model_options = args->model;
     if (cache_type->count() == 0) {
       // An embedding model computes each sequence once and drops it, so its cache costs only

@@ -1,6 +1,10 @@
 // CreateCpuBackend: a HostBackend over the Highway kernel table.
 #include "cpu/cpu_backend.h"
 
+#include <cstdlib>
+#include <string_view>
+
+#include "cpu/attention/attention_split.h"
 #include "cpu/host_backend.h"
 #include "cpu/kernels.h"
 
@@ -15,6 +19,11 @@ Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads
     return Error("cpu backend: %s", backend->pool().start_error().c_str());
   }
   if (pin_threads) backend->pool().PinThreads();
+  backend->SetAttentionSplitKernels(&cpu::CpuAttentionSplitKernels());
+  // For measuring: PETREL_SHARED_PREFIX_ATTN=off makes sequences sharing KV blocks read them
+  // apart (`serve --shared-prefix-attn off` sets it); the results are the same bits.
+  const char* shared = std::getenv("PETREL_SHARED_PREFIX_ATTN");
+  backend->SetSharedPrefixAttention(shared == nullptr || std::string_view(shared) != "off");
   return std::unique_ptr<Backend>(std::move(backend));
 }
 

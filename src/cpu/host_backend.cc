@@ -14,10 +14,6 @@
 namespace petrel {
 namespace {
 
-// Query tokens per attention work item: enough to amortise staging each K/V tile as f32 over
-// many rows, few enough that a 128-token prompt still makes several items per thread.
-constexpr size_t kAttentionQueries = 16;
-
 class HostBuffer final : public BackendBuffer {
  public:
   explicit HostBuffer(size_t bytes) : bytes_(bytes), owned_(true) {
@@ -274,89 +270,6 @@ void HostBackend::RunGatedFfn(const Node& node, const TensorView* values) {
       kernels_.silu_mul(gate_rows.data() + t * rows, out_row, rows, out_row);
     }
   }, row_grain, chunks_per_thread);
-}
-
-void HostBackend::RunAttention(const Node& node, const TensorView* values, const PagedKvView& kv) {
-  const BatchContext& batch = batch_;
-  const float* q = values[node.inputs[0]].as<const float>();
-  const float* k = values[node.inputs[1]].as<const float>();
-  const float* v = values[node.inputs[2]].as<const float>();
-  float* out = values[node.output].as<float>();
-  const size_t kv_dim = kv.row_elems;
-  const size_t kv_row_bytes = *RowBytes(kv.dtype, kv_dim);  // checked when the cache was made
-  // 1. Write this batch's K/V rows into their slots, so later tokens of a sequence in the same
-  //    batch see earlier ones.
-  pool_.ParallelFor(batch.n_tokens, [&](size_t begin, size_t end) {
-    for (size_t t = begin; t < end; ++t) {
-      const size_t slot_offset = size_t(batch.kv_slot[t]) * kv_row_bytes;
-      kernels_.row_from_f32(kv.dtype, k + t * kv_dim, kv_dim,
-                            static_cast<char*>(kv.k) + slot_offset);
-      kernels_.row_from_f32(kv.dtype, v + t * kv_dim, kv_dim,
-                            static_cast<char*>(kv.v) + slot_offset);
-    }
-  });
-  AttendPaged(q, node.attention, kv, out);
-}
-
-void HostBackend::AttendPaged(const float* q, const AttentionParams& p, const PagedKvView& kv,
-                              float* out) {
-  const BatchContext& batch = batch_;
-  const size_t n_heads = size_t(p.n_heads), n_kv_heads = size_t(p.n_kv_heads);
-  const size_t head_dim = size_t(p.head_dim);
-  const size_t q_dim = n_heads * head_dim;
-  // 2. Work items of up to kAttentionQueries tokens of one sequence (consecutive in the batch,
-  //    as a prompt's are) and one KV head with its GQA query heads: the kernel loads each K/V
-  //    tile once for the item. A token's result never depends on the item it lands in.
-  attention_chunks_.clear();
-  for (size_t t = 0; t < batch.n_tokens;) {
-    size_t end = t + 1;
-    while (end < batch.n_tokens && end - t < kAttentionQueries &&
-           batch.token_seq[end] == batch.token_seq[t]) {
-      ++end;
-    }
-    size_t cost = 0;  // keys read, summed over the chunk's tokens
-    for (size_t u = t; u < end; ++u) {
-      const size_t n_ctx = size_t(p.causal ? batch.n_ctx[u] : batch.n_ctx_all[u]);
-      cost += p.window > 0 ? std::min(n_ctx, size_t(p.window)) : n_ctx;
-    }
-    attention_chunks_.push_back({t, end - t, cost});
-    t = end;
-  }
-  // Costliest first: threads claim chunks of items in order, so the cheap ones even out the end.
-  // std::sort, not stable_sort, which may allocate; ties keep batch order.
-  std::sort(attention_chunks_.begin(), attention_chunks_.end(),
-            [](const AttentionChunk& a, const AttentionChunk& b) {
-              return a.cost != b.cost ? a.cost > b.cost : a.first_token < b.first_token;
-            });
-  // An item takes a KV head's whole GQA group, which then shares each K/V tile, unless that
-  // leaves threads idle (decoding one token with few KV heads): then one query head per item.
-  const size_t group = n_heads / n_kv_heads;
-  const size_t heads_per_item =
-      attention_chunks_.size() * n_kv_heads >= 2 * pool_.size() ? group : 1;
-  const size_t items_per_chunk = n_heads / heads_per_item;
-  const size_t n_items = attention_chunks_.size() * items_per_chunk;
-  pool_.ParallelFor(n_items, [&](size_t begin, size_t end) {
-    for (size_t item = begin; item < end; ++item) {
-      const AttentionChunk& chunk = attention_chunks_[item / items_per_chunk];
-      const size_t head_begin = item % items_per_chunk * heads_per_item;
-      AttentionArgs args;
-      args.q = q + chunk.first_token * q_dim;
-      args.kv = &kv;
-      args.block_table =
-          batch.block_tables + batch.block_table_begin[batch.token_seq[chunk.first_token]];
-      args.n_ctx = (p.causal ? batch.n_ctx : batch.n_ctx_all) + chunk.first_token;
-      args.n_queries = chunk.n_tokens;
-      args.n_heads = n_heads;
-      args.n_kv_heads = n_kv_heads;
-      args.head_dim = head_dim;
-      args.scale = p.scale;
-      args.softcap = p.logit_softcap;
-      args.window = size_t(p.window);
-      args.sinks = p.sinks ? p.sinks->as<const float>() : nullptr;
-      args.out = out + chunk.first_token * q_dim;
-      kernels_.attention(args, head_begin, head_begin + heads_per_item);
-    }
-  });
 }
 
 void HostBackend::RunRope(const Node& node, const TensorView* values) {

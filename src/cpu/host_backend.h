@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/runtime/backend.h"
+#include "cpu/attention/attention_split.h"
 #include "cpu/kernel_table.h"
 #include "cpu/threading/thread_pool.h"
 
@@ -49,6 +50,12 @@ class HostBackend final : public Backend {
   static std::unique_ptr<BackendBuffer> WrapHostMemory(void* data, size_t bytes);
 
   cpu::ThreadPool& pool() { return pool_; }
+  // The split-K kernels (attention_split.h) of this backend's attention; without them each
+  // row is computed whole by one item.
+  void SetAttentionSplitKernels(const AttentionSplitKernels* kernels) { split_kernels_ = kernels; }
+  // Shared-prefix attention (host_attention.cc, needs the split-K kernels) on or off; the same
+  // bits either way.
+  void SetSharedPrefixAttention(bool on) { shared_prefix_attention_ = on; }
 
  private:
   Status RunNode(const Node& node, const ValueView* values, const KvLayerView* kv);
@@ -78,6 +85,9 @@ class HostBackend final : public Backend {
   // rows already written) into out (n_tokens, n_heads * head_dim), in work items of one
   // sequence's tokens and a KV head's query heads.
   void AttendPaged(const float* q, const AttentionParams& p, const PagedKvView& kv, float* out);
+  // Groups the decode chunks whose sequences share leading blocks (shared_groups_) and marks
+  // their shared splits.
+  void PlanSharedPrefixes(const AttentionParams& p, size_t block_tokens);
   // mla_attention (host_mla.cc): writes the latent rows, then attends with W_UK absorbed into
   // the queries and W_UV applied to the weighted latents.
   Status RunMlaAttention(const Node& node, const TensorView* values, const PagedKvView& kv);
@@ -96,12 +106,43 @@ class HostBackend final : public Backend {
   const HostKernels& kernels_;
   WeightTypeFilter supports_weight_;
   cpu::ThreadPool pool_;
-  // Attention work: runs of one sequence's tokens in the batch, costliest first.
+  // Attention work (host_attention.cc): runs of one sequence's tokens in the batch, costliest
+  // first.
   struct AttentionChunk {
     size_t first_token, n_tokens;
-    size_t cost;  // keys read: sum of the tokens' n_ctx
+    size_t cost = 0;           // keys read: sum of the tokens' n_ctx
+    size_t max_ctx = 0;        // of its tokens
+    size_t n_splits = 1;       // split-K splits of its keys (an upper bound: spares return at once)
+    bool split_items = false;  // one item per split (split-K)
+    size_t shared_splits = 0;  // leading splits computed by a shared-prefix item
   };
   std::vector<AttentionChunk> attention_chunks_;
+  // One kernel call: heads [head_begin, + heads per item) of a chunk over every split (kWhole,
+  // into the output) or splits [split_begin, split_end) (kSplits), or of a shared group over
+  // one split (kShared); those two write partial states to attention_partials_.
+  struct AttentionItem {
+    enum Kind { kWhole, kSplits, kShared };
+    size_t index;  // into attention_chunks_, or shared_groups_ for kShared
+    size_t head_begin, split_begin, split_end;
+    Kind kind;
+  };
+  std::vector<AttentionItem> attention_items_;
+  std::vector<AttentionItem> attention_merges_;  // chunks computed in pieces: their heads to fold
+  // (splits, n_tokens, n_heads, AttentionPartialFloats(head_dim)); capacity kept.
+  std::vector<float> attention_partials_;
+  // Shared-prefix attention: decode tokens whose sequences share their first blocks, and the
+  // whole splits inside those blocks, which one item per split and KV head computes for all.
+  struct SharedGroup {
+    size_t rows_begin, n_rows;   // into shared_rows_ / shared_ctx_
+    const int32_t* block_table;  // the first member's (the same blocks over the shared splits)
+    size_t n_splits;
+  };
+  const AttentionSplitKernels* split_kernels_ = nullptr;
+  bool shared_prefix_attention_ = true;
+  std::vector<SharedGroup> shared_groups_;
+  std::vector<int32_t> shared_rows_;    // members' token indices in the batch
+  std::vector<int32_t> shared_ctx_;     // members' n_ctx
+  std::vector<size_t> shared_order_;    // decode chunks by first block (planning scratch)
   BatchContext batch_;                  // the current batch (host arrays owned by the caller)
   std::vector<TensorView> host_values_;  // the current node's values as host views
   std::vector<RopeTable> rope_tables_;  // per frequency table; capacity kept across batches

@@ -4,6 +4,12 @@
 // soft-capped (c·tanh(s/c)), each query sees only a window of the latest positions, and a
 // per-head sink logit joins the softmax's denominator (applied once per row at the end, so the
 // tile loops are the same with and without sinks).
+//
+// Split-K (attention_split.h): the keys are cut into splits of split_keys positions. Each row's
+// state starts afresh at every split and is folded into the row's merged state (or written out as a
+// partial) when the split ends; the folds run in split order. So a long context can be shared
+// among threads by split (AttentionSplitKernels: partials, then the merge) with the same bits as
+// one call computing every split in turn, and a context of one split computes as it always did.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/attention/attention.cc"
 // clang-format off: foreach_target.h, then highway.h, before anything else that includes Highway.
@@ -17,6 +23,7 @@
 #include <vector>
 
 #include "core/base/status.h"  // PETREL_CHECK, PETREL_DCHECK
+#include "cpu/attention/attention_split.h"
 #include "cpu/kernel_entry_points.h"
 #include "cpu/simd/simd-inl.h"               // LoadAsF32, CopyPadded, kMaxF32Lanes
 #include "hwy/contrib/math/math-inl.h"  // Exp, Tanh
@@ -196,15 +203,24 @@ struct RowStates {
   std::vector<float> acc;             // (n_rows, dim_padded) unnormalised outputs
   std::vector<float> sum_lanes;       // (n_rows, lanes) running sums, kept lane-wise
   std::vector<float> running_max;     // (n_rows)
+  // The splits closed so far, folded in split order (merged_max -inf: none yet).
+  std::vector<float> merged_acc;      // (n_rows, dim_padded)
+  std::vector<float> merged_sum;      // (n_rows)
+  std::vector<float> merged_max;      // (n_rows)
   std::vector<float> k_tile, v_tile;  // (kKeyTile, dim_padded) staged K/V tile as f32
 
   void Reserve(size_t n_rows, size_t dim_padded, size_t lanes) {
     if (q.size() < n_rows * dim_padded) {
       q.resize(n_rows * dim_padded);
       acc.resize(n_rows * dim_padded);
+      merged_acc.resize(n_rows * dim_padded);
     }
     if (sum_lanes.size() < n_rows * lanes) sum_lanes.resize(n_rows * lanes);
-    if (running_max.size() < n_rows) running_max.resize(n_rows);
+    if (running_max.size() < n_rows) {
+      running_max.resize(n_rows);
+      merged_sum.resize(n_rows);
+      merged_max.resize(n_rows);
+    }
     if (k_tile.size() < kKeyTile * dim_padded) {
       k_tile.resize(kKeyTile * dim_padded);
       v_tile.resize(kKeyTile * dim_padded);
@@ -349,18 +365,91 @@ HWY_INLINE size_t TileStartOf(size_t pos, size_t block_tokens) {
   return block_begin + (pos - block_begin) / kKeyTile * kKeyTile;
 }
 
+// The first tile starting at or after `pos`: `pos` itself where a tile starts, else the tile
+// after the one holding it (which ends at kKeyTile keys or at its block's end).
+HWY_INLINE size_t TileStartFrom(size_t pos, size_t block_tokens) {
+  const size_t start = TileStartOf(pos, block_tokens);
+  if (start == pos) return pos;
+  const size_t block_end = pos - pos % block_tokens + block_tokens;
+  return HWY_MIN(start + kKeyTile, block_end);
+}
+
+// Splits of a row attending `n_ctx` positions: up to the one holding its last tile.
+HWY_INLINE size_t SplitsOf(size_t n_ctx, size_t block_tokens, size_t split_keys) {
+  return TileStartOf(n_ctx - 1, block_tokens) / split_keys + 1;
+}
+
 // The first position query `query` sees: the window's start, or 0.
 HWY_INLINE size_t FirstVisible(const AttentionArgs& args, size_t query) {
   const size_t n_ctx = size_t(args.n_ctx[query]);
   return args.window > 0 && n_ctx > args.window ? n_ctx - args.window : 0;
 }
 
+// Query `query`'s row in q, out and the partials.
+HWY_INLINE size_t QueryRow(const AttentionSplitArgs& split, size_t query) {
+  return split.query_rows != nullptr ? size_t(split.query_rows[query]) : query;
+}
+
+// Folds one split's state (max, sum, unnormalised output) into a row's merged state, both
+// rescaled to the larger max. The first split is taken as it is, so a row of one split is
+// normalised exactly as without splits. Elementwise, so its bits do not depend on the vector
+// width; every fold of a row, in this kernel or in AttentionMergeT, runs this code.
+template <class D>
+HWY_INLINE void FoldState(D d, float split_max, float split_sum,
+                          const float* HWY_RESTRICT split_acc, size_t dim_padded, float& merged_max,
+                          float& merged_sum, float* HWY_RESTRICT merged_acc) {
+  const size_t lanes = hn::Lanes(d);
+  if (split_max == -INFINITY) return;  // no visible key in the split
+  if (merged_max == -INFINITY) {
+    merged_max = split_max;
+    merged_sum = split_sum;
+    std::memcpy(merged_acc, split_acc, dim_padded * sizeof(float));
+    return;
+  }
+  const float new_max = HWY_MAX(merged_max, split_max);
+  // exp(0) is exactly 1: skipped, as in SoftmaxStep.
+  const auto old_scale =
+      merged_max == new_max ? hn::Set(d, 1.0f) : hn::Exp(d, hn::Set(d, merged_max - new_max));
+  const auto split_scale =
+      split_max == new_max ? hn::Set(d, 1.0f) : hn::Exp(d, hn::Set(d, split_max - new_max));
+  merged_max = new_max;
+  merged_sum = hn::GetLane(
+      hn::MulAdd(hn::Set(d, merged_sum), old_scale, hn::Mul(hn::Set(d, split_sum), split_scale)));
+  for (size_t j = 0; j < dim_padded; j += lanes) {
+    hn::StoreU(hn::MulAdd(hn::LoadU(d, merged_acc + j), old_scale,
+                          hn::Mul(hn::LoadU(d, split_acc + j), split_scale)),
+               d, merged_acc + j);
+  }
+}
+
+// A row's merged state normalised into `out` (head_dim floats); `acc` (dim_padded) is scaled in
+// place. A sink joins the denominator only, rescaled to the larger of the max and the sink so
+// that neither exponential can overflow.
+template <class D>
+HWY_INLINE void FinishRow(D d, float max, float sum, float* HWY_RESTRICT acc, size_t dim_padded,
+                          size_t head_dim, const float* sink, float* HWY_RESTRICT out) {
+  const size_t lanes = hn::Lanes(d);
+  float correction = 1.0f;
+  if (sink != nullptr) {
+    const float new_max = HWY_MAX(max, *sink);
+    correction = std::exp(max - new_max);
+    sum = sum * correction + std::exp(*sink - new_max);
+  }
+  const auto inv_sum = hn::Set(d, correction / sum);
+  for (size_t j = 0; j < dim_padded; j += lanes) {
+    hn::StoreU(hn::Mul(hn::LoadU(d, acc + j), inv_sum), d, acc + j);
+  }
+  std::memcpy(out, acc, head_dim * sizeof(float));
+}
+
 // For each KV head, walks the sequence's blocks in tiles of keys; each tile is loaded once for
 // all query rows (query tokens x the GQA heads sharing the KV head). Each row keeps a running
-// max, a running sum and an unnormalised output, rescaled when the max grows. TKV is the cache
-// element (float, float16_t), or BlockQ8_0 for a Q8_0 cache.
+// max, a running sum and an unnormalised output, rescaled when the max grows, and starts afresh
+// at each split, whose state is folded into the row's merged state or written to the partials.
+// TKV is the cache element (float, float16_t), or BlockQ8_0 for a Q8_0 cache.
 template <typename TKV>
-void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end) {
+void AttentionRows(const AttentionArgs& args, const AttentionSplitArgs& split_args,
+                   size_t head_begin, size_t head_end) {
   const hn::ScalableTag<float> d;
   constexpr size_t kLanes = hn::MaxLanes(hn::ScalableTag<float>());
   static_assert(kKeyTile % kLanes == 0, "a tile's scores are whole vectors");
@@ -371,6 +460,8 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
   const size_t group = args.n_heads / args.n_kv_heads;  // query heads per KV head
   const size_t row_bytes = *RowBytes(kv.dtype, kv.row_elems);
   const size_t head_bytes = *RowBytes(kv.dtype, head_dim);
+  const size_t split_keys = split_args.split_keys;
+  PETREL_DCHECK(split_keys > 0);
   const char* k_cache = static_cast<const char*>(kv.k);
   const char* v_cache = static_cast<const char*>(kv.v);
   size_t max_ctx = 0, min_first = SIZE_MAX;
@@ -379,9 +470,18 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
     max_ctx = HWY_MAX(max_ctx, size_t(args.n_ctx[query]));
     min_first = HWY_MIN(min_first, FirstVisible(args, query));
   }
-  // Tiles wholly before every query's window are never read; a row skips the tiles before its
-  // own window, so its tiles are the same whichever queries share the call.
-  const size_t first_tile = TileStartOf(min_first, kv.block_tokens);
+  const bool write_partials = split_args.partials != nullptr;
+  const size_t n_splits = SplitsOf(max_ctx, kv.block_tokens, split_keys);
+  const size_t split_begin = write_partials ? split_args.split_begin : 0;
+  const size_t split_end = write_partials ? HWY_MIN(split_args.split_end, n_splits) : n_splits;
+  if (split_begin >= split_end) return;
+  // Tiles wholly before every query's window, or before the first split computed, are never
+  // read; a row skips the tiles before its own window, so its tiles are the same whichever
+  // queries share the call.
+  const size_t first_tile = HWY_MAX(TileStartOf(min_first, kv.block_tokens),
+                                    TileStartFrom(split_begin * split_keys, kv.block_tokens));
+  // Tiles [first_tile, end_tile) are read: the last computed split's, cut at max_ctx.
+  const size_t end_tile = HWY_MIN(max_ctx, TileStartFrom(split_end * split_keys, kv.block_tokens));
   thread_local RowStates rows;
 
   for (size_t kv_head = head_begin / group; kv_head * group < head_end; ++kv_head) {
@@ -390,15 +490,54 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
     const size_t n_group_heads = h1 - h0;
     const size_t n_rows = args.n_queries * n_group_heads;
     rows.Reserve(n_rows, dim_padded, kLanes);
+    auto partial_of = [&](size_t split, size_t r) {
+      const size_t query = r / n_group_heads, head = h0 + r % n_group_heads;
+      return split_args.partials + split * split_args.partial_split_stride +
+             (QueryRow(split_args, query) * args.n_heads + head) * AttentionPartialFloats(head_dim);
+    };
     for (size_t r = 0; r < n_rows; ++r) {
       const size_t query = r / n_group_heads, head = h0 + r % n_group_heads;
       float* q = rows.q.data() + r * dim_padded;
-      std::memcpy(q, args.q + (query * args.n_heads + head) * head_dim, head_dim * sizeof(float));
+      std::memcpy(q, args.q + (QueryRow(split_args, query) * args.n_heads + head) * head_dim,
+                  head_dim * sizeof(float));
       std::memset(q + head_dim, 0, (dim_padded - head_dim) * sizeof(float));
       std::memset(rows.acc.data() + r * dim_padded, 0, dim_padded * sizeof(float));
       std::memset(rows.sum_lanes.data() + r * kLanes, 0, kLanes * sizeof(float));
       rows.running_max[r] = -INFINITY;
+      rows.merged_max[r] = -INFINITY;
+      rows.merged_sum[r] = 0.0f;
+      if (write_partials) {
+        // Splits a row sees no key of (its window starts later) stay empty.
+        for (size_t split = split_begin; split < split_end; ++split) {
+          float* partial = partial_of(split, r);
+          partial[0] = -INFINITY;
+          partial[1] = 0.0f;
+        }
+      }
     }
+    // Ends split `split` of every row: a row that saw keys in it folds its state into its merged
+    // state, or writes it out, and starts afresh.
+    auto close_split = [&](size_t split) {
+      for (size_t r = 0; r < n_rows; ++r) {
+        const float max = rows.running_max[r];
+        if (max == -INFINITY) continue;
+        float* acc = rows.acc.data() + r * dim_padded;
+        float* sum_lanes = rows.sum_lanes.data() + r * kLanes;
+        const float sum = hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, sum_lanes)));
+        if (write_partials) {
+          float* partial = partial_of(split, r);
+          partial[0] = max;
+          partial[1] = sum;
+          std::memcpy(partial + 2, acc, head_dim * sizeof(float));
+        } else {
+          FoldState(d, max, sum, acc, dim_padded, rows.merged_max[r], rows.merged_sum[r],
+                    rows.merged_acc.data() + r * dim_padded);
+        }
+        std::memset(acc, 0, dim_padded * sizeof(float));
+        std::memset(sum_lanes, 0, kLanes * sizeof(float));
+        rows.running_max[r] = -INFINITY;
+      }
+    };
     // Several rows share each tile, staged as f32 once (Q8_0 and heads with a partial last
     // vector always are); one row reads the cache directly, F16 converting in the loads, a
     // batch of tiles at a time. Both give the same values, so the same bits.
@@ -406,7 +545,7 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
     if (stage) {
       thread_local std::vector<TileStep<float, float>> steps;
       if (steps.size() < n_rows) steps.resize(n_rows);
-      for (size_t tile_begin = first_tile; tile_begin < max_ctx;) {
+      for (size_t tile_begin = first_tile; tile_begin < end_tile;) {
         const KeyTile tile = TileAt(args, row_bytes, tile_begin, max_ctx);
         const size_t offset = tile.offset + kv_head * head_bytes;
         StageTile<TKV>(k_cache + offset, row_bytes, tile.n_keys, head_dim, dim_padded,
@@ -429,13 +568,17 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
         }
         RunSteps(rows, dim_padded, args.scale, args.softcap, dim_padded, dim_padded, steps.data(),
                  n_steps);
+        const size_t split = tile_begin / split_keys;
         tile_begin += tile.n_keys;
+        if (tile_begin >= end_tile || tile_begin / split_keys != split) close_split(split);
       }
     } else if constexpr (!kQ8) {
       TileStep<TKV, TKV> steps[kTileBatch];
-      for (size_t tile_begin = first_tile; tile_begin < max_ctx;) {
+      for (size_t tile_begin = first_tile; tile_begin < end_tile;) {
+        const size_t split = tile_begin / split_keys;
         size_t n_steps = 0;
-        for (; n_steps < kTileBatch && tile_begin < max_ctx; ++n_steps) {
+        for (; n_steps < kTileBatch && tile_begin < end_tile && tile_begin / split_keys == split;
+             ++n_steps) {
           const KeyTile tile = TileAt(args, row_bytes, tile_begin, max_ctx);
           const size_t offset = tile.offset + kv_head * head_bytes;
           TileStep<TKV, TKV>& step = steps[n_steps];
@@ -448,41 +591,66 @@ void AttentionRows(const AttentionArgs& args, size_t head_begin, size_t head_end
         }
         RunSteps(rows, dim_padded, args.scale, args.softcap, kv.row_elems, kv.row_elems, steps,
                  n_steps);
+        if (tile_begin >= end_tile || tile_begin / split_keys != split) close_split(split);
       }
     }
+    if (write_partials) continue;
     for (size_t r = 0; r < n_rows; ++r) {
       const size_t query = r / n_group_heads, head = h0 + r % n_group_heads;
-      float* acc = rows.acc.data() + r * dim_padded;
-      float sum = hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, rows.sum_lanes.data() + r * kLanes)));
-      float correction = 1.0f;
-      if (args.sinks != nullptr) {
-        // The sink joins the denominator only. Rescaled to the larger of the running max and
-        // the sink so that neither exponential can overflow.
-        const float running_max = rows.running_max[r], sink = args.sinks[head];
-        const float new_max = HWY_MAX(running_max, sink);
-        correction = std::exp(running_max - new_max);
-        sum = sum * correction + std::exp(sink - new_max);
-      }
-      const auto inv_sum = hn::Set(d, correction / sum);
-      for (size_t j = 0; j < dim_padded; j += kLanes)
-        hn::StoreU(hn::Mul(hn::LoadU(d, acc + j), inv_sum), d, acc + j);
-      std::memcpy(args.out + (query * args.n_heads + head) * head_dim, acc,
-                  head_dim * sizeof(float));
+      FinishRow(d, rows.merged_max[r], rows.merged_sum[r], rows.merged_acc.data() + r * dim_padded,
+                dim_padded, head_dim, args.sinks != nullptr ? args.sinks + head : nullptr,
+                args.out + (QueryRow(split_args, query) * args.n_heads + head) * head_dim);
     }
   }
 }
 
-void AttentionT(const AttentionArgs& args, size_t head_begin, size_t head_end) {
+void AttentionT(const AttentionArgs& args, const AttentionSplitArgs& split, size_t head_begin,
+                size_t head_end) {
   // The KV cache types this backend reads (the cache's row per type): anything else is refused
   // by Supports before it gets here.
-  if (args.kv->dtype == DType::kF32) return AttentionRows<float>(args, head_begin, head_end);
+  if (args.kv->dtype == DType::kF32) return AttentionRows<float>(args, split, head_begin, head_end);
   if (args.kv->dtype == DType::kF16) {
-    return AttentionRows<hwy::float16_t>(args, head_begin, head_end);
+    return AttentionRows<hwy::float16_t>(args, split, head_begin, head_end);
   }
   if (args.kv->dtype == DType::kQ8_0) {
-    return AttentionRows<quant::BlockQ8_0>(args, head_begin, head_end);
+    return AttentionRows<quant::BlockQ8_0>(args, split, head_begin, head_end);
   }
   PETREL_CHECK(false && "attention: KV cache must be F32, F16 or Q8_0");
+}
+
+// Every split's partial state of each query and head, folded in split order (FoldState, as
+// AttentionRows folds them) and normalised into `out`.
+void AttentionMergeT(const AttentionArgs& args, const AttentionSplitArgs& split_args,
+                     size_t head_begin, size_t head_end) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const size_t head_dim = args.head_dim;
+  const size_t dim_padded = (head_dim + lanes - 1) / lanes * lanes;
+  thread_local std::vector<float> merged_acc, split_acc;
+  if (merged_acc.size() < dim_padded) {
+    merged_acc.resize(dim_padded);
+    split_acc.resize(dim_padded);
+  }
+  std::fill(split_acc.begin(), split_acc.end(), 0.0f);  // the padding stays zero
+  for (size_t query = 0; query < args.n_queries; ++query) {
+    const size_t row = QueryRow(split_args, query);
+    const size_t n_splits =
+        SplitsOf(size_t(args.n_ctx[query]), args.kv->block_tokens, split_args.split_keys);
+    for (size_t head = head_begin; head < head_end; ++head) {
+      float merged_max = -INFINITY, merged_sum = 0.0f;
+      for (size_t split = 0; split < n_splits; ++split) {
+        const float* partial = split_args.partials + split * split_args.partial_split_stride +
+                               (row * args.n_heads + head) * AttentionPartialFloats(head_dim);
+        if (partial[0] == -INFINITY) continue;
+        std::memcpy(split_acc.data(), partial + 2, head_dim * sizeof(float));
+        FoldState(d, partial[0], partial[1], split_acc.data(), dim_padded, merged_max, merged_sum,
+                  merged_acc.data());
+      }
+      FinishRow(d, merged_max, merged_sum, merged_acc.data(), dim_padded, head_dim,
+                args.sinks != nullptr ? args.sinks + head : nullptr,
+                args.out + (row * args.n_heads + head) * head_dim);
+    }
+  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -493,11 +661,35 @@ HWY_AFTER_NAMESPACE();
 namespace petrel::cpu {
 
 HWY_EXPORT(AttentionT);
+HWY_EXPORT(AttentionMergeT);
 
 void Attention(const AttentionArgs& args, size_t head_begin, size_t head_end) {
   PETREL_DCHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0);
   PETREL_DCHECK(args.n_queries > 0 && args.n_ctx != nullptr);
-  HWY_DYNAMIC_DISPATCH(AttentionT)(args, head_begin, head_end);
+  HWY_DYNAMIC_DISPATCH(AttentionT)(args, AttentionSplitArgs{}, head_begin, head_end);
+}
+
+namespace {
+
+void AttentionSplits(const AttentionArgs& args, const AttentionSplitArgs& split, size_t head_begin,
+                     size_t head_end) {
+  PETREL_DCHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0);
+  PETREL_DCHECK(args.n_queries > 0 && args.n_ctx != nullptr && split.split_keys > 0);
+  HWY_DYNAMIC_DISPATCH(AttentionT)(args, split, head_begin, head_end);
+}
+
+void AttentionMerge(const AttentionArgs& args, const AttentionSplitArgs& split, size_t head_begin,
+                    size_t head_end) {
+  PETREL_DCHECK(split.partials != nullptr && args.n_ctx != nullptr);
+  HWY_DYNAMIC_DISPATCH(AttentionMergeT)(args, split, head_begin, head_end);
+}
+
+}  // namespace
+
+const AttentionSplitKernels& CpuAttentionSplitKernels() {
+  static const AttentionSplitKernels kKernels = {.attention = AttentionSplits,
+                                                 .merge = AttentionMerge};
+  return kKernels;
 }
 
 }  // namespace petrel::cpu
