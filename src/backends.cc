@@ -16,7 +16,8 @@ std::span<const BackendFactory> CompiledBackends() {
   static constexpr BackendFactory kBackends[] = {
       {"cpu",
        [](BackendId id, const BackendOptions& options) {
-         return CreateCpuBackend(id, options.n_threads, options.pin_threads);
+         return CreateCpuBackend(id, options.n_threads, options.pin_threads,
+                                 options.shared_prefix_attention);
        },
        nullptr},
       {"ref", [](BackendId id, const BackendOptions&) { return CreateRefBackend(id); }, nullptr},

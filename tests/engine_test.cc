@@ -141,7 +141,7 @@ TEST(Batching, LongContextDecodeIsTheSameBitsInAnyCompany) {
                    << threads << " threads, shared-prefix attention " << (shared ? "on" : "off"));
       EngineOptions options;
       options.n_threads = threads;
-      ::setenv("PETREL_SHARED_PREFIX_ATTN", shared ? "on" : "off", 1);  // read by the backend
+      options.shared_prefix_attention = shared;
       options.context = 1024;
       options.load_tokenizer = false;
       options.max_sequences = 4;
@@ -177,7 +177,6 @@ TEST(Batching, LongContextDecodeIsTheSameBitsInAnyCompany) {
       }
     }
   }
-  ::unsetenv("PETREL_SHARED_PREFIX_ATTN");
 }
 
 void CheckSplitPlacement(const std::string& path, const std::vector<int32_t>& ids) {

@@ -171,6 +171,7 @@ Runner AddServeCommand(CLI::App& app) {
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
     args->model.lora_per_sequence = true;  // requests choose their adapters (`lora`)
+    args->model.shared_prefix_attention = args->shared_prefix_attention == "on";
     // The --lora arguments (names included) are checked before anything listens.
     if (auto options = args->model.ToEngineOptions(); !options.ok()) return Fail(options.status());
     // The common mistake is one error line, before anything listens.
@@ -209,8 +210,6 @@ Runner AddServeCommand(CLI::App& app) {
     if (const char* delay = std::getenv("PETREL_SERVE_TEST_LOAD_DELAY_MS")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
     }
-    // Read by the CPU backend when the engine makes it (cpu/cpu_backend.cc).
-    ::setenv("PETREL_SHARED_PREFIX_ATTN", args->shared_prefix_attention.c_str(), 1);
     ModelOptions model_options = args->model;
     if (cache_type->count() == 0) {
       // An embedding model computes each sequence once and drops it, so its cache costs only

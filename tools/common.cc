@@ -261,6 +261,7 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   EngineOptions options;
   options.n_threads = n_threads;
   options.pin_threads = pin_threads;
+  options.shared_prefix_attention = shared_prefix_attention;
   options.device = device;
   if (device != "cpu") SetGpuLayers(gpu_layers, &options);
   options.context = context;

@@ -1,9 +1,6 @@
 // CreateCpuBackend: a HostBackend over the Highway kernel table.
 #include "cpu/cpu_backend.h"
 
-#include <cstdlib>
-#include <string_view>
-
 #include "cpu/attention/attention_split.h"
 #include "cpu/host_backend.h"
 #include "cpu/kernels.h"
@@ -11,7 +8,7 @@
 namespace petrel {
 
 Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads,
-                                                  bool pin_threads) {
+                                                  bool pin_threads, bool shared_prefix_attention) {
   if (n_threads == 0 || n_threads > 1024) return Error("thread count %zu is invalid", n_threads);
   auto backend = std::make_unique<HostBackend>("cpu", id, cpu::CpuKernels(),
                                                &cpu::SupportsWeightType, n_threads);
@@ -20,10 +17,7 @@ Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads
   }
   if (pin_threads) backend->pool().PinThreads();
   backend->SetAttentionSplitKernels(&cpu::CpuAttentionSplitKernels());
-  // For measuring: PETREL_SHARED_PREFIX_ATTN=off makes sequences sharing KV blocks read them
-  // apart (`serve --shared-prefix-attn off` sets it); the results are the same bits.
-  const char* shared = std::getenv("PETREL_SHARED_PREFIX_ATTN");
-  backend->SetSharedPrefixAttention(shared == nullptr || std::string_view(shared) != "off");
+  backend->SetSharedPrefixAttention(shared_prefix_attention);
   return std::unique_ptr<Backend>(std::move(backend));
 }
 

@@ -7,6 +7,8 @@
 
 namespace petrel {
 
-Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads, bool pin_threads);
+// `shared_prefix_attention`: BackendOptions::shared_prefix_attention.
+Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads, bool pin_threads,
+                                                  bool shared_prefix_attention = true);
 
 }  // namespace petrel

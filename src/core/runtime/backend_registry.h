@@ -17,6 +17,9 @@ struct BackendOptions {
   size_t n_threads = 1;
   bool pin_threads = false;
   int device_index = -1;  // `--device vulkan:N`: the Nth device; -1 picks the best one
+  // CPU: decode steps read KV blocks that running sequences share once for all of them
+  // (the same bits either way; off only to measure it).
+  bool shared_prefix_attention = true;
 };
 
 // One device a backend can run on, for `petrel info --devices`.

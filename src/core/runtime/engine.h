@@ -64,6 +64,8 @@ struct EngineOptions {
   // Adapted layers then need per-row scales (scale_rows), so a device backend without them
   // leaves those layers on the CPU.
   bool lora_per_sequence = false;
+  // BackendOptions::shared_prefix_attention (`serve --shared-prefix-attn`).
+  bool shared_prefix_attention = true;
   bool prequantized_as_f32 = false;  // LoadOptions::prequantized_as_f32
   std::function<void(ModelConfig&)> edit_config;  // LoadOptions::edit_config
 };
