@@ -1,7 +1,37 @@
 // Cutting a stage's nodes out of the whole graph (pipeline_stage.h).
 #include "core/runtime/pipeline_stage.h"
 
+#include <iterator>  // std::size
+
 namespace petrel {
+namespace {
+
+// Inputs each op reads (Node::inputs[0..n)). A node built as `Node{op, layer, {x}}` has its
+// unused slots value-initialised to 0, not kNoValue, so the cut must know which are real.
+constexpr int kOpInputs[] = {
+    0,  // kEmbed: token ids come from the batch
+    1,  // kRmsNorm
+    1,  // kMatMul
+    2,  // kRope: q, k (in place)
+    3,  // kAttention: q, k, v
+    2,  // kSiluMul
+    1,  // kGatedFfn
+    2,  // kAdd
+    1,  // kGetRows
+    1,  // kHeadRmsNorm
+    2,  // kGeluMul
+    1,  // kScale
+    1,  // kSoftcap
+    2,  // kMoeFfn: x, router logits
+    1,  // kLayerNorm
+    1,  // kGelu
+    1,  // kAddRows
+    3,  // kMlaAttention: q, latent, rope key
+    1,  // kScaleRows
+};
+static_assert(std::size(kOpInputs) == size_t(OpKind::kCount));
+
+}  // namespace
 
 Status CutStage(const Graph& whole, LayerRange range, int n_layers, Graph* stage, ValueId* input,
                 std::vector<ValueId>* value_map) {
@@ -32,19 +62,24 @@ Status CutStage(const Graph& whole, LayerRange range, int n_layers, Graph* stage
   for (const Node& node : whole.nodes) {
     if (!kept(node)) {
       // A node after the stage that reads what the stage made: the hidden rows to pass on.
-      for (ValueId v : node.inputs) {
+      for (int i = 0; i < kOpInputs[size_t(node.op)]; ++i) {
+        const ValueId v = node.inputs[i];
         if (v == kNoValue || !produced[size_t(v)]) continue;
         if (node.layer < range.end) continue;  // a node before the stage cannot read its values
         if (leaving != kNoValue && leaving != v) {
-          return Error("the graph cannot be cut after block %d: more than one value crosses it",
-                       range.end - 1);
+          return Error(
+              "the graph cannot be cut after block %d: more than one value crosses it (%s of "
+              "layer %d reads values %d and %d)",
+              range.end - 1, OpName(node.op), node.layer, int(leaving), int(v));
         }
         leaving = v;
       }
       continue;
     }
     Node copy = node;
-    for (ValueId& v : copy.inputs) {
+    for (int i = 0; i < 3; ++i) {
+      ValueId& v = copy.inputs[i];
+      if (i >= kOpInputs[size_t(node.op)]) v = kNoValue;
       if (v == kNoValue) continue;
       if (!produced[size_t(v)]) {
         if (*input != kNoValue && *input != mapped(v)) {
