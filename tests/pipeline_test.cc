@@ -23,8 +23,8 @@ TEST(PipelinePlan, ParsesCountsAndRejectsBadOnes) {
   for (const char* bad : {"", "3,,2", "0,2", "-1,3", "2,x", "2.5,1"}) {
     EXPECT_FALSE(ParseLayerCounts(bad).ok()) << bad;
   }
-  EXPECT_FALSE(SplitLayersByCounts({3, 3}, 7, 2).ok());   // sum differs
-  EXPECT_FALSE(SplitLayersByCounts({3, 4}, 7, 3).ok());   // count differs
+  EXPECT_FALSE(SplitLayersByCounts({3, 3}, 7, 2).ok());  // sum differs
+  EXPECT_FALSE(SplitLayersByCounts({3, 4}, 7, 3).ok());  // count differs
   auto ranges = SplitLayersByCounts({3, 4}, 7, 2);
   ASSERT_TRUE(ranges.ok());
   EXPECT_EQ((*ranges)[0].begin, 0);
@@ -99,7 +99,8 @@ class LoopbackLink final : public PipelineLink {
   }
   Status ShareOutput(float* out, size_t n) override {
     if (rank_ == n_ - 1) {
-      for (int r = 0; r + 1 < n_; ++r) loop_->outputs[size_t(r)].Put(std::vector<float>(out, out + n));
+      for (int r = 0; r + 1 < n_; ++r)
+        loop_->outputs[size_t(r)].Put(std::vector<float>(out, out + n));
       return Status::Ok();
     }
     std::vector<float> item = loop_->outputs[size_t(rank_)].Take();
@@ -128,7 +129,10 @@ std::vector<float> Drive(Engine& engine) {
   const std::vector<int32_t> ids = {1, 450, 1996, 1558, 263, 931, 29, 727, 471, 263, 17, 76};
   std::vector<float> all, logits;
   const SeqId seq = engine.NewSequence();
-  { Status s = engine.Prefill(seq, ids, /*all_logits=*/true, &logits); EXPECT_TRUE(s.ok()) << s.message(); }
+  {
+    Status s = engine.Prefill(seq, ids, /*all_logits=*/true, &logits);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
   all = logits;
   for (int32_t next : {5, 9}) {
     EXPECT_TRUE(engine.Prefill(seq, {next}, false, &logits).ok());

@@ -6,6 +6,7 @@
 
 #include "tools/common.h"  // PeakRssBytes
 #ifdef PETREL_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only; Open MPI's C++ bindings are deprecated
 #include <mpi.h>
 
 #include "dist/mpi_link.h"
@@ -51,7 +52,8 @@ Result<std::shared_ptr<PipelineLink>> MpiOptions::Join() const {
   if (!split.empty()) {
     PETREL_ASSIGN_OR_RETURN(counts, ParseLayerCounts(split));
   }
-  PETREL_ASSIGN_OR_RETURN(std::shared_ptr<dist::MpiLink> link, dist::MpiLink::Join(counts, timeout_s));
+  PETREL_ASSIGN_OR_RETURN(std::shared_ptr<dist::MpiLink> link,
+                          dist::MpiLink::Join(counts, timeout_s));
   if (!counts.empty() && counts.size() != size_t(link->n_ranks())) {
     return Error("--mpi-split has %zu counts for %d ranks", counts.size(), link->n_ranks());
   }
@@ -64,7 +66,9 @@ Result<std::shared_ptr<PipelineLink>> MpiOptions::Join() const {
   g_report.rank = link->rank();
   return std::shared_ptr<PipelineLink>(link);
 #else
-  return Error("--mpi: this petrel was built without MPI (install Open MPI and reconfigure with -Dmpi=enabled)");
+  return Error(
+      "--mpi: this petrel was built without MPI (install Open MPI and reconfigure with "
+      "-Dmpi=enabled)");
 #endif
 }
 

@@ -14,9 +14,9 @@ namespace petrel::tools {
 
 struct MpiOptions {
   bool enabled = false;
-  std::string split;        // "3,2,2": blocks per rank; empty: by weight bytes
-  bool report = false;      // one "mpi-report:" line per rank on stderr at exit
-  double timeout_s = 300;   // how long a rank waits for its neighbour
+  std::string split;       // "3,2,2": blocks per rank; empty: by weight bytes
+  bool report = false;     // one "mpi-report:" line per rank on stderr at exit
+  double timeout_s = 300;  // how long a rank waits for its neighbour
 
   void AddTo(CLI::App& app);
   // Joins the MPI job and returns the link for EngineOptions::pipeline (null without --mpi).

@@ -72,8 +72,8 @@ Result<LayerRange> MpiLink::ChooseLayers(const LoadedModel& model) {
 
 Status MpiLink::SendRows(const float* rows, size_t n_floats) {
   MPI_Request request;
-  if (MPI_Isend(rows, Count(n_floats), MPI_FLOAT, rank_ + 1, kRowsTag, MPI_COMM_WORLD,
-                &request) != MPI_SUCCESS) {
+  if (MPI_Isend(rows, Count(n_floats), MPI_FLOAT, rank_ + 1, kRowsTag, MPI_COMM_WORLD, &request) !=
+      MPI_SUCCESS) {
     return Error("rank %d: sending hidden rows to rank %d failed", rank_, rank_ + 1);
   }
   return Wait(&request, timeout_s_, rank_, "room to send hidden rows to the next rank");
@@ -81,8 +81,8 @@ Status MpiLink::SendRows(const float* rows, size_t n_floats) {
 
 Status MpiLink::ReceiveRows(float* rows, size_t n_floats) {
   MPI_Request request;
-  if (MPI_Irecv(rows, Count(n_floats), MPI_FLOAT, rank_ - 1, kRowsTag, MPI_COMM_WORLD,
-                &request) != MPI_SUCCESS) {
+  if (MPI_Irecv(rows, Count(n_floats), MPI_FLOAT, rank_ - 1, kRowsTag, MPI_COMM_WORLD, &request) !=
+      MPI_SUCCESS) {
     return Error("rank %d: receiving hidden rows from rank %d failed", rank_, rank_ - 1);
   }
   return Wait(&request, timeout_s_, rank_, "hidden rows from the previous rank");

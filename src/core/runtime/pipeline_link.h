@@ -8,7 +8,7 @@
 #include <cstddef>
 
 #include "core/base/status.h"
-#include "core/model/loader.h"            // LoadedModel
+#include "core/model/loader.h"           // LoadedModel
 #include "core/runtime/pipeline_plan.h"  // LayerRange
 
 namespace petrel {

@@ -16,8 +16,8 @@ Result<std::vector<size_t>> ParseLayerCounts(const std::string& text) {
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                          : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     char* end = nullptr;
     errno = 0;
     const long long value = std::strtoll(item.c_str(), &end, 10);
@@ -25,8 +25,8 @@ Result<std::vector<size_t>> ParseLayerCounts(const std::string& text) {
       return Error("--mpi-split '%s': '%s' is not a block count", text.c_str(), item.c_str());
     }
     if (value <= 0) {
-      return Error("--mpi-split '%s': every rank needs at least one block (got %lld)",
-                   text.c_str(), value);
+      return Error("--mpi-split '%s': every rank needs at least one block (got %lld)", text.c_str(),
+                   value);
     }
     counts.push_back(size_t(value));
     if (comma == std::string::npos) break;
@@ -145,7 +145,8 @@ Result<std::vector<StageMemory>> PlanStageMemory(const LoadedModel& model,
   for (size_t s = 0; s < stages.size(); ++s) {
     StageMemory memory;
     memory.layers = stages[s];
-    for (int l = stages[s].begin; l < stages[s].end; ++l) memory.weight_bytes += bytes.blocks[size_t(l)];
+    for (int l = stages[s].begin; l < stages[s].end; ++l)
+      memory.weight_bytes += bytes.blocks[size_t(l)];
     if (s == 0) memory.weight_bytes += bytes.embedding;
     if (s + 1 == stages.size()) memory.weight_bytes += bytes.head;
     memory.kv_bytes = plan.LayerKvBytes() * size_t(stages[s].size());

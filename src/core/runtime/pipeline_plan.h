@@ -41,9 +41,10 @@ Result<std::vector<LayerRange>> SplitLayersByBytes(const std::vector<size_t>& bl
 // What one stage holds in memory.
 struct StageMemory {
   LayerRange layers;
-  size_t weight_bytes = 0;      // its blocks, plus the embedding (first) and output head (last)
-  size_t kv_bytes = 0;          // the KV storage of its blocks
-  size_t activation_bytes = 0;  // its activation arena for one micro-batch, plus the rows it receives
+  size_t weight_bytes = 0;  // its blocks, plus the embedding (first) and output head (last)
+  size_t kv_bytes = 0;      // the KV storage of its blocks
+  // Its activation arena for one micro-batch, plus the rows it receives.
+  size_t activation_bytes = 0;
   size_t total() const { return weight_bytes + kv_bytes + activation_bytes; }
 };
 
