@@ -13,6 +13,8 @@ packages=(
   # The Vulkan backend: headers and loader, the shader compiler, a CPU driver (lavapipe) so that
   # the gpu tests run on any machine, and vulkaninfo.
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
+  # Pipeline parallelism over several processes or hosts (`mpirun -np N petrel ... --mpi`).
+  libopenmpi-dev openmpi-bin
 )
 # Optional packages are installed only when apt knows them: the Khronos validation layer
 # (PETREL_VULKAN_VALIDATION=1) is not packaged everywhere, nor is a chromium outside a snap.

@@ -85,6 +85,7 @@ Runner AddBenchCommand(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation speed");
   args->model.AddTo(*cmd, /*threads_option=*/false);
+  args->model.mpi.AddTo(*cmd);
   // Lists are comma-separated; the range check applies to each element.
   cmd->add_option("-p,--n-prompt", args->prompts, "prompt lengths, e.g. 128,512 (default 128,512; 0: none)")
       ->delimiter(',')

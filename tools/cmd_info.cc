@@ -8,6 +8,7 @@
 #include "core/runtime/backend_registry.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/memory_plan.h"
+#include "core/runtime/pipeline_plan.h"
 #include "core/tokenizer/tokenizer.h"
 #include "cpu/kernels.h"  // SimdTargetName
 #include "tools/common.h"
@@ -98,6 +99,40 @@ Status PrintDevicePlan(const LoadedModel& model, const std::string& device, DTyp
   return Status::Ok();
 }
 
+// `petrel info --mpi-ranks N`: each rank's blocks and what they cost in memory, as `mpirun -np N
+// petrel ... --mpi` would split them (by weight bytes, or `split`).
+Status PrintPipelinePlan(const LoadedModel& model, size_t n_ranks, const std::string& split,
+                         DType kv_type, size_t context) {
+  std::vector<size_t> counts;
+  if (!split.empty()) {
+    PETREL_ASSIGN_OR_RETURN(counts, ParseLayerCounts(split));
+  }
+  PETREL_ASSIGN_OR_RETURN(const std::vector<LayerRange> stages, PlanStages(model, n_ranks, counts));
+  KvCacheOptions kv;
+  kv.dtype = kv_type;
+  kv.context = context;
+  kv.n_blocks = (context + kv.block_tokens - 1) / kv.block_tokens;
+  const size_t n_layers = size_t(model.config.n_layers);
+  EngineOptions defaults;
+  PETREL_ASSIGN_OR_RETURN(const size_t ubatch,
+                          DefaultMicroBatch(model, Placement::Offload(n_layers, 0, 0), 1,
+                                            defaults.max_batch_tokens));
+  PETREL_ASSIGN_OR_RETURN(const std::vector<StageMemory> memory,
+                          PlanStageMemory(model, stages, kv, ubatch));
+  std::printf("pipeline         %zu ranks (%s), KV cache for %zu tokens, passes of %zu tokens\n",
+              n_ranks, split.empty() ? "split by weight bytes" : "--mpi-split", context, ubatch);
+  for (size_t r = 0; r < memory.size(); ++r) {
+    const StageMemory& m = memory[r];
+    std::string extra = r == 0 ? " + embedding" : "";
+    if (r + 1 == memory.size()) extra += " + output head";
+    std::printf("  rank %-9zu blocks %d-%d%s: weights %s, KV cache %s, activations %s; total %s\n",
+                r, m.layers.begin, m.layers.end - 1, extra.c_str(),
+                Bytes(double(m.weight_bytes)).c_str(), Bytes(double(m.kv_bytes)).c_str(),
+                Bytes(double(m.activation_bytes)).c_str(), Bytes(double(m.total())).c_str());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Runner AddInfoCommand(CLI::App& app) {
@@ -112,6 +147,8 @@ Runner AddInfoCommand(CLI::App& app) {
     size_t n_cpu_moe = 0;
     std::string tensor_split;
     bool devices = false;
+    size_t mpi_ranks = 0;
+    std::string mpi_split;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("info", "describe a model and the memory it needs");
@@ -139,6 +176,11 @@ Runner AddInfoCommand(CLI::App& app) {
       ->check(IntRange(0, kMaxGpuLayers));
   cmd->add_option("--tensor-split", args->tensor_split,
                   "shares of a --device list, as run takes it");
+  cmd->add_option("--mpi-ranks", args->mpi_ranks,
+                  "print the pipeline plan of `mpirun -np N petrel ... --mpi`: each rank's "
+                  "blocks, weights, KV cache and activations")
+      ->check(IntRange(1, kMaxGpuLayers));
+  cmd->add_option("--mpi-split", args->mpi_split, "blocks per rank for --mpi-ranks, e.g. 3,2,2");
   return [args, gpu_layers]() -> int {
     if (args->devices) return ListDevices();
     if (args->model.empty()) return Fail(Error("--model is required (or --devices)"));
@@ -231,6 +273,12 @@ Runner AddInfoCommand(CLI::App& app) {
     std::string backends;
     for (const std::string& name : AvailableBackends()) backends += (backends.empty() ? "" : ", ") + name;
     std::printf("backends         %s\n", backends.c_str());
+    if (args->mpi_ranks > 0 || !args->mpi_split.empty()) {
+      if (args->mpi_ranks == 0) return Fail(Error("--mpi-split needs --mpi-ranks"));
+      Status planned =
+          PrintPipelinePlan(model, args->mpi_ranks, args->mpi_split, kv_type, context);
+      if (!planned.ok()) return Fail(planned);
+    }
     if (args->device != "cpu") {
       // The plan is per device; a --device list shows the first one's.
       Status planned =

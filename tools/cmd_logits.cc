@@ -36,6 +36,7 @@ Runner AddLogitsCommand(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("logits", "write the logits of every position to a file");
   args->model.AddTo(*cmd);
+  args->model.mpi.AddTo(*cmd);
   cmd->add_option("--ids", args->ids, "comma-separated token ids")->required();
   cmd->add_option("-o,--output", args->output, "output file: float32 [n_tokens][n_vocab]")->required();
   return [args]() -> int {
@@ -57,6 +58,7 @@ Runner AddLogitsCommand(CLI::App& app) {
     const SeqId seq = (*engine)->NewSequence();
     Status status = (*engine)->Prefill(seq, *ids, /*all_logits=*/true, &logits);
     if (!status.ok()) return Fail(status);
+    if (MpiRank() != 0) return 0;  // every rank has the logits; rank 0 writes them
     file->Write(logits.data(), logits.size() * sizeof(float));
     status = file->Commit();
     if (!status.ok()) return Fail(status);

@@ -367,6 +367,7 @@ Runner AddPerplexityCommand(CLI::App& app) {
       "perplexity of a text (llama-perplexity's method), or KL divergence against a "
       "base model's saved distributions");
   args->model.AddTo(*cmd);
+  args->model.mpi.AddTo(*cmd);
   // Here -c is the window, and a window must score at least two tokens: the range starts higher
   // than the context's elsewhere, and is checked while parsing like every other range.
   args->model.context_option->get_validator("IntRange")->active(false);

@@ -119,6 +119,7 @@ Runner AddRunCommand(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
   args->model.AddTo(*cmd);
+  args->model.mpi.AddTo(*cmd);
   args->sampling.AddTo(*cmd);
   args->draft.AddTo(*cmd);
   CLI::Option* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text");
@@ -222,6 +223,7 @@ Runner AddRunCommand(CLI::App& app) {
     options->skip_special = !args->special;
     auto engine = args->model.LoadEngine(args->beams > 0 ? args->beams + 1 : 1);
     if (!engine.ok()) return Fail(engine.status());
+    options->sampling.seed = SharedSeed(options->sampling.seed);
     PETREL_LOG_INFO("sampling: seed %llu", (unsigned long long)options->sampling.seed);
     auto speculator =
         args->draft.MakeSpeculator(**engine, args->model, options->sampling, options->ignore_eos);

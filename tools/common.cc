@@ -289,6 +289,7 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
     options.lora.push_back(std::move(file));
   }
   options.lora_per_sequence = lora_per_sequence;
+  PETREL_ASSIGN_OR_RETURN(options.pipeline, mpi.Join());
   if (!no_progress && ::isatty(STDERR_FILENO)) {
     // One line rewritten in place; ended when the file is done.
     options.map.progress = [](const std::string& path, size_t done, size_t total) {
@@ -318,7 +319,11 @@ Result<std::unique_ptr<Engine>> ModelOptions::LoadEngine(size_t max_sequences,
   options.kv_blocks = kv_blocks;
   options.load_tokenizer = load_tokenizer;
   const auto start = std::chrono::steady_clock::now();
-  PETREL_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(model_path, options));
+  NoteRssBeforeLoad();
+  Result<std::unique_ptr<Engine>> loaded = Engine::Load(model_path, options);
+  PETREL_RETURN_IF_ERROR(AgreeOnLoad(loaded.status()));
+  std::unique_ptr<Engine> engine = std::move(loaded).value();
+  NoteLoadedEngine(*engine);
   if (GetLogLevel() <= LogLevel::kInfo) {
     LogLoadDetails(*engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }

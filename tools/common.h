@@ -9,6 +9,7 @@
 
 #include "core/runtime/engine.h"
 #include "core/base/status.h"
+#include "tools/mpi_options.h"
 
 namespace petrel::tools {
 
@@ -66,6 +67,7 @@ struct ModelOptions {
   bool cpu_moe = false;                      // --cpu-moe: every block's experts on the CPU
   size_t n_cpu_moe = 0;                      // --n-cpu-moe N: the first N blocks' experts
   std::string tensor_split;                  // --tensor-split a,b: shares of the devices
+  MpiOptions mpi;  // added by the subcommands that take --mpi (mpi.AddTo)
   // Set by AddTo, to tell a value given from a default.
   CLI::Option* gpu_layers_option = nullptr;
   CLI::Option* context_option = nullptr;

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (auto& [command, runner] : runners) {
-    if (command->parsed()) return runner();
+    if (command->parsed()) return FinishMpi(runner());
   }
   std::fputs("error: a subcommand is required (see petrel help)\n", stderr);
   return 1;

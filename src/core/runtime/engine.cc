@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "core/runtime/backend_registry.h"
+#include "core/runtime/pipeline_stage.h"  // CutStage
 #include "core/runtime/weight_placement.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -145,6 +146,19 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   PETREL_ASSIGN_OR_RETURN(engine->model_, LoadModel(path, load_options));
   const ModelConfig& config = engine->model_->config;
   const size_t n_layers = size_t(config.n_layers);
+  engine->stage_ = {0, int(n_layers)};
+  if (opts.pipeline) {
+    PETREL_ASSIGN_OR_RETURN(engine->stage_, opts.pipeline->ChooseLayers(*engine->model_));
+    if (opts.lora.size() > 0) return Error("--lora is not supported with --mpi yet");
+  }
+  const LayerRange stage = engine->stage_;
+  const bool first_stage = stage.begin == 0, last_stage = stage.end == int(n_layers);
+  {
+    const ModelWeightBytes bytes = WeightBytesOf(*engine->model_);
+    for (int l = stage.begin; l < stage.end; ++l) engine->stage_weight_bytes_ += bytes.blocks[size_t(l)];
+    if (first_stage) engine->stage_weight_bytes_ += bytes.embedding;
+    if (last_stage) engine->stage_weight_bytes_ += bytes.head;
+  }
 
   // A cache head is a latent row with latent attention.
   const int64_t kv_head = config.mla() ? config.kv_row_elems() : config.head_dim;
@@ -237,7 +251,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
     for (const Node& node : probe.nodes) read_by_nodes.insert({node.weight, node.weight_up, node.weight_down, node.bias});
   }
   const Placement& placement = engine->placement_;
-  PETREL_RETURN_IF_ERROR(engine->CheckMemoryPlan(size_t(config.kv_row_elems()), kv_options));
+  // A pipeline stage checks its own part: its blocks' weights and KV storage.
+  PETREL_RETURN_IF_ERROR(opts.pipeline
+                             ? engine->CheckStageMemory(kv_options)
+                             : engine->CheckMemoryPlan(size_t(config.kv_row_elems()), kv_options));
 
   // Weight views on their backends (host backends keep pointing into the mapped file). A
   // device that runs out of memory despite the plan names the part it could not take.
@@ -251,24 +268,36 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   };
   const ModelWeights& host = engine->model_->weights;
   ModelWeights& placed = engine->placed_;
-  PETREL_ASSIGN_OR_RETURN(placed.token_embd, place(placement.embedding, host.token_embd, "embedding"));
-  PETREL_ASSIGN_OR_RETURN(placed.output, place(placement.output, host.output, "output head"));
-  PETREL_ASSIGN_OR_RETURN(placed.output_norm, place(placement.output, host.output_norm, "output head"));
+  // Another pipeline stage's weights keep their host views, which no node of this stage reads,
+  // so their pages are never touched here.
+  auto place_if = [&](bool held, BackendId b, const TensorView& view,
+                      const std::string& where) -> Result<TensorView> {
+    if (!held) return view;
+    return place(b, view, where);
+  };
+  PETREL_ASSIGN_OR_RETURN(placed.token_embd,
+                          place_if(first_stage, placement.embedding, host.token_embd, "embedding"));
+  PETREL_ASSIGN_OR_RETURN(placed.output,
+                          place_if(last_stage, placement.output, host.output, "output head"));
+  PETREL_ASSIGN_OR_RETURN(placed.output_norm,
+                          place_if(last_stage, placement.output, host.output_norm, "output head"));
   placed.input = LayerWeights(host.input.specs());
   for (size_t i = 0; i < host.input.size(); ++i) {
-    PETREL_ASSIGN_OR_RETURN(placed.input[i], place(placement.embedding, host.input[i], "embedding"));
+    PETREL_ASSIGN_OR_RETURN(placed.input[i],
+                            place_if(first_stage, placement.embedding, host.input[i], "embedding"));
   }
   placed.rope_inv_freq = host.rope_inv_freq;
   placed.rope_inv_freq_local = host.rope_inv_freq_local;
   placed.layers.resize(host.layers.size());
   std::vector<Backend*> layer_backends;
   for (size_t l = 0; l < host.layers.size(); ++l) {
-    layer_backends.push_back(engine->backends_[size_t(placement.layers[l])].get());
+    const bool held = stage.Holds(int(l));
+    layer_backends.push_back(held ? engine->backends_[size_t(placement.layers[l])].get() : nullptr);
     const LayerWeights& h = host.layers[l];
     LayerWeights& p = placed.layers[l];
     p = LayerWeights(h.specs());
     for (size_t i = 0; i < h.size(); ++i) {
-      if (!read_by_nodes.count(&h[i])) {
+      if (!held || !read_by_nodes.count(&h[i])) {
         p[i] = h[i];  // no node reads it: it stays in host memory only
         continue;
       }
@@ -575,13 +604,51 @@ Status Engine::DecodeChunk(const Batch& batch, size_t first, std::vector<float>*
   context.n_row_scales = n ? lora_row_scales_.size() / n : 0;
   std::vector<float>* out = any_wanted && logits ? logits : &unwanted_logits_;
   out->resize(selected_.size() * width);
-  Status status = executor_->Run(*pass, context, *kv_, out->data());
+  Status status = options_.pipeline ? RunStage(*pass, context, any_wanted, out->data())
+                                    : executor_->Run(*pass, context, *kv_, out->data());
   if (!status.ok()) {
     rollback(n_seqs);
     return status;
   }
   if (!any_wanted && logits) logits->clear();
   return Status::Ok();
+}
+
+Status Engine::CheckStageMemory(const KvCacheOptions& kv) const {
+  PETREL_ASSIGN_OR_RETURN(const std::vector<StageMemory> plan,
+                          PlanStageMemory(*model_, {stage_}, kv, options_.ubatch_tokens));
+  const StageMemory& memory = plan[0];
+  // PlanStageMemory treats its one range as first and last; this stage's own weights instead.
+  const size_t need = stage_weight_bytes_ + memory.kv_bytes + memory.activation_bytes;
+  const size_t available = AvailableMemory();
+  if (available == 0 || need <= available) return Status::Ok();
+  return Error(
+      "rank %d: blocks %d-%d need %.2f GiB (weights %.2f, KV cache %.2f, activations %.2f) but "
+      "%.2f GiB is available there; give it fewer blocks with --mpi-split or lower -c",
+      options_.pipeline->rank(), stage_.begin, stage_.end - 1, GiB(need), GiB(stage_weight_bytes_),
+      GiB(memory.kv_bytes), GiB(memory.activation_bytes), GiB(available));
+}
+
+Status Engine::RunStage(const Graph& pass, const BatchContext& context, bool share, float* out) {
+  PipelineLink& link = *options_.pipeline;
+  const int n_layers = int(model_->config.n_layers);
+  const bool last = stage_.end == n_layers;
+  ValueId input = kNoValue;
+  PETREL_RETURN_IF_ERROR(CutStage(pass, stage_, n_layers, &stage_graph_, &input, &stage_value_map_));
+  if (input != kNoValue) {
+    const ValueDesc& rows = stage_graph_.values[size_t(input)];
+    stage_rows_in_.resize(size_t(rows.rows * rows.cols));
+    PETREL_RETURN_IF_ERROR(link.ReceiveRows(stage_rows_in_.data(), stage_rows_in_.size()));
+  }
+  const ValueDesc& leaving = stage_graph_.values[size_t(stage_graph_.logits)];
+  if (!last) stage_rows_out_.resize(size_t(leaving.rows * leaving.cols));
+  PETREL_RETURN_IF_ERROR(executor_->Run(stage_graph_, context, *kv_,
+                                        last ? out : stage_rows_out_.data(),
+                                        stage_rows_in_.data(), input));
+  if (!last) PETREL_RETURN_IF_ERROR(link.SendRows(stage_rows_out_.data(), stage_rows_out_.size()));
+  if (!share) return Status::Ok();
+  const ValueDesc& output = pass.values[size_t(pass.logits)];
+  return link.ShareOutput(out, size_t(output.rows * output.cols));
 }
 
 uint64_t Engine::LoraKey(std::span<const float> scales) const {

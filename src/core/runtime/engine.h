@@ -17,6 +17,7 @@
 #include "core/runtime/kv_cache.h"
 #include "core/runtime/memory_plan.h"
 #include "core/runtime/offload_options.h"
+#include "core/runtime/pipeline_link.h"
 #include "core/runtime/placement.h"
 
 namespace petrel {
@@ -68,6 +69,11 @@ struct EngineOptions {
   bool shared_prefix_attention = true;
   bool prequantized_as_f32 = false;  // LoadOptions::prequantized_as_f32
   std::function<void(ModelConfig&)> edit_config;  // LoadOptions::edit_config
+  // Pipeline parallelism (docs/DISTRIBUTED.md): this process runs only the blocks the link
+  // chooses (and the embedding or the output head when its range starts or ends the model),
+  // keeps their KV storage only, and exchanges hidden rows through the link. Every process
+  // makes the same engine calls; Decode returns the same logits on each. Null: the whole model.
+  std::shared_ptr<PipelineLink> pipeline;
 };
 
 // The longest pass, a power of two from 64 (or max_batch_tokens if shorter) up to
@@ -111,6 +117,12 @@ class Engine {
   const ModelWeights& placed_weights() const { return placed_; }
   // Calls `observer` with the input of every matrix product from the next pass on; null stops.
   void SetMatMulObserver(MatMulObserver* observer) { executor_->SetMatMulObserver(observer); }
+  // The blocks this process runs: every block without EngineOptions::pipeline.
+  LayerRange stage_layers() const { return stage_; }
+  // The bytes of the weights this process reads (its blocks, the embedding on the first stage
+  // and the head on the last) and of its KV storage.
+  size_t stage_weight_bytes() const { return stage_weight_bytes_; }
+  size_t kv_bytes() const { return kv_->bytes(); }
   // The device memory plan the placement was made with; null without a device backend.
   const DeviceMemoryPlan* device_plan() const { return device_plan_ ? &*device_plan_ : nullptr; }
 
@@ -230,6 +242,12 @@ class Engine {
   Status CheckMemoryPlan(size_t kv_row_elems, const KvCacheOptions& kv) const;
   // Whether backend `b` keeps its memory apart from the host's (reports its free memory).
   bool HasDeviceMemory(BackendId b) const;
+  // Fails, naming the rank, when this pipeline stage's weights, KV storage and activations
+  // cannot fit the memory this process may still allocate.
+  Status CheckStageMemory(const KvCacheOptions& kv) const;
+  // Runs this pipeline stage's part of `pass`: receives the rows entering it, runs its nodes,
+  // passes the rows leaving it on, and shares the last stage's output into `out`.
+  Status RunStage(const Graph& pass, const BatchContext& context, bool share, float* out);
   // One forward pass; `first` is the index of batch[0] in the caller's batch (for messages).
   Status DecodeChunk(const Batch& batch, size_t first, std::vector<float>* logits);
   // The prefix-cache key of an adapter set (`scales` as SetSequenceLora's): 0 when no adapter
@@ -248,6 +266,11 @@ class Engine {
   std::unique_ptr<LoraSet> placed_lora_;  // the model's adapters on their layer's backend
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<Executor> executor_;
+  LayerRange stage_;                 // the blocks this process runs
+  size_t stage_weight_bytes_ = 0;
+  Graph stage_graph_;                // this stage's part of the current pass
+  std::vector<ValueId> stage_value_map_;
+  std::vector<float> stage_rows_in_, stage_rows_out_;  // (tokens, dim) entering / leaving
   // Per-batch scratch, kept so that decode steps of a steady shape allocate nothing.
   Graph graph_;
   Graph lora_graph_;  // graph_ with the adapters' nodes, when there are adapters

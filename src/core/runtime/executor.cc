@@ -62,6 +62,7 @@ Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
   layout.copy_at.assign(n_values, std::vector<int64_t>(n_backends, -1));
   layout.bytes.assign(n_backends, 0);
   std::vector<size_t> def(n_values, 0);
+  std::vector<uint8_t> produced(n_values, 0);
   std::vector<std::vector<size_t>> first_use(n_values, std::vector<size_t>(n_backends, SIZE_MAX));
   std::vector<std::vector<size_t>> last_use(n_values, std::vector<size_t>(n_backends, 0));
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
@@ -70,12 +71,19 @@ Result<ArenaLayout> LayOutArenas(const Graph& graph, const Placement& placement,
     if (size_t(b) >= n_backends) return Error("node %zu: backend %d is not loaded", i, b);
     for (ValueId v : node.inputs) {
       if (v == kNoValue) continue;
+      // A value no node produces (a stage's incoming rows) lives where it is first read.
+      if (!produced[size_t(v)] && first_use[size_t(v)][size_t(b)] == SIZE_MAX) {
+        bool read_before = false;
+        for (size_t other = 0; other < n_backends; ++other) read_before |= first_use[size_t(v)][other] != SIZE_MAX;
+        if (!read_before) layout.home[size_t(v)].backend = b;
+      }
       first_use[size_t(v)][size_t(b)] = std::min(first_use[size_t(v)][size_t(b)], i);
       last_use[size_t(v)][size_t(b)] = i;
     }
     if (node.output != kNoValue) {
       layout.home[size_t(node.output)].backend = b;
       def[size_t(node.output)] = i;
+      produced[size_t(node.output)] = 1;
     }
   }
   std::vector<Interval> intervals;
@@ -172,7 +180,7 @@ Status Executor::Observe(const Node& node, const Graph& graph, Backend& backend)
 }
 
 Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCache& kv,
-                     float* host_logits) {
+                     float* host_logits, const float* host_input, ValueId input) {
   PETREL_RETURN_IF_ERROR(Plan(graph));
   const size_t n_values = graph.values.size();
   const size_t n_backends = backends_.size();
@@ -192,6 +200,11 @@ Status Executor::Run(const Graph& graph, const BatchContext& batch, const KvCach
     return backends_[size_t(b)]->Submit();
   };
   last_copy_count_ = 0;
+  if (input != kNoValue) {
+    const ValueSlot& home = layout_.home[size_t(input)];
+    PETREL_RETURN_IF_ERROR(backends_[size_t(home.backend)]->CopyFromHost(
+        host_input, *arenas_[size_t(home.backend)], home.offset, graph.values[size_t(input)].bytes()));
+  }
   for (const Node& node : graph.nodes) {
     const BackendId b = NodeBackend(node, placement_, weights_);
     Backend& backend = *backends_[size_t(b)];

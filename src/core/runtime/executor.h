@@ -51,8 +51,10 @@ class Executor {
   ~Executor();
 
   // Runs `graph` and copies the logits value to `host_logits` (rows x n_vocab floats). Returns
-  // once every backend has finished.
-  Status Run(const Graph& graph, const BatchContext& batch, const KvCache& kv, float* host_logits);
+  // once every backend has finished. `input`, when not kNoValue, is a value no node produces (a
+  // pipeline stage's incoming hidden rows): it is filled from `host_input` first.
+  Status Run(const Graph& graph, const BatchContext& batch, const KvCache& kv, float* host_logits,
+             const float* host_input = nullptr, ValueId input = kNoValue);
 
   // Number of cross-backend copies the last Run made (tests check that only boundaries copy).
   size_t last_copy_count() const { return last_copy_count_; }

@@ -55,6 +55,10 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
   const size_t layer_bytes = n_blocks * options.block_tokens * cache->row_bytes_;
   for (size_t l = 0; l < layer_backends.size(); ++l) {
     Backend* backend = layer_backends[l];
+    if (!backend) {  // a block another pipeline stage runs: no storage here
+      cache->layers_.emplace_back();
+      continue;
+    }
     if (!backend->SupportsKv(options.dtype)) {
       return Error("backend %s does not support a %s KV cache", backend->Name(),
                    DTypeName(options.dtype));
@@ -312,7 +316,7 @@ Status KvCache::CopyBlock(int32_t from, int32_t to) {
   const size_t block_bytes = options_.block_tokens * row_bytes_;
   for (Layer& layer : layers_) {
     for (BackendBuffer* buffer : {layer.k.get(), layer.v.get()}) {
-      if (!buffer) continue;  // a cache without V rows
+      if (!buffer) continue;  // a cache without V rows, or a block of another stage
       PETREL_RETURN_IF_ERROR(layer.backend->CopyWithin(*buffer, size_t(from) * block_bytes, *buffer,
                                                        size_t(to) * block_bytes, block_bytes));
     }
@@ -379,8 +383,9 @@ size_t KvCache::BlocksToAppend(SeqId seq, size_t n_new) const {
 }
 
 size_t KvCache::bytes() const {
-  return layers_.size() * (options_.values ? 2 : 1) * options_.n_blocks * options_.block_tokens *
-         row_bytes_;
+  size_t held = 0;  // the layers with storage here (a pipeline stage holds only its own)
+  for (const Layer& layer : layers_) held += layer.k ? 1 : 0;
+  return held * (options_.values ? 2 : 1) * options_.n_blocks * options_.block_tokens * row_bytes_;
 }
 
 Status KvCache::ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const {
@@ -388,6 +393,7 @@ Status KvCache::ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out
   if (it == seqs_.end()) return Error("sequence %d does not exist", seq);
   if (layer >= layers_.size()) return Error("layer %zu does not exist", layer);
   const Layer& L = layers_[layer];
+  if (!L.k) return Error("layer %zu runs in another pipeline stage", layer);
   const size_t bt = options_.block_tokens;
   for (size_t pos = 0; pos < it->second.length; ++pos) {
     const size_t slot = size_t(it->second.blocks[pos / bt]) * bt + pos % bt;
@@ -403,6 +409,7 @@ Status KvCache::WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const ui
   if (it == seqs_.end()) return Error("sequence %d does not exist", seq);
   if (layer >= layers_.size()) return Error("layer %zu does not exist", layer);
   Layer& L = layers_[layer];
+  if (!L.k) return Error("layer %zu runs in another pipeline stage", layer);
   const size_t bt = options_.block_tokens;
   for (size_t pos = 0; pos < it->second.length; ++pos) {
     const int32_t block = it->second.blocks[pos / bt];

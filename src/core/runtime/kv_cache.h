@@ -44,7 +44,8 @@ struct KvPrefixMatch {
 
 class KvCache {
  public:
-  // `layer_backends[l]` holds layer l's storage.
+  // `layer_backends[l]` holds layer l's storage; null: none here (a block another pipeline
+  // stage runs), so the block tables still count every layer but only these are allocated.
   static Result<std::unique_ptr<KvCache>> Create(const std::vector<Backend*>& layer_backends,
                                                  size_t kv_row_elems,
                                                  const KvCacheOptions& options);
@@ -98,7 +99,7 @@ class KvCache {
   size_t total_blocks() const { return options_.n_blocks; }
   size_t block_tokens() const { return options_.block_tokens; }
   size_t context() const { return options_.context; }
-  size_t bytes() const;  // all layers, K and V
+  size_t bytes() const;  // the layers held here, K and V
   bool has_values() const { return options_.values; }
 
  private:
