@@ -8,7 +8,7 @@
 #include <new>
 #include <string>
 
-#include "petrel.h"
+#include "petrel/petrel.h"
 
 namespace petrel::capi {
 
