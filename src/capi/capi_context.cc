@@ -26,8 +26,8 @@ namespace {
 // At most this many threads per context: more is a mistake, not a machine.
 constexpr uint32_t kMaxThreads = 4096;
 
-Result<DType> KvType(petrel_kv_type type) {
-  switch (type) {
+Result<DType> KvType(const petrel_kv_type& type) {
+  switch (EnumBits(type)) {
     case PETREL_KV_F16:
       return DType::kF16;
     case PETREL_KV_F32:
@@ -35,7 +35,7 @@ Result<DType> KvType(petrel_kv_type type) {
     case PETREL_KV_Q8_0:
       return DType::kQ8_0;
   }
-  return Error("petrel_context_params: kv_type %d is not a petrel_kv_type", int(type));
+  return Error("petrel_context_params: kv_type %d is not a petrel_kv_type", EnumBits(type));
 }
 
 petrel_stop_reason StopReason(const std::string& reason) {

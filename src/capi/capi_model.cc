@@ -62,7 +62,7 @@ const char* petrel_version(void) { return PETREL_LIBRARY_VERSION; }
 
 void petrel_set_log_level(petrel_log_level level) {
   using petrel::LogLevel;
-  switch (level) {
+  switch (petrel::capi::EnumBits(level)) {
     case PETREL_LOG_DEBUG:
       petrel::SetLogLevel(LogLevel::kDebug);
       return;
