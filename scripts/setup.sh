@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what petrel needs on Debian 12 / Ubuntu (apt-get, as root or with sudo), then
 # configures and builds into ./build. Safe to run again: it installs only what is missing.
+# --no-build: install only (scripts/demo.sh configures its own lean build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +48,7 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+if [ "${1:-}" = "--no-build" ]; then exit 0; fi
 build_dir="${PETREL_BUILD_DIR:-build}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   meson setup "$build_dir" --buildtype=release ${PETREL_MESON_ARGS:-} >&2

@@ -1,15 +1,23 @@
 // The C API's contexts and generation: petrel_context_new/free/reset and petrel_generate, which
 // drives a Sequence through the engine as `petrel run` does (same options, same text path:
 // streaming detokenizer, then the end-marker filter), so greedy output matches the command.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <random>
 #include <string_view>
 
 #include "capi/capi_errors.h"
+#include "capi/context_calls.h"
 #include "capi/handles.h"
+#include "capi/live_handles.h"
+#include "core/base/log.h"
 #include "core/generation/end_text_filter.h"
 #include "core/generation/sampling/sampling_fields.h"  // CheckSamplingParams
 #include "core/generation/sequence.h"
 #include "core/generation/speculative.h"  // RunSpeculative
+#include "core/model/lora_adapter.h"      // ParseLoraArgument
 #include "core/tokenizer/unicode.h"       // tok::FirstInvalidUtf8
 
 namespace petrel::capi {
@@ -18,8 +26,8 @@ namespace {
 // At most this many threads per context: more is a mistake, not a machine.
 constexpr uint32_t kMaxThreads = 4096;
 
-Result<DType> KvType(petrel_kv_type type) {
-  switch (type) {
+Result<DType> KvType(const petrel_kv_type& type) {
+  switch (EnumBits(type)) {
     case PETREL_KV_F16:
       return DType::kF16;
     case PETREL_KV_F32:
@@ -27,28 +35,7 @@ Result<DType> KvType(petrel_kv_type type) {
     case PETREL_KV_Q8_0:
       return DType::kQ8_0;
   }
-  return Error("petrel_context_params: kv_type %d is not a petrel_kv_type", int(type));
-}
-
-// Marks a context busy for one call; a second call at the same time is refused.
-class BusyScope {
- public:
-  explicit BusyScope(petrel_context* ctx) : ctx_(ctx), taken_(!ctx->busy.exchange(true)) {}
-  ~BusyScope() {
-    if (taken_) ctx_->busy = false;
-  }
-  bool taken() const { return taken_; }
-
- private:
-  petrel_context* ctx_;
-  bool taken_;
-};
-
-petrel_status RefuseBusy(const char* function) {
-  return FailF(PETREL_ERR_STATE,
-               "%s: the context is in use by another call (one thread at a time, and not from "
-               "its own callback)",
-               function);
+  return Error("petrel_context_params: kv_type %d is not a petrel_kv_type", EnumBits(type));
 }
 
 petrel_stop_reason StopReason(const std::string& reason) {
@@ -93,17 +80,17 @@ Result<GenerateOptions> ToGenerateOptions(const petrel_sampling_params& params,
 }
 
 // Feeds `prompt` without sampling (max_tokens 0).
-petrel_status Prefill(petrel_context* ctx, const std::vector<int32_t>& prompt) {
+petrel_status Prefill(petrel_context* ctx, const std::vector<int32_t>& prompt,
+                      const char* function) {
   const size_t before = ctx->engine->SequenceLength(ctx->seq);
   if (before + prompt.size() > ctx->engine->context()) {
-    return FailF(PETREL_ERR_STATE,
-                 "petrel_generate: %zu prompt tokens do not fit the context (%zu of %zu held)",
-                 prompt.size(), before, ctx->engine->context());
+    return FailF(PETREL_ERR_STATE, "%s: %zu prompt tokens do not fit the context (%zu of %zu held)",
+                 function, prompt.size(), before, ctx->engine->context());
   }
   std::vector<float> logits;
   if (Status status = ctx->engine->Prefill(ctx->seq, prompt, false, &logits); !status.ok()) {
     (void)ctx->engine->TruncateSequence(ctx->seq, before);
-    return Fail(PETREL_ERR_BACKEND, "petrel_generate: " + status.message());
+    return FailF(PETREL_ERR_BACKEND, "%s: %s", function, status.message().c_str());
   }
   ctx->held.insert(ctx->held.end(), prompt.begin(), prompt.end());
   ctx->pending = -1;
@@ -111,6 +98,79 @@ petrel_status Prefill(petrel_context* ctx, const std::vector<int32_t>& prompt) {
 }
 
 }  // namespace
+
+petrel_status RefuseBusy(const char* function) {
+  return FailF(PETREL_ERR_STATE,
+               "%s: the context is in use by another call (one thread at a time, and not from "
+               "its own callback)",
+               function);
+}
+
+petrel_status GenerateTokens(petrel_context* ctx, std::vector<int32_t> tokens, bool first,
+                             const petrel_sampling_params& given, petrel_token_callback callback,
+                             void* user_data, petrel_generate_result* result,
+                             const char* function) {
+  if (given.reserved != 0) {
+    return FailF(PETREL_ERR_INVALID_ARGUMENT, "%s: petrel_sampling_params.reserved must be 0",
+                 function);
+  }
+  if (tokens.empty()) {
+    return FailF(PETREL_ERR_INVALID_ARGUMENT,
+                 "%s: the prompt is empty and the context holds nothing to continue", function);
+  }
+  petrel::Engine& engine = *ctx->engine;
+  const petrel::Tokenizer& tokenizer = *engine.tokenizer();
+  petrel_generate_result outcome = {sizeof(petrel_generate_result), 0, 0, PETREL_STOP_NONE};
+  const int32_t first_token = ctx->held.empty() ? tokens[0] : ctx->held[0];
+  auto options = ToGenerateOptions(given, tokenizer, first_token);
+  if (!options.ok()) return Fail(PETREL_ERR_INVALID_ARGUMENT, options.status().message());
+  outcome.n_prompt_tokens = tokens.size();
+  if (given.max_tokens == 0) {
+    petrel_status status = Prefill(ctx, tokens, function);
+    if (status == PETREL_OK) WriteSized(outcome, result);
+    return status;
+  }
+
+  // Text goes through the context's own decoder, then the end-marker filter, as `petrel run`
+  // prints it. After the first text the decoder starts from the last token fed, so that the
+  // first new piece gets its leading space as it would have in one long generation (the
+  // sequence's own decoder sees only this call's tokens).
+  ctx->decoder->Reset();
+  if (!first) (void)ctx->decoder->Push(tokens.back());
+  petrel::EndTextFilter end_text(&tokenizer, /*keep=*/false);
+  auto on_token = [&](const petrel::GeneratedToken& token, std::string_view) {
+    if (token.id < 0) return true;  // the sequence's held-back tail: ours is flushed below
+    const std::string piece = end_text.Push(ctx->decoder->Push(token.id));
+    return callback(piece.data(), piece.size(), user_data) == 0;
+  };
+  auto sequence = petrel::Sequence::Create(engine, ctx->seq, tokens, *options, on_token, ctx->held);
+  if (!sequence.ok())
+    return FailF(PETREL_ERR_STATE, "%s: %s", function, sequence.status().message().c_str());
+  petrel::RunSpeculative(engine, **sequence, nullptr);
+
+  // What the engine sequence holds now (a failed step leaves it as before that step), and
+  // the token to feed first next time: the last one sampled, unless it ended the text.
+  const petrel::GenerateResult& done = (*sequence)->result();
+  ctx->held = (*sequence)->held();
+  ctx->pending = -1;
+  const bool ended = done.stop_reason == "eos" || done.stop_reason == "error";
+  if (!ended && !done.new_ids.empty()) ctx->pending = done.new_ids.back();
+  // The text still held back; its callback cannot cancel what has ended.
+  const std::string tail = end_text.Push(ctx->decoder->Flush()) + end_text.Flush();
+  if (!tail.empty()) callback(tail.data(), tail.size(), user_data);
+
+  outcome.n_generated_tokens = done.new_ids.size();
+  outcome.stop_reason = petrel::capi::StopReason(done.stop_reason);
+  WriteSized(outcome, result);
+  if (!(*sequence)->status().ok()) {
+    return FailF(PETREL_ERR_BACKEND, "%s: %s", function, (*sequence)->status().message().c_str());
+  }
+  if (done.stop_reason == "cancelled") {
+    return FailF(PETREL_ERR_CANCELLED, "%s: cancelled by the callback", function);
+  }
+  return PETREL_OK;
+}
+
 }  // namespace petrel::capi
 
 using petrel::capi::Fail;
@@ -124,7 +184,9 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
   return Guard("petrel_context_new", [&]() -> petrel_status {
     if (!out) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_context_new: out is NULL");
     *out = nullptr;
-    if (!model) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_context_new: model is NULL");
+    if (petrel_status status = petrel::capi::CheckModel(model, "petrel_context_new")) {
+      return status;
+    }
     petrel_context_params given;
     if (petrel_status status = petrel::capi::ReadParams(params, petrel_context_default_params(),
                                                         "petrel_context_params", &given)) {
@@ -141,6 +203,25 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
     auto kv_type = petrel::capi::KvType(given.kv_type);
     if (!kv_type.ok()) return Fail(PETREL_ERR_INVALID_ARGUMENT, kv_type.status().message());
     petrel::EngineOptions options;
+    if (given.n_lora > 0 && !given.lora) {
+      return Fail(PETREL_ERR_INVALID_ARGUMENT,
+                  "petrel_context_params: lora is NULL but n_lora is not 0");
+    }
+    for (size_t i = 0; i < given.n_lora; ++i) {
+      if (!given.lora[i]) {
+        return FailF(PETREL_ERR_INVALID_ARGUMENT, "petrel_context_params: lora[%zu] is NULL", i);
+      }
+      auto adapter = petrel::ParseLoraArgument(given.lora[i]);
+      if (!adapter.ok()) {
+        return FailF(PETREL_ERR_INVALID_ARGUMENT, "petrel_context_params: lora[%zu]: %s", i,
+                     adapter.status().message().c_str());
+      }
+      if (::access(adapter->path.c_str(), R_OK) != 0) {
+        return FailF(PETREL_ERR_IO, "petrel_context_params: lora[%zu]: cannot open %s (%s)", i,
+                     adapter->path.c_str(), std::strerror(errno));
+      }
+      options.lora.push_back(std::move(adapter).value());
+    }
     options.n_threads = given.n_threads;
     options.context = given.context;
     options.max_batch_tokens = given.batch_tokens;
@@ -167,19 +248,32 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
     ctx->seq = ctx->engine->NewSequence();
     ctx->decoder = std::make_unique<petrel::StreamDecoder>(*ctx->engine->tokenizer());
     *out = ctx.release();
+    petrel::capi::AddLiveContext(*out, model);
     return PETREL_OK;
   });
 }
 
-void petrel_context_free(petrel_context* ctx) { delete ctx; }
+void petrel_context_free(petrel_context* ctx) {
+  if (!ctx) return;
+  if (!petrel::capi::RemoveLiveContext(ctx)) {
+    petrel::Log(petrel::LogLevel::kError,
+                "petrel_context_free: not a live petrel_context (freed already, or never "
+                "returned by petrel_context_new); nothing freed");
+    return;
+  }
+  delete ctx;
+}
 
 size_t petrel_context_n_tokens(const petrel_context* ctx) {
-  return ctx ? ctx->held.size() + (ctx->pending >= 0 ? 1 : 0) : 0;
+  if (!petrel::capi::IsLiveContext(ctx)) return 0;
+  return ctx->held.size() + (ctx->pending >= 0 ? 1 : 0);
 }
 
 petrel_status petrel_context_reset(petrel_context* ctx) {
   return Guard("petrel_context_reset", [&]() -> petrel_status {
-    if (!ctx) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_context_reset: ctx is NULL");
+    if (petrel_status status = petrel::capi::CheckContext(ctx, "petrel_context_reset")) {
+      return status;
+    }
     petrel::capi::BusyScope busy(ctx);
     if (!busy.taken()) return petrel::capi::RefuseBusy("petrel_context_reset");
     if (petrel::Status status = ctx->engine->TruncateSequence(ctx->seq, 0); !status.ok()) {
@@ -198,7 +292,7 @@ petrel_status petrel_generate(petrel_context* ctx, const char* prompt, size_t pr
   return Guard("petrel_generate", [&]() -> petrel_status {
     petrel_generate_result outcome = {sizeof(petrel_generate_result), 0, 0, PETREL_STOP_NONE};
     petrel::capi::WriteSized(outcome, result);
-    if (!ctx) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_generate: ctx is NULL");
+    if (petrel_status status = petrel::capi::CheckContext(ctx, "petrel_generate")) return status;
     if (!callback) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_generate: callback is NULL");
     if (!prompt && prompt_len > 0)
       return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_generate: prompt is NULL");
@@ -215,73 +309,26 @@ petrel_status petrel_generate(petrel_context* ctx, const char* prompt, size_t pr
                    "petrel_generate: the prompt is not valid UTF-8 at byte offset %zu (0x%02x)",
                    bad, unsigned(uint8_t(text[bad])));
     }
-    petrel::Engine& engine = *ctx->engine;
-    const petrel::Tokenizer& tokenizer = *engine.tokenizer();
-
     // The tokens to feed: the one sampled last and not fed yet, then the new text. Only the
     // context's first text gets BOS.
     const bool first = ctx->held.empty() && ctx->pending < 0;
     std::vector<int32_t> tokens;
     if (ctx->pending >= 0) tokens.push_back(ctx->pending);
     if (!text.empty() || first) {
+      const petrel::Tokenizer& tokenizer = *ctx->engine->tokenizer();
       petrel::EncodeOptions encode;
       encode.add_special = first && given.add_bos != 0;
-      const std::vector<int32_t> ids = tokenizer.Encode(text, encode);
+      encode.parse_special = given.parse_special != 0;
+      std::vector<int32_t> ids = tokenizer.Encode(text, encode);
+      // BOS once: a prompt that spells it out with parse_special does not get a second.
+      const int32_t bos = tokenizer.bos_id();
+      if (encode.add_special && bos >= 0 && ids.size() >= 2 && ids[0] == bos && ids[1] == bos) {
+        ids.erase(ids.begin());
+      }
       tokens.insert(tokens.end(), ids.begin(), ids.end());
     }
-    if (tokens.empty()) {
-      return Fail(PETREL_ERR_INVALID_ARGUMENT,
-                  "petrel_generate: the prompt is empty and the context holds nothing to continue");
-    }
-    const int32_t first_token = ctx->held.empty() ? tokens[0] : ctx->held[0];
-    auto options = petrel::capi::ToGenerateOptions(given, tokenizer, first_token);
-    if (!options.ok()) return Fail(PETREL_ERR_INVALID_ARGUMENT, options.status().message());
-    outcome.n_prompt_tokens = tokens.size();
-    if (given.max_tokens == 0) {
-      petrel_status status = petrel::capi::Prefill(ctx, tokens);
-      if (status == PETREL_OK) petrel::capi::WriteSized(outcome, result);
-      return status;
-    }
-
-    // Text goes through the context's own decoder, then the end-marker filter, as `petrel run`
-    // prints it. After the first text the decoder starts from the last token fed, so that the
-    // first new piece gets its leading space as it would have in one long generation (the
-    // sequence's own decoder sees only this call's tokens).
-    ctx->decoder->Reset();
-    if (!first) (void)ctx->decoder->Push(tokens.back());
-    petrel::EndTextFilter end_text(&tokenizer, /*keep=*/false);
-    auto on_token = [&](const petrel::GeneratedToken& token, std::string_view) {
-      if (token.id < 0) return true;  // the sequence's held-back tail: ours is flushed below
-      const std::string piece = end_text.Push(ctx->decoder->Push(token.id));
-      return callback(piece.data(), piece.size(), user_data) == 0;
-    };
-    auto sequence =
-        petrel::Sequence::Create(engine, ctx->seq, tokens, *options, on_token, ctx->held);
-    if (!sequence.ok())
-      return Fail(PETREL_ERR_STATE, "petrel_generate: " + sequence.status().message());
-    petrel::RunSpeculative(engine, **sequence, nullptr);
-
-    // What the engine sequence holds now (a failed step leaves it as before that step), and
-    // the token to feed first next time: the last one sampled, unless it ended the text.
-    const petrel::GenerateResult& done = (*sequence)->result();
-    ctx->held = (*sequence)->held();
-    ctx->pending = -1;
-    const bool ended = done.stop_reason == "eos" || done.stop_reason == "error";
-    if (!ended && !done.new_ids.empty()) ctx->pending = done.new_ids.back();
-    // The text still held back; its callback cannot cancel what has ended.
-    const std::string tail = end_text.Push(ctx->decoder->Flush()) + end_text.Flush();
-    if (!tail.empty()) callback(tail.data(), tail.size(), user_data);
-
-    outcome.n_generated_tokens = done.new_ids.size();
-    outcome.stop_reason = petrel::capi::StopReason(done.stop_reason);
-    petrel::capi::WriteSized(outcome, result);
-    if (!(*sequence)->status().ok()) {
-      return Fail(PETREL_ERR_BACKEND, "petrel_generate: " + (*sequence)->status().message());
-    }
-    if (done.stop_reason == "cancelled") {
-      return Fail(PETREL_ERR_CANCELLED, "petrel_generate: cancelled by the callback");
-    }
-    return PETREL_OK;
+    return petrel::capi::GenerateTokens(ctx, std::move(tokens), first, given, callback, user_data,
+                                        result, "petrel_generate");
   });
 }
 

@@ -60,7 +60,7 @@ extern "C" {
 const char* petrel_last_error(void) { return petrel::capi::t_last_error.c_str(); }
 
 const char* petrel_status_name(petrel_status status) {
-  switch (status) {
+  switch (petrel::capi::EnumBits(status)) {
     case PETREL_OK:
       return "PETREL_OK";
     case PETREL_ERR_INVALID_ARGUMENT:

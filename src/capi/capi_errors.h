@@ -3,14 +3,26 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <string>
 
-#include "petrel.h"
+#include "petrel/petrel.h"
 
 namespace petrel::capi {
+
+// The integer a C caller stored in an enum argument or field. C lets any int be there; in C++
+// loading a value outside the enumerators' range as the enum is undefined behaviour (UBSan's
+// -fsanitize=enum), so the bytes are read as an int and compared with the enumerators.
+template <typename Enum>
+int32_t EnumBits(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int32_t), "C enums are int-sized");
+  int32_t raw;
+  std::memcpy(&raw, &value, sizeof(raw));
+  return raw;
+}
 
 // Records `message` as this thread's last error and returns `code`.
 petrel_status Fail(petrel_status code, const std::string& message);

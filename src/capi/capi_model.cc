@@ -11,6 +11,7 @@
 
 #include "capi/capi_errors.h"
 #include "capi/handles.h"
+#include "capi/live_handles.h"
 #include "core/base/log.h"
 #include "core/generation/sampling/sampler.h"  // SamplingParams
 #include "core/tokenizer/unicode.h"            // tok::FirstInvalidUtf8
@@ -18,8 +19,8 @@
 // Input structs have no padding at their end, so that a field a later version appends starts
 // at this version's sizeof and an older library sees it as an unknown, non-zero byte.
 static_assert(sizeof(petrel_model_params) == 24);
-static_assert(sizeof(petrel_context_params) == 24);
-static_assert(sizeof(petrel_sampling_params) == 48);
+static_assert(sizeof(petrel_context_params) == 40);
+static_assert(sizeof(petrel_sampling_params) == 56);
 
 namespace petrel::capi {
 namespace {
@@ -61,7 +62,7 @@ const char* petrel_version(void) { return PETREL_LIBRARY_VERSION; }
 
 void petrel_set_log_level(petrel_log_level level) {
   using petrel::LogLevel;
-  switch (level) {
+  switch (petrel::capi::EnumBits(level)) {
     case PETREL_LOG_DEBUG:
       petrel::SetLogLevel(LogLevel::kDebug);
       return;
@@ -97,6 +98,8 @@ petrel_context_params petrel_context_default_params(void) {
   params.context = 0;
   params.batch_tokens = 512;
   params.kv_type = PETREL_KV_F16;
+  params.lora = nullptr;
+  params.n_lora = 0;
   return params;
 }
 
@@ -115,6 +118,8 @@ petrel_sampling_params petrel_sampling_default_params(void) {
   params.seed = PETREL_SEED_RANDOM;
   params.ignore_eos = 0;
   params.add_bos = 1;
+  params.parse_special = 0;
+  params.reserved = 0;
   return params;
 }
 
@@ -149,26 +154,45 @@ petrel_status petrel_model_load(const char* path, const petrel_model_params* par
     }
     model->loaded = std::move(loaded).value();
     *out = model.release();
+    petrel::capi::AddLiveModel(*out);
     return PETREL_OK;
   });
 }
 
-void petrel_model_free(petrel_model* model) { delete model; }
+void petrel_model_free(petrel_model* model) {
+  if (!model) return;
+  // Contexts still using the model would dangle: keep it (a leak is not a crash) and say why.
+  if (const size_t contexts = petrel::capi::LiveContextsOf(model)) {
+    petrel::Log(petrel::LogLevel::kError,
+                "petrel_model_free: %zu contexts of this model are still alive; free them first "
+                "(the model is kept)",
+                contexts);
+    return;
+  }
+  if (!petrel::capi::RemoveLiveModel(model)) {
+    petrel::Log(petrel::LogLevel::kError,
+                "petrel_model_free: not a live petrel_model (freed already, or never returned by "
+                "petrel_model_load); nothing freed");
+    return;
+  }
+  delete model;
+}
 
 int32_t petrel_model_n_vocab(const petrel_model* model) {
-  return model ? int32_t(model->loaded->config.n_vocab) : 0;
+  return petrel::capi::IsLiveModel(model) ? int32_t(model->loaded->config.n_vocab) : 0;
 }
 
 int32_t petrel_model_n_ctx_train(const petrel_model* model) {
-  return model ? int32_t(std::max<int64_t>(
-                     0, std::min<int64_t>(model->loaded->config.max_context, INT32_MAX)))
-               : 0;
+  return petrel::capi::IsLiveModel(model)
+             ? int32_t(std::max<int64_t>(
+                   0, std::min<int64_t>(model->loaded->config.max_context, INT32_MAX)))
+             : 0;
 }
 
 petrel_status petrel_tokenize(const petrel_model* model, const char* text, size_t len,
                               uint32_t flags, int32_t* out, size_t cap, size_t* n_out) {
   return Guard("petrel_tokenize", [&]() -> petrel_status {
-    if (!model) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_tokenize: model is NULL");
+    if (petrel_status status = petrel::capi::CheckModel(model, "petrel_tokenize")) return status;
     if (!n_out) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_tokenize: n_out is NULL");
     *n_out = 0;
     if (!text && len > 0) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_tokenize: text is NULL");
@@ -204,7 +228,9 @@ petrel_status petrel_tokenize(const petrel_model* model, const char* text, size_
 petrel_status petrel_detokenize(const petrel_model* model, const int32_t* ids, size_t n_ids,
                                 uint32_t flags, char* out, size_t cap, size_t* len_out) {
   return Guard("petrel_detokenize", [&]() -> petrel_status {
-    if (!model) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_detokenize: model is NULL");
+    if (petrel_status status = petrel::capi::CheckModel(model, "petrel_detokenize")) {
+      return status;
+    }
     if (!len_out) return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_detokenize: len_out is NULL");
     *len_out = 0;
     if (!ids && n_ids > 0)

@@ -7,13 +7,15 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/chat/chat_prompt.h"     // ChatPrompt
 #include "core/model/loader.h"         // LoadedModel
 #include "core/runtime/engine.h"       // Engine, EngineOptions, SeqId
 #include "core/tokenizer/tokenizer.h"  // StreamDecoder
-#include "petrel.h"
+#include "petrel/petrel.h"
 
 struct petrel_model {
   std::string path;
@@ -24,6 +26,12 @@ struct petrel_model {
   // Contexts of a model are created one at a time: opening a device backend (its instance,
   // device discovery) is not written for concurrent calls, and loads are rare.
   std::mutex load_mutex;
+  // The model's own chat template, read on first use (petrel_chat_*); chat_error says why
+  // there is none. Guarded by chat_mutex: threads share the model.
+  mutable std::mutex chat_mutex;
+  mutable bool chat_read = false;
+  mutable std::optional<petrel::ChatPrompt> chat;
+  mutable std::string chat_error;
 };
 
 struct petrel_context {

@@ -40,4 +40,5 @@ case $resolved in
   "$libdir"/*) ;;
   *) echo "capi_test resolves libpetrel to '$resolved', not the installed $libdir"; exit 1 ;;
 esac
-LD_LIBRARY_PATH=$libdir "$scratch/capi_test" "$model" "$scratch/expected.txt" "$scratch/not_a_model.gguf"
+LD_LIBRARY_PATH=$libdir "$scratch/capi_test" "$model" "$scratch/expected.txt" "$scratch/not_a_model.gguf" \
+  "$scratch/session.bin"

@@ -1,4 +1,4 @@
-/* petrel.h: the C API of libpetrel, a stable interface to load a model, tokenize, and stream
+/* petrel/petrel.h: the C API of libpetrel, a stable interface to load a model, tokenize, and stream
  * generated text (docs/LIBRARY.md). C99; every symbol is petrel_* or PETREL_*.
  *
  * Conventions:
@@ -84,6 +84,10 @@ typedef struct petrel_context_params {
   uint32_t context;       /* tokens the context holds; 0: the model's, at most 4096 */
   uint32_t batch_tokens;  /* prompt tokens per step (default 512) */
   petrel_kv_type kv_type; /* element type of the KV cache (default F16) */
+  /* LoRA adapters added to every pass: n_lora strings as `petrel run --lora` takes them,
+   * "FILE" or "FILE:SCALE" (a GGUF adapter or a PEFT folder; scale 1 by default). Copied. */
+  const char* const* lora;
+  size_t n_lora;
 } petrel_context_params;
 
 #define PETREL_SEED_RANDOM UINT64_MAX
@@ -99,6 +103,10 @@ typedef struct petrel_sampling_params {
   uint64_t seed;        /* PETREL_SEED_RANDOM (default): drawn per call */
   int32_t ignore_eos;   /* nonzero: never stop at an end-of-generation token */
   int32_t add_bos;      /* the first prompt of a context gets the BOS token (default 1) */
+  /* Nonzero: special tokens spelled in the prompt ("<|im_start|>") are those tokens; 0
+   * (default): they are plain text. petrel_generate_chat parses the template's own. */
+  int32_t parse_special;
+  uint32_t reserved; /* 0 */
 } petrel_sampling_params;
 
 /* Filled by petrel_generate when not NULL; set struct_size first (the library writes only the
@@ -178,6 +186,58 @@ PETREL_API petrel_status petrel_generate(petrel_context* ctx, const char* prompt
                                          const petrel_sampling_params* params,
                                          petrel_token_callback callback, void* user_data,
                                          petrel_generate_result* result);
+
+/* ---- Chat templates ---- */
+
+typedef struct petrel_chat_message {
+  const char* role;    /* "system", "user", "assistant", "tool": NUL-terminated UTF-8 */
+  const char* content; /* NUL-terminated UTF-8 */
+} petrel_chat_message;
+
+/* Renders `messages` with a chat template (Jinja, as the model's tokenizer_config.json or GGUF
+ * metadata holds it): `template_source` NULL uses the model's own (PETREL_ERR_STATE when it has
+ * none), else it is the template's text. With add_generation_prompt nonzero the text ends where
+ * the assistant's reply begins. Output as petrel_detokenize's (NUL-terminated, *len_out set
+ * also when it does not fit). Thread-safe on a shared model. */
+PETREL_API petrel_status petrel_chat_apply_template(const petrel_model* model,
+                                                    const char* template_source,
+                                                    const petrel_chat_message* messages,
+                                                    size_t n_messages, int add_generation_prompt,
+                                                    char* out, size_t cap, size_t* len_out);
+
+/* The assistant's reply to `messages`, streamed as petrel_generate streams. The conversation is
+ * rendered with the template (as petrel_chat_apply_template, generation prompt added) and
+ * tokenized with the template's control tokens parsed and the messages' text kept as text (a
+ * message cannot forge a control token). The rendered tokens replace what the context held:
+ * the longest common prefix stays in the KV cache and only the rest is fed, so a conversation
+ * passed again with one more message costs only that message. */
+PETREL_API petrel_status petrel_generate_chat(petrel_context* ctx, const char* template_source,
+                                              const petrel_chat_message* messages,
+                                              size_t n_messages,
+                                              const petrel_sampling_params* params,
+                                              petrel_token_callback callback, void* user_data,
+                                              petrel_generate_result* result);
+
+/* ---- Embeddings ---- */
+
+/* One vector for `len` bytes of UTF-8 `text` (tokenized with BOS as the model adds it): the
+ * final hidden states pooled as the model's metadata says (mean, CLS or last token) and scaled
+ * to unit length (L2). Writes the model's embedding width of floats to `out` (*n_out gets it;
+ * cap 0 asks for it, PETREL_ERR_BUFFER_TOO_SMALL). Uses the context's engine and KV room: the
+ * text plus the tokens the context holds must fit the context, else PETREL_ERR_STATE; what the
+ * context holds is kept. */
+PETREL_API petrel_status petrel_embed(petrel_context* ctx, const char* text, size_t len, float* out,
+                                      size_t cap, size_t* n_out);
+
+/* ---- Sessions ---- */
+
+/* Saves what the context holds (its tokens and KV cache rows, with a fingerprint of the model's
+ * weights) to the file `path`, replacing it atomically. */
+PETREL_API petrel_status petrel_context_save(petrel_context* ctx, const char* path);
+/* Replaces what the context holds with a saved session of the same model and KV type
+ * (PETREL_ERR_FORMAT otherwise; the context is then empty). petrel_generate with an empty
+ * prompt then goes on exactly as the saved context would have. */
+PETREL_API petrel_status petrel_context_load(petrel_context* ctx, const char* path);
 
 #ifdef __cplusplus
 } /* extern "C" */
