@@ -2,6 +2,7 @@
 # Second command of the README: set up, build, and run every test suite: the unit, parity, cli
 # and gpu (Vulkan, CUDA; skipped, saying why, without a device) tests, the load suite (`petrel serve`
 # under 32 streaming clients), then the malformed-file corpus again under AddressSanitizer + UBSan,
+# then the thread pool, scheduler and server tests under ThreadSanitizer,
 # then (with PETREL_FUZZ=1) each fuzz target for a few seconds where clang has libFuzzer, then the aarch64 cross build's unit and parity suites under qemu (PETREL_CROSS=0 leaves
 # that out). Each part's time is printed as it ends ("test.sh: PART took N s").
 set -euo pipefail
@@ -39,6 +40,29 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
 part_done "sanitizer build and malformed suite"
 
+# ThreadSanitizer over the threaded parts: the thread pool, the sequence scheduler and its
+# cancellation, and `petrel serve` (concurrent, preempted, disconnected and shut-down requests;
+# the server_test spawns the petrel of this build, so the server itself runs instrumented). Only
+# the `tsan` suite's executables and petrel are built, with the Highway baseline target alone
+# (-Dsimd_targets=baseline); a race report fails the run. Suppressions, only ever for a
+# third-party library, are in scripts/tsan.supp with the reason for each. Cost on the 2-core CI
+# machine: about 12 minutes from a cold compiler cache (build and run), most of it the build.
+if [ ! -f build-tsan/build.ninja ]; then
+  meson setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
+    -Dbenchmarks=disabled -Dvulkan=disabled -Dcuda=disabled -Dsimd_targets=baseline \
+    ${PETREL_MESON_ARGS:-} >&2
+fi
+tsan_targets=$(meson introspect build-tsan --tests | python3 -c '
+import json, os, sys
+print(" ".join(os.path.relpath(t["cmd"][0], "build-tsan") for t in json.load(sys.stdin) if "tsan" in t["suite"] or any(s.endswith(":tsan") for s in t["suite"])))')
+targets=(tools/petrel)
+for t in $tsan_targets; do targets+=("$t"); done
+ninja -C build-tsan ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} "${targets[@]}" >&2
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
+  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 \
+    --suite tsan || status=1
+part_done "ThreadSanitizer build and tsan suite"
+
 # Coverage-guided fuzzing (docs/FUZZING.md), where clang has libFuzzer: each fuzz target built
 # in build-fuzz and run for PETREL_FUZZ_SECONDS (default 20) from its seed corpus; a crash fails
 # the run and leaves the input in fuzz/crashes/. Without clang it is skipped, saying why (the
@@ -60,7 +84,8 @@ fi
 # `slow` suite is left out there (it runs natively above). A failure anywhere in it, installing
 # included, fails the run. PETREL_CROSS=0 leaves the part out (docs/EMBEDDED.md, Testing under
 # emulation, has its times).
-logs=(build/meson-logs/testlog.json build/meson-logs/loadlog.json build-asan/meson-logs/testlog.json)
+logs=(build/meson-logs/testlog.json build/meson-logs/loadlog.json build-asan/meson-logs/testlog.json
+  build-tsan/meson-logs/testlog.json)
 if [ "${PETREL_CROSS:-1}" = "1" ]; then
   rm -f build-aarch64/meson-logs/testlog-*.json
   PETREL_TEST_JOBS="$jobs" scripts/cross.sh aarch64 test || status=1
