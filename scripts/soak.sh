@@ -54,7 +54,11 @@ sample() {
 }
 sample idle >"$dir/samples.txt"
 start=$SECONDS
-( while sleep 10; do sample $((SECONDS - start)); done >>"$dir/samples.txt" ) &
+# On a 10 s grid: a sample that takes long (a loaded machine) does not push the next ones back.
+( k=1; while :; do
+    wait_s=$((start + 10 * k - SECONDS)); [ "$wait_s" -gt 0 ] && sleep "$wait_s"
+    sample $((SECONDS - start)); k=$((k + 1))
+  done >>"$dir/samples.txt" ) &
 sampler=$!
 
 status=0
