@@ -46,7 +46,8 @@ part_done "sanitizer build and malformed suite"
 # the `tsan` suite's executables and petrel are built, with the Highway baseline target alone
 # (-Dsimd_targets=baseline); a race report fails the run. Suppressions, only ever for a
 # third-party library, are in scripts/tsan.supp with the reason for each. Cost on the 2-core CI
-# machine: about 12 minutes from a cold compiler cache (build and run), most of it the build.
+# machine from a cold compiler cache: the build about 13 minutes (1,540 CPU-seconds measured with
+# CCACHE_DISABLE=1), the run a few minutes more (docs/RELIABILITY.md); a warm cache leaves the run.
 if [ ! -f build-tsan/build.ninja ]; then
   meson setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
     -Dbenchmarks=disabled -Dvulkan=disabled -Dcuda=disabled -Dsimd_targets=baseline \
