@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tools/bench_serve_client.h"
+#include "tools/bench_serve_report.h"
 
 namespace petrel::tools {
 namespace {
@@ -84,6 +85,46 @@ TEST(BenchServeCheckerTest, LostChunkRepeatedUsageAndMissingLogprobsFail) {
   EXPECT_PRED2(fails_with,
                Check(PetrelChunk("Once", 0) + Event(length_end + "5}}") + "data: [DONE]\n\n", 1),
                "usage says");
+}
+
+// A finished greedy request of prompt 0: `text` over `tokens` tokens, ended by `reason` ("" for
+// a client that hung up).
+FinishedRequest Greedy(const std::string& text, size_t tokens, const std::string& reason) {
+  FinishedRequest request;
+  request.record.status = 200;
+  request.record.text = text;
+  request.record.finish_reason = reason;
+  request.record.cancelled = reason.empty();
+  request.record.streamed_tokens = tokens;
+  request.record.completion_tokens = reason.empty() ? 0 : tokens;
+  return request;
+}
+
+TEST(BenchServeReportTest, GreedyCompletionsOfAPromptAreTheStartOfOneAnother) {
+  // Cut by max_tokens or by a hang-up, each is the start of the longest.
+  const BenchReport agree = Summarize({Greedy("Once upon", 2, "length"), Greedy("Once", 1, ""),
+                                       Greedy("Once upon a time", 4, "length"),
+                                       Greedy("Once upon a", 3, "length")},
+                                      1.0, true);
+  EXPECT_EQ(agree.check_failures, 0u) << agree.first_problems[0];
+  EXPECT_EQ(agree.repeated_prompts, 3u);
+  EXPECT_EQ(agree.ok, 3u);
+  EXPECT_EQ(agree.cancelled, 1u);
+  // Another text at the same place fails, whichever came first.
+  EXPECT_EQ(Summarize({Greedy("Once upon", 2, "length"), Greedy("Once under", 2, "length")}, 1.0,
+                      true)
+                .check_failures,
+            1u);
+  EXPECT_EQ(
+      Summarize({Greedy("Once upon a", 3, "length"), Greedy("Twice", 1, "")}, 1.0, true)
+          .check_failures,
+      1u);
+  // One that stopped by itself ends every longer one there.
+  EXPECT_EQ(Summarize({Greedy("Once", 2, "stop"), Greedy("Once upon", 3, "length")}, 1.0, true)
+                .check_failures,
+            1u);
+  // A hung-up request is not a failure, and sampled requests are not compared.
+  EXPECT_EQ(Summarize({Greedy("a", 1, ""), Greedy("b", 1, "")}, 1.0, false).check_failures, 0u);
 }
 
 }  // namespace

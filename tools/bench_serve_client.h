@@ -27,6 +27,9 @@ struct BenchRequest {
   // and each chunk with text counts as one token (a server that sends one chunk a token).
   int64_t logprobs = 0;
   int64_t seed = -1;     // -1: none sent
+  // The client hangs up once this many tokens have streamed (0: it reads the whole stream), as a
+  // user who stops a reply does; the server must free what the request held.
+  size_t cancel_after_tokens = 0;
 };
 
 struct StreamRecord {
@@ -44,6 +47,7 @@ struct StreamRecord {
   std::vector<double> inter_token_s;          // between consecutive token chunks, per token
   double latency_s = 0.0;                     // request sent → stream ended
   bool retried = false;  // sent again after the connection closed before any answer
+  bool cancelled = false;  // the client hung up after cancel_after_tokens (not a failure)
   std::chrono::steady_clock::time_point end;  // when it ended
 
   bool ok() const { return error.empty() && status == 200; }

@@ -25,6 +25,29 @@ nlohmann::json PercentilesJson(const Percentiles& p, double scale) {
           {"max", p.max * scale}};
 }
 
+// The tokens a record holds: what streamed before a hang-up, or usage's count.
+size_t Tokens(const StreamRecord& record) {
+  return record.cancelled ? record.streamed_tokens : record.completion_tokens;
+}
+
+// Two greedy completions of one prompt: empty when they agree, else why not.
+std::string CompareGreedy(const StreamRecord& a, const StreamRecord& b) {
+  const StreamRecord& shorter = Tokens(a) <= Tokens(b) ? a : b;
+  const StreamRecord& longer = &shorter == &a ? b : a;
+  const std::string counts = " (" + std::to_string(Tokens(b)) + " vs " +
+                             std::to_string(Tokens(a)) + " tokens)";
+  if (longer.text.compare(0, shorter.text.size(), shorter.text) != 0) {
+    return "greedy completion differs from an earlier one of the same prompt" + counts;
+  }
+  // One that ended by itself (end of generation) ends every longer one at the same token.
+  const bool stopped = !shorter.cancelled && shorter.finish_reason == "stop";
+  if ((stopped || Tokens(shorter) == Tokens(longer)) && !longer.cancelled &&
+      (longer.text != shorter.text || Tokens(longer) != Tokens(shorter))) {
+    return "greedy completion differs in length from an earlier one of the same prompt" + counts;
+  }
+  return "";
+}
+
 }  // namespace
 
 Percentiles ComputePercentiles(std::vector<double>* values) {
@@ -66,9 +89,13 @@ BenchReport Summarize(const std::vector<FinishedRequest>& finished, double elaps
       problem(name + ": " + record.error);
       continue;
     }
-    ++report.ok;
+    if (record.cancelled) {
+      ++report.cancelled;
+    } else {
+      ++report.ok;
+    }
     std::string check = record.check_failed;
-    if (check.empty() && request.expected_prompt_tokens != 0 &&
+    if (check.empty() && request.expected_prompt_tokens != 0 && !record.cancelled &&
         record.prompt_tokens != request.expected_prompt_tokens) {
       check = "usage.prompt_tokens " + std::to_string(record.prompt_tokens) + ", /tokenize gave " +
               std::to_string(request.expected_prompt_tokens);
@@ -77,12 +104,9 @@ BenchReport Summarize(const std::vector<FinishedRequest>& finished, double elaps
       const auto [it, first] = first_of_prompt.emplace(request.prompt_index, &record);
       if (!first) {
         ++report.repeated_prompts;
-        if (it->second->text != record.text ||
-            it->second->completion_tokens != record.completion_tokens) {
-          check = "greedy completion differs from an earlier one of the same prompt (" +
-                  std::to_string(record.completion_tokens) + " vs " +
-                  std::to_string(it->second->completion_tokens) + " tokens)";
-        }
+        check = CompareGreedy(*it->second, record);
+        // The longer one is what later completions of the prompt are held to.
+        if (Tokens(record) > Tokens(*it->second)) it->second = &record;
       }
     }
     if (!check.empty()) {
@@ -91,9 +115,10 @@ BenchReport Summarize(const std::vector<FinishedRequest>& finished, double elaps
     }
     report.prompt_tokens += record.prompt_tokens;
     report.cached_tokens += record.cached_tokens;
-    report.generation_tokens += record.completion_tokens;
+    report.generation_tokens += Tokens(record);
     if (record.token_chunks > 0) ttft.push_back(record.ttft_s);
     itl.insert(itl.end(), record.inter_token_s.begin(), record.inter_token_s.end());
+    if (record.cancelled) continue;  // its latency and length are the client's choice
     latency.push_back(record.latency_s);
     tokens.push_back(double(record.completion_tokens));
   }
@@ -132,6 +157,11 @@ std::string ReportText(const BenchSetup& setup, const BenchReport& report) {
                                        " sent again after a closed keep-alive connection)")
                                           .c_str());
   out += line;
+  if (report.cancelled > 0) {
+    std::snprintf(line, sizeof(line), "requests hung up by their client: %zu\n",
+                  report.cancelled);
+    out += line;
+  }
   std::snprintf(line, sizeof(line),
                 "tokens: generation %.1f t/s (%zu), prompt %.1f t/s (%zu, %zu from the prefix "
                 "cache)\n",
@@ -174,6 +204,9 @@ nlohmann::json ReportJson(const BenchSetup& setup, const BenchReport& report) {
       {"temperature", setup.temperature},
       {"requests_ok", report.ok},
       {"requests_failed", report.failed},
+      {"requests_cancelled", report.cancelled},
+      {"min_max_tokens", setup.min_max_tokens},
+      {"cancel_fraction", setup.cancel_fraction},
       {"failed_by_status", failed},
       {"check_failures", report.check_failures},
       {"requests_retried", report.retried},

@@ -27,6 +27,8 @@ struct BenchSetup {
   size_t shared_prefix_tokens = 0;
   size_t prompt_set = 0;
   size_t max_tokens = 0;
+  size_t min_max_tokens = 0;    // max_tokens drawn from [min_max_tokens, max_tokens]; 0: fixed
+  double cancel_fraction = 0.0;  // share of requests hung up after a random number of tokens
   double temperature = 0.0;
 };
 
@@ -40,6 +42,7 @@ struct FinishedRequest {
 
 struct BenchReport {
   size_t ok = 0, failed = 0, check_failures = 0;
+  size_t cancelled = 0;  // hung up by the client on purpose (--cancel-fraction); not in `ok`
   size_t retried = 0;  // sent a second time after a closed keep-alive connection
   std::map<std::string, size_t> failed_by_status;  // "429", "connection", "error event", ...
   std::vector<std::string> first_problems;         // the first few failures and check failures
@@ -53,7 +56,9 @@ struct BenchReport {
   bool passed() const { return failed == 0 && check_failures == 0 && ok > 0; }
 };
 
-// Aggregates `finished`; `greedy` compares completions of the same prompt.
+// Aggregates `finished`; `greedy` compares completions of the same prompt: the shorter of two
+// (fewer max_tokens, or hung up early) must be the start of the longer, and equal when it
+// stopped by itself.
 BenchReport Summarize(const std::vector<FinishedRequest>& finished, double elapsed_s, bool greedy);
 
 std::string ReportText(const BenchSetup& setup, const BenchReport& report);

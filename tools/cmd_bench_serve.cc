@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "tools/bench_serve_client.h"
@@ -37,6 +38,8 @@ struct BenchServeArgs {
   int64_t shared_prefix = 0;
   int64_t prompt_set = 256;
   int64_t max_tokens = 64;
+  int64_t min_max_tokens = 0;  // 0: every request asks for max_tokens
+  double cancel_fraction = 0.0;
   double temperature = 0.0;
   int64_t logprobs = 0;
   int64_t seed = 1;
@@ -68,7 +71,18 @@ std::vector<FinishedRequest> RunClients(const BenchServeArgs& args, const std::s
         const size_t index = number % prompts.size();
         BenchRequest request;
         request.prompt = prompts[index].text;
+        // Drawn from the request's number, so that a run is the same for a --seed.
+        std::mt19937_64 random(uint64_t(args.seed) * 0x9E3779B97F4A7C15ull + number);
         request.max_tokens = size_t(args.max_tokens);
+        if (args.min_max_tokens > 0) {
+          request.max_tokens = std::uniform_int_distribution<size_t>(
+              size_t(args.min_max_tokens), size_t(args.max_tokens))(random);
+        }
+        if (args.cancel_fraction > 0 &&
+            std::uniform_real_distribution<double>(0.0, 1.0)(random) < args.cancel_fraction) {
+          request.cancel_after_tokens =
+              std::uniform_int_distribution<size_t>(1, request.max_tokens)(random);
+        }
         request.temperature = args.temperature;
         request.logprobs = args.logprobs;
         if (args.temperature > 0) request.seed = args.seed + int64_t(number);
@@ -88,6 +102,10 @@ std::vector<FinishedRequest> RunClients(const BenchServeArgs& args, const std::s
 
 int Run(BenchServeArgs& args) {
   if (args.duration <= 0 && args.requests <= 0) args.duration = 60;
+  if (args.min_max_tokens > args.max_tokens) {
+    return Fail(Error("--min-max-tokens %lld must not pass --max-tokens %lld",
+                      (long long)args.min_max_tokens, (long long)args.max_tokens));
+  }
   if (args.shared_prefix >= args.prompt_tokens) {
     return Fail(Error("--shared-prefix %lld must be below --prompt-tokens %lld",
                       (long long)args.shared_prefix, (long long)args.prompt_tokens));
@@ -143,6 +161,8 @@ int Run(BenchServeArgs& args) {
   setup.shared_prefix_tokens = size_t(args.shared_prefix);
   setup.prompt_set = size_t(args.prompt_set);
   setup.max_tokens = size_t(args.max_tokens);
+  setup.min_max_tokens = size_t(args.min_max_tokens);
+  setup.cancel_fraction = args.cancel_fraction;
   setup.temperature = args.temperature;
   if (args.json) {
     std::printf("%s\n", ReportJson(setup, report).dump(2).c_str());
@@ -203,6 +223,14 @@ Runner AddBenchServeCommand(CLI::App& app) {
       ->check(IntRange(1, 1 << 16));
   cmd->add_option("--max-tokens", args->max_tokens, "max_tokens of each request (default 64)")
       ->check(IntRange(1, kMaxTokens));
+  cmd->add_option("--min-max-tokens", args->min_max_tokens,
+                  "draw each request's max_tokens from [this, --max-tokens] (default: always "
+                  "--max-tokens)")
+      ->check(IntRange(1, kMaxTokens));
+  cmd->add_option("--cancel-fraction", args->cancel_fraction,
+                  "share of requests whose client hangs up after a random number of streamed "
+                  "tokens (default 0); their streams are checked up to there")
+      ->check(RealRange(0.0, 1.0));
   cmd->add_option("--temperature", args->temperature, "default 0 (greedy)")
       ->check(RealRange(0.0, 2.0));
   cmd->add_option("--logprobs", args->logprobs,

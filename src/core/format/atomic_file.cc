@@ -17,6 +17,8 @@ namespace petrel {
 namespace {
 
 constexpr const char* kTempTag = ".petrel-tmp-";
+// Writes are gathered to this size; a larger one goes out directly.
+constexpr size_t kBufferBytes = size_t(1) << 20;
 
 // The folder part of `path` ("." when it has none) and its name part.
 std::string FolderOf(const std::string& path) {
@@ -72,8 +74,8 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path) {
       file.path_ = path;
       file.target_ = target;
       file.direct_ = true;
-      file.file_ = std::fopen(target.c_str(), "wb");
-      if (file.file_ == nullptr)
+      file.fd_ = open(target.c_str(), O_WRONLY | O_CLOEXEC);
+      if (file.fd_ < 0)
         return Error("%s: cannot open for writing: %s", path.c_str(), strerror(errno));
       return file;
     }
@@ -110,13 +112,8 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path) {
     return Error("%s: cannot create a file in %s: %s", path.c_str(), folder.c_str(),
                  strerror(errno));
   file.temp_path_ = temp;
+  file.fd_ = fd;
   if (exists) (void)fchmod(fd, keep_mode);
-  file.file_ = fdopen(fd, "wb");
-  if (file.file_ == nullptr) {
-    const int error_number = errno;
-    close(fd);
-    return Error("%s: cannot open %s: %s", path.c_str(), temp.c_str(), strerror(error_number));
-  }
   return file;
 }
 
@@ -125,24 +122,54 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
       target_(std::move(other.target_)),
       temp_path_(std::move(other.temp_path_)),
       direct_(other.direct_),
-      file_(other.file_),
+      fd_(other.fd_),
+      buffer_(std::move(other.buffer_)),
       error_(other.error_) {
-  other.file_ = nullptr;
+  other.fd_ = -1;
   other.temp_path_.clear();
 }
 
 AtomicFile::~AtomicFile() { Discard(); }
 
 void AtomicFile::Discard() {
-  if (file_ != nullptr) std::fclose(file_);
-  file_ = nullptr;
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  buffer_.clear();
   if (!temp_path_.empty()) (void)unlink(temp_path_.c_str());
   temp_path_.clear();
 }
 
 void AtomicFile::Write(const void* bytes, size_t n) {
-  if (error_ != 0 || n == 0 || file_ == nullptr) return;
-  if (std::fwrite(bytes, 1, n, file_) != n) error_ = errno != 0 ? errno : EIO;
+  if (error_ != 0 || n == 0 || fd_ < 0) return;
+  if (buffer_.size() + n <= kBufferBytes) {
+    buffer_.append(static_cast<const char*>(bytes), n);
+    return;
+  }
+  Send(bytes, n);
+}
+
+void AtomicFile::Send(const void* bytes, size_t n) {
+  auto write_all = [&](const char* data, size_t size) {
+    while (size > 0 && error_ == 0) {
+      const ssize_t written = write(fd_, data, size);
+      if (written < 0 && errno == EINTR) continue;
+      // A full disk shows as a short write, then an error on the next one.
+      if (written <= 0) {
+        error_ = written < 0 && errno != 0 ? errno : EIO;
+        break;
+      }
+      data += written;
+      size -= size_t(written);
+    }
+  };
+  if (buffer_.capacity() < kBufferBytes) buffer_.reserve(kBufferBytes);
+  write_all(buffer_.data(), buffer_.size());
+  buffer_.clear();
+  if (n >= kBufferBytes) {
+    write_all(static_cast<const char*>(bytes), n);
+  } else if (n > 0) {
+    buffer_.append(static_cast<const char*>(bytes), n);
+  }
 }
 
 void AtomicFile::SetError(int error_number) {
@@ -150,13 +177,15 @@ void AtomicFile::SetError(int error_number) {
 }
 
 Status AtomicFile::Commit() {
-  PETREL_CHECK(file_ != nullptr && (direct_ || !temp_path_.empty()));  // Commit() once
-  if (error_ == 0 && std::fflush(file_) != 0) error_ = errno != 0 ? errno : EIO;
-  // fsync before the rename: otherwise a crash can leave the new name on an empty file.
-  if (error_ == 0 && fsync(fileno(file_)) != 0 && errno != EINVAL) error_ = errno;
-  const int close_result = std::fclose(file_);
-  file_ = nullptr;
-  if (error_ == 0 && close_result != 0) error_ = errno != 0 ? errno : EIO;
+  PETREL_CHECK(fd_ >= 0 && (direct_ || !temp_path_.empty()));  // Commit() once
+  if (error_ == 0) Send(nullptr, 0);
+  // fsync before the rename: otherwise a crash can leave the new name on an empty file. A
+  // device or pipe that cannot be synced (EINVAL, EROFS for some) holds nothing to lose.
+  if (error_ == 0 && fsync(fd_) != 0 && !(direct_ && (errno == EINVAL || errno == EROFS)))
+    error_ = errno != 0 ? errno : EIO;
+  const int close_result = close(fd_);
+  fd_ = -1;
+  if (error_ == 0 && close_result != 0 && errno != EINTR) error_ = errno != 0 ? errno : EIO;
   if (error_ != 0) {
     const int error_number = error_;
     Discard();

@@ -2,7 +2,7 @@
 // destination's folder, which replaces the destination only once it is complete and on disk.
 #pragma once
 
-#include <cstdio>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -29,11 +29,11 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
   ~AtomicFile();
 
-  // Buffered stream on the temporary; write with Write() or directly, errors show at Commit().
-  std::FILE* stream() { return file_; }
-  // Appends `n` bytes; the first failure is kept and reported by Commit().
+  // Appends `n` bytes; the first failure is kept and reported by Commit(). The bytes are
+  // buffered here and go out through write(2) on the temporary's descriptor (not stdio), so
+  // every short write and error of the system call is seen, and a test can inject them.
   void Write(const void* bytes, size_t n);
-  // Records an error found by the caller (for direct writes to stream()), so Commit() fails.
+  // Records an error found by the caller, so Commit() fails.
   void SetError(int error_number);
   bool ok() const { return error_ == 0; }  // no write has failed yet
 
@@ -52,8 +52,12 @@ class AtomicFile {
   std::string target_;     // what the rename replaces: `path_` or its link target
   std::string temp_path_;  // empty once committed or discarded, and when `direct_`
   bool direct_ = false;    // writing straight to a device or pipe
-  std::FILE* file_ = nullptr;
-  int error_ = 0;  // first write errno
+  // Sends the buffer, then `n` more bytes, to the descriptor, looping over short writes.
+  void Send(const void* bytes, size_t n);
+
+  int fd_ = -1;
+  std::string buffer_;  // bytes not yet written
+  int error_ = 0;       // first write errno
 };
 
 // Refuses to write `output` when it is one of `inputs` (each a file, or a folder whose files all
