@@ -43,9 +43,9 @@ enum Weight : size_t {
   kWeightCount
 };
 
-inline bool Dense(Config c) { return c.n_experts == 0; }
-inline bool Experts(Config c) { return c.n_experts > 0; }
-inline bool QkvBias(Config c) { return c.qkv_bias; }
+static inline bool Dense(Config c) { return c.n_experts == 0; }
+static inline bool Experts(Config c) { return c.n_experts > 0; }
+static inline bool QkvBias(Config c) { return c.qkv_bias; }
 
 constexpr std::array<WeightSpec, kWeightCount> WeightTable() {
   std::array<WeightSpec, kWeightCount> w{};
@@ -74,13 +74,13 @@ constexpr std::array<WeightSpec, kWeightCount> WeightTable() {
   return w;
 }
 
-inline constexpr std::array<WeightSpec, kWeightCount> kLayerWeights = WeightTable();
+constexpr std::array<WeightSpec, kWeightCount> kLayerWeights = WeightTable();
 static_assert(AllSpecsSet(kLayerWeights), "every llama_block::Weight needs its row");
 
 }  // namespace llama_block
 
 // A family with Llama's weights and graph and its own config reader and writer.
-constexpr ArchitectureFamily LlamaBlockFamily(ConfigFromGgufFn* from_gguf, ConfigFromHfFn* from_hf,
+static constexpr ArchitectureFamily LlamaBlockFamily(ConfigFromGgufFn* from_gguf, ConfigFromHfFn* from_hf,
                                               ConfigToGgufFn* to_gguf) {
   return {"model.layers.",          llama_block::kLayerWeights, decoder_weights::kTokenEmbd,
           decoder_weights::kOutputNorm, decoder_weights::kOutput, from_gguf, from_hf, to_gguf,
