@@ -164,3 +164,19 @@ def chat_messages(messages):
         array[i].role = message["role"].encode()
         array[i].content = message["content"].encode()
     return array
+
+
+class Handle:
+    """A C handle closed by close(), at the end of a `with` block, or when collected."""
+
+    def close(self):
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()

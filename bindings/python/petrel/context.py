@@ -6,7 +6,7 @@ import os
 from . import _library as lib_
 
 
-class Context:
+class Context(lib_.Handle):
     """A conversation: prompts append to what it holds; save() and load() keep it on disk."""
 
     def __init__(self, model, n_threads=0, context=0, batch_tokens=512, lora=()):
@@ -29,15 +29,6 @@ class Context:
         if getattr(self, "_handle", None):
             lib_.library().petrel_context_free(self._handle)
             self._handle = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
     def reset(self):
         lib_.check(lib_.library().petrel_context_reset(self._handle))

@@ -11,7 +11,7 @@ from .context import Context
 _DONE = object()
 
 
-class Model:
+class Model(lib_.Handle):
     """A loaded model, shared read-only by its contexts. Closed by close() or `with`.
 
     Model(path, device=None, gpu_layers=-1, n_threads=0, context=0, lora=()): path a GGUF
@@ -37,15 +37,6 @@ class Model:
         if getattr(self, "_handle", None):
             lib_.library().petrel_model_free(self._handle)
             self._handle = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
     @property
     def n_vocab(self):
