@@ -37,7 +37,7 @@
     HWY_DYNAMIC_DISPATCH(MatMul##name##T)                                                     \
     (w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride, row_begin, row_end); \
   }                                                                                           \
-  static_assert(FindMatMulKernel(DType::k##name) != nullptr &&                                \
+  PETREL_TABLE_STATIC_ASSERT(FindMatMulKernel(DType::k##name) != nullptr &&                   \
                     FindMatMulKernel(DType::k##name)->f32 == &MatMul##name,                   \
                 "kMatMulKernels: the row for " #name " must name MatMul" #name);
 
@@ -49,6 +49,6 @@
     HWY_DYNAMIC_DISPATCH(MatMul##name##T)                                                          \
     (w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out, out_stride, row_begin, row_end); \
   }                                                                                                \
-  static_assert(FindMatMulKernel(DType::k##name) != nullptr &&                                     \
+  PETREL_TABLE_STATIC_ASSERT(FindMatMulKernel(DType::k##name) != nullptr &&                        \
                     FindMatMulKernel(DType::k##name)->quant == &MatMul##name,                      \
                 "kMatMulKernels: the row for " #name " must name MatMul" #name);
