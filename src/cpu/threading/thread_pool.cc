@@ -64,7 +64,7 @@ void ThreadPool::StopWorkers() {
   if (workers_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_relaxed);  // published by the job bump below
     state_.fetch_add(uint64_t{1} << kJobShift, std::memory_order_seq_cst);
   }
   wake_.notify_all();
@@ -145,7 +145,7 @@ void ThreadPool::WorkerLoop(size_t thread_index) {
       sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
     seen = JobNumber(state);
-    if (stop_) return;
+    if (stop_.load(std::memory_order_relaxed)) return;
     // Join the job unless Run has closed it (then every chunk is taken) or opened a newer one
     // (the outer loop picks that up).
     while (JobNumber(state) == seen && (state & kJobClosed) == 0) {

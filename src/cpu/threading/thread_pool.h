@@ -78,7 +78,9 @@ class ThreadPool {
   size_t job_chunk_ = 1;  // elements per claimed chunk
   const void* job_ctx_ = nullptr;
   ChunkFn job_fn_ = nullptr;
-  bool stop_ = false;
+  // Set by StopWorkers; a worker may read it while it handles an earlier job number, before the
+  // job bump that publishes it, so it is atomic (found by ThreadSanitizer).
+  std::atomic<bool> stop_{false};
 
   // One word for a job's start and end: the job number (bits 32-63, bumped by Run to start a
   // job), `kJobClosed` (bit 31, set by Run once every chunk is claimed) and the number of
