@@ -13,6 +13,7 @@
 
 #include "core/format/gguf_writer.h"
 #include "util/cli_runner.h"
+#include "util/story_lora_adapter.h"
 
 namespace petrel {
 namespace {
@@ -26,36 +27,10 @@ std::string Scratch(const std::string& name) {
   return testing::ScratchDir() + "/cli_lora_" + std::to_string(getpid()) + "_" + name;
 }
 
-// A random rank-4 adapter of the story model's attention and FFN matrices, in llama.cpp's layout.
+// A random rank-4 adapter of the story model, in llama.cpp's layout.
 std::string WriteStoryAdapter() {
   const std::string path = Scratch("adapter.gguf");
-  GgufWriter writer;
-  writer.SetString("general.architecture", "llama");
-  writer.SetString("general.type", "adapter");
-  writer.SetString("adapter.type", "lora");
-  writer.SetF32("adapter.lora.alpha", 8.0f);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  const struct {
-    const char* name;
-    int64_t n_in, n_out;
-  } targets[] = {{"attn_q", 128, 128}, {"attn_v", 128, 64}, {"ffn_down", 384, 128}};
-  constexpr int64_t kRank = 4;
-  for (int l = 0; l < 2; ++l) {
-    for (const auto& target : targets) {
-      const std::string stem = "blk." + std::to_string(l) + "." + target.name + ".weight";
-      for (const bool is_a : {true, false}) {
-        const TensorDesc desc = is_a ? TensorDesc::Make(DType::kF32, {target.n_in, kRank})
-                                     : TensorDesc::Make(DType::kF32, {kRank, target.n_out});
-        auto values = std::make_shared<std::vector<float>>(size_t(desc.n_elems()));
-        for (float& v : *values) v = normal(rng);
-        writer.AddTensor(stem + (is_a ? ".lora_a" : ".lora_b"), desc, [values](void* dst) {
-          std::memcpy(dst, values->data(), values->size() * sizeof(float));
-        });
-      }
-    }
-  }
-  EXPECT_TRUE(writer.Write(path).ok());
+  testing::WriteStoryLoraAdapter(path, 5);
   return path;
 }
 

@@ -10,6 +10,26 @@
 namespace petrel {
 namespace {
 
+// Expert `e`'s SwiGLU output for one token `x` (n_in values), in double: the reference both
+// routing tests sum. Weights are stacked per expert, row-major [expert][row][column].
+std::vector<double> ExpertOutput(const double* x, const auto& gate, const auto& up,
+                                 const auto& down, size_t e, size_t n_in, size_t n_ff,
+                                 size_t n_out) {
+  std::vector<double> act(n_ff), y(n_out);
+  for (size_t f = 0; f < n_ff; ++f) {
+    double g = 0, u = 0;
+    for (size_t c = 0; c < n_in; ++c) {
+      g += x[c] * gate[(e * n_ff + f) * n_in + c];
+      u += x[c] * up[(e * n_ff + f) * n_in + c];
+    }
+    act[f] = g / (1.0 + std::exp(-g)) * u;
+  }
+  for (size_t o = 0; o < n_out; ++o) {
+    for (size_t f = 0; f < n_ff; ++f) y[o] += act[f] * down[(e * n_out + o) * n_ff + f];
+  }
+  return y;
+}
+
 // A mixture of experts over every weight type: the router logits come from their own embedding
 // table, so the test picks them: random for most tokens, with exact ties between two experts or
 // among all of them for others (the lower expert index must win, on every backend). Top-k of
@@ -63,20 +83,9 @@ TEST_P(BackendConformance, MoeFfnEveryWeightType) {
       std::vector<Matrix> expert_out(n, Matrix(n_experts * n_out));
       for (size_t t = 0; t < n; ++t) {
         for (size_t e = 0; e < n_experts; ++e) {
-          std::vector<double> act(n_ff);
-          for (size_t f = 0; f < n_ff; ++f) {
-            double g = 0, u = 0;
-            for (size_t c = 0; c < n_in; ++c) {
-              g += x[t * n_in + c] * gate.f32[(e * n_ff + f) * n_in + c];
-              u += x[t * n_in + c] * up.f32[(e * n_ff + f) * n_in + c];
-            }
-            act[f] = g / (1.0 + std::exp(-g)) * u;
-          }
-          for (size_t o = 0; o < n_out; ++o) {
-            double y = 0;
-            for (size_t f = 0; f < n_ff; ++f) y += act[f] * down.f32[(e * n_out + o) * n_ff + f];
-            expert_out[t][e * n_out + o] = y;
-          }
+          const std::vector<double> y = ExpertOutput(&x[t * n_in], gate.f32, up.f32, down.f32, e,
+                                                     n_in, n_ff, n_out);
+          std::copy(y.begin(), y.end(), expert_out[t].begin() + e * n_out);
         }
       }
       for (int top_k : {1, 2, 4}) {
@@ -217,20 +226,9 @@ TEST_P(BackendConformance, MoeFfnGroupedRouting) {
       }
       for (size_t e : chosen) {
         const double w = (r.norm ? p[e] / chosen_sum : p[e]) * r.scale;
-        std::vector<double> act(n_ff);
-        for (size_t f = 0; f < n_ff; ++f) {
-          double g = 0, u = 0;
-          for (size_t c = 0; c < n_in; ++c) {
-            g += x[t * n_in + c] * gate.f32[(e * n_ff + f) * n_in + c];
-            u += x[t * n_in + c] * up.f32[(e * n_ff + f) * n_in + c];
-          }
-          act[f] = g / (1.0 + std::exp(-g)) * u;
-        }
-        for (size_t o = 0; o < n_out; ++o) {
-          double y = 0;
-          for (size_t f = 0; f < n_ff; ++f) y += act[f] * down.f32[(e * n_out + o) * n_ff + f];
-          want[t * n_out + o] += w * y;
-        }
+        const std::vector<double> y = ExpertOutput(&x[t * n_in], gate.f32, up.f32, down.f32, e,
+                                                   n_in, n_ff, n_out);
+        for (size_t o = 0; o < n_out; ++o) want[t * n_out + o] += w * y[o];
       }
     }
     Graph graph;
