@@ -100,7 +100,7 @@ if [ "${PETREL_CROSS:-1}" = "1" ]; then
   rm -f build-aarch64/meson-logs/testlog-*.json
   PETREL_TEST_JOBS="$jobs" scripts/cross.sh aarch64 test || status=1
   part_done "aarch64 cross build and emulated tests"
-  for cpu in ${PETREL_CROSS_CPUS:-cortex-a72 max}; do logs+=("build-aarch64/meson-logs/testlog-$cpu.json"); done
+  for cpu in ${PETREL_CROSS_CPUS:-cortex-a72}; do logs+=("build-aarch64/meson-logs/testlog-$cpu.json"); done
 fi
 
 # One closing line over every run, counting test executables (a run that left no log, such as
