@@ -2,12 +2,13 @@
 # petrel beside llama.cpp on the same files and the same machine: `petrel bench` and the given
 # llama-bench alternated pass by pass (which engine goes first alternates too), then the table of
 # per-pass ratios (docs/PERFORMANCE.md, "Method").
-#   scripts/bench_vs.sh [-p PASSES] [-r REPS] [-t THREADS] [-d DIR] [-s SHAPES] [-q TYPES] [-Q QUANTIZER] [-D DEPTHS] [-F FA] [-K CACHE_TYPES] [-n] LLAMA_BENCH [FILES...]
+#   scripts/bench_vs.sh [-p PASSES] [-r REPS] [-t THREADS] [-d DIR] [-s SHAPES] [-q TYPES] [-Q QUANTIZER] [-D DEPTHS] [-F FA] [-K CACHE_TYPES] [-P PROMPTS] [-G GEN] [-n] LLAMA_BENCH [FILES...]
 # -p: interleaved passes (default 3); -r: repetitions of each test within a pass, for both engines
 # (default 3: a 20 ms test measured once swings with every preemption); -t: threads (default 2).
 # Without FILES: the SHAPES (default "small tinyllama") in the TYPES (default
 # "Q4_0 Q4_K_M Q8_0 F16") from DIR (default /tmp/petrel-bench-models), written there as
-# DIR/SHAPE-TYPE.gguf (TYPE in lower case) when missing. Tests: pp128, pp512, tg64.
+# DIR/SHAPE-TYPE.gguf (TYPE in lower case) when missing. Tests: pp128, pp512, tg64 (-P: the
+# prompt lengths, e.g. 512, or 0 for none; -G: the generated length, 0 for none).
 # How each type is written:
 #   F16, Q4_0, Q4_K_M, IQ4_XS, ... (what `petrel synth --type` takes): `petrel synth`.
 #   IQ1_*, IQ2_*, IQ3_* (types and mixes: IQ2_XXS, IQ2_M, IQ3_M, ...): quantized from
@@ -21,8 +22,9 @@
 # cannot write the type yet), petrel, or llama. llama-quantize's files are named
 # DIR/SHAPE-TYPE.lq.gguf; both engines always read the same file.
 # -D: cache depths before each test, e.g. 0,4096,16384 (default 0), passed to both engines as
-# their -d (tests named pp512 @ d4096). -F: llama-bench's flash attention, on, off or auto
-# (default: llama-bench's own default). -K: KV cache types, e.g. f16,q8_0 (default f16), passed to
+# their -d (tests named pp512 @ d4096). -F: llama-bench's flash attention, on, off or auto, or
+# a list such as on,off (default: llama-bench's own default); with a list each setting gets its
+# rows, and a row against the faster setting in each pass. -K: KV cache types, e.g. f16,q8_0 (default f16), passed to
 # both engines as -ctk and -ctv with the same list (petrel keeps K and V in one type; rows of
 # another type than f16 are named "tg64 @ d4096 kv q8_0").
 # -n: print the commands that would write files and run the benchmarks, and run none.
@@ -35,12 +37,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 passes=3 reps=3 threads=2 dir=/tmp/petrel-bench-models shapes="small tinyllama"
-types="q4_0 q4_k_m q8_0 f16" types_given=0 quantizer=auto dry_run=0 depths=0 flash="" cache_types=f16
+prompts=128,512 gen=64 types="q4_0 q4_k_m q8_0 f16" types_given=0 quantizer=auto dry_run=0 depths=0 flash="" cache_types=f16
 usage() {
   sed -n '5p' "$0" | sed 's/^# *//' >&2
   exit 2
 }
-while getopts "p:r:t:d:s:q:Q:D:F:K:nh" opt; do
+while getopts "p:r:t:d:s:q:Q:D:F:K:P:G:nh" opt; do
   case "$opt" in
     p) passes=$OPTARG ;;
     r) reps=$OPTARG ;;
@@ -52,6 +54,8 @@ while getopts "p:r:t:d:s:q:Q:D:F:K:nh" opt; do
     D) depths=$OPTARG ;;
     F) flash=$OPTARG ;;
     K) cache_types=$OPTARG ;;
+    P) prompts=$OPTARG ;;
+    G) gen=$OPTARG ;;
     n) dry_run=1 ;;
     *) usage ;;
   esac
@@ -62,11 +66,11 @@ for n in "$passes" "$reps" "$threads"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs.sh: -p, -r and -t take a positive count, not '$n'" >&2; exit 2; }
 done
 [[ "$depths" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "bench_vs.sh: -D takes depths like 0,4096, not '$depths'" >&2; exit 2; }
+[[ "$prompts" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "bench_vs.sh: -P takes prompt lengths like 128,512, not '$prompts'" >&2; exit 2; }
+[[ "$gen" =~ ^[0-9]+$ ]] || { echo "bench_vs.sh: -G takes one generated length like 64, not '$gen'" >&2; exit 2; }
 [[ "$cache_types" =~ ^(f32|f16|q8_0)(,(f32|f16|q8_0))*$ ]] || { echo "bench_vs.sh: -K takes KV cache types (f32, f16, q8_0) like f16,q8_0, not '$cache_types'" >&2; exit 2; }
-case "$flash" in
-  "" | on | off | auto) ;;
-  *) echo "bench_vs.sh: -F takes on, off or auto, not '$flash'" >&2; exit 2 ;;
-esac
+[[ -z "$flash" || "$flash" =~ ^(on|off|auto)(,(on|off|auto))*$ ]] ||
+  { echo "bench_vs.sh: -F takes on, off, auto or a list like on,off, not '$flash'" >&2; exit 2; }
 case "$quantizer" in
   auto | petrel | llama) ;;
   *) echo "bench_vs.sh: -Q takes auto, petrel or llama, not '$quantizer'" >&2; exit 2 ;;
@@ -227,7 +231,7 @@ if [ ${#files[@]} -eq 0 ]; then
 fi
 if ((dry_run)); then
   for file in "${files[@]}"; do
-    echo "bench: $file (petrel bench and llama-bench, -p 128,512 -n 64 -d $depths -ctk $cache_types -ctv $cache_types -t $threads -r $reps${flash:+ -fa $flash}, $passes passes)"
+    echo "bench: $file (petrel bench and llama-bench, -p $prompts -n $gen -d $depths -ctk $cache_types -ctv $cache_types -t $threads -r $reps${flash:+ -fa $flash}, $passes passes)"
   done
   exit 0
 fi
@@ -238,7 +242,7 @@ done
 # One engine on one file; every JSON line tagged with the engine, pass and file. llama-bench's
 # own peak RSS (over all its tests) comes from GNU time when it is installed.
 run_petrel() {
-  "$petrel" bench -m "$1" -p 128,512 -n 64 -d "$depths" -ctk "$cache_types" -ctv "$cache_types" -t "$threads" -r "$reps" --json 2>/dev/null |
+  "$petrel" bench -m "$1" -p "$prompts" -n "$gen" -d "$depths" -ctk "$cache_types" -ctv "$cache_types" -t "$threads" -r "$reps" --json 2>/dev/null |
       python3 scripts/bench_vs_table.py tag petrel "$2" "$1"
 }
 run_llama() {
@@ -247,7 +251,7 @@ run_llama() {
   lines=$(mktemp)
   local timer=()
   [ -x /usr/bin/time ] && timer=(/usr/bin/time -f "%M" -o "$rss_file")
-  "${timer[@]}" "$llama" -m "$1" -p 128,512 -n 64 -d "$depths" -ctk "$cache_types" -ctv "$cache_types" ${flash:+-fa "$flash"} -t "$threads" -r "$reps" -o jsonl \
+  "${timer[@]}" "$llama" -m "$1" -p "$prompts" -n "$gen" -d "$depths" -ctk "$cache_types" -ctv "$cache_types" ${flash:+-fa "$flash"} -t "$threads" -r "$reps" -o jsonl \
       2>/dev/null > "$lines"
   python3 scripts/bench_vs_table.py tag llama "$2" "$1" "$(tail -n 1 "$rss_file")" < "$lines"
   rm -f "$rss_file" "$lines"
