@@ -240,5 +240,51 @@ TEST(MpiServe, KilledRankGivesClients503AndEndsEveryProcess) {
   std::printf("every process ended %.2f s after rank 1 was killed\n", seconds);
 }
 
+TEST(MpiServe, StoppedRankEndsTheServerAfterTheTimeout) {
+  SKIP_WITHOUT_MPI();
+  // A rank that hangs without dying: rank 0's wait for it ends at --mpi-timeout, and rank 0 then
+  // answers as when a rank dies.
+  setenv("PETREL_SERVE_TEST_STEP_DELAY_MS", "40", 1);
+  ServerProcess mpi({"-m", TinyQ4(), "-t", "1", "--parallel", "2", "--no-access-log", "--mpi",
+                     "--mpi-timeout", "2"},
+                    true, Mpirun(2));
+  unsetenv("PETREL_SERVE_TEST_STEP_DELAY_MS");
+  ASSERT_TRUE(mpi.ok()) << mpi.log();
+  const pid_t rank1 = RankPid(mpi.pid(), 1);
+  ASSERT_GT(rank1, 0);
+  std::vector<Reply> replies(2);
+  std::atomic<size_t> chunks{0};
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      httplib::Client own = mpi.Client();
+      replies[i] = Complete(own, Body(i, 200), /*stream=*/i == 0, &chunks);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (chunks < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(chunks.load(), 3u) << mpi.log();
+  kill(rank1, SIGSTOP);
+  const pid_t mpirun = mpi.pid();
+  int status = 0;
+  bool ended = false;
+  const auto stopped_at = std::chrono::steady_clock::now();
+  while (!ended && std::chrono::steady_clock::now() < stopped_at + std::chrono::seconds(15)) {
+    ended = mpi.Ended(&status);
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string log = mpi.log();
+  kill(rank1, SIGCONT);
+  if (!ended) kill(-mpirun, SIGKILL);
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_TRUE(ended) << "mpirun still ran 15 s after rank 1 stopped: " << log;
+  EXPECT_TRUE(!WIFEXITED(status) || WEXITSTATUS(status) != 0) << log;
+  EXPECT_TRUE(replies[0].error_event || replies[0].status == 503) << log;
+  EXPECT_EQ(replies[1].status, 503) << log;
+  EXPECT_NE(log.find("within 2 s (is every rank still running?)"), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace petrel::testing

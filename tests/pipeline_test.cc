@@ -75,9 +75,9 @@ struct Channel {
 
 struct Loopback {
   explicit Loopback(int n) : rows(size_t(n)), outputs(size_t(n)), calls(size_t(n)) {}
-  std::vector<Channel<float>> rows;       // [r]: into rank r
-  std::vector<Channel<float>> outputs;    // [r]: the last rank's output, to rank r
-  std::vector<Channel<uint8_t>> calls;    // [r]: rank 0's engine calls, to rank r
+  std::vector<Channel<float>> rows;     // [r]: into rank r
+  std::vector<Channel<float>> outputs;  // [r]: the last rank's output, to rank r
+  std::vector<Channel<uint8_t>> calls;  // [r]: rank 0's engine calls, to rank r
 };
 
 class LoopbackLink final : public PipelineLink {

@@ -13,7 +13,7 @@ namespace {
 
 constexpr int kRowsTag = 41;
 constexpr int kCallsSizeTag = 42, kCallsTag = 43;  // rank 0 to each other rank
-constexpr int kOutputTag = 44;                    // the last rank to rank 0
+constexpr int kOutputTag = 44;                     // the last rank to rank 0
 bool g_joined = false;
 std::atomic<bool> g_interrupted{false};
 std::atomic<bool> g_failed{false};

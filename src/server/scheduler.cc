@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/base/log.h"
+
 namespace petrel::server {
 
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options, Metrics& metrics)
@@ -310,8 +312,9 @@ bool Scheduler::StepOnce() {
 }
 
 void Scheduler::FailEverything(const Status& why) {
-  const ApiError error =
-      StatusError(503, "the model cannot run any more (" + why.message() + ")");
+  // The operator's one line on why the server stops answering (the clients get it too).
+  Log(LogLevel::kError, "%s", why.message().c_str());
+  const ApiError error = StatusError(503, "the model cannot run any more (" + why.message() + ")");
   for (auto& request : active_) request->Abort(&error);
   std::lock_guard<std::mutex> lock(mutex_);
   accepting_ = false;

@@ -337,9 +337,9 @@ class Engine {
   std::vector<size_t> step_admitted_;  // indices of the admitted inputs, in input order
   std::vector<uint8_t> step_taken_;    // per input: its blocks were taken to test the fit
   // Pipeline calls (engine_calls.cc).
-  CallWriter calls_;     // recorded since the last SendCalls
-  int call_depth_ = 0;   // recorded calls being made now (RecordScope)
-  std::vector<uint8_t> calls_in_;             // a follower's last message
+  CallWriter calls_;                              // recorded since the last SendCalls
+  int call_depth_ = 0;                            // recorded calls being made now (RecordScope)
+  std::vector<uint8_t> calls_in_;                 // a follower's last message
   std::vector<std::vector<float>> pass_outputs_;  // DecodePipelined: each pass's output
   // A follower's replayed Step: its inputs own their tokens.
   std::vector<std::vector<int32_t>> replay_tokens_;
