@@ -54,28 +54,30 @@ TEST(PipelinePlan, SplitsByBytesMinimisingTheLargestRank) {
 
 // Stages in one process: rank r's rows go through a queue to rank r + 1; the last rank's output
 // is copied to every rank.
+template <typename T>
 struct Channel {
   std::mutex mutex;
   std::condition_variable ready;
-  std::deque<std::vector<float>> items;
-  void Put(std::vector<float> item) {
+  std::deque<std::vector<T>> items;
+  void Put(std::vector<T> item) {
     std::lock_guard<std::mutex> lock(mutex);
     items.push_back(std::move(item));
     ready.notify_all();
   }
-  std::vector<float> Take() {
+  std::vector<T> Take() {
     std::unique_lock<std::mutex> lock(mutex);
     ready.wait(lock, [&] { return !items.empty(); });
-    std::vector<float> item = std::move(items.front());
+    std::vector<T> item = std::move(items.front());
     items.pop_front();
     return item;
   }
 };
 
 struct Loopback {
-  explicit Loopback(int n) : rows(size_t(n)), outputs(size_t(n)) {}
-  std::vector<Channel> rows;     // [r]: into rank r
-  std::vector<Channel> outputs;  // [r]: the last rank's output, to rank r
+  explicit Loopback(int n) : rows(size_t(n)), outputs(size_t(n)), calls(size_t(n)) {}
+  std::vector<Channel<float>> rows;     // [r]: into rank r
+  std::vector<Channel<float>> outputs;  // [r]: the last rank's output, to rank r
+  std::vector<Channel<uint8_t>> calls;  // [r]: rank 0's engine calls, to rank r
 };
 
 class LoopbackLink final : public PipelineLink {
@@ -108,10 +110,37 @@ class LoopbackLink final : public PipelineLink {
     std::copy(item.begin(), item.end(), out);
     return Status::Ok();
   }
+  Status SendCalls(const std::vector<uint8_t>& calls) override {
+    for (int r = 1; r < n_; ++r) loop_->calls[size_t(r)].Put(calls);
+    return Status::Ok();
+  }
+  Status ReceiveCalls(std::vector<uint8_t>* calls) override {
+    *calls = loop_->calls[size_t(rank_)].Take();
+    return Status::Ok();
+  }
+  Status SendOutputToFirst(const float* out, size_t n) override {
+    loop_->outputs[0].Put(std::vector<float>(out, out + n));
+    return Status::Ok();
+  }
+  Status PostOutputReceive(float* out, size_t n) override {
+    posted_.emplace_back(out, n);
+    return Status::Ok();
+  }
+  Status WaitOutputs() override {
+    for (auto [out, n] : posted_) {
+      std::vector<float> item = loop_->outputs[0].Take();
+      if (item.size() != n) return Error("output: %zu floats, expected %zu", item.size(), n);
+      std::copy(item.begin(), item.end(), out);
+    }
+    posted_.clear();
+    return Status::Ok();
+  }
+  bool failed() const override { return false; }
 
  private:
   Loopback* loop_;
   int rank_, n_;
+  std::vector<std::pair<float*, size_t>> posted_;
 };
 
 std::string TinyQ4() { return testing::SharedDir() + "/models/synth-tiny/tiny-v2048-q4_0.gguf"; }
@@ -183,6 +212,93 @@ TEST(PipelineStages, TwoStagesGiveTheSameLogits) { ExpectStagesMatchOneEngine(Ti
 TEST(PipelineStages, ThreeStagesGiveTheSameLogits) { ExpectStagesMatchOneEngine(TinyQ4(), 3); }
 TEST(PipelineStages, StoryF32GivesTheSameLogits) {
   ExpectStagesMatchOneEngine(testing::SharedDir() + "/models/story-gguf/story-f32.gguf", 2);
+}
+
+// A server's kind of calls: several prompts in one step (cut into passes), the prefix cache, a
+// fork, a free, then decode steps of several sequences. Returns every logit rank 0 got.
+std::vector<float> DriveLikeAServer(Engine& engine) {
+  std::vector<float> all;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int p = 0; p < 3; ++p) {
+    std::vector<int32_t> prompt;
+    for (int t = 0; t < 20 + 3 * p; ++t) prompt.push_back(int32_t(1 + (t * 37 + p * 101) % 2000));
+    prompts.push_back(prompt);
+  }
+  std::vector<SeqId> seqs;
+  std::vector<StepInput> inputs;
+  std::vector<StepOutput> outputs;
+  for (const auto& prompt : prompts) {
+    seqs.push_back(engine.NewSequence());
+    inputs.push_back(StepInput{seqs.back(), prompt, true});
+  }
+  auto step = [&] {
+    EXPECT_TRUE(engine.Step(inputs, &outputs).ok());
+    for (const StepOutput& output : outputs) {
+      EXPECT_TRUE(output.status.ok()) << output.status.message();
+      all.insert(all.end(), output.logits.begin(), output.logits.end());
+    }
+  };
+  step();
+  for (size_t i = 0; i < seqs.size(); ++i) engine.CacheSequenceBlocks(seqs[i], prompts[i]);
+  std::vector<int32_t> longer = prompts[0];
+  longer.push_back(7);
+  size_t reused = 0;
+  const SeqId cached = engine.NewSequenceFromCache(longer, &reused);
+  EXPECT_EQ(reused, 16u);
+  auto forked = engine.ForkSequence(seqs[1]);
+  EXPECT_TRUE(forked.ok());
+  engine.FreeSequence(seqs[2]);
+  const std::vector<int32_t> rest(longer.begin() + 16, longer.end());
+  const std::vector<int32_t> next = {5}, other = {9};
+  inputs = {StepInput{seqs[0], next, true}, StepInput{*forked, other, true},
+            StepInput{cached, rest, true}, StepInput{seqs[1], next, true}};
+  step();
+  inputs.resize(2);
+  step();
+  return all;
+}
+
+EngineOptions ServerOptions() {
+  EngineOptions options = Options();
+  options.max_sequences = 6;
+  return options;
+}
+
+TEST(PipelineStages, FirstStageLeadsAndOthersReplayItsCalls) {
+  auto solo = Engine::Load(TinyQ4(), ServerOptions());
+  ASSERT_TRUE(solo.ok()) << solo.status().message();
+  const std::vector<float> want = DriveLikeAServer(**solo);
+  const int n_stages = 3;
+  Loopback loop(n_stages);
+  std::vector<float> got;
+  std::vector<size_t> free_blocks(n_stages), cached_blocks(n_stages);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n_stages; ++r) {
+    threads.emplace_back([&, r] {
+      EngineOptions options = ServerOptions();
+      options.pipeline = std::make_shared<LoopbackLink>(&loop, r, n_stages);
+      options.pipeline_calls = EngineOptions::PipelineCalls::kFirstStageLeads;
+      auto engine = Engine::Load(TinyQ4(), options);
+      ASSERT_TRUE(engine.ok()) << engine.status().message();
+      if (r == 0) {
+        got = DriveLikeAServer(**engine);
+        EXPECT_TRUE((*engine)->StopFollowers().ok());
+      } else {
+        const Status followed = (*engine)->FollowFirstStage();
+        EXPECT_TRUE(followed.ok()) << followed.message();
+      }
+      free_blocks[size_t(r)] = (*engine)->kv_free_blocks();
+      cached_blocks[size_t(r)] = (*engine)->kv_cached_blocks();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+  for (int r = 1; r < n_stages; ++r) {
+    EXPECT_EQ(free_blocks[size_t(r)], free_blocks[0]) << "rank " << r;
+    EXPECT_EQ(cached_blocks[size_t(r)], cached_blocks[0]) << "rank " << r;
+  }
+  EXPECT_GT(cached_blocks[0], 0u);
 }
 
 TEST(PipelineStages, TooManyStagesIsAnError) {

@@ -1,9 +1,12 @@
 // `petrel serve`: the OpenAI-compatible HTTP server. It listens first (GET /health answers 503
 // while the model loads), then serves until SIGTERM or SIGINT: it stops admitting, lets running
 // streams finish (cancelled after --shutdown-timeout), and exits 0. A second signal exits at once.
+// Under mpirun with --mpi, rank 0 serves and the other ranks replay its engine calls
+// (docs/DISTRIBUTED.md); there a signal ends the job at once, running requests answered 503.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -29,7 +33,8 @@ namespace {
 // of the pool or the scheduler is interrupted and the stop is an ordinary condition.
 class StopSignal {
  public:
-  StopSignal() {
+  // `on_first`: called on the waiting thread when the first signal comes.
+  explicit StopSignal(std::function<void()> on_first = nullptr) : on_first_(std::move(on_first)) {
     sigemptyset(&set_);
     sigaddset(&set_, SIGINT);
     sigaddset(&set_, SIGTERM);
@@ -56,10 +61,12 @@ class StopSignal {
       std::lock_guard<std::mutex> lock(mutex_);
       if (signal_ != 0) std::_Exit(128 + signal);  // the second one: no more waiting
       signal_ = signal;
+      if (on_first_) on_first_();
       stopped_.notify_all();
     }
   }
   sigset_t set_;
+  std::function<void()> on_first_;
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable stopped_;
@@ -76,6 +83,30 @@ void RaiseDescriptorLimit() {
   if (files.rlim_cur >= wanted) return;
   files.rlim_cur = wanted;
   setrlimit(RLIMIT_NOFILE, &files);
+}
+
+// The options every rank loads the engine with: an embedding model's cache is F32 unless
+// --cache-type says otherwise (it computes each sequence once and drops it, so its cache costs
+// only precision, as in `petrel embed`; mapping the file here reads no weights).
+ModelOptions ServeModelOptions(const ModelOptions& given, bool cache_type_given) {
+  ModelOptions model_options = given;
+  if (!cache_type_given) {
+    LoadOptions peek;
+    peek.load_tokenizer = false;
+    auto peeked = LoadModel(given.model_path, peek);
+    if (peeked.ok() && (*peeked)->config.embeddings_only) model_options.kv_type = "f32";
+  }
+  return model_options;
+}
+
+// A rank other than 0 under --mpi: loads its blocks and replays rank 0's engine calls until
+// rank 0 stops serving.
+int FollowRankZero(const ModelOptions& model_options, size_t parallel, size_t kv_blocks) {
+  auto engine = model_options.LoadEngine(parallel, kv_blocks);
+  if (!engine.ok()) return Fail(engine.status());
+  const Status followed = (*engine)->FollowFirstStage();
+  if (!followed.ok()) return Fail(followed);
+  return 0;
 }
 
 }  // namespace
@@ -101,12 +132,18 @@ Runner AddServeCommand(CLI::App& app) {
     bool no_web_ui = false;
     bool embeddings = false;
     std::string shared_prefix_attention = "on";
+    int64_t mpi_micro_batches = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "serve the model over an OpenAI-compatible HTTP API (continuous batching)");
   args->model.AddTo(*cmd);
   args->draft.AddTo(*cmd);
+  args->model.mpi.AddTo(*cmd);
+  cmd->add_option("--mpi-micro-batches", args->mpi_micro_batches,
+                  "with --mpi: passes each step is cut into, so that every rank works at once "
+                  "(default: one per rank)")
+      ->check(IntRange(1, 64));
   cmd->add_option("--host", args->host,
                   "address to listen on (default 127.0.0.1, this machine only; 0.0.0.0: every "
                   "interface)");
@@ -171,6 +208,16 @@ Runner AddServeCommand(CLI::App& app) {
     if (Status status = args->model.Check(); !status.ok()) return Fail(status);
     if (Status status = args->draft.Check(); !status.ok()) return Fail(status);
     args->model.lora_per_sequence = true;  // requests choose their adapters (`lora`)
+    const bool mpi = args->model.mpi.enabled;
+    // Before MPI starts its threads (ToEngineOptions joins the job), so that they too leave
+    // the signals to this one. Under MPI a signal ends every wait for another rank at once:
+    // mpirun signals every rank when one dies, and kills them a second later.
+    StopSignal stop(mpi ? std::function<void()>(InterruptMpiWaits) : nullptr);
+    if (mpi && args->draft.enabled()) {
+      return Fail(Error("--draft and --lookup-ngram are not supported with --mpi yet"));
+    }
+    args->model.mpi.first_rank_leads = true;
+    args->model.mpi.micro_batches = size_t(args->mpi_micro_batches);
     args->model.shared_prefix_attention = args->shared_prefix_attention == "on";
     // The --lora arguments (names included) are checked before anything listens.
     if (auto options = args->model.ToEngineOptions(); !options.ok()) return Fail(options.status());
@@ -179,7 +226,10 @@ Runner AddServeCommand(CLI::App& app) {
     if (!std::filesystem::exists(args->model.model_path, missing)) {
       return Fail(Error("%s: no such file or folder", args->model.model_path.c_str()));
     }
-    StopSignal stop;
+    if (mpi && MpiRank() != 0) {
+      return FollowRankZero(ServeModelOptions(args->model, cache_type->count() > 0),
+                            size_t(args->parallel), size_t(args->kv_blocks));
+    }
     // A write to a connection its client closed must fail with EPIPE (the stream is then
     // cancelled), not end the process.
     signal(SIGPIPE, SIG_IGN);
@@ -210,15 +260,7 @@ Runner AddServeCommand(CLI::App& app) {
     if (const char* delay = std::getenv("PETREL_SERVE_TEST_LOAD_DELAY_MS")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
     }
-    ModelOptions model_options = args->model;
-    if (cache_type->count() == 0) {
-      // An embedding model computes each sequence once and drops it, so its cache costs only
-      // precision: F32 by default, as `petrel embed` (mapping the file here reads no weights).
-      LoadOptions peek;
-      peek.load_tokenizer = false;
-      auto peeked = LoadModel(args->model.model_path, peek);
-      if (peeked.ok() && (*peeked)->config.embeddings_only) model_options.kv_type = "f32";
-    }
+    const ModelOptions model_options = ServeModelOptions(args->model, cache_type->count() > 0);
     auto engine = model_options.LoadEngine(size_t(args->parallel), size_t(args->kv_blocks));
     if (!engine.ok()) return Fail(engine.status());
     if (!(*engine)->tokenizer()) return Fail(Error("the model has no tokenizer"));
@@ -250,6 +292,15 @@ Runner AddServeCommand(CLI::App& app) {
     scheduling.parallel = size_t(args->parallel);
     scheduling.max_waiting = size_t(args->max_queue);
     scheduling.batch_tokens = (*engine)->options().max_batch_tokens;
+    if (mpi) {
+      // A failed transfer between ranks ends the server as a signal does; the requests it
+      // held get 503 (a rank that died makes mpirun signal every other rank anyway).
+      scheduling.engine_lost = [&stop] {
+        if (!MpiPipelineBroken()) return false;
+        if (!stop.stop_requested()) ::kill(::getpid(), SIGTERM);
+        return true;
+      };
+    }
     server::Scheduler scheduler(**engine, scheduling, metrics);
     scheduler.Start();
     server::ServingModel serving;
@@ -268,6 +319,18 @@ Runner AddServeCommand(CLI::App& app) {
                  scheduling.batch_tokens);
 
     const int signal = stop.WaitForStop();
+    if (mpi) {
+      // mpirun signals every rank when one dies, and kills them a second later: the requests
+      // are answered now, without waiting for ranks that may be gone.
+      InterruptMpiWaits();
+      std::fprintf(stderr, "petrel serve: %s: the MPI job is ending; running requests get 503\n",
+                   signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      server.SetStopping();
+      scheduler.Shutdown(std::chrono::milliseconds(0));
+      server.DrainStreams(std::chrono::milliseconds(500));
+      server.Stop();
+      return 1;
+    }
     std::fprintf(stderr, "petrel serve: %s: finishing running requests (at most %lld s)\n",
                  signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)args->shutdown_timeout);
     server.SetStopping();

@@ -290,6 +290,10 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   }
   options.lora_per_sequence = lora_per_sequence;
   PETREL_ASSIGN_OR_RETURN(options.pipeline, mpi.Join());
+  if (mpi.first_rank_leads) {
+    options.pipeline_calls = EngineOptions::PipelineCalls::kFirstStageLeads;
+    options.pipeline_micro_batches = mpi.micro_batches;
+  }
   if (!no_progress && ::isatty(STDERR_FILENO)) {
     // One line rewritten in place; ended when the file is done.
     options.map.progress = [](const std::string& path, size_t done, size_t total) {

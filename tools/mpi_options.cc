@@ -83,6 +83,20 @@ size_t RssBytes() {
 
 int MpiRank() { return g_report.rank < 0 ? 0 : g_report.rank; }
 
+void InterruptMpiWaits() {
+#ifdef PETREL_HAVE_MPI
+  dist::InterruptWaits();
+#endif
+}
+
+bool MpiPipelineBroken() {
+#ifdef PETREL_HAVE_MPI
+  return dist::AnyWaitFailed();
+#else
+  return false;
+#endif
+}
+
 void NoteRssBeforeLoad() { g_report.rss_before_load = RssBytes(); }
 
 void NoteLoadedEngine(const Engine& engine) {

@@ -17,6 +17,11 @@ struct MpiOptions {
   std::string split;       // "3,2,2": blocks per rank; empty: by weight bytes
   bool report = false;     // one "mpi-report:" line per rank on stderr at exit
   double timeout_s = 300;  // how long a rank waits for its neighbour
+  // `serve`: rank 0 alone makes the engine calls, which the other ranks replay
+  // (EngineOptions::PipelineCalls::kFirstStageLeads), with this many passes per batch in flight
+  // (--mpi-micro-batches; 0: one per rank).
+  bool first_rank_leads = false;
+  size_t micro_batches = 0;
 
   void AddTo(CLI::App& app);
   // Joins the MPI job and returns the link for EngineOptions::pipeline (null without --mpi).
@@ -42,6 +47,12 @@ int FinishMpi(int exit_code);
 
 // This process's rank in the MPI job; 0 outside one.
 int MpiRank();
+
+// A signal came: every wait for another rank fails from now on (mpirun signals every rank when
+// one dies, and a rank waiting for the dead one must not wait out --mpi-timeout).
+void InterruptMpiWaits();
+// Whether a transfer between ranks has failed: the pipeline cannot run another pass.
+bool MpiPipelineBroken();
 
 // Resident memory now (VmRSS), in bytes.
 size_t RssBytes();

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/base/log.h"
+
 namespace petrel::server {
 
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options, Metrics& metrics)
@@ -292,8 +294,12 @@ bool Scheduler::StepOnce() {
   const double start = timed ? timed->Now() : 0.0;
   // A failure of the whole step is also in every output it touched, so each sequence fails
   // with it on its own.
-  (void)engine_.Step(inputs_, &outputs_);
+  const Status stepped = engine_.Step(inputs_, &outputs_);
   if (timed) timed->RecordPlainStep(timed->Now() - start);
+  if (!stepped.ok() && options_.engine_lost && options_.engine_lost()) {
+    FailEverything(stepped);
+    return true;
+  }
   for (size_t i = 0; i < feeds_.size(); ++i) {
     if (feeds_[i].sequence) {
       feeds_[i].sequence->Consume(outputs_[i]);
@@ -303,6 +309,19 @@ bool Scheduler::StepOnce() {
     }
   }
   return true;
+}
+
+void Scheduler::FailEverything(const Status& why) {
+  // The operator's one line on why the server stops answering (the clients get it too).
+  Log(LogLevel::kError, "%s", why.message().c_str());
+  const ApiError error = StatusError(503, "the model cannot run any more (" + why.message() + ")");
+  for (auto& request : active_) request->Abort(&error);
+  std::lock_guard<std::mutex> lock(mutex_);
+  accepting_ = false;
+  for (const auto& job : waiting_) {
+    job->Push(JobEvent{JobEvent::Kind::kError, 0, "", {}, "", Usage(), error, ""});
+  }
+  waiting_.clear();
 }
 
 void Scheduler::PublishGauges() {

@@ -33,6 +33,10 @@ struct SchedulerOptions {
   // A pause after every step, for tests that need a request to stay running (a full queue)
   // however fast the machine is (PETREL_SERVE_TEST_STEP_DELAY_MS); zero otherwise.
   std::chrono::milliseconds step_delay{0};
+  // Asked after a step fails as a whole: true when the engine cannot run another step (a
+  // pipeline rank is gone, docs/DISTRIBUTED.md). Then every running and waiting request gets
+  // 503 and no more are accepted. Null: a failed step fails only its own sequences.
+  std::function<bool()> engine_lost;
 };
 
 class Scheduler {
@@ -81,6 +85,8 @@ class Scheduler {
   // false when it is not alone or has no draft this step.
   bool SpeculateAlone();
   void PublishGauges();
+  // The engine is gone (SchedulerOptions::engine_lost): every request gets 503 with `why`.
+  void FailEverything(const Status& why);
   // Runs the queued tasks (or, with `run` false, answers them as not run).
   void RunTasks(bool run);
 

@@ -25,11 +25,19 @@ class ServerProcess {
  public:
   // Starts `petrel serve --port 0 ARGS...`; ok() says whether it became ready in time. With
   // `wait_ready` false it returns as soon as the port is known (port() 0 if it never was).
-  explicit ServerProcess(const std::vector<std::string>& args, bool wait_ready = true) {
+  // `launcher`: a command that runs petrel (mpirun and its arguments), looked up in PATH; the
+  // child then leads a process group of its own, so that the test can end all of it.
+  explicit ServerProcess(const std::vector<std::string>& args, bool wait_ready = true,
+                         const std::vector<std::string>& launcher = {}) {
     log_path_ = ScratchDir() + "/petrel_serve_" + std::to_string(getpid()) + "_" +
                 std::to_string(counter_++) + ".log";
     const char* bin = std::getenv("PETREL_BIN");
-    std::vector<std::string> argv = {bin ? bin : "petrel", "serve", "--port", "0"};
+    std::vector<std::string> argv = launcher;
+    const bool grouped = !launcher.empty();
+    for (std::string arg : {std::string(bin ? bin : "petrel"), std::string("serve"),
+                            std::string("--port"), std::string("0")}) {
+      argv.push_back(arg);
+    }
     argv.insert(argv.end(), args.begin(), args.end());
     // Everything the child needs is prepared before fork(): after it, in a process with
     // threads, the child may only make async-signal-safe calls.
@@ -41,6 +49,10 @@ class ServerProcess {
     if (pid_ == 0) {
       dup2(log_fd, STDERR_FILENO);
       dup2(log_fd, STDOUT_FILENO);
+      if (grouped) {
+        setpgid(0, 0);
+        execvp(raw[0], raw.data());
+      }
       execv(raw[0], raw.data());
       _exit(127);
     }
@@ -74,6 +86,7 @@ class ServerProcess {
   }
 
   bool ok() const { return ready_; }
+  pid_t pid() const { return pid_; }
   int port() const { return port_; }
   std::string log() const {
     std::ifstream in(log_path_);
@@ -91,6 +104,13 @@ class ServerProcess {
   }
   void Signal(int signal) {
     if (pid_ > 0) kill(pid_, signal);
+  }
+  // Whether it has ended (its wait status in `status`), without waiting.
+  bool Ended(int* status) {
+    if (pid_ <= 0) return true;
+    if (waitpid(pid_, status, WNOHANG) != pid_) return false;
+    pid_ = -1;
+    return true;
   }
   // The exit status once it ends (-1 when it did not exit normally; killed after 30 s).
   int WaitExit() {

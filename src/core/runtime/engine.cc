@@ -445,6 +445,19 @@ Status Engine::Decode(const Batch& batch, std::vector<float>* logits) {
     return Error("batch of %zu tokens exceeds the maximum of %zu", batch.size(),
                  options_.max_batch_tokens);
   }
+  if (first_stage_leads()) {
+    if (Records()) {
+      calls_.Call(EngineCall::kDecode);
+      calls_.Array<int32_t>(batch.tokens);
+      calls_.Array<int32_t>(batch.positions);
+      calls_.Array<SeqId>(batch.seq_ids);
+      calls_.Array<uint8_t>(batch.want_logits);
+      calls_.Int(batch.hidden_output ? 1 : 0);
+      PETREL_RETURN_IF_ERROR(SendCalls());
+    }
+    RecordScope scope(this);
+    return DecodePipelined(batch, logits);
+  }
   const size_t ubatch = options_.ubatch_tokens;
   if (batch.size() <= ubatch) return DecodeChunk(batch, 0, logits);
   if (batch.positions.size() != batch.size() || batch.seq_ids.size() != batch.size() ||
@@ -648,7 +661,12 @@ Status Engine::RunStage(const Graph& pass, const BatchContext& context, bool sha
   if (!last) PETREL_RETURN_IF_ERROR(link.SendRows(stage_rows_out_.data(), stage_rows_out_.size()));
   if (!share) return Status::Ok();
   const ValueDesc& output = pass.values[size_t(pass.logits)];
-  return link.ShareOutput(out, size_t(output.rows * output.cols));
+  const size_t n_out = size_t(output.rows * output.cols);
+  if (!first_stage_leads()) return link.ShareOutput(out, n_out);
+  // Only the first stage, which samples, needs the output; it waits for it once the batch's
+  // every pass is on its way (DecodePipelined).
+  if (link.rank() == 0) return last ? Status::Ok() : link.PostOutputReceive(out, n_out);
+  return last ? link.SendOutputToFirst(out, n_out) : Status::Ok();
 }
 
 uint64_t Engine::LoraKey(std::span<const float> scales) const {
@@ -689,6 +707,11 @@ Status Engine::CheckLoraScales(std::span<const float> scales) const {
 }
 
 Status Engine::SetSequenceLora(SeqId seq, std::span<const float> scales) {
+  if (Records()) {
+    calls_.Call(EngineCall::kSetSequenceLora);
+    calls_.Int(seq);
+    calls_.Array(scales);
+  }
   PETREL_RETURN_IF_ERROR(CheckLoraScales(scales));
   if (!kv_->HasSequence(seq)) return Error("sequence %d does not exist", seq);
   PETREL_RETURN_IF_ERROR(kv_->SetPrefixKey(seq, LoraKey(scales)));
@@ -704,15 +727,29 @@ Status Engine::SetSequenceLora(SeqId seq, std::span<const float> scales) {
 
 SeqId Engine::NewSequenceFromCache(std::span<const int32_t> tokens, size_t* reused_tokens,
                                    std::span<const float> lora_scales) {
+  const bool records = Records();
+  RecordScope scope(this);
   const SeqId seq = kv_->NewSequenceFromPrefix(tokens, reused_tokens, LoraKey(lora_scales));
   // The key already matches; this records the scales the passes read.
   const Status set = SetSequenceLora(seq, lora_scales);
   PETREL_CHECK(set.ok());  // the caller checked the scales (CheckLoraScales)
+  if (records) {
+    calls_.Call(EngineCall::kNewSequenceFromCache);
+    calls_.Array(tokens);
+    calls_.Array(lora_scales);
+    calls_.Int(seq);
+  }
   return seq;
 }
 
 Result<SeqId> Engine::ForkSequence(SeqId seq) {
-  PETREL_ASSIGN_OR_RETURN(const SeqId child, kv_->Fork(seq));
+  Result<SeqId> forked = kv_->Fork(seq);
+  if (Records()) {
+    calls_.Call(EngineCall::kForkSequence);
+    calls_.Int(seq);
+    calls_.Int(forked.ok() ? *forked : -1);
+  }
+  PETREL_ASSIGN_OR_RETURN(const SeqId child, std::move(forked));
   if (auto found = seq_lora_.find(seq); found != seq_lora_.end()) {
     seq_lora_[child] = found->second;
   }

@@ -13,6 +13,7 @@
 #include "core/model/loader.h"
 #include "core/runtime/backend.h"
 #include "core/runtime/batch.h"
+#include "core/runtime/engine_calls.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/kv_cache.h"
 #include "core/runtime/memory_plan.h"
@@ -74,6 +75,16 @@ struct EngineOptions {
   // keeps their KV storage only, and exchanges hidden rows through the link. Every process
   // makes the same engine calls; Decode returns the same logits on each. Null: the whole model.
   std::shared_ptr<PipelineLink> pipeline;
+  // How the pipeline's processes agree on the engine calls. kEveryStage: each process makes
+  // the same calls itself (run, perplexity, bench). kFirstStageLeads: the first stage makes
+  // them (a server's scheduler), sends each call that changes the sequences or runs a pass to
+  // the other stages, which replay them in FollowFirstStage (engine_calls.h says why that
+  // keeps their KV caches the same), and alone receives the logits.
+  enum class PipelineCalls { kEveryStage, kFirstStageLeads };
+  PipelineCalls pipeline_calls = PipelineCalls::kEveryStage;
+  // With kFirstStageLeads: a batch is cut into this many passes (of whole tokens, at least one
+  // each) so that stage r + 1 runs one while stage r runs the next; 0: one per stage.
+  size_t pipeline_micro_batches = 0;
 };
 
 // The longest pass, a power of two from 64 (or max_batch_tokens if shorter) up to
@@ -139,18 +150,15 @@ class Engine {
 
   // Sequences: each holds the K/V rows of up to context() tokens in the paged cache. A new
   // sequence gets the adapters as loaded (EngineOptions::lora, each at its scale).
-  SeqId NewSequence() { return kv_->NewSequence(LoraKey({})); }
-  void FreeSequence(SeqId seq) {
-    kv_->FreeSequence(seq);
-    seq_lora_.erase(seq);
-  }
+  SeqId NewSequence();
+  void FreeSequence(SeqId seq);
   // A new sequence with the same tokens and adapters; it shares their K/V blocks until either
   // one writes.
   Result<SeqId> ForkSequence(SeqId seq);
   bool HasSequence(SeqId seq) const { return kv_->HasSequence(seq); }
   size_t SequenceLength(SeqId seq) const { return kv_->Length(seq); }  // tokens stored
   // Drops tokens past `length` (for example to re-run a turn).
-  Status TruncateSequence(SeqId seq, size_t length) { return kv_->Truncate(seq, length); }
+  Status TruncateSequence(SeqId seq, size_t length);
   size_t context() const { return kv_->context(); }  // tokens per sequence at most
   // The paged cache's occupancy, in blocks of kv_block_tokens() tokens (a server admits
   // requests while blocks remain and reports them in its metrics).
@@ -177,9 +185,7 @@ class Engine {
   }
   SeqId NewSequenceFromCache(std::span<const int32_t> tokens, size_t* reused_tokens,
                              std::span<const float> lora_scales = {});
-  void CacheSequenceBlocks(SeqId seq, std::span<const int32_t> tokens) {
-    kv_->CacheBlocks(seq, tokens);
-  }
+  void CacheSequenceBlocks(SeqId seq, std::span<const int32_t> tokens);
   size_t kv_cached_blocks() const { return kv_->cached_blocks(); }
 
   // A sequence's K/V rows, for session files: per layer, the K and the V rows of positions
@@ -193,7 +199,10 @@ class Engine {
   }
   // Empties `seq` and gives it `length` positions whose rows the caller then writes, layer by
   // layer, with WriteSequenceKv. On error `seq` is left empty.
+  // Neither is possible when the first stage leads (the rows of other stages' layers are not
+  // here).
   Status ResizeSequenceKv(SeqId seq, size_t length) {
+    if (leads()) return Error("session files cannot be read into a pipeline (--mpi)");
     PETREL_RETURN_IF_ERROR(kv_->Truncate(seq, 0));
     return kv_->Append(seq, length).status();
   }
@@ -228,8 +237,39 @@ class Engine {
   Status Prefill(SeqId seq, const std::vector<int32_t>& tokens, bool all_logits,
                  std::vector<float>* logits);
 
+  // With EngineOptions::pipeline_calls = kFirstStageLeads, on every stage but the first: replays
+  // the first stage's calls as they arrive until it stops (StopFollowers). An error: the link
+  // failed, or this stage's cache no longer matches the first stage's.
+  Status FollowFirstStage();
+  // On the first stage: tells the other stages to return from FollowFirstStage.
+  Status StopFollowers();
+
  private:
   Engine() = default;
+  // Whether this process is the first stage of a pipeline whose calls it leads.
+  bool leads() const {
+    return options_.pipeline &&
+           options_.pipeline_calls == EngineOptions::PipelineCalls::kFirstStageLeads &&
+           options_.pipeline->rank() == 0;
+  }
+  bool first_stage_leads() const {
+    return options_.pipeline &&
+           options_.pipeline_calls == EngineOptions::PipelineCalls::kFirstStageLeads;
+  }
+  // Whether this call is one the other stages must replay: the first stage leads and the call
+  // is not made from inside another recorded call (Step's Decode). Counted by RecordScope.
+  bool Records() const { return leads() && call_depth_ == 0; }
+  struct RecordScope {
+    explicit RecordScope(Engine* engine) : engine(engine) { ++engine->call_depth_; }
+    ~RecordScope() { --engine->call_depth_; }
+    Engine* engine;
+  };
+  // Sends the recorded calls to the other stages (before a pass, which needs them there).
+  Status SendCalls();
+  // Replays one call from `reader` (FollowFirstStage); `stop` is set by kStop.
+  Status ReplayCall(CallReader& reader, bool* stop);
+  // Decode when the first stage leads: passes of the batch's tokens in flight together.
+  Status DecodePipelined(const Batch& batch, std::vector<float>* logits);
   // The default micro-batch: the largest power of two from 64 up to max_batch_tokens whose
   // activation arenas stay within 1/kActivationShare of the weights, so that peak memory stays
   // close to weights + KV cache on small models while large ones get long passes.
@@ -296,6 +336,17 @@ class Engine {
   std::vector<float> step_logits_;
   std::vector<size_t> step_admitted_;  // indices of the admitted inputs, in input order
   std::vector<uint8_t> step_taken_;    // per input: its blocks were taken to test the fit
+  // Pipeline calls (engine_calls.cc).
+  CallWriter calls_;                              // recorded since the last SendCalls
+  int call_depth_ = 0;                            // recorded calls being made now (RecordScope)
+  std::vector<uint8_t> calls_in_;                 // a follower's last message
+  std::vector<std::vector<float>> pass_outputs_;  // DecodePipelined: each pass's output
+  // A follower's replayed Step: its inputs own their tokens.
+  std::vector<std::vector<int32_t>> replay_tokens_;
+  std::vector<StepInput> replay_inputs_;
+  std::vector<StepOutput> replay_outputs_;
+  Batch replay_batch_;
+  std::vector<float> replay_logits_;
 };
 
 }  // namespace petrel

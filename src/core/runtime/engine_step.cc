@@ -24,6 +24,21 @@ Status Engine::Step(std::span<const StepInput> inputs, std::vector<StepOutput>* 
     for (StepOutput& output : *outputs) output = StepOutput{status, {}};
     return status;
   }
+  if (Records()) {
+    calls_.Call(EngineCall::kStep);
+    calls_.Int(int64_t(n_inputs));
+    for (const StepInput& input : inputs) {
+      calls_.Int(input.seq);
+      calls_.Int(input.want_logits ? 1 : 0);
+      calls_.Array(input.tokens);
+    }
+    // The other stages need the call before this step's first pass sends them its rows.
+    if (Status sent = SendCalls(); !sent.ok()) {
+      for (StepOutput& output : *outputs) output = StepOutput{sent, {}};
+      return sent;
+    }
+  }
+  RecordScope scope(this);
   const int64_t n_vocab = model_->config.n_vocab;
   const size_t block_tokens = kv_->block_tokens();
   step_admitted_.clear();

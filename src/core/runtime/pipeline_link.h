@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "core/base/status.h"
 #include "core/model/loader.h"           // LoadedModel
@@ -30,6 +32,21 @@ class PipelineLink {
   // The last stage's output (logits or final hidden states), from it to every stage: `out`
   // holds them on the last stage and receives them on the others.
   virtual Status ShareOutput(float* out, size_t n_floats) = 0;
+
+  // When the first stage leads (EngineOptions::pipeline_calls): the engine calls it made since
+  // the last send, from it to every other stage. ReceiveCalls waits as long as the leader is
+  // idle (a server without requests), so it has no deadline.
+  virtual Status SendCalls(const std::vector<uint8_t>& calls) = 0;
+  virtual Status ReceiveCalls(std::vector<uint8_t>* calls) = 0;
+  // When the first stage leads, only it needs the output: the last stage sends it there, and
+  // the first stage posts a receive for each pass and waits for them all once every pass of
+  // the batch is on its way (so that the next pass's rows leave while later stages compute).
+  virtual Status SendOutputToFirst(const float* out, size_t n_floats) = 0;
+  virtual Status PostOutputReceive(float* out, size_t n_floats) = 0;
+  virtual Status WaitOutputs() = 0;
+  // Whether a transfer has failed (a neighbour gone or silent past the deadline): the pipeline
+  // cannot run another pass.
+  virtual bool failed() const = 0;
 };
 
 }  // namespace petrel
