@@ -33,7 +33,8 @@ class ContextParams(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("n_threads", ctypes.c_uint32),
                 ("context", ctypes.c_uint32), ("batch_tokens", ctypes.c_uint32),
                 ("kv_type", ctypes.c_int), ("lora", ctypes.POINTER(ctypes.c_char_p)),
-                ("n_lora", ctypes.c_size_t)]
+                ("n_lora", ctypes.c_size_t), ("n_sequences", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
 
 
 class SamplingParams(ctypes.Structure):
