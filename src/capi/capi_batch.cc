@@ -86,8 +86,8 @@ petrel_status petrel_decode_batch(petrel_context* ctx, const petrel_batch* batch
     std::vector<petrel::StepInput> inputs;
     inputs.reserve(items.size());
     for (const petrel_batch_sequence& item : items) {
-      inputs.push_back({ctx->seqs[item.seq], std::span(item.tokens, item.n_tokens),
-                        item.logits != nullptr});
+      inputs.push_back(
+          {ctx->seqs[item.seq], std::span(item.tokens, item.n_tokens), item.logits != nullptr});
     }
     std::vector<petrel::StepOutput> outputs;
     const petrel::Status step = ctx->engine->Step(inputs, &outputs);
