@@ -2,7 +2,8 @@
 # Builds Debian packages of petrel with dpkg-deb (docs/DEPLOY.md):
 #   petrel          the command (/usr/bin/petrel) and its docs
 #   libpetrel0      the C API's shared library (libpetrel.so.0), with shlibs and an ldconfig trigger
-#   libpetrel-dev   <petrel/petrel.h>, the libpetrel.so link and petrel.pc
+#   libpetrel-dev   <petrel/petrel.h>, the libpetrel.so link, libpetrel.a and petrel.pc
+#   python3-petrel  the Python package (bindings/python/petrel), over libpetrel0
 # Each package's Depends comes from dpkg-shlibdeps over its ELF files (the runtime libraries
 # they link: libc6, libstdc++6, libhwy1, libutf8proc2, libpcre2-8-0, libvulkan1 where Vulkan is
 # built). The build is release, prefix /usr, every Highway target, tests and benchmarks off, in
@@ -22,7 +23,7 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   meson setup "$build_dir" --buildtype=release --prefix=/usr -Dtests=disabled -Dbenchmarks=disabled \
     -Dcuda=disabled ${PETREL_MESON_ARGS:-} >&2
 fi
-ninja -C "$build_dir" ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} tools/petrel src/capi/libpetrel.so.0.1.0 >&2
+ninja -C "$build_dir" ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} tools/petrel src/capi/libpetrel.so.0.1.0 src/capi/libpetrel.a >&2
 stage=$(mktemp -d "${TMPDIR:-/tmp}/petrel-deb.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 meson install -C "$build_dir" --no-rebuild --destdir "$stage/install" >"$stage/install.log" 2>&1 ||
@@ -47,21 +48,25 @@ take() {  # take PACKAGE PATH...
     mv "$installed/$path" "$stage/$package/$path"
   done
 }
-take petrel usr/bin/petrel
+take petrel usr/bin/petrel usr/share/doc/petrel
 take libpetrel0 "$libdir/libpetrel.so.0" "$libdir/libpetrel.so.$version"
-take libpetrel-dev usr/include/petrel/petrel.h "$libdir/libpetrel.so" "$libdir/pkgconfig/petrel.pc"
+take libpetrel-dev usr/include/petrel/petrel.h "$libdir/libpetrel.so" "$libdir/libpetrel.a" \
+  "$libdir/pkgconfig/petrel.pc"
+# The Python package, in the site-packages folder of the python3 that configured the build.
+python_dir=$(cd "$installed" && find usr -type d -path '*-packages/petrel' | head -n 1)
+[ -n "$python_dir" ] || { echo "package-deb: meson install left no Python package" >&2; exit 1; }
+take python3-petrel "$python_dir"
 left=$(find "$installed" -type f -o -type l)
 if [ -n "$left" ]; then
   echo "package-deb: installed files no package takes:" >&2
   echo "$left" >&2
   exit 1
 fi
-for package in petrel libpetrel0 libpetrel-dev; do
+for package in petrel libpetrel0 libpetrel-dev python3-petrel; do
   doc=$stage/$package/usr/share/doc/$package
   mkdir -p "$doc"
   printf 'petrel %s\nLicense: Apache-2.0\n' "$version" >"$doc/copyright"
 done
-cp README.md docs/DEPLOY.md "$stage/petrel/usr/share/doc/petrel/"
 cp docs/LIBRARY.md "$stage/libpetrel-dev/usr/share/doc/libpetrel-dev/"
 # Binaries stripped of debug symbols, as Debian ships them.
 strip --strip-unneeded "$stage/petrel/usr/bin/petrel" "$stage/libpetrel0/$libdir/libpetrel.so.$version"
@@ -104,14 +109,18 @@ control libpetrel0 "$lib_depends" "CPU-first LLM inference engine: the C API lib
  libpetrel.so.0, the C API of petrel (<petrel/petrel.h>): models, contexts, streamed
  generation, chat templates, embeddings, LoRA adapters and sessions." "Multi-Arch: same"
 control libpetrel-dev "libpetrel0 (= $version)" "CPU-first LLM inference engine: C API development files
- The header <petrel/petrel.h>, the libpetrel.so link and petrel.pc for pkg-config." "Multi-Arch: same"
+ The header <petrel/petrel.h>, the libpetrel.so link, the static libpetrel.a and petrel.pc for
+ pkg-config." "Multi-Arch: same"
+control python3-petrel "libpetrel0 (= $version), python3" "CPU-first LLM inference engine: Python bindings
+ The petrel package: models, streamed generation, chat and embeddings from Python, over
+ libpetrel.so.0 through ctypes (no compiled extension)."
 # Other packages linking libpetrel depend on libpetrel0 of this version or newer; ldconfig runs
 # after the library is installed or removed.
 echo "libpetrel 0 libpetrel0 (>= $version)" >"$stage/libpetrel0/DEBIAN/shlibs"
 echo "activate-noawait ldconfig" >"$stage/libpetrel0/DEBIAN/triggers"
 
 mkdir -p "$out_dir"
-for package in petrel libpetrel0 libpetrel-dev; do
+for package in petrel libpetrel0 libpetrel-dev python3-petrel; do
   deb=$out_dir/${package}_${version}_${arch}.deb
   dpkg-deb --root-owner-group -Zxz --build "$stage/$package" "$deb" >&2
   echo "$deb"

@@ -23,12 +23,12 @@
 namespace petrel::tools {
 namespace {
 
-volatile std::sig_atomic_t g_interrupted = 0;
-void OnInterrupt(int) { g_interrupted = 1; }
+volatile std::sig_atomic_t g_chat_interrupted = 0;
+void OnChatInterrupt(int) { g_chat_interrupted = 1; }
 
-void InstallInterruptHandler() {
+void InstallChatInterruptHandler() {
   struct sigaction action = {};
-  action.sa_handler = OnInterrupt;
+  action.sa_handler = OnChatInterrupt;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // a Ctrl-C at the prompt must not end the input stream
   sigaction(SIGINT, &action, nullptr);
@@ -88,7 +88,7 @@ class ChatSession {
     PETREL_RETURN_IF_ERROR(engine_.TruncateSequence(seq_, common));
     cached_.resize(common);
     const std::vector<int32_t> fresh(ids.begin() + long(common), ids.end());
-    g_interrupted = 0;
+    g_chat_interrupted = 0;
     std::string reply;
     auto emit = [&](const std::string& text) {
       std::fwrite(text.data(), 1, text.size(), stdout);
@@ -100,7 +100,7 @@ class ChatSession {
         Sequence::Create(engine_, seq_, fresh, options,
                          [&](const GeneratedToken&, std::string_view text) {
                            emit(end_text_.Push(text));
-                           return g_interrupted == 0;
+                           return g_chat_interrupted == 0;
                          },
                          cached_));
     RunSpeculative(engine_, *sequence, speculator_);
@@ -230,7 +230,7 @@ Runner AddChatCommand(CLI::App& app) {
     auto speculator =
         args->draft.MakeSpeculator(**engine, model, options->sampling, options->ignore_eos);
     if (!speculator.ok()) return Fail(speculator.status());
-    InstallInterruptHandler();
+    InstallChatInterruptHandler();
     ChatSession session(**engine, *prompt, *options, speculator->get());
     session.SetSystem(system);
     std::fputs(kHelp, stderr);

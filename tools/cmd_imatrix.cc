@@ -21,7 +21,7 @@ namespace {
 
 constexpr size_t kDefaultChunk = 512;  // llama-imatrix's usual -c
 
-struct Args {
+struct ImatrixArgs {
   ModelOptions model;
   std::string text_path;
   std::string output_path = "imatrix.gguf";
@@ -46,7 +46,7 @@ void ShowProgress(size_t done, size_t total, double ppl,
   std::fflush(stderr);
 }
 
-int Run(Args& args) {
+int Run(ImatrixArgs& args) {
   if (args.text_path.empty()) return Fail(Error("imatrix: give the calibration text with -f FILE"));
   if (Status status = args.model.Check(); !status.ok()) return Fail(status);
   ImatrixFormat format =
@@ -116,7 +116,7 @@ int Run(Args& args) {
 }  // namespace
 
 Runner AddImatrixCommand(CLI::App& app) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<ImatrixArgs>();
   CLI::App* cmd = app.add_subcommand(
       "imatrix",
       "importance matrix of a model's weights over a calibration text, for quantize --imatrix");

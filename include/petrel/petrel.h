@@ -88,6 +88,11 @@ typedef struct petrel_context_params {
    * "FILE" or "FILE:SCALE" (a GGUF adapter or a PEFT folder; scale 1 by default). Copied. */
   const char* const* lora;
   size_t n_lora;
+  /* Sequences the context holds for petrel_decode_batch (default 1; 0 reads as 1), each with
+   * room for `context` tokens. Sequence 0 is the context's own text, the one petrel_generate
+   * continues. */
+  uint32_t n_sequences;
+  uint32_t reserved; /* 0 */
 } petrel_context_params;
 
 #define PETREL_SEED_RANDOM UINT64_MAX
@@ -171,7 +176,7 @@ PETREL_API petrel_status petrel_context_new(petrel_model* model,
                                             const petrel_context_params* params,
                                             petrel_context** out);
 PETREL_API void petrel_context_free(petrel_context* ctx);
-/* Forgets every token: the next petrel_generate starts a new text (with BOS). */
+/* Forgets every token of every sequence: the next petrel_generate starts a new text (BOS). */
 PETREL_API petrel_status petrel_context_reset(petrel_context* ctx);
 /* Tokens the context holds, a token sampled last and not yet fed included (0 for NULL). */
 PETREL_API size_t petrel_context_n_tokens(const petrel_context* ctx);
@@ -186,6 +191,37 @@ PETREL_API petrel_status petrel_generate(petrel_context* ctx, const char* prompt
                                          const petrel_sampling_params* params,
                                          petrel_token_callback callback, void* user_data,
                                          petrel_generate_result* result);
+
+/* ---- Batched decoding ---- */
+
+/* One sequence's part of a batch: `n_tokens` ids (at least 1) that continue sequence `seq`. */
+typedef struct petrel_batch_sequence {
+  uint32_t seq;          /* 0 .. n_sequences - 1 of the context; at most once per batch */
+  const int32_t* tokens; /* the ids, in order */
+  size_t n_tokens;
+  /* NULL, or room for petrel_model_n_vocab() floats: the logits after its last token. */
+  float* logits;
+  petrel_status status; /* set by the call: this sequence's outcome */
+} petrel_batch_sequence;
+
+typedef struct petrel_batch {
+  size_t struct_size;               /* sizeof(petrel_batch) */
+  petrel_batch_sequence* sequences; /* n_sequences entries (their status fields are written) */
+  size_t n_sequences;
+} petrel_batch;
+
+/* Feeds several sequences of one context in one forward pass (prompt chunks and single-token
+ * decodes together; at most the context's batch_tokens tokens in all), the way to generate for
+ * many prompts at once with a sampler of the caller's own on the logits. Each sequence is
+ * admitted on its own: one whose tokens do not fit its context or the KV cache, or hold an id
+ * outside the vocabulary, gets its error in `status`, stays as it was, and the others still
+ * run. Returns PETREL_OK when every sequence advanced, else the first failed sequence's status
+ * (petrel_last_error says which and why). A batch that cannot run at all (a NULL pointer, a
+ * sequence id out of range, too many tokens) is PETREL_ERR_INVALID_ARGUMENT and changes
+ * nothing. Tokens fed to sequence 0 become part of the context's text (a token
+ * petrel_generate sampled and had not fed yet is dropped). One thread at a time per context,
+ * as every call on a context; petrel_context_reset empties every sequence. */
+PETREL_API petrel_status petrel_decode_batch(petrel_context* ctx, const petrel_batch* batch);
 
 /* ---- Chat templates ---- */
 

@@ -25,6 +25,8 @@ namespace {
 
 // At most this many threads per context: more is a mistake, not a machine.
 constexpr uint32_t kMaxThreads = 4096;
+// At most this many sequences per context (each has a full context's KV room).
+constexpr uint32_t kMaxSequences = 1024;
 
 Result<DType> KvType(const petrel_kv_type& type) {
   switch (EnumBits(type)) {
@@ -196,6 +198,15 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
       return FailF(PETREL_ERR_INVALID_ARGUMENT, "petrel_context_params: n_threads %u (at most %u)",
                    given.n_threads, petrel::capi::kMaxThreads);
     }
+    if (given.reserved != 0) {
+      return Fail(PETREL_ERR_INVALID_ARGUMENT, "petrel_context_params: reserved must be 0");
+    }
+    const uint32_t n_sequences = given.n_sequences == 0 ? 1 : given.n_sequences;
+    if (n_sequences > petrel::capi::kMaxSequences) {
+      return FailF(PETREL_ERR_INVALID_ARGUMENT,
+                   "petrel_context_params: n_sequences %u (at most %u)", n_sequences,
+                   petrel::capi::kMaxSequences);
+    }
     if (given.batch_tokens == 0) {
       return Fail(PETREL_ERR_INVALID_ARGUMENT,
                   "petrel_context_params: batch_tokens must be positive");
@@ -226,7 +237,7 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
     options.context = given.context;
     options.max_batch_tokens = given.batch_tokens;
     options.kv_type = *kv_type;
-    options.max_sequences = 1;
+    options.max_sequences = n_sequences;
     options.device = model->device;
     if (model->device != "cpu") {
       options.device_layer_rule =
@@ -245,7 +256,8 @@ petrel_status petrel_context_new(petrel_model* model, const petrel_context_param
     }
     if (!ctx->engine->tokenizer())
       return Fail(PETREL_ERR_STATE, "petrel_context_new: the model has no tokenizer");
-    ctx->seq = ctx->engine->NewSequence();
+    for (uint32_t i = 0; i < n_sequences; ++i) ctx->seqs.push_back(ctx->engine->NewSequence());
+    ctx->seq = ctx->seqs[0];
     ctx->decoder = std::make_unique<petrel::StreamDecoder>(*ctx->engine->tokenizer());
     *out = ctx.release();
     petrel::capi::AddLiveContext(*out, model);
@@ -276,8 +288,10 @@ petrel_status petrel_context_reset(petrel_context* ctx) {
     }
     petrel::capi::BusyScope busy(ctx);
     if (!busy.taken()) return petrel::capi::RefuseBusy("petrel_context_reset");
-    if (petrel::Status status = ctx->engine->TruncateSequence(ctx->seq, 0); !status.ok()) {
-      return Fail(PETREL_ERR_BACKEND, "petrel_context_reset: " + status.message());
+    for (petrel::SeqId seq : ctx->seqs) {
+      if (petrel::Status status = ctx->engine->TruncateSequence(seq, 0); !status.ok()) {
+        return Fail(PETREL_ERR_BACKEND, "petrel_context_reset: " + status.message());
+      }
     }
     ctx->held.clear();
     ctx->pending = -1;

@@ -19,7 +19,7 @@
 // Input structs have no padding at their end, so that a field a later version appends starts
 // at this version's sizeof and an older library sees it as an unknown, non-zero byte.
 static_assert(sizeof(petrel_model_params) == 24);
-static_assert(sizeof(petrel_context_params) == 40);
+static_assert(sizeof(petrel_context_params) == 48);
 static_assert(sizeof(petrel_sampling_params) == 56);
 
 namespace petrel::capi {
@@ -100,6 +100,8 @@ petrel_context_params petrel_context_default_params(void) {
   params.kv_type = PETREL_KV_F16;
   params.lora = nullptr;
   params.n_lora = 0;
+  params.n_sequences = 1;
+  params.reserved = 0;
   return params;
 }
 

@@ -37,7 +37,8 @@ struct petrel_model {
 struct petrel_context {
   petrel_model* model = nullptr;
   std::unique_ptr<petrel::Engine> engine;
-  petrel::SeqId seq = -1;
+  petrel::SeqId seq = -1;  // the context's own text: seqs[0]
+  std::vector<petrel::SeqId> seqs;  // every sequence petrel_decode_batch may feed
   std::vector<int32_t> held;  // the tokens the engine sequence holds, in order
   // The token sampled last and not yet fed (a generation that stopped at max_tokens or was
   // cancelled); -1 when none. The next petrel_generate feeds it first, so it resumes.

@@ -15,6 +15,7 @@
 #include "quant/iq2_search.h"
 #include "quant/iq2_weighted.h"
 #include "quant/iq_grids.h"
+#include "quant/iq_weighted_common.h"
 
 namespace petrel::quant {
 namespace {
@@ -22,17 +23,6 @@ namespace {
 // The three levels with the delta added (`kShiftUp`) or subtracted (`kShiftDown`).
 constexpr float kShiftUp[3] = {-1 + kIQ1Delta, kIQ1Delta, 1 + kIQ1Delta};
 constexpr float kShiftDown[3] = {-1 - kIQ1Delta, -kIQ1Delta, 1 - kIQ1Delta};
-
-// ggml's MAX: the first argument unless the second is larger.
-float Max(float a, float b) { return a > b ? a : b; }
-
-int Clamp(int value, int lo, int hi) { return value < lo ? lo : value > hi ? hi : value; }
-
-float SumOfSquares(const float* x) {
-  float sum = 0;
-  for (size_t i = 0; i < kQK_K; ++i) sum += x[i] * x[i];
-  return sum;
-}
 
 // The element indices of `xb` (n) in ascending order of value, equal values in index order.
 template <int n>
@@ -46,16 +36,10 @@ void SplitLevels(int n, const int* order, int i1, int i2, int8_t* levels) {
   for (int j = 0; j < n; ++j) levels[order[j]] = int8_t(j < i1 ? 0 : j < i2 ? 1 : 2);
 }
 
-IQ2Key KeyOf(const int8_t* levels) {
-  IQ2Key key = 0;
-  for (int i = 0; i < 8; ++i) key = IQ2Key(key | (levels[i] << (2 * i)));
-  return key;
-}
-
 // The grid index of a group's levels, moving them to the best neighbour where off the grid.
 int GroupIndex(const IQ2SearchTable& table, const float* xb, const float* weight, float scale,
                const float* level_values, int8_t* levels, bool* all_on_grid) {
-  const IQ2Key key = KeyOf(levels);
+  const IQ2Key key = LevelsKey(levels);
   const int index = table.IndexOf(key);
   if (index >= 0) return index;
   *all_on_grid = false;
@@ -78,14 +62,14 @@ void QuantizeIQ1_SWeighted(const float* src, void* dst, size_t n, const float* i
     y.d = F32ToF16(0.f);
     std::memset(y.qs, 0, sizeof(y.qs));
     std::memset(y.qh, 0, sizeof(y.qh));
-    const float sigma2 = 2 * SumOfSquares(xbl) / kQK_K;
+    const float sigma2 = 2 * SuperBlockSumOfSquares(xbl) / kQK_K;
     for (size_t ib = 0; ib < kQK_K / kBlock; ++ib) {
       const float* xb = xbl + kBlock * ib;
       const float* qw = importance + kQK_K * ibl + kBlock * ib;
       float weight[kBlock];
       for (int i = 0; i < kBlock; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
       float max = std::fabs(xb[0]);
-      for (int i = 1; i < kBlock; ++i) max = Max(max, std::fabs(xb[i]));
+      for (int i = 1; i < kBlock; ++i) max = GgmlMax(max, std::fabs(xb[i]));
       if (max < kIQ1SGroupMaxEps) {
         scales[ib] = 0;
         shifts[ib] = 1;
@@ -162,14 +146,14 @@ void QuantizeIQ1_SWeighted(const float* src, void* dst, size_t n, const float* i
       y.qh[ib] = high;
       scales[ib] = scale;
       shifts[ib] = int8_t(best_shift);
-      max_scale = Max(max_scale, scale);
+      max_scale = GgmlMax(max_scale, scale);
     }
     if (!max_scale) continue;
     const float d = max_scale / 15;
     y.d = F32ToF16(d * 1.125f);
     const float id = 1 / d;
     for (size_t ib = 0; ib < kQK_K / kBlock; ++ib) {
-      int code = Clamp(NearestInt(0.5f * (id * scales[ib] - 1)), 0, 7);
+      int code = ClampInt(NearestInt(0.5f * (id * scales[ib] - 1)), 0, 7);
       if (shifts[ib] == -1) code |= 8;
       y.qh[ib] = uint16_t(y.qh[ib] | (code << 12));
     }
@@ -195,7 +179,7 @@ void QuantizeIQ1_MWeighted(const float* src, void* dst, size_t n, const float* i
     int8_t shifts[kQK_K / kBlock];
     float max_scale = 0;
     std::memset(&y, 0, sizeof(y));
-    const float sigma2 = 2 * SumOfSquares(xbl) / kQK_K;
+    const float sigma2 = 2 * SuperBlockSumOfSquares(xbl) / kQK_K;
     float weight[kBlock];
     const auto sub_block_weights = [&](const float* xb, size_t ib) {
       const float* qw = importance + kQK_K * ibl + kBlock * ib;
@@ -205,7 +189,7 @@ void QuantizeIQ1_MWeighted(const float* src, void* dst, size_t n, const float* i
       const float* xb = xbl + kBlock * ib;
       sub_block_weights(xb, ib);
       float max = std::fabs(xb[0]);
-      for (int i = 1; i < kBlock; ++i) max = Max(max, std::fabs(xb[i]));
+      for (int i = 1; i < kBlock; ++i) max = GgmlMax(max, std::fabs(xb[i]));
       if (max < kIQ1MGroupMaxEps) {
         scales[ib] = 0;
         shifts[ib] = 0;
@@ -300,7 +284,7 @@ void QuantizeIQ1_MWeighted(const float* src, void* dst, size_t n, const float* i
       y.qh[ib] = uint8_t((index[0] >> 8) | ((index[1] >> 8) << 4));
       scales[ib] = scale;
       shifts[ib] = int8_t(best_code);
-      max_scale = Max(max_scale, scale);
+      max_scale = GgmlMax(max_scale, scale);
     }
     if (!max_scale) continue;
 
@@ -310,7 +294,7 @@ void QuantizeIQ1_MWeighted(const float* src, void* dst, size_t n, const float* i
     const float id = 1 / d;
     float sumqx = 0, sumq2 = 0;
     for (size_t ib = 0; ib < kQK_K / kBlock; ++ib) {
-      const int code = Clamp(NearestInt(0.5f * (id * scales[ib] - 1)), 0, 7);
+      const int code = ClampInt(NearestInt(0.5f * (id * scales[ib] - 1)), 0, 7);
       sc[ib / 4] = uint16_t(sc[ib / 4] | (code << (3 * (ib % 4))));
       y.qh[ib] = uint8_t(y.qh[ib] | kShiftMasks[shifts[ib]]);
       const float* xb = xbl + kBlock * ib;

@@ -13,31 +13,21 @@
 #include "quant/f16.h"
 #include "quant/formats.h"
 #include "quant/iq2_search.h"
+#include "quant/iq_weighted_common.h"
 
 namespace petrel::quant {
 namespace {
 
 constexpr int kMaxQ = 3;  // levels 0..kMaxQ-1 = 0..2, standing for 1, 3, 5
 
-// ggml's MAX: the first argument unless the second is larger.
-float Max(float a, float b) { return a > b ? a : b; }
-
-int Clamp(int value, int lo, int hi) { return value < lo ? lo : value > hi ? hi : value; }
-
 // The grid level of magnitude `xval` at inverse scale `id`.
 int LevelOf(float id, float xval) {
-  return Clamp(NearestInt(0.5f * (id * xval - 1)), 0, kMaxQ - 1);
-}
-
-IQ2Key KeyOf(const int8_t* levels) {
-  IQ2Key key = 0;
-  for (int i = 0; i < 8; ++i) key = IQ2Key(key | (levels[i] << (2 * i)));
-  return key;
+  return ClampInt(NearestInt(0.5f * (id * xval - 1)), 0, kMaxQ - 1);
 }
 
 // The grid index of levels known to be a grid point (0 should a non-finite input break that).
 int GridIndex(const IQ2SearchTable& table, const int8_t* levels) {
-  const int index = table.IndexOf(KeyOf(levels));
+  const int index = table.IndexOf(LevelsKey(levels));
   return index < 0 ? 0 : index;
 }
 
@@ -102,7 +92,7 @@ void GridLevels(const IQ2SearchTable& table, int n_groups, float id, float scale
   for (int k = 0; k < n_groups; ++k) {
     int8_t* group = levels + 8 * k;
     for (int i = 0; i < 8; ++i) group[i] = int8_t(LevelOf(id, xval[8 * k + i]));
-    const IQ2Key key = KeyOf(group);
+    const IQ2Key key = LevelsKey(group);
     const bool found = table.IndexOf(key) >= 0;
     if (!found) IQ2BestNeighbour(table, key, xval + 8 * k, waux + 8 * k, scale, group);
     if (on_grid) on_grid[k] = found;
@@ -150,15 +140,9 @@ void SubBlockWeights(int n, const float* xb, const float* importance, float sigm
   for (int i = 0; i < n; ++i) waux[i] = std::sqrt(weight[i]);
 }
 
-float SumOfSquares(const float* x) {
-  float sum = 0;
-  for (size_t i = 0; i < kQK_K; ++i) sum += x[i] * x[i];
-  return sum;
-}
-
 // The 4-bit code of sub-block scale `scale` against super-block scale 1 / `id`.
 uint8_t ScaleCode(float id, float scale) {
-  return uint8_t(Clamp(NearestInt(0.5f * (id * scale - 1)), 0, 15));
+  return uint8_t(ClampInt(NearestInt(0.5f * (id * scale - 1)), 0, 15));
 }
 
 }  // namespace
@@ -174,7 +158,7 @@ void QuantizeIQ2_XXSWeighted(const float* src, void* dst, size_t n, const float*
     float scales[kQK_K / 32];
     float max_scale = 0;
     y.d = F32ToF16(0.f);
-    const float sigma2 = SumOfSquares(xbl) / kQK_K;
+    const float sigma2 = SuperBlockSumOfSquares(xbl) / kQK_K;
     for (size_t ib = 0; ib < kQK_K / 32; ++ib) {
       const float* xb = xbl + 32 * ib;
       float weight[32], waux[32], xval[32];
@@ -183,7 +167,7 @@ void QuantizeIQ2_XXSWeighted(const float* src, void* dst, size_t n, const float*
       SubBlockWeights(32, xb, importance + kQK_K * ibl + 32 * ib, sigma2, weight, waux);
       for (int k = 0; k < 4; ++k) signs[k] = EvenSigns(xb + 8 * k, weight + 8 * k, xval + 8 * k);
       float max = xval[0];
-      for (int i = 1; i < 32; ++i) max = Max(max, xval[i]);
+      for (int i = 1; i < 32; ++i) max = GgmlMax(max, xval[i]);
       if (max < kGroupMaxEps) {
         scales[ib] = 0;
         continue;
@@ -223,7 +207,7 @@ void QuantizeIQ2_XXSWeighted(const float* src, void* dst, size_t n, const float*
         q2[2 * ib + 1] |= uint32_t(signs[k]) << (7 * k);
       }
       scales[ib] = scale;
-      max_scale = Max(max_scale, scale);
+      max_scale = GgmlMax(max_scale, scale);
     }
     if (!max_scale) {
       std::memset(y.qs, 0, sizeof(y.qs));
@@ -250,7 +234,7 @@ void QuantizeIQ2_XSWeighted(const float* src, void* dst, size_t n, const float* 
     float max_scale = 0;
     y.d = F32ToF16(0.f);
     std::memset(y.scales, 0, sizeof(y.scales));
-    const float sigma2 = SumOfSquares(xbl) / kQK_K;
+    const float sigma2 = SuperBlockSumOfSquares(xbl) / kQK_K;
     for (size_t ib = 0; ib < kQK_K / 16; ++ib) {
       const float* xb = xbl + 16 * ib;
       float weight[16], waux[16], xval[16];
@@ -259,7 +243,7 @@ void QuantizeIQ2_XSWeighted(const float* src, void* dst, size_t n, const float* 
       SubBlockWeights(16, xb, importance + kQK_K * ibl + 16 * ib, sigma2, weight, waux);
       for (int k = 0; k < 2; ++k) signs[k] = EvenSigns(xb + 8 * k, weight + 8 * k, xval + 8 * k);
       float max = xval[0];
-      for (int i = 1; i < 16; ++i) max = Max(max, xval[i]);
+      for (int i = 1; i < 16; ++i) max = GgmlMax(max, xval[i]);
       if (max < kGroupMaxEps) {
         scales[ib] = 0;
         continue;
@@ -273,7 +257,7 @@ void QuantizeIQ2_XSWeighted(const float* src, void* dst, size_t n, const float* 
         q2[2 * ib + k] = uint16_t(GridIndex(table, levels + 8 * k) | (signs[k] << 9));
       }
       scales[ib] = scale;
-      max_scale = Max(max_scale, scale);
+      max_scale = GgmlMax(max_scale, scale);
     }
     if (!max_scale) {
       std::memset(y.qs, 0, sizeof(y.qs));
@@ -301,7 +285,7 @@ void QuantizeIQ2_SWeighted(const float* src, void* dst, size_t n, const float* i
     float max_scale = 0;
     std::memset(&y, 0, sizeof(y));
     y.d = F32ToF16(0.f);
-    const float sigma2 = 2 * SumOfSquares(xbl) / kQK_K;
+    const float sigma2 = 2 * SuperBlockSumOfSquares(xbl) / kQK_K;
     for (size_t ib = 0; ib < kQK_K / 16; ++ib) {
       const float* xb = xbl + 16 * ib;
       float weight[16], waux[16], xval[16];
@@ -317,7 +301,7 @@ void QuantizeIQ2_SWeighted(const float* src, void* dst, size_t n, const float* i
         }
       }
       float max = xval[0];
-      for (int i = 1; i < 16; ++i) max = Max(max, xval[i]);
+      for (int i = 1; i < 16; ++i) max = GgmlMax(max, xval[i]);
       if (max < kIQ2SGroupMaxEps) {
         scales[ib] = 0;
         continue;
@@ -335,7 +319,7 @@ void QuantizeIQ2_SWeighted(const float* src, void* dst, size_t n, const float* i
         y.qs[kQK_K / 8 + i8] = signs[k];
       }
       scales[ib] = scale;
-      max_scale = Max(max_scale, scale);
+      max_scale = GgmlMax(max_scale, scale);
     }
     if (!max_scale) continue;
     const float d = max_scale / 31;

@@ -126,7 +126,7 @@ ApiResult ReadUser(const json& content, const std::string& where, json* messages
   return std::nullopt;
 }
 
-ApiResult ReadMessages(const json& request, CompletionRequest* out) {
+ApiResult ReadAnthropicMessages(const json& request, CompletionRequest* out) {
   out->messages = json::array();
   if (auto system = request.find("system"); system != request.end() && !system->is_null()) {
     std::string text;
@@ -247,7 +247,7 @@ ApiResult ParseMessagesRequest(const std::string& body, const RequestLimits& lim
   }
   const FieldReader fields(request);
   PETREL_RETURN_IF_API_ERROR(fields.String("model", 1024, &out->model));
-  PETREL_RETURN_IF_API_ERROR(ReadMessages(request, out));
+  PETREL_RETURN_IF_API_ERROR(ReadAnthropicMessages(request, out));
   if (!fields.Find("max_tokens")) {
     return Invalid("max_tokens", "is required", "missing_required_parameter");
   }

@@ -7,7 +7,8 @@
 namespace petrel::server {
 namespace {
 
-using json = nlohmann::json;
+// Keys in sorted order (the other handlers use ordered_json).
+using sorted_json = nlohmann::json;
 
 std::string NewId(const char* prefix) {
   std::random_device random;
@@ -16,8 +17,8 @@ std::string NewId(const char* prefix) {
   return std::string(prefix) + hex;
 }
 
-json Bytes(const std::string& text) {
-  json bytes = json::array();
+sorted_json Bytes(const std::string& text) {
+  sorted_json bytes = sorted_json::array();
   for (unsigned char c : text) bytes.push_back(int(c));
   return bytes;
 }
@@ -33,29 +34,30 @@ OpenAiResponse::OpenAiResponse(const CompletionRequest& request, const Tokenizer
       created_(static_cast<long long>(std::time(nullptr))),
       choices_(request.n) {}
 
-std::string OpenAiResponse::Data(const json& value) {
-  return "data: " + value.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+std::string OpenAiResponse::Data(const sorted_json& value) {
+  return "data: " + value.dump(-1, ' ', false, sorted_json::error_handler_t::replace) + "\n\n";
 }
 
-json OpenAiResponse::Envelope(const char* object) const {
-  return json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
+sorted_json OpenAiResponse::Envelope(const char* object) const {
+  return sorted_json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
 }
 
-json OpenAiResponse::UsageJson(const Usage& usage) {
-  return json{{"prompt_tokens", usage.prompt_tokens},
-              {"completion_tokens", usage.completion_tokens},
-              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-              {"prompt_tokens_details", json{{"cached_tokens", usage.cached_tokens}}}};
+sorted_json OpenAiResponse::UsageJson(const Usage& usage) {
+  return sorted_json{
+      {"prompt_tokens", usage.prompt_tokens},
+      {"completion_tokens", usage.completion_tokens},
+      {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+      {"prompt_tokens_details", sorted_json{{"cached_tokens", usage.cached_tokens}}}};
 }
 
-json OpenAiResponse::LogprobsJson(const std::vector<GeneratedToken>& tokens,
-                                  size_t text_offset) const {
+sorted_json OpenAiResponse::LogprobsJson(const std::vector<GeneratedToken>& tokens,
+                                         size_t text_offset) const {
   auto text_of = [&](int32_t id) { return tokenizer_.Decode({id}, /*skip_special=*/false); };
   if (request_.endpoint == Endpoint::kChat) {
-    json content = json::array();
+    sorted_json content = sorted_json::array();
     for (const GeneratedToken& token : tokens) {
       const std::string text = text_of(token.id);
-      json top = json::array();
+      sorted_json top = sorted_json::array();
       for (size_t i = 0; i < token.top.size() && i < request_.top_logprobs; ++i) {
         const std::string alt = text_of(token.top[i].id);
         top.push_back({{"token", alt}, {"logprob", token.top[i].logprob}, {"bytes", Bytes(alt)}});
@@ -65,16 +67,16 @@ json OpenAiResponse::LogprobsJson(const std::vector<GeneratedToken>& tokens,
                          {"bytes", Bytes(text)},
                          {"top_logprobs", top}});
     }
-    return json{{"content", content}};
+    return sorted_json{{"content", content}};
   }
   // The legacy completions form: parallel arrays.
-  json texts = json::array(), logprobs = json::array(), tops = json::array(),
-       offsets = json::array();
+  sorted_json texts = sorted_json::array(), logprobs = sorted_json::array(),
+              tops = sorted_json::array(), offsets = sorted_json::array();
   for (const GeneratedToken& token : tokens) {
     const std::string text = text_of(token.id);
     texts.push_back(text);
     logprobs.push_back(token.logprob);
-    json top = json::object();
+    sorted_json top = sorted_json::object();
     for (size_t i = 0; i < token.top.size() && i < request_.top_logprobs; ++i) {
       top[text_of(token.top[i].id)] = token.top[i].logprob;
     }
@@ -82,10 +84,10 @@ json OpenAiResponse::LogprobsJson(const std::vector<GeneratedToken>& tokens,
     offsets.push_back(text_offset);
     text_offset += text.size();
   }
-  return json{{"tokens", texts},
-              {"token_logprobs", logprobs},
-              {"top_logprobs", tops},
-              {"text_offset", offsets}};
+  return sorted_json{{"tokens", texts},
+                     {"token_logprobs", logprobs},
+                     {"top_logprobs", tops},
+                     {"text_offset", offsets}};
 }
 
 bool OpenAiResponse::ParsesReply() const {
@@ -93,13 +95,13 @@ bool OpenAiResponse::ParsesReply() const {
          (request_.reply.tool_calls || request_.reply.reasoning);
 }
 
-std::string OpenAiResponse::Chunk(size_t index, json delta, const json& logprobs,
-                                  const json& finish_reason) const {
-  json chunk = Envelope("chat.completion.chunk");
-  chunk["choices"] = json::array({json{{"index", index},
-                                       {"delta", std::move(delta)},
-                                       {"logprobs", logprobs},
-                                       {"finish_reason", finish_reason}}});
+std::string OpenAiResponse::Chunk(size_t index, sorted_json delta, const sorted_json& logprobs,
+                                  const sorted_json& finish_reason) const {
+  sorted_json chunk = Envelope("chat.completion.chunk");
+  chunk["choices"] = sorted_json::array({sorted_json{{"index", index},
+                                                     {"delta", std::move(delta)},
+                                                     {"logprobs", logprobs},
+                                                     {"finish_reason", finish_reason}}});
   if (request_.include_usage) chunk["usage"] = nullptr;
   return Data(chunk);
 }
@@ -110,28 +112,30 @@ std::string OpenAiResponse::ReplyChunks(ChoiceText& choice, size_t index, const 
                                         const std::vector<GeneratedToken>& tokens) {
   std::string out;
   auto delta_start = [&]() {
-    json delta = json::object();
+    sorted_json delta = sorted_json::object();
     if (!choice.started) delta["role"] = "assistant";
     choice.started = true;
     return delta;
   };
   const bool with_logprobs = request_.logprobs && !tokens.empty();
   if (!parts.reasoning.empty() || !parts.content.empty() || with_logprobs) {
-    json delta = delta_start();
+    sorted_json delta = delta_start();
     if (!parts.reasoning.empty()) delta["reasoning_content"] = parts.reasoning;
     if (!parts.content.empty() || parts.reasoning.empty()) delta["content"] = parts.content;
     out += Chunk(index, std::move(delta),
-                 request_.logprobs ? LogprobsJson(tokens, choice.text.size()) : json(), nullptr);
+                 request_.logprobs ? LogprobsJson(tokens, choice.text.size()) : sorted_json(),
+                 nullptr);
   }
   for (size_t i = 0; i < parts.calls.size(); ++i) {
     const size_t call_index = parts.first_call_index + i;
-    json head = delta_start();
+    sorted_json head = delta_start();
     head["content"] = nullptr;
-    head["tool_calls"] = json::array({ToolCallHeadDelta(parts.calls[i], call_index)});
+    head["tool_calls"] = sorted_json::array({ToolCallHeadDelta(parts.calls[i], call_index)});
     out += Chunk(index, std::move(head), nullptr, nullptr);
     out += Chunk(
         index,
-        json{{"tool_calls", json::array({ToolCallArgumentsDelta(parts.calls[i], call_index)})}},
+        sorted_json{{"tool_calls",
+                     sorted_json::array({ToolCallArgumentsDelta(parts.calls[i], call_index)})}},
         nullptr, nullptr);
   }
   return out;
@@ -150,7 +154,7 @@ std::string OpenAiResponse::StreamEvent(const JobEvent& event) {
     }
     if (event.kind == JobEvent::Kind::kChoiceEnd) {
       std::string out = ReplyChunks(choice, event.choice, choice.reply->Finish(), {});
-      json delta = json::object();
+      sorted_json delta = sorted_json::object();
       if (!choice.started) delta["role"] = "assistant";
       choice.started = true;
       const bool called = choice.reply->calls_sent() > 0 && event.finish_reason == "stop";
@@ -160,19 +164,19 @@ std::string OpenAiResponse::StreamEvent(const JobEvent& event) {
     }
     return "";
   }
-  json entry = {{"index", event.choice}};
+  sorted_json entry = {{"index", event.choice}};
   switch (event.kind) {
     case JobEvent::Kind::kDelta: {
       if (event.text.empty() && event.tokens.empty()) return "";
       if (chat) {
-        json delta = {{"content", event.text}};
+        sorted_json delta = {{"content", event.text}};
         if (!choice.started) delta = {{"role", "assistant"}, {"content", event.text}};
         entry["delta"] = delta;
       } else {
         entry["text"] = event.text;
       }
       entry["logprobs"] =
-          request_.logprobs ? LogprobsJson(event.tokens, choice.text.size()) : json();
+          request_.logprobs ? LogprobsJson(event.tokens, choice.text.size()) : sorted_json();
       entry["finish_reason"] = nullptr;
       choice.text += event.text;
       choice.started = true;
@@ -180,7 +184,8 @@ std::string OpenAiResponse::StreamEvent(const JobEvent& event) {
     }
     case JobEvent::Kind::kChoiceEnd:
       if (chat) {
-        entry["delta"] = choice.started ? json::object() : json{{"role", "assistant"}};
+        entry["delta"] =
+            choice.started ? sorted_json::object() : sorted_json{{"role", "assistant"}};
       } else {
         entry["text"] = "";
       }
@@ -192,26 +197,26 @@ std::string OpenAiResponse::StreamEvent(const JobEvent& event) {
     case JobEvent::Kind::kError:
       return "";
   }
-  json chunk = Envelope(chat ? "chat.completion.chunk" : "text_completion");
-  chunk["choices"] = json::array({entry});
+  sorted_json chunk = Envelope(chat ? "chat.completion.chunk" : "text_completion");
+  chunk["choices"] = sorted_json::array({entry});
   if (request_.include_usage) chunk["usage"] = nullptr;
   return Data(chunk);
 }
 
 std::string OpenAiResponse::StreamUsage(const Usage& usage) const {
-  json chunk =
+  sorted_json chunk =
       Envelope(request_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
-  chunk["choices"] = json::array();
+  chunk["choices"] = sorted_json::array();
   chunk["usage"] = UsageJson(usage);
   return Data(chunk);
 }
 
 std::string OpenAiResponse::StreamError(const ApiError& error) {
-  json body = {{"error",
-                {{"message", error.message},
-                 {"type", error.type},
-                 {"param", error.param.empty() ? json() : json(error.param)},
-                 {"code", error.code.empty() ? json() : json(error.code)}}}};
+  sorted_json body = {{"error",
+                       {{"message", error.message},
+                        {"type", error.type},
+                        {"param", error.param.empty() ? sorted_json() : sorted_json(error.param)},
+                        {"code", error.code.empty() ? sorted_json() : sorted_json(error.code)}}}};
   return Data(body);
 }
 
@@ -241,21 +246,22 @@ void OpenAiResponse::Add(const JobEvent& event) {
 
 std::string OpenAiResponse::Body(const Usage& usage) const {
   const bool chat = request_.endpoint == Endpoint::kChat;
-  json body = Envelope(chat ? "chat.completion" : "text_completion");
-  json choices = json::array();
+  sorted_json body = Envelope(chat ? "chat.completion" : "text_completion");
+  sorted_json choices = sorted_json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     const ChoiceText& choice = choices_[i];
-    json entry = {{"index", i}};
+    sorted_json entry = {{"index", i}};
     std::string finish_reason = choice.finish_reason;
     if (chat && ParsesReply()) {
       const ReplyParts parts = ParseReply(request_.reply, choice.text);
-      json message = {{"role", "assistant"}};
+      sorted_json message = {{"role", "assistant"}};
       // OpenAI's shape: content null when the reply is only calls.
-      message["content"] =
-          parts.content.empty() && !parts.calls.empty() ? json() : json(parts.content);
+      message["content"] = parts.content.empty() && !parts.calls.empty()
+                               ? sorted_json()
+                               : sorted_json(parts.content);
       if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
       if (!parts.calls.empty()) {
-        json calls = json::array();
+        sorted_json calls = sorted_json::array();
         for (const ToolCall& call : parts.calls) calls.push_back(ToolCallJson(call));
         message["tool_calls"] = calls;
         if (finish_reason == "stop") finish_reason = "tool_calls";
@@ -266,13 +272,13 @@ std::string OpenAiResponse::Body(const Usage& usage) const {
     } else {
       entry["text"] = choice.text;
     }
-    entry["logprobs"] = request_.logprobs ? LogprobsJson(choice.tokens, 0) : json();
+    entry["logprobs"] = request_.logprobs ? LogprobsJson(choice.tokens, 0) : sorted_json();
     entry["finish_reason"] = finish_reason;
     choices.push_back(entry);
   }
   body["choices"] = choices;
   body["usage"] = UsageJson(usage);
-  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return body.dump(-1, ' ', false, sorted_json::error_handler_t::replace);
 }
 
 }  // namespace petrel::server

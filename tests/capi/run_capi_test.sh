@@ -2,6 +2,9 @@
 # Installs petrel into a scratch root (`meson install --destdir`), builds tests/capi/capi_test.c
 # against the installed header and libpetrel.so as any C program would (cc and
 # `pkg-config --cflags --libs petrel`), and runs it with the expected text from `petrel run`.
+# Then, from the same install: examples/simple.c linked against libpetrel.a through
+# `pkg-config --static`, the Python package imported from its installed folder (finding the
+# installed libpetrel by itself), and the docs in share/doc/petrel.
 # CAPI_TEST_CFLAGS adds compiler flags, e.g. "-fsanitize=address,undefined -g" (docs/LIBRARY.md).
 #
 # Usage: run_capi_test.sh BUILD_DIR PETREL_BIN MODEL TEST_SOURCE_DIR
@@ -42,3 +45,29 @@ case $resolved in
 esac
 LD_LIBRARY_PATH=$libdir "$scratch/capi_test" "$model" "$scratch/expected.txt" "$scratch/not_a_model.gguf" \
   "$scratch/session.bin"
+
+# The static library: libpetrel.a by its path (a plain -lpetrel would take the .so), the rest of
+# the link line from `pkg-config --static`.
+[ -f "$libdir/libpetrel.a" ] || { echo "no libpetrel.a in $libdir"; exit 1; }
+static_libs=$(pkg-config --static --libs petrel | sed 's/-lpetrel\b//')
+echo "pkg-config --static petrel: $static_libs"
+cc -std=c99 -Wall -Werror $cflags -o "$scratch/simple_static" "$source/../../examples/simple.c" \
+  "$libdir/libpetrel.a" $static_libs
+if ldd "$scratch/simple_static" | grep -q libpetrel; then
+  echo "simple_static links libpetrel dynamically"; exit 1
+fi
+"$source/check_example.sh" "$petrel" "$model" "$scratch/simple_static"
+
+# The docs and the Python package, installed beside the library.
+[ -n "$(find "$root" -path '*/share/doc/petrel/LIBRARY.md')" ] || { echo "docs not installed"; exit 1; }
+package=$(find "$root" -path '*-packages/petrel/__init__.py' | head -n 1)
+[ -n "$package" ] || { echo "the Python package was not installed"; exit 1; }
+env -u PETREL_LIBRARY PYTHONPATH="$(dirname "$(dirname "$package")")" python3 -c '
+import os, sys, petrel
+loaded = petrel.library()._name
+assert os.path.realpath(loaded).startswith(os.path.realpath(sys.argv[1])), loaded
+model = petrel.Model(sys.argv[2])
+text = "".join(model.generate("Once upon a time", max_tokens=32, temperature=0))
+assert text + "\n" == open(sys.argv[3]).read(), text
+print("installed Python package: greedy text matches, library", loaded)
+' "$libdir" "$model" "$scratch/expected.txt"

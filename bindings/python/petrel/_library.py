@@ -33,7 +33,8 @@ class ContextParams(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("n_threads", ctypes.c_uint32),
                 ("context", ctypes.c_uint32), ("batch_tokens", ctypes.c_uint32),
                 ("kv_type", ctypes.c_int), ("lora", ctypes.POINTER(ctypes.c_char_p)),
-                ("n_lora", ctypes.c_size_t)]
+                ("n_lora", ctypes.c_size_t), ("n_sequences", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
 
 
 class SamplingParams(ctypes.Structure):
@@ -96,12 +97,19 @@ _SIGNATURES = {
 
 def _candidates():
     """Where libpetrel may be, in order: $PETREL_LIBRARY, beside the package (the package
-    folder, then the folder holding it), then the system loader's search."""
+    folder, then the folder holding it), the libdir of the install the package came with
+    (_install_paths.py, written by `meson install`), then the system loader's search."""
     if os.environ.get("PETREL_LIBRARY"):
         yield os.environ["PETREL_LIBRARY"]
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    for folder in (here, os.path.dirname(here)):
+    folders = [here, os.path.dirname(here)]
+    try:
+        from ._install_paths import LIBDIR_FROM_PACKAGE
+        folders.append(os.path.normpath(os.path.join(here, LIBDIR_FROM_PACKAGE)))
+    except ImportError:  # the source tree's package
+        pass
+    for folder in folders:
         for name in ("libpetrel.so", "libpetrel.so.0"):
             path = os.path.join(folder, name)
             if os.path.exists(path):
