@@ -8,6 +8,7 @@
 
 #include "core/base/log.h"
 #include "core/base/status.h"         // PETREL_CHECK
+#include "cpu/matmul/bf16_dot.h"            // Bf16DotSupported, MatMulBf16Dot
 #include "cpu/matmul/int8_target.h"          // Int8KernelTarget
 #include "cpu/simd/neon_without_aes.h"     // EnableNeonWithoutAes
 #include "cpu/kernel_entry_points.h"  // RmsNorm, Rope, ...
@@ -56,6 +57,19 @@ void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const 
   }
   MatMulQuantizedF32(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
                      row_begin, row_end);
+}
+
+// The `--bf16-dot on` table's mat_mul: F16 and BF16 weights on `vdpbf16ps` where the CPU has
+// it, for every batch size (bf16_dot.h), the rest as MatMul.
+void MatMulPreferBf16Dot(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                         const float* x, size_t x_stride, size_t n_tokens, const float* bias,
+                         float* out, size_t out_stride, size_t row_begin, size_t row_end) {
+  if ((w_type == DType::kF16 || w_type == DType::kBF16) && Bf16DotSupported()) {
+    return MatMulBf16Dot(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out,
+                         out_stride, row_begin, row_end);
+  }
+  MatMul(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride, row_begin,
+         row_end);
 }
 
 std::string Lowercase(const char* name) {
@@ -123,6 +137,14 @@ std::string MatMulPathName(DType type) {
   return "unsupported";
 }
 
+std::string MatMulPathName(DType type, bool bf16_dot) {
+  if (bf16_dot && (type == DType::kF16 || type == DType::kBF16) && Bf16DotSupported()) {
+    return "bf16 dot (vdpbf16ps; activations rounded to bf16" +
+           std::string(type == DType::kF16 ? ", weights rounded to bf16)" : ")");
+  }
+  return MatMulPathName(type);
+}
+
 const HostKernels& CpuKernels() {
   // NEON for AArch64 cores without AES first, so that PETREL_CPU_TARGET caps the full set.
   static const bool kCapped = (EnableNeonWithoutAes(), ApplyTargetCap(), true);
@@ -146,6 +168,16 @@ const HostKernels& CpuKernels() {
       .scale = Scale,
       .softcap = Softcap,
   };
+  return kKernels;
+}
+
+const HostKernels& CpuKernelsWithBf16Dot() {
+  static const HostKernels kKernels = [] {
+    HostKernels kernels = CpuKernels();
+    kernels.name = "cpu, bf16 dot";
+    kernels.mat_mul = MatMulPreferBf16Dot;
+    return kernels;
+  }();
   return kKernels;
 }
 
