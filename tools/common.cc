@@ -16,6 +16,7 @@
 
 #include "core/base/log.h"
 #include "core/runtime/backend_registry.h"
+#include "cpu/matmul/bf16_dot.h"  // Bf16DotSupported
 #include "tools/cli_ux.h"
 
 namespace petrel::tools {
@@ -259,6 +260,10 @@ Status ModelOptions::Check() {
     Warn("--cpu-moe/--n-cpu-moe have no effect without --device (everything runs on the cpu)");
   }
   if (n_threads > 0) n_threads = CapThreads(n_threads, "-t");
+  if (bf16_dot == "on" && !cpu::Bf16DotSupported()) {
+    Warn("--bf16-dot on: this CPU (or PETREL_CPU_TARGET) has no AVX512-BF16; F16 and BF16 "
+         "weights take the f32 path");
+  }
   return Status::Ok();
 }
 

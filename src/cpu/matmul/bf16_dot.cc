@@ -39,11 +39,13 @@ constexpr size_t kBlockElems = 32;
 // as the f32 tile on AVX-512 (matmul-inl.h); one weight vector serves 6 `vdpbf16ps`.
 constexpr size_t kTileRows = 4;
 constexpr size_t kTileTokens = 6;
-// A prompt panel's bfloat16 (or F16) rows, which stay in L2 while every token tile passes them.
+// A prompt panel's bfloat16 rows (F16 rounded into a scratch), which stay in L2 while every
+// token tile passes them.
 constexpr size_t kPanelBytes = 256 * 1024;
 constexpr size_t kPanelBlocks = 16;
 // A token tile's bfloat16 activations in one k segment, kept in L1 (half of Zen 5's 48 KB)
 // while the panel's rows stream past them.
+// 12 KB and 6 KB were slower on all four tinyllama shapes (onednn_matmul_bench, one pass each).
 constexpr size_t kSegmentBytes = 24 * 1024;
 // Single tokens and short batches read each row once from memory: fetch each of the four row
 // streams this far ahead (the hardware prefetcher stops at 4 KB pages; as kTokenStreamAheadBytes
@@ -70,6 +72,26 @@ PETREL_BF16_TARGET inline float SumLanes(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
 }
 
+// SumLanes of four vectors at once, the same additions in the same order: each vector halved
+// twice (s[i] + s[i + 8], then + [i + 4]), then the pairs transposed so that one add does
+// [i] + [i + 2] and one lane 0 + lane 1 for all four. A 4 x 6 tile's 24 separate reductions took
+// about a tenth of its instructions on 2048-element rows.
+PETREL_BF16_TARGET inline __m128 SumLanes4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  __m128 quarter[4];
+  const __m512 v[4] = {a, b, c, d};
+  for (size_t i = 0; i < 4; ++i) {
+    const __m256 h =
+        _mm256_add_ps(_mm512_castps512_ps256(v[i]), _mm512_extractf32x8_ps(v[i], 1));
+    quarter[i] = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  }
+  // [a0 + a2, b0 + b2, a1 + a3, b1 + b3] and the same for c, d.
+  const __m128 p = _mm_add_ps(_mm_unpacklo_ps(quarter[0], quarter[1]),
+                              _mm_unpackhi_ps(quarter[0], quarter[1]));
+  const __m128 q = _mm_add_ps(_mm_unpacklo_ps(quarter[2], quarter[3]),
+                              _mm_unpackhi_ps(quarter[2], quarter[3]));
+  return _mm_add_ps(_mm_movelh_ps(p, q), _mm_movehl_ps(q, p));
+}
+
 // n activations rounded to bfloat16, zero-padded to n_pad (a multiple of 32).
 PETREL_BF16_TARGET void RoundToBf16(const float* x, size_t n, size_t n_pad, uint16_t* out) {
   for (size_t k = 0; k < n_pad; k += kBlockElems) {
@@ -88,6 +110,14 @@ PETREL_BF16_TARGET void TailAsBf16(const uint16_t* src, size_t tail, uint16_t* d
   alignas(64) uint16_t padded[kBlockElems] = {};
   std::memcpy(padded, src, tail * sizeof(uint16_t));
   _mm512_storeu_si512(dst, (__m512i)LoadWeightsAsBf16<kF16>(padded));
+}
+
+// n_blocks blocks of 32 F16 weights as bfloat16, rounded as in the tile.
+PETREL_BF16_TARGET void RoundF16RowToBf16(const uint16_t* src, size_t n_blocks, uint16_t* dst) {
+  for (size_t b = 0; b < n_blocks; ++b) {
+    _mm512_storeu_si512(dst + b * kBlockElems,
+                        (__m512i)LoadWeightsAsBf16<true>(src + b * kBlockElems));
+  }
 }
 
 // kRows rows x kTokens tokens over `n_blocks` blocks of 32 from `rows` (one pointer per row at
@@ -141,9 +171,17 @@ PETREL_BF16_TARGET __attribute__((noinline)) void Tile(
       }
     }
     for (size_t t = 0; t < kTokens; ++t) {
+      alignas(16) float sums[kRows < 4 ? 4 : kRows];
+      if constexpr (kRows % 4 == 0) {
+        for (size_t j = 0; j < kRows; j += 4) {
+          _mm_store_ps(sums + j, SumLanes4(acc[j][t], acc[j + 1][t], acc[j + 2][t], acc[j + 3][t]));
+        }
+      } else {
+        for (size_t j = 0; j < kRows; ++j) sums[j] = SumLanes(acc[j][t]);
+      }
       for (size_t j = 0; j < kRows; ++j) {
         const size_t out_row = row + j * row_step;
-        out[t * out_stride + out_row] = SumLanes(acc[j][t]) + (bias ? bias[out_row] : 0.0f);
+        out[t * out_stride + out_row] = sums[j] + (bias ? bias[out_row] : 0.0f);
       }
     }
   }
@@ -245,6 +283,19 @@ void Prompt(const char* w, size_t w_row_bytes, size_t n_in, const RoundedActivat
       rows[r] = reinterpret_cast<const uint16_t*>(w + (row + r) * w_row_bytes);
       if (tail != 0) TailAsBf16<kF16>(rows[r] + n_full * kBlockElems, tail, tails + r * kBlockElems);
     }
+    if constexpr (kF16) {
+      // F16 panels are rounded to bfloat16 once, into an L2 scratch that every token tile
+      // reads: converted in the tile, each weight vector cost two `vcvtph2ps` and a
+      // `vcvtne2ps2bf16` beside its 6 dot steps. Same rounding, same bits.
+      thread_local std::vector<uint16_t> panel_storage;
+      const size_t panel_elems = n_blocks * kTileRows * n_full * kBlockElems;
+      if (panel_storage.size() < panel_elems) panel_storage.resize(panel_elems);
+      for (size_t r = 0; r < n_blocks * kTileRows; ++r) {
+        uint16_t* dst = panel_storage.data() + r * n_full * kBlockElems;
+        RoundF16RowToBf16(rows[r], n_full, dst);
+        rows[r] = dst;
+      }
+    }
     for (size_t t = 0; t < n_tokens; t += kTileTokens) {
       const size_t tile_tokens = std::min(kTileTokens, n_tokens - t);
       for (size_t s = 0; s < n_segments; ++s) {
@@ -256,7 +307,7 @@ void Prompt(const char* w, size_t w_row_bytes, size_t n_in, const RoundedActivat
           for (size_t j = 0; j < kTileRows; ++j) {
             block_rows[j] = rows[b * kTileRows + j] + k0 * kBlockElems;
           }
-          RunTile<kTileRows, kF16>(tile_tokens, s != 0, last, block_rows, k1 - k0,
+          RunTile<kTileRows, false>(tile_tokens, s != 0, last, block_rows, k1 - k0,
                                    tail != 0 ? tails + b * kTileRows * kBlockElems : nullptr,
                                    x.xb + t * x.stride + k0 * kBlockElems, x.stride,
                                    saved + b * kTileFloats, bias, out + t * out_stride,
