@@ -130,6 +130,38 @@ TEST(Bf16DotTest, IsBatchInvariant) {
   }
 }
 
+// HostBackend's route: activations rounded once per op (activation_type kBF16,
+// quantize_activation), then mat_mul_quantized over row ranges: the bits of mat_mul.
+TEST(Bf16DotTest, RoundedOncePerOpGivesTheSameBits) {
+  SKIP_WITHOUT_BF16_DOT();
+  std::mt19937 gen(TestSeed());
+  for (DType type : {DType::kBF16, DType::kF16}) {
+    ASSERT_EQ(Bf16Dot().activation_type(type), DType::kBF16);
+    for (size_t n_in : {33, 2053}) {
+      for (size_t n_tokens : {1, 9, 40}) {
+        SCOPED_TRACE(::testing::Message()
+                     << DTypeName(type) << " n_in " << n_in << " n_tokens " << n_tokens);
+        const size_t rows = 37;
+        const Weights w = MakeWeights(type, rows, n_in, gen);
+        const std::vector<float> x = RandomFloats(gen, n_in * n_tokens);
+        std::vector<uint16_t> xb(n_in * n_tokens);
+        for (size_t t = 0; t < n_tokens; ++t) {
+          Bf16Dot().quantize_activation(DType::kBF16, x.data() + t * n_in, n_in,
+                                        xb.data() + t * n_in);
+        }
+        std::vector<float> want(rows * n_tokens), got(rows * n_tokens);
+        Bf16Dot().mat_mul(type, w.data(), w.row_bytes, n_in, x.data(), n_in, n_tokens, nullptr,
+                          want.data(), rows, 0, rows);
+        for (auto [begin, end] : {std::pair<size_t, size_t>{0, 16}, {16, rows}}) {
+          Bf16Dot().mat_mul_quantized(type, w.data(), w.row_bytes, n_in, xb.data(), n_in * 2,
+                                      n_tokens, nullptr, got.data(), rows, begin, end);
+        }
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4));
+      }
+    }
+  }
+}
+
 // Only F16 and BF16 change path: the other weight types give the plain table's bits.
 TEST(Bf16DotTest, OtherWeightTypesKeepTheirKernels) {
   std::mt19937 gen(TestSeed());

@@ -59,17 +59,45 @@ void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const 
                      row_begin, row_end);
 }
 
+// Whether the `--bf16-dot on` table runs weights of `type` on `vdpbf16ps`.
+bool TakesBf16Dot(DType type) {
+  return (type == DType::kF16 || type == DType::kBF16) && Bf16DotSupported();
+}
+
 // The `--bf16-dot on` table's mat_mul: F16 and BF16 weights on `vdpbf16ps` where the CPU has
 // it, for every batch size (bf16_dot.h), the rest as MatMul.
 void MatMulPreferBf16Dot(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
                          const float* x, size_t x_stride, size_t n_tokens, const float* bias,
                          float* out, size_t out_stride, size_t row_begin, size_t row_end) {
-  if ((w_type == DType::kF16 || w_type == DType::kBF16) && Bf16DotSupported()) {
+  if (TakesBf16Dot(w_type)) {
     return MatMulBf16Dot(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out,
                          out_stride, row_begin, row_end);
   }
   MatMul(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride, row_begin,
          row_end);
+}
+
+// The same table's activations for F16/BF16: bfloat16 rows, rounded once per op by HostBackend
+// (as it quantizes activations for the block formats) rather than in every row chunk.
+DType Bf16DotActivationType(DType w_type) {
+  return TakesBf16Dot(w_type) ? DType::kBF16 : QuantActivationType(w_type);
+}
+
+void Bf16DotQuantizeActivation(DType act_type, const float* x, size_t n, void* out) {
+  if (act_type == DType::kBF16) return RoundRowToBf16(x, n, static_cast<uint16_t*>(out));
+  QuantizeActivation(act_type, x, n, out);
+}
+
+void Bf16DotMatMulQuantized(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                            const void* xq, size_t xq_row_bytes, size_t n_tokens,
+                            const float* bias, float* out, size_t out_stride, size_t row_begin,
+                            size_t row_end) {
+  if (TakesBf16Dot(w_type)) {
+    return MatMulBf16DotRounded(w_type, w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias,
+                                out, out_stride, row_begin, row_end);
+  }
+  MatMulQuantized(w_type, w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out,
+                  out_stride, row_begin, row_end);
 }
 
 std::string Lowercase(const char* name) {
@@ -137,14 +165,6 @@ std::string MatMulPathName(DType type) {
   return "unsupported";
 }
 
-std::string MatMulPathName(DType type, bool bf16_dot) {
-  if (bf16_dot && (type == DType::kF16 || type == DType::kBF16) && Bf16DotSupported()) {
-    return "bf16 dot (vdpbf16ps; activations rounded to bf16" +
-           std::string(type == DType::kF16 ? ", weights rounded to bf16)" : ")");
-  }
-  return MatMulPathName(type);
-}
-
 const HostKernels& CpuKernels() {
   // NEON for AArch64 cores without AES first, so that PETREL_CPU_TARGET caps the full set.
   static const bool kCapped = (EnableNeonWithoutAes(), ApplyTargetCap(), true);
@@ -176,6 +196,9 @@ const HostKernels& CpuKernelsWithBf16Dot() {
     HostKernels kernels = CpuKernels();
     kernels.name = "cpu, bf16 dot";
     kernels.mat_mul = MatMulPreferBf16Dot;
+    kernels.activation_type = Bf16DotActivationType;
+    kernels.quantize_activation = Bf16DotQuantizeActivation;
+    kernels.mat_mul_quantized = Bf16DotMatMulQuantized;
     return kernels;
   }();
   return kKernels;

@@ -39,7 +39,5 @@ bool SupportsWeightType(DType type);
 // How `mat_mul` computes with weights of `type`, for `petrel info`: the driver and the
 // activation format (e.g. "int8, rows in lanes, Q8_K activations").
 std::string MatMulPathName(DType type);
-// The same for the table CpuKernelsWithBf16Dot() when `bf16_dot`.
-std::string MatMulPathName(DType type, bool bf16_dot);
 
 }  // namespace petrel::cpu

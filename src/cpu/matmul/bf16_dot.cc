@@ -92,15 +92,17 @@ PETREL_BF16_TARGET inline __m128 SumLanes4(__m512 a, __m512 b, __m512 c, __m512 
   return _mm_add_ps(_mm_movelh_ps(p, q), _mm_movehl_ps(q, p));
 }
 
-// n activations rounded to bfloat16, zero-padded to n_pad (a multiple of 32).
-PETREL_BF16_TARGET void RoundToBf16(const float* x, size_t n, size_t n_pad, uint16_t* out) {
-  for (size_t k = 0; k < n_pad; k += kBlockElems) {
-    const size_t rest = n > k ? std::min(n - k, kBlockElems) : 0;
+// The first `n` (< 32) lanes.
+inline __mmask32 FirstLanes(size_t n) { return __mmask32(n >= 32 ? ~0u : (1u << n) - 1); }
+
+PETREL_BF16_TARGET void RoundToBf16(const float* x, size_t n, uint16_t* out) {
+  for (size_t k = 0; k < n; k += kBlockElems) {
+    const size_t rest = std::min(n - k, kBlockElems);
     const __mmask16 lo_mask = __mmask16(rest >= 16 ? 0xFFFF : (1u << rest) - 1);
     const __mmask16 hi_mask = __mmask16(rest > 16 ? (1u << (rest - 16)) - 1 : 0);
     const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, x + k);
     const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, x + k + 16);
-    _mm512_storeu_si512(out + k, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    _mm512_mask_storeu_epi16(out + k, FirstLanes(rest), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
   }
 }
 
@@ -124,14 +126,15 @@ PETREL_BF16_TARGET void RoundF16RowToBf16(const uint16_t* src, size_t n_blocks, 
 // the segment's first block) and the activations `xb` (token t at xb + t * xb_stride), one
 // accumulator per (row, token). kResume starts from `saved` (kRows * kTokens vectors), else from
 // zero; kFinish adds the zero-padded tail block (`tails`, 32 bfloat16 per row, when the rows
-// have a tail: its activations follow the segment's) and writes out[t][row + j * row_step],
+// have a tail of `tail` elements: its activations follow the segment's, read masked to the
+// row's end) and writes out[t][row + j * row_step],
 // else stores the accumulators to `saved`. The order of every pair's sums is the same for any
 // tile, segment or batch: bf16_dot.h's.
 template <size_t kRows, size_t kTokens, bool kF16, bool kResume, bool kFinish>
 PETREL_BF16_TARGET __attribute__((noinline)) void Tile(
-    const uint16_t* const* rows, size_t n_blocks, const uint16_t* tails, const uint16_t* xb,
-    size_t xb_stride, float* saved, const float* bias, float* out, size_t out_stride, size_t row,
-    size_t row_step, size_t stream_ahead) {
+    const uint16_t* const* rows, size_t n_blocks, const uint16_t* tails, size_t tail,
+    const uint16_t* xb, size_t xb_stride, float* saved, const float* bias, float* out,
+    size_t out_stride, size_t row, size_t row_step, size_t stream_ahead) {
   __m512 acc[kRows][kTokens];
   for (size_t j = 0; j < kRows; ++j) {
     for (size_t t = 0; t < kTokens; ++t) {
@@ -164,8 +167,8 @@ PETREL_BF16_TARGET __attribute__((noinline)) void Tile(
       for (size_t j = 0; j < kRows; ++j) {
         const __m512bh wv = LoadWeightsAsBf16<false>(tails + j * kBlockElems);
         for (size_t t = 0; t < kTokens; ++t) {
-          const __m512bh xv =
-              (__m512bh)_mm512_loadu_si512(xb + t * xb_stride + n_blocks * kBlockElems);
+          const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(
+              FirstLanes(tail), xb + t * xb_stride + n_blocks * kBlockElems);
           acc[j][t] = _mm512_dpbf16_ps(acc[j][t], wv, xv);
         }
       }
@@ -191,11 +194,13 @@ PETREL_BF16_TARGET __attribute__((noinline)) void Tile(
 // arguments (as run-time flags the compiler kept the accumulators in memory: matmul-inl.h).
 template <size_t kRows, bool kF16>
 void RunTile(size_t n_tokens, bool resume, bool finish, const uint16_t* const* rows,
-             size_t n_blocks, const uint16_t* tails, const uint16_t* xb, size_t xb_stride,
+             size_t n_blocks, const uint16_t* tails, size_t tail, const uint16_t* xb,
+             size_t xb_stride,
              float* saved, const float* bias, float* out, size_t out_stride, size_t row,
              size_t row_step, size_t stream_ahead) {
-  using TileFn = void (*)(const uint16_t* const*, size_t, const uint16_t*, const uint16_t*,
-                          size_t, float*, const float*, float*, size_t, size_t, size_t, size_t);
+  using TileFn = void (*)(const uint16_t* const*, size_t, const uint16_t*, size_t,
+                          const uint16_t*, size_t, float*, const float*, float*, size_t, size_t,
+                          size_t, size_t);
 #define PETREL_TILE_ROW(N)                                                                  \
   {&Tile<kRows, N, kF16, false, false>, &Tile<kRows, N, kF16, false, true>,                 \
    &Tile<kRows, N, kF16, true, false>, &Tile<kRows, N, kF16, true, true>}
@@ -205,7 +210,7 @@ void RunTile(size_t n_tokens, bool resume, bool finish, const uint16_t* const* r
 #undef PETREL_TILE_ROW
   PETREL_CHECK(n_tokens >= 1 && n_tokens <= kTileTokens);
   kTiles[n_tokens - 1][(resume ? 2 : 0) + (finish ? 1 : 0)](
-      rows, n_blocks, tails, xb, xb_stride, saved, bias, out, out_stride, row, row_step,
+      rows, n_blocks, tails, tail, xb, xb_stride, saved, bias, out, out_stride, row, row_step,
       stream_ahead);
 }
 
@@ -213,18 +218,17 @@ void RunTile(size_t n_tokens, bool resume, bool finish, const uint16_t* const* r
 // each token row is rounded once for all the rows this thread multiplies it with).
 struct RoundedActivations {
   const uint16_t* xb;  // (n_tokens, stride)
-  size_t stride;       // n_in rounded up to 32
+  size_t stride;       // elements, at least n_in
 };
 
 RoundedActivations RoundActivations(const float* x, size_t x_stride, size_t n_tokens,
                                     size_t n_in) {
   thread_local std::vector<uint16_t> storage;
-  const size_t stride = (n_in + kBlockElems - 1) / kBlockElems * kBlockElems;
-  if (storage.size() < n_tokens * stride) storage.resize(n_tokens * stride);
+  if (storage.size() < n_tokens * n_in) storage.resize(n_tokens * n_in);
   for (size_t t = 0; t < n_tokens; ++t) {
-    RoundToBf16(x + t * x_stride, n_in, stride, storage.data() + t * stride);
+    RoundToBf16(x + t * x_stride, n_in, storage.data() + t * n_in);
   }
-  return {storage.data(), stride};
+  return {storage.data(), n_in};
 }
 
 // Single tokens and short batches: blocks of kTileRows rows a quarter of the range apart, so
@@ -247,7 +251,8 @@ void ShortBatch(const char* w, size_t w_row_bytes, size_t n_in, const RoundedAct
     }
     for (size_t t = 0; t < n_tokens; t += kTileTokens) {
       RunTile<kRows, kF16>(std::min(kTileTokens, n_tokens - t), false, true, rows, n_full,
-                           tail != 0 ? tails : nullptr, x.xb + t * x.stride, x.stride, nullptr,
+                           tail != 0 ? tails : nullptr, tail, x.xb + t * x.stride, x.stride,
+                           nullptr,
                            bias, out + t * out_stride, out_stride, first_row, row_step,
                            t == 0 && row_step != 1 ? ahead : 0);
     }
@@ -309,7 +314,7 @@ void Prompt(const char* w, size_t w_row_bytes, size_t n_in, const RoundedActivat
           }
           RunTile<kTileRows, false>(tile_tokens, s != 0, last, block_rows, k1 - k0,
                                    tail != 0 ? tails + b * kTileRows * kBlockElems : nullptr,
-                                   x.xb + t * x.stride + k0 * kBlockElems, x.stride,
+                                   last ? tail : 0, x.xb + t * x.stride + k0 * kBlockElems, x.stride,
                                    saved + b * kTileFloats, bias, out + t * out_stride,
                                    out_stride, row + b * kTileRows, 1, 0);
         }
@@ -337,28 +342,39 @@ bool Bf16DotSupported() {
   return kSupported;
 }
 
-void MatMulBf16Dot(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const float* x,
-                   size_t x_stride, size_t n_tokens, const float* bias, float* out,
-                   size_t out_stride, size_t row_begin, size_t row_end) {
+void RoundRowToBf16(const float* x, size_t n, uint16_t* out) { RoundToBf16(x, n, out); }
+
+void MatMulBf16DotRounded(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                          const void* xb, size_t xb_row_bytes, size_t n_tokens, const float* bias,
+                          float* out, size_t out_stride, size_t row_begin, size_t row_end) {
   PETREL_CHECK((w_type == DType::kF16 || w_type == DType::kBF16) && Bf16DotSupported());
   if (n_tokens == 0 || row_begin >= row_end) return;
-  const RoundedActivations xb = RoundActivations(x, x_stride, n_tokens, n_in);
+  const RoundedActivations x{static_cast<const uint16_t*>(xb), xb_row_bytes / sizeof(uint16_t)};
   const char* w_bytes = static_cast<const char*>(w);
   const bool short_batch = n_tokens <= kShortBatchTokens;
   if (w_type == DType::kF16) {
     if (short_batch) {
-      return ShortBatch<true>(w_bytes, w_row_bytes, n_in, xb, n_tokens, bias, out, out_stride,
+      return ShortBatch<true>(w_bytes, w_row_bytes, n_in, x, n_tokens, bias, out, out_stride,
                               row_begin, row_end);
     }
-    return Prompt<true>(w_bytes, w_row_bytes, n_in, xb, n_tokens, bias, out, out_stride,
+    return Prompt<true>(w_bytes, w_row_bytes, n_in, x, n_tokens, bias, out, out_stride,
                         row_begin, row_end);
   }
   if (short_batch) {
-    return ShortBatch<false>(w_bytes, w_row_bytes, n_in, xb, n_tokens, bias, out, out_stride,
+    return ShortBatch<false>(w_bytes, w_row_bytes, n_in, x, n_tokens, bias, out, out_stride,
                              row_begin, row_end);
   }
-  Prompt<false>(w_bytes, w_row_bytes, n_in, xb, n_tokens, bias, out, out_stride, row_begin,
+  Prompt<false>(w_bytes, w_row_bytes, n_in, x, n_tokens, bias, out, out_stride, row_begin,
                 row_end);
+}
+
+void MatMulBf16Dot(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const float* x,
+                   size_t x_stride, size_t n_tokens, const float* bias, float* out,
+                   size_t out_stride, size_t row_begin, size_t row_end) {
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  const RoundedActivations xb = RoundActivations(x, x_stride, n_tokens, n_in);
+  MatMulBf16DotRounded(w_type, w, w_row_bytes, n_in, xb.xb, xb.stride * sizeof(uint16_t),
+                       n_tokens, bias, out, out_stride, row_begin, row_end);
 }
 
 #else  // not x86-64: no AVX512-BF16
@@ -368,6 +384,15 @@ bool Bf16DotSupported() { return false; }
 void MatMulBf16Dot(DType, const void*, size_t, size_t, const float*, size_t, size_t,
                    const float*, float*, size_t, size_t, size_t) {
   PETREL_CHECK(false && "MatMulBf16Dot: no AVX512-BF16 in this build");
+}
+
+void RoundRowToBf16(const float*, size_t, uint16_t*) {
+  PETREL_CHECK(false && "RoundRowToBf16: no AVX512-BF16 in this build");
+}
+
+void MatMulBf16DotRounded(DType, const void*, size_t, size_t, const void*, size_t, size_t,
+                          const float*, float*, size_t, size_t, size_t) {
+  PETREL_CHECK(false && "MatMulBf16DotRounded: no AVX512-BF16 in this build");
 }
 
 #endif
