@@ -17,7 +17,7 @@ std::span<const BackendFactory> CompiledBackends() {
       {"cpu",
        [](BackendId id, const BackendOptions& options) {
          return CreateCpuBackend(id, options.n_threads, options.pin_threads,
-                                 options.shared_prefix_attention);
+                                 options.shared_prefix_attention, options.bf16_dot);
        },
        nullptr},
       {"ref", [](BackendId id, const BackendOptions&) { return CreateRefBackend(id); }, nullptr},

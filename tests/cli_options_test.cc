@@ -312,6 +312,25 @@ TEST(CliOptions, ContextAboveTrainedWarns) {
   EXPECT_EQ(at_limit.err.find("warning:"), std::string::npos) << at_limit.err;
 }
 
+// --bf16-dot takes on or off; on, an F16 model runs (on `vdpbf16ps` where the CPU has it, else
+// after one warning on the f32 path) and bench records which.
+TEST(CliOptions, Bf16DotIsOnOrOff) {
+  ExpectOneLineError(
+      Petrel({"run", "-m", StoryF32Gguf(), "-p", "x", "-n", "1", "--bf16-dot", "yes"}),
+      "--bf16-dot");
+  const std::string f16 = testing::SharedDir() + "/models/story-gguf/story-f16.gguf";
+  const Output bench = Petrel({"bench", "-m", f16, "-p", "24", "-n", "2", "-r", "1", "-t", "1",
+                               "--bf16-dot", "on", "--json"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const auto line = nlohmann::json::parse(bench.out.substr(0, bench.out.find('\n')), nullptr, false);
+  ASSERT_TRUE(line.is_object()) << bench.out;
+  EXPECT_TRUE(line.contains("bf16_dot")) << bench.out;
+  const Output off = Petrel({"run", "-m", f16, "-p", "Once", "-n", "2", "--temp", "0",
+                             "--bf16-dot", "off"});
+  EXPECT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(off.err.find("warning:"), std::string::npos) << off.err;
+}
+
 TEST(CliOptions, ThreadsAboveCpuCountAreCapped) {
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   const std::string expected = "-t 100000 is more than the " + std::to_string(cpus) +

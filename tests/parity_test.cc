@@ -2,8 +2,11 @@
 // Hugging Face folder and the GGUF conversions of the story model, and the synth-tiny files.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "core/runtime/engine.h"
 #include "core/generation/generate.h"
+#include "cpu/matmul/bf16_dot.h"  // Bf16DotSupported
 #include "util/parity.h"
 #include "util/test_data.h"
 
@@ -42,8 +45,9 @@ EngineOptions NoTokenizer() {
   return options;
 }
 
-void CheckStoryLogits(const std::string& model, const testing::Tolerance& tolerance) {
-  auto engine = LoadOrDie(model, NoTokenizer());
+void CheckStoryLogits(const std::string& model, const testing::Tolerance& tolerance,
+                      EngineOptions options = NoTokenizer()) {
+  auto engine = LoadOrDie(model, options);
   ASSERT_TRUE(engine);
   const nlohmann::json cases = testing::ReadJson(Golden("story/logits.json"));
   ASSERT_TRUE(cases.is_array());
@@ -114,6 +118,65 @@ INSTANTIATE_TEST_SUITE_P(FloatTypes, SynthTinyParity,
                                            std::make_pair("F16", testing::kF16Tolerance),
                                            std::make_pair("BF16", testing::kBF16Tolerance)),
                          [](const auto& info) { return std::string(info.param.first); });
+
+// `--bf16-dot on`: F16 and BF16 weights multiplied with `vdpbf16ps` on activations rounded to
+// bfloat16 (and F16 weights rounded too), in prompts and decode steps alike. The golden files'
+// row for that arithmetic is "BF16, activations rounded to bf16" (README section 4).
+EngineOptions Bf16DotOn() {
+  EngineOptions options = NoTokenizer();
+  options.bf16_dot = true;
+  return options;
+}
+
+std::string SynthTinyFile(const char* type) {
+  std::string lower = type;
+  for (char& c : lower) c = char(std::tolower(c));
+  return SharedDir() + "/models/synth-tiny/tiny-v2048-" + lower + ".gguf";
+}
+
+class Bf16DotParity : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Bf16DotParity, SynthTinyLogitsWithinTheBf16Row) {
+  if (!cpu::Bf16DotSupported()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const char* type = GetParam();
+  auto engine = LoadOrDie(SynthTinyFile(type), Bf16DotOn());
+  ASSERT_TRUE(engine);
+  const nlohmann::json parity = testing::ReadJson(Golden("synth-tiny/parity.json"));
+  const auto ids = parity["tiny_v2048"]["ids"].get<std::vector<int32_t>>();
+  const auto want = ReadF32File(Golden("synth-tiny/" + std::string(type) + ".f32"));
+  const auto stats = CompareLogits(AllLogits(*engine, ids), want, 2048);
+  EXPECT_TRUE(testing::Within(stats, testing::kBF16Tolerance)) << type << ": " << stats.ToString();
+  std::printf("synth-tiny %s, bf16 dot: %s\n", type, stats.ToString().c_str());
+}
+
+// A prompt's rows and the same tokens fed one decode step at a time: the same bits (the decode
+// steps take the single-token path, the prompt the panels).
+TEST_P(Bf16DotParity, PromptRowsMatchDecodeSteps) {
+  if (!cpu::Bf16DotSupported()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  auto engine = LoadOrDie(SynthTinyFile(GetParam()), Bf16DotOn());
+  ASSERT_TRUE(engine);
+  const nlohmann::json parity = testing::ReadJson(Golden("synth-tiny/parity.json"));
+  const auto ids = parity["tiny_v2048"]["ids"].get<std::vector<int32_t>>();
+  const std::vector<float> prompt = AllLogits(*engine, ids);
+  ASSERT_EQ(prompt.size(), ids.size() * 2048);
+  const SeqId seq = engine->NewSequence();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::vector<float> step;
+    ASSERT_TRUE(engine->Prefill(seq, {ids[i]}, /*all_logits=*/false, &step).ok());
+    ASSERT_EQ(step.size(), size_t{2048});
+    ASSERT_EQ(0, std::memcmp(step.data(), prompt.data() + i * 2048, 2048 * sizeof(float)))
+        << "position " << i;
+  }
+  engine->FreeSequence(seq);
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatTypes, Bf16DotParity, ::testing::Values("F16", "BF16"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(Bf16DotStoryParity, GgufF16LogitsWithinTheBf16Row) {
+  if (!cpu::Bf16DotSupported()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  CheckStoryLogits(StoryGguf("f16"), testing::kBF16Tolerance, Bf16DotOn());
+}
 
 }  // namespace
 }  // namespace petrel

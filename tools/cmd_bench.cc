@@ -15,6 +15,7 @@
 
 #include "cpu/roofs/compute_roof.h"  // Median
 #include "cpu/kernels.h"       // SimdTargetName
+#include "cpu/matmul/bf16_dot.h"  // Bf16DotSupported
 #include "tools/bench_speculative.h"
 #include "tools/common.h"
 #include "tools/prompt_roof.h"
@@ -210,6 +211,9 @@ Runner AddBenchCommand(CLI::App& app) {
       if (!header) {
         header = true;
         std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
+        if (args->model.bf16_dot == "on" && cpu::Bf16DotSupported()) {
+          std::fprintf(stderr, "bf16 dot: F16/BF16 mat_muls on vdpbf16ps, bf16 activations\n");
+        }
         if (args->model.device != "cpu") {
           std::fprintf(stderr, "placement: %s\n", (*engine)->PlacementString().c_str());
         }
@@ -338,6 +342,8 @@ Runner AddBenchCommand(CLI::App& app) {
                                  {"peak_rss_bytes", PeakRssBytes()},
                                  {"weight_bytes", (*engine)->model().weight_bytes},
                                  {"simd_target", cpu::SimdTargetName()},
+                                 {"bf16_dot", args->model.bf16_dot == "on" &&
+                                                  cpu::Bf16DotSupported()},
                                  {"device", model.device},
                                  {"gpu_layers", (*engine)->options().device_layers}};
           if (args->profile) line["profile"] = profile_json;

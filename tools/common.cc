@@ -16,6 +16,7 @@
 
 #include "core/base/log.h"
 #include "core/runtime/backend_registry.h"
+#include "cpu/matmul/bf16_dot.h"  // Bf16DotSupported
 #include "tools/cli_ux.h"
 
 namespace petrel::tools {
@@ -233,6 +234,11 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
   app.add_option("--tensor-split", tensor_split,
                  "with a --device list (vulkan:0,vulkan:1), share the offloaded blocks among the "
                  "devices in these proportions, e.g. 3,1 (default: equal)");
+  app.add_option("--bf16-dot", bf16_dot,
+                 "on: F16 and BF16 weights multiplied with AVX512-BF16 (vdpbf16ps), activations "
+                 "(and F16 weights) rounded to bfloat16, in prompts and decode alike; faster "
+                 "prompts, slightly different logits; where the CPU lacks it, as off (default off)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--lora", lora,
                  "LoRA adapter applied at run time, [NAME=]FILE[:SCALE] (default scale 1): a GGUF "
                  "adapter or a PEFT folder (adapter_config.json + adapter_model.safetensors); "
@@ -254,6 +260,10 @@ Status ModelOptions::Check() {
     Warn("--cpu-moe/--n-cpu-moe have no effect without --device (everything runs on the cpu)");
   }
   if (n_threads > 0) n_threads = CapThreads(n_threads, "-t");
+  if (bf16_dot == "on" && !cpu::Bf16DotSupported()) {
+    Warn("--bf16-dot on: this CPU (or PETREL_CPU_TARGET) has no AVX512-BF16; F16 and BF16 "
+         "weights take the f32 path");
+  }
   return Status::Ok();
 }
 
@@ -262,6 +272,7 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   options.n_threads = n_threads;
   options.pin_threads = pin_threads;
   options.shared_prefix_attention = shared_prefix_attention;
+  options.bf16_dot = bf16_dot == "on";
   options.device = device;
   if (device != "cpu") SetGpuLayers(gpu_layers, &options);
   options.context = context;

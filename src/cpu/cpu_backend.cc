@@ -8,9 +8,11 @@
 namespace petrel {
 
 Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads,
-                                                  bool pin_threads, bool shared_prefix_attention) {
+                                                  bool pin_threads, bool shared_prefix_attention,
+                                                  bool bf16_dot) {
   if (n_threads == 0 || n_threads > 1024) return Error("thread count %zu is invalid", n_threads);
-  auto backend = std::make_unique<HostBackend>("cpu", id, cpu::CpuKernels(),
+  auto backend = std::make_unique<HostBackend>(
+      "cpu", id, bf16_dot ? cpu::CpuKernelsWithBf16Dot() : cpu::CpuKernels(),
                                                &cpu::SupportsWeightType, n_threads);
   if (!backend->pool().start_error().empty()) {
     return Error("cpu backend: %s", backend->pool().start_error().c_str());

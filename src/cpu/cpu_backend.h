@@ -7,8 +7,9 @@
 
 namespace petrel {
 
-// `shared_prefix_attention`: BackendOptions::shared_prefix_attention.
+// `shared_prefix_attention`, `bf16_dot`: BackendOptions'.
 Result<std::unique_ptr<Backend>> CreateCpuBackend(BackendId id, size_t n_threads, bool pin_threads,
-                                                  bool shared_prefix_attention = true);
+                                                  bool shared_prefix_attention = true,
+                                                  bool bf16_dot = false);
 
 }  // namespace petrel

@@ -8,6 +8,7 @@
 
 #include "core/base/log.h"
 #include "core/base/status.h"         // PETREL_CHECK
+#include "cpu/matmul/bf16_dot.h"            // Bf16DotSupported, MatMulBf16Dot
 #include "cpu/matmul/int8_target.h"          // Int8KernelTarget
 #include "cpu/simd/neon_without_aes.h"     // EnableNeonWithoutAes
 #include "cpu/kernel_entry_points.h"  // RmsNorm, Rope, ...
@@ -56,6 +57,47 @@ void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const 
   }
   MatMulQuantizedF32(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride,
                      row_begin, row_end);
+}
+
+// Whether the `--bf16-dot on` table runs weights of `type` on `vdpbf16ps`.
+bool TakesBf16Dot(DType type) {
+  return (type == DType::kF16 || type == DType::kBF16) && Bf16DotSupported();
+}
+
+// The `--bf16-dot on` table's mat_mul: F16 and BF16 weights on `vdpbf16ps` where the CPU has
+// it, for every batch size (bf16_dot.h), the rest as MatMul.
+void MatMulPreferBf16Dot(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                         const float* x, size_t x_stride, size_t n_tokens, const float* bias,
+                         float* out, size_t out_stride, size_t row_begin, size_t row_end) {
+  if (TakesBf16Dot(w_type)) {
+    return MatMulBf16Dot(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out,
+                         out_stride, row_begin, row_end);
+  }
+  MatMul(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out, out_stride, row_begin,
+         row_end);
+}
+
+// The same table's activations for F16/BF16: bfloat16 rows, rounded once per op by HostBackend
+// (as it quantizes activations for the block formats) rather than in every row chunk.
+DType Bf16DotActivationType(DType w_type) {
+  return TakesBf16Dot(w_type) ? DType::kBF16 : QuantActivationType(w_type);
+}
+
+void Bf16DotQuantizeActivation(DType act_type, const float* x, size_t n, void* out) {
+  if (act_type == DType::kBF16) return RoundRowToBf16(x, n, static_cast<uint16_t*>(out));
+  QuantizeActivation(act_type, x, n, out);
+}
+
+void Bf16DotMatMulQuantized(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
+                            const void* xq, size_t xq_row_bytes, size_t n_tokens,
+                            const float* bias, float* out, size_t out_stride, size_t row_begin,
+                            size_t row_end) {
+  if (TakesBf16Dot(w_type)) {
+    return MatMulBf16DotRounded(w_type, w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias,
+                                out, out_stride, row_begin, row_end);
+  }
+  MatMulQuantized(w_type, w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias, out,
+                  out_stride, row_begin, row_end);
 }
 
 std::string Lowercase(const char* name) {
@@ -146,6 +188,19 @@ const HostKernels& CpuKernels() {
       .scale = Scale,
       .softcap = Softcap,
   };
+  return kKernels;
+}
+
+const HostKernels& CpuKernelsWithBf16Dot() {
+  static const HostKernels kKernels = [] {
+    HostKernels kernels = CpuKernels();
+    kernels.name = "cpu, bf16 dot";
+    kernels.mat_mul = MatMulPreferBf16Dot;
+    kernels.activation_type = Bf16DotActivationType;
+    kernels.quantize_activation = Bf16DotQuantizeActivation;
+    kernels.mat_mul_quantized = Bf16DotMatMulQuantized;
+    return kernels;
+  }();
   return kKernels;
 }
 

@@ -20,6 +20,10 @@ struct BackendOptions {
   // CPU: decode steps read KV blocks that running sequences share once for all of them
   // (the same bits either way; off only to measure it).
   bool shared_prefix_attention = true;
+  // CPU: F16 and BF16 weights multiplied with AVX512-BF16's `vdpbf16ps`, activations rounded to
+  // bfloat16, in every batch size (cpu/matmul/bf16_dot.h), where the CPU has it; other bits
+  // than the f32 path, still batch-invariant.
+  bool bf16_dot = false;
 };
 
 // One device a backend can run on, for `petrel info --devices`.

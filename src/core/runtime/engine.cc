@@ -74,7 +74,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   if (opts.n_threads == 0) opts.n_threads = std::max(1u, std::thread::hardware_concurrency());
   if (opts.max_batch_tokens == 0) return Error("batch size must be positive");
   BackendOptions backend_options{opts.n_threads, opts.pin_threads, -1,
-                                 opts.shared_prefix_attention};
+                                 opts.shared_prefix_attention, opts.bf16_dot};
   PETREL_ASSIGN_OR_RETURN(auto cpu, CreateBackend("cpu", 0, backend_options));
   engine->backends_.push_back(std::move(cpu));
   // The devices are opened even when no block will go there, so that a wrong --device is an

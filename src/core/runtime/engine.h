@@ -68,6 +68,8 @@ struct EngineOptions {
   bool lora_per_sequence = false;
   // BackendOptions::shared_prefix_attention (`serve --shared-prefix-attn`).
   bool shared_prefix_attention = true;
+  // BackendOptions::bf16_dot (`--bf16-dot on`).
+  bool bf16_dot = false;
   bool prequantized_as_f32 = false;  // LoadOptions::prequantized_as_f32
   std::function<void(ModelConfig&)> edit_config;  // LoadOptions::edit_config
   // Pipeline parallelism (docs/DISTRIBUTED.md): this process runs only the blocks the link
