@@ -11,11 +11,13 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include <array>
 #include <cstring>
 
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul/matmul_entry.h"
 #include "cpu/matmul/quant_grid-inl.h"
+#include "cpu/matmul/quant_grid_vbmi-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
@@ -48,8 +50,57 @@ struct Format : GridFormat<Format> {
     s0 = s1 = int16_t(2 * (SignsAndScale(block, c) >> 28) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.25f; }
+#if HWY_TARGET == HWY_AVX3_DL
+  // Codes and sign bytes by permutes (quant_grid_vbmi-inl.h): entry e (elements 4 e..4 e+3) has
+  // its code at byte e of the looked-up vectors; group g of chunk c (elements 32 c + 8 g..) its
+  // sign byte at byte 8 c + g.
+  static HWY_INLINE GridVbmiBlock Unpack(const WBlock& block) {
+    const __m512i indices = _mm512_loadu_si512(block.qs);
+    // Qword c: chunk c's uint32 of sign groups (bits 0, 7, 14, 21) and scale (bits 28..31).
+    const __m512i words = _mm512_cvtepu32_epi64(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + quant::kQK_K / 4)));
+    constexpr uint8_t kGroupShifts[8] = {0, 7, 14, 21, 0, 0, 0, 0};
+    const __m512i groups = _mm512_multishift_epi64_epi8(
+        _mm512_set1_epi64(int64_t(QwordOfBytes(kGroupShifts))), words);
+    GridVbmiBlock unpacked;
+    unpacked.low = LookupBytes<256>(indices, 0, 0, kTables.code_low);
+    unpacked.high = LookupBytes<256>(indices, 0, 0, kTables.code_high);
+    unpacked.signs = _mm512_permutex2var_epi8(_mm512_load_si512(kTables.signs), groups,
+                                              _mm512_load_si512(kTables.signs + 64));
+    unpacked.sign_bits = nullptr;
+    unpacked.scales = OddScalesTwice(_mm512_cvtepi64_epi16(_mm512_srli_epi64(words, 28)));
+    return unpacked;
+  }
+  struct Layout : QuadCodes {
+    // Qword q of step j: group q % 4 of chunk 2 j + q / 4.
+    static HWY_INLINE __m512i SignIndex(size_t j) {
+      alignas(64) static constexpr auto kBase = [] {
+        std::array<uint8_t, 64> base{};
+        for (size_t k = 0; k < 64; ++k) base[k] = uint8_t(8 * (k / 32) + (k / 8) % 4);
+        return base;
+      }();
+      return _mm512_add_epi8(_mm512_load_si512(kBase.data()), _mm512_set1_epi8(char(16 * j)));
+    }
+    static HWY_INLINE __mmask64 Negative(const GridVbmiBlock& block, size_t j) {
+      return NegativeFromBytes<Layout>(block, j);
+    }
+  };
+  static HWY_INLINE QVI32 DotBlock(const WBlock& block, const int8_t* HWY_RESTRICT x) {
+    return DotGridVbmi<Layout>(Unpack(block), kTables, x);
+  }
+  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
+    DecodeGridVbmi<Layout>(Unpack(block), kTables, w);
+    w.d = Scale(block);
+    w.dmin = 0.0f;
+  }
+  static const GridCodeTables kTables;
+#endif  // HWY_TARGET == HWY_AVX3_DL
 #endif  // PETREL_QUANT_SIMD
 };
+#if HWY_TARGET == HWY_AVX3_DL
+const GridCodeTables Format::kTables = MakeGridCodeTables(
+    reinterpret_cast<const uint8_t*>(quant::kIQ3XXSGrid), 256, sizeof(quant::kIQ3XXSGrid[0]), 3);
+#endif
 
 }  // namespace
 
