@@ -61,18 +61,13 @@ struct Format : GridFormat<Format> {
     unpacked.high = LookupBytes<1024>(indices, bit8, bit9, kTables.code_high);
     unpacked.signs = _mm512_setzero_si512();
     unpacked.sign_bits = block.qs + quant::kQK_K / 8;
-    // Scale nibbles n = 2 c (elements 32 c..) and 2 c + 1 (32 c + 16..) as int16 lanes.
-    const __m128i bytes = _mm_cvtepu8_epi16(_mm_loadl_epi64(
-        reinterpret_cast<const __m128i*>(block.scales)));
-    const __m128i low = _mm_and_si128(bytes, _mm_set1_epi16(0xF));
-    const __m128i high = _mm_srli_epi16(bytes, 4);
-    unpacked.scales = OddScales16(_mm_unpacklo_epi16(low, high), _mm_unpackhi_epi16(low, high));
+    // Nibble 2 c (elements 32 c..) and 2 c + 1 (32 c + 16..) as stored.
+    std::memcpy(&unpacked.scale_nibbles, block.scales, sizeof(unpacked.scale_nibbles));
     return unpacked;
   }
   struct Layout : OctetCodes {
-    static HWY_INLINE __mmask64 Negative(const GridVbmiBlock& block, size_t j) {
-      return NegativeFromBits(block, j);
-    }
+    static constexpr bool kOneScalePerChunk = false;
+    static constexpr size_t kSignOffset = 0;  // unused: the bits are in the block
   };
   static HWY_INLINE QVI32 DotBlock(const WBlock& block, const int8_t* HWY_RESTRICT x) {
     return DotGridVbmi<Layout>(Unpack(block), kTables, x);

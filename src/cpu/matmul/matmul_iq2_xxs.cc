@@ -76,23 +76,14 @@ struct Format : GridFormat<Format> {
     unpacked.signs = _mm512_permutex2var_epi8(_mm512_load_si512(kTables.signs), entries,
                                               _mm512_load_si512(kTables.signs + 64));
     unpacked.sign_bits = nullptr;
-    // Chunk c's s (bits 60..63 of qword c) as int16 lanes.
-    unpacked.scales = OddScalesTwice(_mm512_cvtepi64_epi16(_mm512_srli_epi64(q, 60)));
+    // Chunk c's s (bits 60..63 of qword c) to byte c.
+    unpacked.scale_nibbles = NibblesTwice(
+        uint64_t(_mm_cvtsi128_si64(_mm512_cvtepi64_epi8(_mm512_srli_epi64(q, 60)))));
     return unpacked;
   }
   struct Layout : OctetCodes {
-    // Qword q of step j is entry 8 j + q, its sign byte at 32 + 8 j + q.
-    static HWY_INLINE __m512i SignIndex(size_t j) {
-      alignas(64) static constexpr auto kBase = [] {
-        std::array<uint8_t, 64> base{};
-        for (size_t k = 0; k < 64; ++k) base[k] = uint8_t(32 + k / 8);
-        return base;
-      }();
-      return _mm512_add_epi8(_mm512_load_si512(kBase.data()), _mm512_set1_epi8(char(8 * j)));
-    }
-    static HWY_INLINE __mmask64 Negative(const GridVbmiBlock& block, size_t j) {
-      return NegativeFromBytes<Layout>(block, j);
-    }
+    static constexpr bool kOneScalePerChunk = true;
+    static constexpr size_t kSignOffset = 32;  // entry e's sign byte at 32 + e
   };
   static HWY_INLINE QVI32 DotBlock(const WBlock& block, const int8_t* HWY_RESTRICT x) {
     return DotGridVbmi<Layout>(Unpack(block), kTables, x);

@@ -59,19 +59,15 @@ struct Format : GridFormat<Format> {
     unpacked.high = LookupBytes<512>(indices, bit8, 0, kTables.code_high);
     unpacked.signs = _mm512_setzero_si512();
     unpacked.sign_bits = block.signs;
-    // Chunk c's nibble (c / 2, c % 2) as int16 lanes.
+    // Chunk c's nibble (stored as nibble c) to byte c, then twice.
     uint32_t scale_bytes;
     std::memcpy(&scale_bytes, block.scales, sizeof(scale_bytes));
-    const __m128i bytes = _mm_cvtepu8_epi16(_mm_cvtsi32_si128(int(scale_bytes)));
-    const __m128i nibbles = _mm_unpacklo_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0xF)),
-                                               _mm_srli_epi16(bytes, 4));
-    unpacked.scales = OddScalesTwice(nibbles);
+    unpacked.scale_nibbles = NibblesTwice(_pdep_u64(scale_bytes, 0x0F0F0F0F0F0F0F0Full));
     return unpacked;
   }
   struct Layout : QuadCodes {
-    static HWY_INLINE __mmask64 Negative(const GridVbmiBlock& block, size_t j) {
-      return NegativeFromBits(block, j);
-    }
+    static constexpr bool kOneScalePerChunk = true;
+    static constexpr size_t kSignOffset = 0;  // unused: the bits are in the block
   };
   static HWY_INLINE QVI32 DotBlock(const WBlock& block, const int8_t* HWY_RESTRICT x) {
     return DotGridVbmi<Layout>(Unpack(block), kTables, x);

@@ -53,7 +53,7 @@ struct Format : GridFormat<Format> {
 #if HWY_TARGET == HWY_AVX3_DL
   // Codes and sign bytes by permutes (quant_grid_vbmi-inl.h): entry e (elements 4 e..4 e+3) has
   // its code at byte e of the looked-up vectors; group g of chunk c (elements 32 c + 8 g..) its
-  // sign byte at byte 8 c + g.
+  // sign byte at byte 4 c + g of `signs`.
   static HWY_INLINE GridVbmiBlock Unpack(const WBlock& block) {
     const __m512i indices = _mm512_loadu_si512(block.qs);
     // Qword c: chunk c's uint32 of sign groups (bits 0, 7, 14, 21) and scale (bits 28..31).
@@ -65,25 +65,18 @@ struct Format : GridFormat<Format> {
     GridVbmiBlock unpacked;
     unpacked.low = LookupBytes<256>(indices, 0, 0, kTables.code_low);
     unpacked.high = LookupBytes<256>(indices, 0, 0, kTables.code_high);
-    unpacked.signs = _mm512_permutex2var_epi8(_mm512_load_si512(kTables.signs), groups,
-                                              _mm512_load_si512(kTables.signs + 64));
+    // Each chunk's four sign bytes from bytes 8 c..8 c+3 to 4 c..4 c+3: element order.
+    unpacked.signs = _mm512_castsi256_si512(
+        _mm512_cvtepi64_epi32(_mm512_permutex2var_epi8(_mm512_load_si512(kTables.signs), groups,
+                                                       _mm512_load_si512(kTables.signs + 64))));
     unpacked.sign_bits = nullptr;
-    unpacked.scales = OddScalesTwice(_mm512_cvtepi64_epi16(_mm512_srli_epi64(words, 28)));
+    unpacked.scale_nibbles = NibblesTwice(
+        uint64_t(_mm_cvtsi128_si64(_mm512_cvtepi64_epi8(_mm512_srli_epi64(words, 28)))));
     return unpacked;
   }
   struct Layout : QuadCodes {
-    // Qword q of step j: group q % 4 of chunk 2 j + q / 4.
-    static HWY_INLINE __m512i SignIndex(size_t j) {
-      alignas(64) static constexpr auto kBase = [] {
-        std::array<uint8_t, 64> base{};
-        for (size_t k = 0; k < 64; ++k) base[k] = uint8_t(8 * (k / 32) + (k / 8) % 4);
-        return base;
-      }();
-      return _mm512_add_epi8(_mm512_load_si512(kBase.data()), _mm512_set1_epi8(char(16 * j)));
-    }
-    static HWY_INLINE __mmask64 Negative(const GridVbmiBlock& block, size_t j) {
-      return NegativeFromBytes<Layout>(block, j);
-    }
+    static constexpr bool kOneScalePerChunk = true;
+    static constexpr size_t kSignOffset = 0;
   };
   static HWY_INLINE QVI32 DotBlock(const WBlock& block, const int8_t* HWY_RESTRICT x) {
     return DotGridVbmi<Layout>(Unpack(block), kTables, x);

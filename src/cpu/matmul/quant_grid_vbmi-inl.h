@@ -117,81 +117,99 @@ HWY_INLINE __m512i LookupBytes(__m512i idx, __mmask64 bit8, __mmask64 bit9,
   }
 }
 
-// Eight int16 scales s as sixteen 2 s + 1, each twice: word n of the result is the integer
-// scale of elements 16 n..16 n+15 where s[c] is that of chunk c.
-HWY_INLINE __m256i OddScalesTwice(__m128i s) {
-  const __m128i odd =
-      _mm_add_epi16(_mm_add_epi16(s, s), _mm_set1_epi16(1));
-  return _mm256_set_m128i(_mm_unpackhi_epi16(odd, odd), _mm_unpacklo_epi16(odd, odd));
-}
-// Sixteen int16 scales s (one per 16 elements) as 2 s + 1.
-HWY_INLINE __m256i OddScales16(__m128i low, __m128i high) {
-  const __m256i s = _mm256_set_m128i(high, low);
-  return _mm256_add_epi16(_mm256_add_epi16(s, s), _mm256_set1_epi16(1));
-}
-
-// One super-block's codes, signs and scales, as GridVbmiStep reads them: `low` and `high` hold
-// the code bytes of the entries where the Layout's CodeIndex finds them; `signs` (sign bytes
-// found by the Layout) or `sign_bits` (one bit per element, in element order) the signs; word n
-// of `scales` the integer scale of elements 16 n..16 n+15.
+// One super-block's codes, signs and scales, as the steps read them: `low` and `high` hold
+// the code bytes of the entries where the Layout's CodeIndex finds them; the sign bits (one per
+// element, in element order) are at `sign_bits`, or, where that is null, at byte
+// Layout::kSignOffset of `signs`; nibble n of `scale_nibbles` is the s of elements 16 n..16 n+15
+// (integer scale 2 s + 1).
 struct GridVbmiBlock {
   __m512i low, high, signs;
   const uint8_t* sign_bits;
-  __m256i scales;
+  uint64_t scale_nibbles;
 };
 
+// Each byte's low nibble twice (byte c = s becomes nibbles 2 c and 2 c + 1), for formats with one
+// scale per chunk.
+HWY_INLINE uint64_t NibblesTwice(uint64_t bytes) { return bytes * 0x11; }
+
+// Rows of eight int16 lanes of 2 s + 1: a step's scale vector is four of them broadcast from
+// memory (loads, where building it in registers took the shuffle port these kernels are short
+// of).
+struct OddScaleRows {
+  alignas(16) int16_t rows[16][8];
+};
+constexpr OddScaleRows MakeOddScaleRows() {
+  OddScaleRows table{};
+  for (int16_t s = 0; s < 16; ++s) {
+    for (size_t i = 0; i < 8; ++i) table.rows[s][i] = int16_t(2 * s + 1);
+  }
+  return table;
+}
+inline constexpr OddScaleRows kOddScaleRows = MakeOddScaleRows();
+
+// The int16 scale lanes of chunks 2 j, 2 j + 1: lanes 8 m..8 m+7 are 2 s + 1 of nibble 4 j + m.
+// kOneScalePerChunk: nibbles 2 c and 2 c + 1 are equal (two rows instead of four).
+template <bool kOneScalePerChunk>
+HWY_INLINE __m512i GridVbmiScales(uint64_t scale_nibbles, size_t j) {
+  const uint64_t nibbles = scale_nibbles >> (16 * j);
+  const auto row = [&](size_t m) HWY_ATTR {
+    const int16_t* scale_row = kOddScaleRows.rows[(nibbles >> (4 * m)) & 15];
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(scale_row));
+  };
+  if constexpr (kOneScalePerChunk) {
+    return _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(row(0)), 0xFF00, row(2));
+  } else {
+    __m512i scales = _mm512_broadcast_i32x4(row(0));
+    scales = _mm512_mask_broadcast_i32x4(scales, 0x00F0, row(1));
+    scales = _mm512_mask_broadcast_i32x4(scales, 0x0F00, row(2));
+    return _mm512_mask_broadcast_i32x4(scales, 0xF000, row(3));
+  }
+}
+
 // The mask of the negative elements of 64 j..64 j+63 from their bits in element order.
-HWY_INLINE __mmask64 NegativeFromBits(const GridVbmiBlock& block, size_t j) {
+HWY_INLINE __mmask64 NegativeFromBits(const uint8_t* HWY_RESTRICT sign_bits, size_t j) {
   uint64_t bits;
-  std::memcpy(&bits, block.sign_bits + 8 * j, sizeof(bits));
+  std::memcpy(&bits, sign_bits + 8 * j, sizeof(bits));
   return _cvtu64_mask64(bits);
 }
-// The same from sign bytes: byte `SignIndex` of `signs` for qword q (elements 8 q..8 q+7),
-// its bits tested one per byte.
+
+// Where the sign bits are: in the block, or stored from `signs` into `stored` (one store per
+// super-block, then a mask load per step: moving them from a vector register to a mask register
+// would take a shuffle each).
 template <class Layout>
-HWY_INLINE __mmask64 NegativeFromBytes(const GridVbmiBlock& block, size_t j) {
-  const __m512i sign_bytes = _mm512_permutexvar_epi8(Layout::SignIndex(j), block.signs);
-  return _mm512_test_epi8_mask(sign_bytes, _mm512_set1_epi64(0x8040201008040201));
+HWY_INLINE const uint8_t* SignBits(const GridVbmiBlock& block, uint8_t* HWY_RESTRICT stored) {
+  if (block.sign_bits != nullptr) return block.sign_bits;
+  _mm512_store_si512(stored, block.signs);
+  ReadBackFromMemory(stored);
+  return stored + Layout::kSignOffset;
 }
 
-// Elements 64 j..64 j+63 (chunks 2 j and 2 j + 1): the magnitudes, and the mask of the negative
-// ones. A Layout gives, for qword q of the vector (elements 8 q..8 q+7), the bytes of
-// low:high that hold its codes (CodeIndex, a `vpermi2b` index), the multishift control that
-// spreads its level numbers (kSpread), and Negative(block, j).
+// Elements 64 j..64 j+63 (chunks 2 j and 2 j + 1): the magnitudes. A Layout gives, for qword q
+// of the vector (elements 8 q..8 q+7), the bytes of low:high that hold its codes (CodeIndex, a
+// `vpermi2b` index) and the multishift control that spreads its level numbers (kSpread).
 template <class Layout>
-HWY_INLINE void GridVbmiStep(const GridVbmiBlock& block, const GridCodeTables& tables, size_t j,
-                             __m512i& mags, __mmask64& negative) {
+HWY_INLINE __m512i GridVbmiMags(const GridVbmiBlock& block, const GridCodeTables& tables,
+                                size_t j) {
   const __m512i codes = _mm512_permutex2var_epi8(block.low, Layout::CodeIndex(j), block.high);
   const __m512i numbers = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(Layout::kSpread), codes);
-  mags = _mm512_permutexvar_epi8(numbers, _mm512_load_si512(tables.levels));
-  negative = Layout::Negative(block, j);
-}
-
-// The int16 scale lanes of chunks 2 j, 2 j + 1: lane L is word 4 j + L / 8 of `scales`.
-HWY_INLINE __m512i GridVbmiScales(const __m256i& scales, size_t j) {
-  alignas(64) static constexpr auto kWords = [] {
-    std::array<uint16_t, 32> words{};
-    for (size_t lane = 0; lane < 32; ++lane) words[lane] = uint16_t(lane / 8);
-    return words;
-  }();
-  const __m512i index =
-      _mm512_add_epi16(_mm512_load_si512(kWords.data()), _mm512_set1_epi16(int16_t(4 * j)));
-  return _mm512_permutexvar_epi16(index, _mm512_castsi256_si512(scales));
+  return _mm512_permutexvar_epi8(numbers, _mm512_load_si512(tables.levels));
 }
 
 // DotGridK's int32 lanes for one super-block.
 template <class Layout>
 HWY_INLINE QVI32 DotGridVbmi(const GridVbmiBlock& block, const GridCodeTables& tables,
                              const int8_t* HWY_RESTRICT x) {
+  alignas(64) uint8_t stored_signs[64];
+  const uint8_t* sign_bits = SignBits<Layout>(block, stored_signs);
   __m512i sum = _mm512_setzero_si512();
   for (size_t j = 0; j < 4; ++j) {
-    __m512i mags;
-    __mmask64 negative;
-    GridVbmiStep<Layout>(block, tables, j, mags, negative);
+    const __m512i mags = GridVbmiMags<Layout>(block, tables, j);
+    const __mmask64 negative = NegativeFromBits(sign_bits, j);
     const __m512i xv = _mm512_loadu_si512(x + 64 * j);
     const __m512i signed_x = _mm512_mask_sub_epi8(xv, negative, _mm512_setzero_si512(), xv);
     const __m512i pairs = _mm512_maddubs_epi16(mags, signed_x);
-    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(pairs, GridVbmiScales(block.scales, j)));
+    const __m512i scales = GridVbmiScales<Layout::kOneScalePerChunk>(block.scale_nibbles, j);
+    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(pairs, scales));
   }
   return QVI32{_mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1))};
 }
@@ -200,13 +218,15 @@ HWY_INLINE QVI32 DotGridVbmi(const GridVbmiBlock& block, const GridCodeTables& t
 template <class Layout>
 HWY_INLINE void DecodeGridVbmi(const GridVbmiBlock& block, const GridCodeTables& tables,
                                DecodedK& w) {
+  alignas(64) uint8_t stored_signs[64];
+  const uint8_t* sign_bits = SignBits<Layout>(block, stored_signs);
   for (size_t j = 0; j < 4; ++j) {
-    __m512i mags;
-    __mmask64 negative;
-    GridVbmiStep<Layout>(block, tables, j, mags, negative);
+    const __m512i mags = GridVbmiMags<Layout>(block, tables, j);
+    const __mmask64 negative = NegativeFromBits(sign_bits, j);
     _mm512_store_si512(w.q + 64 * j,
                        _mm512_mask_sub_epi8(mags, negative, _mm512_setzero_si512(), mags));
-    _mm512_store_si512(w.scales[2 * j], GridVbmiScales(block.scales, j));
+    _mm512_store_si512(w.scales[2 * j],
+                       GridVbmiScales<Layout::kOneScalePerChunk>(block.scale_nibbles, j));
   }
 }
 
