@@ -50,8 +50,8 @@ struct Format : GridFormat<Format> {
   // byte at qs[e] and its index bits 8 and 9 at bits 2 e and 2 e + 1 of the eight qh bytes; the
   // sign bits follow the index bytes in element order.
   static HWY_INLINE GridVbmiBlock Unpack(const WBlock& block) {
-    const __m512i indices = _mm512_castsi256_si512(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs)));
+    const __m512i indices =
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs)));
     uint64_t high_bits;
     std::memcpy(&high_bits, block.qh, sizeof(high_bits));
     const __mmask64 bit8 = _cvtu64_mask64(_pext_u64(high_bits, 0x5555555555555555ull));

@@ -59,8 +59,8 @@ struct Format : GridFormat<Format> {
     // Bytes 0..3 of qword c: the indices; 4..7: the 7-bit sign groups (bits 0, 7, 14, 21 of the
     // second uint32); then the index bytes to 0..31 and the sign groups to 32..63.
     constexpr uint8_t kFieldShifts[8] = {0, 8, 16, 24, 32, 39, 46, 53};
-    const __m512i fields = _mm512_multishift_epi64_epi8(
-        _mm512_set1_epi64(int64_t(QwordOfBytes(kFieldShifts))), q);
+    const __m512i fields =
+        _mm512_multishift_epi64_epi8(_mm512_set1_epi64(int64_t(QwordOfBytes(kFieldShifts))), q);
     alignas(64) static constexpr auto kCompact = [] {
       std::array<uint8_t, 64> compact{};
       for (size_t e = 0; e < 32; ++e) {
@@ -77,8 +77,8 @@ struct Format : GridFormat<Format> {
                                               _mm512_load_si512(kTables.signs + 64));
     unpacked.sign_bits = nullptr;
     // Chunk c's s (bits 60..63 of qword c) to byte c.
-    unpacked.scale_nibbles = NibblesTwice(
-        uint64_t(_mm_cvtsi128_si64(_mm512_cvtepi64_epi8(_mm512_srli_epi64(q, 60)))));
+    unpacked.scale_nibbles =
+        NibblesTwice(uint64_t(_mm_cvtsi128_si64(_mm512_cvtepi64_epi8(_mm512_srli_epi64(q, 60)))));
     return unpacked;
   }
   struct Layout : OctetCodes {

@@ -60,15 +60,14 @@ struct Format : GridFormat<Format> {
     const __m512i words = _mm512_cvtepu32_epi64(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + quant::kQK_K / 4)));
     constexpr uint8_t kGroupShifts[8] = {0, 7, 14, 21, 0, 0, 0, 0};
-    const __m512i groups = _mm512_multishift_epi64_epi8(
-        _mm512_set1_epi64(int64_t(QwordOfBytes(kGroupShifts))), words);
+    const __m512i groups =
+        _mm512_multishift_epi64_epi8(_mm512_set1_epi64(int64_t(QwordOfBytes(kGroupShifts))), words);
     GridVbmiBlock unpacked;
     unpacked.low = LookupBytes<256>(indices, 0, 0, kTables.code_low);
     unpacked.high = LookupBytes<256>(indices, 0, 0, kTables.code_high);
     // Each chunk's four sign bytes from bytes 8 c..8 c+3 to 4 c..4 c+3: element order.
-    unpacked.signs = _mm512_castsi256_si512(
-        _mm512_cvtepi64_epi32(_mm512_permutex2var_epi8(_mm512_load_si512(kTables.signs), groups,
-                                                       _mm512_load_si512(kTables.signs + 64))));
+    unpacked.signs = _mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_permutex2var_epi8(
+        _mm512_load_si512(kTables.signs), groups, _mm512_load_si512(kTables.signs + 64))));
     unpacked.sign_bits = nullptr;
     unpacked.scale_nibbles = NibblesTwice(
         uint64_t(_mm_cvtsi128_si64(_mm512_cvtepi64_epi8(_mm512_srli_epi64(words, 28)))));

@@ -46,9 +46,11 @@ struct Format : SuperBlockPairFormat<1, false> {
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * s)), 1);
       if constexpr (kHasDotQuads) {
         level_sum = DotQuadsAdd(hn::Vec512<int32_t>{level_sum}, hn::Vec512<uint8_t>{levels},
-                                hn::Vec512<int8_t>{xv}).raw;
+                                hn::Vec512<int8_t>{xv})
+                        .raw;
         x_sum = DotQuadsAdd(hn::Vec512<int32_t>{x_sum}, hn::Vec512<uint8_t>{one},
-                            hn::Vec512<int8_t>{xv}).raw;
+                            hn::Vec512<int8_t>{xv})
+                    .raw;
       } else {
         level_sum = _mm512_add_epi16(level_sum, _mm512_maddubs_epi16(levels, xv));
         x_sum = _mm512_add_epi16(x_sum, _mm512_maddubs_epi16(one, xv));
