@@ -93,14 +93,10 @@ struct Format : GridFormat<Format> {
     w.d = Scale(block);
     w.dmin = 0.0f;
   }
-  static const GridCodeTables kTables;
+  static constexpr const GridCodeTables& kTables = kIQ2XXSCodes;
 #endif  // HWY_TARGET == HWY_AVX3_DL
 #endif  // PETREL_QUANT_SIMD
 };
-#if HWY_TARGET == HWY_AVX3_DL
-const GridCodeTables Format::kTables = MakeGridCodeTables(
-    reinterpret_cast<const uint8_t*>(quant::kIQ2XXSGrid), 256, sizeof(quant::kIQ2XXSGrid[0]), 2);
-#endif
 
 }  // namespace
 

@@ -85,14 +85,10 @@ struct Format : GridFormat<Format> {
     w.d = Scale(block);
     w.dmin = 0.0f;
   }
-  static const GridCodeTables kTables;
+  static constexpr const GridCodeTables& kTables = kIQ3XXSCodes;
 #endif  // HWY_TARGET == HWY_AVX3_DL
 #endif  // PETREL_QUANT_SIMD
 };
-#if HWY_TARGET == HWY_AVX3_DL
-const GridCodeTables Format::kTables = MakeGridCodeTables(
-    reinterpret_cast<const uint8_t*>(quant::kIQ3XXSGrid), 256, sizeof(quant::kIQ3XXSGrid[0]), 3);
-#endif
 
 }  // namespace
 

@@ -19,62 +19,18 @@
 #define PETREL_CPU_QUANT_GRID_VBMI_INL_H_
 #endif
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
+#include "cpu/matmul/grid_code_tables.h"  // GridCodeTables
 #include "cpu/matmul/quant_grid-inl.h"
 #include "hwy/highway.h"
-#include "quant/iq_grids.h"  // IQ2Signs
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
 namespace HWY_NAMESPACE {
-
-// A codebook of up to 1024 entries as level numbers: entry i's element k has level
-// levels[(code >> (bits k)) & (2^bits - 1)], its code's low byte code_low[i] and high byte
-// code_high[i]; `signs` holds quant::IQ2Signs of every 7-bit sign group (a `vpermi2b` table).
-struct GridCodeTables {
-  alignas(64) uint8_t code_low[1024];
-  alignas(64) uint8_t code_high[1024];
-  alignas(64) uint8_t levels[64];  // level number n & (2^bits - 1) at byte n (a `vpermb` table)
-  alignas(64) uint8_t signs[128];
-};
-
-// The tables of a codebook of `entries` entries of `entry_bytes` unsigned bytes (little-endian in
-// `grid`), whose distinct byte values number at most 2^bits and whose code fits 16 bits.
-inline GridCodeTables MakeGridCodeTables(const uint8_t* grid, size_t entries, size_t entry_bytes,
-                                         size_t bits) {
-  GridCodeTables tables{};
-  std::vector<uint8_t> distinct;
-  for (size_t i = 0; i < entries * entry_bytes; ++i) {
-    if (std::find(distinct.begin(), distinct.end(), grid[i]) == distinct.end()) {
-      distinct.push_back(grid[i]);
-    }
-  }
-  std::sort(distinct.begin(), distinct.end());
-  const size_t level_mask = (size_t{1} << bits) - 1;
-  if (distinct.size() > level_mask + 1 || entry_bytes * bits > 16 || entries > 1024) {
-    return tables;  // never: the grids are fixed (and all-zero tables fail every parity test)
-  }
-  for (size_t n = 0; n < 64; ++n) {
-    tables.levels[n] = (n & level_mask) < distinct.size() ? distinct[n & level_mask] : 0;
-  }
-  for (size_t i = 0; i < entries; ++i) {
-    uint32_t code = 0;
-    for (size_t k = 0; k < entry_bytes; ++k) {
-      const auto level = std::find(distinct.begin(), distinct.end(), grid[i * entry_bytes + k]);
-      code |= uint32_t(level - distinct.begin()) << (bits * k);
-    }
-    tables.code_low[i] = uint8_t(code);
-    tables.code_high[i] = uint8_t(code >> 8);
-  }
-  for (uint32_t i = 0; i < 128; ++i) tables.signs[i] = quant::IQ2Signs(i);
-  return tables;
-}
 
 #if HWY_TARGET == HWY_AVX3_DL
 // A qword of eight bytes, byte k = bytes[k].
