@@ -25,6 +25,9 @@ struct Format : SuperBlockPairFormat<1, false> {
 #if PETREL_QUANT_SIMD
   // Every token takes DotBlock: unpacking the levels is a shift and a mask per 32 elements.
   static constexpr bool kDotBlockAlways = true;
+  // Prompt tiles of 2 rows x 4 tokens: each token's activation loads and offset sums (the
+  // vpdpbusd against ones) are the same for both rows, so they are made once per tile.
+  static constexpr size_t kTileRows = 2;
 
   // Chunk C = 4 half + s: levels (qs[32 half + l] >> 2s) & 3, valued level - 1. The int16 pair
   // sums of level x and of x (for the offset) each stay below 8 x 2 x 3 x 128 over the 8 chunks,
