@@ -233,9 +233,10 @@ TEST(QuantKernelsTest, BatchAndSplitInvariant) {
   }
 }
 
-// The rows-in-lanes kernels compute exact int32 block dots and then the same float operations
-// per row whatever the vector width or dot instruction, so AVX2, AVX3 and AVX3_DL (vpdpbusd)
-// agree bit for bit; and each of those targets is the one the integer kernels dispatch to.
+// The rows-in-lanes and pair-per-block kernels compute exact int32 block dots and then the same
+// float operations per row whatever the vector width, dot instruction or decoder (vpdpbusd, the
+// VBMI codebook permutes), so AVX2, AVX3 and AVX3_DL agree bit for bit; and each of those targets
+// is the one the integer kernels dispatch to.
 TEST(QuantKernelsTest, FmaTargetsAgreeBitForBit) {
   const int64_t kFmaTargets = HWY_AVX3_DL | HWY_AVX3 | HWY_AVX2;
   std::vector<int64_t> targets;
@@ -246,7 +247,10 @@ TEST(QuantKernelsTest, FmaTargetsAgreeBitForBit) {
   std::mt19937 rng(TestSeed());
   const int64_t supported = hwy::SupportedTargets();
   for (DType type : kWeightTypes) {
-    if (cpu::FindMatMulKernel(type)->driver != cpu::MatMulDriver::kRowsInLanes) continue;
+    const cpu::MatMulDriver driver = cpu::FindMatMulKernel(type)->driver;
+    if (driver != cpu::MatMulDriver::kRowsInLanes && driver != cpu::MatMulDriver::kPairPerBlock) {
+      continue;
+    }
     for (size_t n_tokens : std::initializer_list<size_t>{1, 2, 4, 5, 16}) {
       SCOPED_TRACE(::testing::Message() << DTypeName(type) << ", " << n_tokens << " tokens, seed "
                                         << TestSeed() << " (PETREL_TEST_SEED)");

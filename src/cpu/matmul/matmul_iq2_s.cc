@@ -16,6 +16,7 @@
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul/matmul_entry.h"
 #include "cpu/matmul/quant_grid-inl.h"
+#include "cpu/matmul/quant_grid_vbmi-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
@@ -44,6 +45,40 @@ struct Format : GridFormat<Format> {
     s1 = int16_t(2 * (block.scales[c] >> 4) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
+#if HWY_TARGET == HWY_AVX3_DL
+  // Codes by permutes (quant_grid_vbmi-inl.h): entry e (elements 8 e..8 e+7) has its low index
+  // byte at qs[e] and its index bits 8 and 9 at bits 2 e and 2 e + 1 of the eight qh bytes; the
+  // sign bits follow the index bytes in element order.
+  static HWY_INLINE GridVbmiBlock Unpack(const WBlock& block) {
+    const __m512i indices =
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs)));
+    uint64_t high_bits;
+    std::memcpy(&high_bits, block.qh, sizeof(high_bits));
+    const __mmask64 bit8 = _cvtu64_mask64(_pext_u64(high_bits, 0x5555555555555555ull));
+    const __mmask64 bit9 = _cvtu64_mask64(_pext_u64(high_bits, 0xAAAAAAAAAAAAAAAAull));
+    GridVbmiBlock unpacked;
+    unpacked.low = LookupBytes<1024>(indices, bit8, bit9, kTables.code_low);
+    unpacked.high = LookupBytes<1024>(indices, bit8, bit9, kTables.code_high);
+    unpacked.signs = _mm512_setzero_si512();
+    unpacked.sign_bits = block.qs + quant::kQK_K / 8;
+    // Nibble 2 c (elements 32 c..) and 2 c + 1 (32 c + 16..) as stored.
+    std::memcpy(&unpacked.scale_nibbles, block.scales, sizeof(unpacked.scale_nibbles));
+    return unpacked;
+  }
+  struct Layout : OctetCodes {
+    static constexpr bool kOneScalePerChunk = false;
+    static constexpr size_t kSignOffset = 0;  // unused: the bits are in the block
+  };
+  static HWY_INLINE QVI32 DotBlock(const WBlock& block, const int8_t* HWY_RESTRICT x) {
+    return DotGridVbmi<Layout>(Unpack(block), kTables, x);
+  }
+  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
+    DecodeGridVbmi<Layout>(Unpack(block), kTables, w);
+    w.d = Scale(block);
+    w.dmin = 0.0f;
+  }
+  static constexpr const GridCodeTables& kTables = kIQ2SCodes;
+#endif  // HWY_TARGET == HWY_AVX3_DL
 #endif  // PETREL_QUANT_SIMD
 };
 

@@ -11,11 +11,13 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include <array>
 #include <cstring>
 
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul/matmul_entry.h"
 #include "cpu/matmul/quant_grid-inl.h"
+#include "cpu/matmul/quant_grid_vbmi-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
@@ -48,6 +50,51 @@ struct Format : GridFormat<Format> {
     s0 = s1 = int16_t(2 * (aux[1] >> 28) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d) * 0.125f; }
+#if HWY_TARGET == HWY_AVX3_DL
+  // Codes and sign bytes by permutes (quant_grid_vbmi-inl.h). Qword c of the block's 64 bytes is
+  // chunk c: four index bytes, then the sign groups and the scale. Entry e = 4 c + l (elements
+  // 8 e..8 e+7) ends with its index at byte e and its sign group at byte 32 + e.
+  static HWY_INLINE GridVbmiBlock Unpack(const WBlock& block) {
+    const __m512i q = _mm512_loadu_si512(block.qs);
+    // Bytes 0..3 of qword c: the indices; 4..7: the 7-bit sign groups (bits 0, 7, 14, 21 of the
+    // second uint32); then the index bytes to 0..31 and the sign groups to 32..63.
+    constexpr uint8_t kFieldShifts[8] = {0, 8, 16, 24, 32, 39, 46, 53};
+    const __m512i fields =
+        _mm512_multishift_epi64_epi8(_mm512_set1_epi64(int64_t(QwordOfBytes(kFieldShifts))), q);
+    alignas(64) static constexpr auto kCompact = [] {
+      std::array<uint8_t, 64> compact{};
+      for (size_t e = 0; e < 32; ++e) {
+        compact[e] = uint8_t(8 * (e / 4) + e % 4);
+        compact[32 + e] = uint8_t(8 * (e / 4) + 4 + e % 4);
+      }
+      return compact;
+    }();
+    const __m512i entries = _mm512_permutexvar_epi8(_mm512_load_si512(kCompact.data()), fields);
+    GridVbmiBlock unpacked;
+    unpacked.low = LookupBytes<256>(entries, 0, 0, kTables.code_low);
+    unpacked.high = LookupBytes<256>(entries, 0, 0, kTables.code_high);
+    unpacked.signs = _mm512_permutex2var_epi8(_mm512_load_si512(kTables.signs), entries,
+                                              _mm512_load_si512(kTables.signs + 64));
+    unpacked.sign_bits = nullptr;
+    // Chunk c's s (bits 60..63 of qword c) to byte c.
+    unpacked.scale_nibbles =
+        NibblesTwice(uint64_t(_mm_cvtsi128_si64(_mm512_cvtepi64_epi8(_mm512_srli_epi64(q, 60)))));
+    return unpacked;
+  }
+  struct Layout : OctetCodes {
+    static constexpr bool kOneScalePerChunk = true;
+    static constexpr size_t kSignOffset = 32;  // entry e's sign byte at 32 + e
+  };
+  static HWY_INLINE QVI32 DotBlock(const WBlock& block, const int8_t* HWY_RESTRICT x) {
+    return DotGridVbmi<Layout>(Unpack(block), kTables, x);
+  }
+  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
+    DecodeGridVbmi<Layout>(Unpack(block), kTables, w);
+    w.d = Scale(block);
+    w.dmin = 0.0f;
+  }
+  static constexpr const GridCodeTables& kTables = kIQ2XXSCodes;
+#endif  // HWY_TARGET == HWY_AVX3_DL
 #endif  // PETREL_QUANT_SIMD
 };
 

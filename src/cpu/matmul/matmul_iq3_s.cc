@@ -16,6 +16,7 @@
 #include "cpu/kernel_entry_points.h"
 #include "cpu/matmul/matmul_entry.h"
 #include "cpu/matmul/quant_grid-inl.h"
+#include "cpu/matmul/quant_grid_vbmi-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace petrel::cpu {
@@ -44,6 +45,40 @@ struct Format : GridFormat<Format> {
     s0 = s1 = int16_t(2 * ((block.scales[c / 2] >> (4 * (c % 2))) & 0xF) + 1);
   }
   static HWY_INLINE float Scale(const WBlock& block) { return HalfToF32(block.d); }
+#if HWY_TARGET == HWY_AVX3_DL
+  // Codes by permutes (quant_grid_vbmi-inl.h): entry e (elements 4 e..4 e+3) has its low index
+  // byte at qs[e] and its ninth bit at bit e of the eight qh bytes; the sign bits are in element
+  // order.
+  static HWY_INLINE GridVbmiBlock Unpack(const WBlock& block) {
+    const __m512i indices = _mm512_loadu_si512(block.qs);
+    uint64_t high_bits;
+    std::memcpy(&high_bits, block.qh, sizeof(high_bits));
+    const __mmask64 bit8 = _cvtu64_mask64(high_bits);
+    GridVbmiBlock unpacked;
+    unpacked.low = LookupBytes<512>(indices, bit8, 0, kTables.code_low);
+    unpacked.high = LookupBytes<512>(indices, bit8, 0, kTables.code_high);
+    unpacked.signs = _mm512_setzero_si512();
+    unpacked.sign_bits = block.signs;
+    // Chunk c's nibble (stored as nibble c) to byte c, then twice.
+    uint32_t scale_bytes;
+    std::memcpy(&scale_bytes, block.scales, sizeof(scale_bytes));
+    unpacked.scale_nibbles = NibblesTwice(_pdep_u64(scale_bytes, 0x0F0F0F0F0F0F0F0Full));
+    return unpacked;
+  }
+  struct Layout : QuadCodes {
+    static constexpr bool kOneScalePerChunk = true;
+    static constexpr size_t kSignOffset = 0;  // unused: the bits are in the block
+  };
+  static HWY_INLINE QVI32 DotBlock(const WBlock& block, const int8_t* HWY_RESTRICT x) {
+    return DotGridVbmi<Layout>(Unpack(block), kTables, x);
+  }
+  static HWY_INLINE void Decode(const WBlock& block, DecodedK& w) {
+    DecodeGridVbmi<Layout>(Unpack(block), kTables, w);
+    w.d = Scale(block);
+    w.dmin = 0.0f;
+  }
+  static constexpr const GridCodeTables& kTables = kIQ3SCodes;
+#endif  // HWY_TARGET == HWY_AVX3_DL
 #endif  // PETREL_QUANT_SIMD
 };
 

@@ -434,6 +434,24 @@ HWY_INLINE int32_t MinSumK(const int16_t* HWY_RESTRICT mins, const int16_t* HWY_
 template <bool kSigned, int kOffset>
 HWY_INLINE QVI32 DotK(const DecodedK& w, const int8_t* HWY_RESTRICT x,
                       const QVI16* HWY_RESTRICT xo) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (kSigned) {
+    // Two chunks per 512-bit vector (chunk 2 j + 1's lanes in the high half, added to chunk
+    // 2 j's at the end: the same int32 lanes). x is negated under a mask where the level is
+    // negative; where it is 0, |level| = 0 zeroes the product as vpsignb's zero would.
+    __m512i sum = _mm512_setzero_si512();
+    for (size_t j = 0; j < 4; ++j) {
+      const __m512i wv = _mm512_load_si512(w.q + 64 * j);
+      const __m512i xv = _mm512_loadu_si512(x + 64 * j);
+      const __m512i signed_x =
+          _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(wv), _mm512_setzero_si512(), xv);
+      const __m512i pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(wv), signed_x);
+      sum = _mm512_add_epi32(sum, _mm512_madd_epi16(pairs, _mm512_load_si512(w.scales[2 * j])));
+    }
+    (void)xo;
+    return QVI32{_mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1))};
+  }
+#endif
   const QDU8 du8;
   const QDI8 d8;
   const QDI16 d16;
