@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::InputFile input(data, size);
   if (!input.ok()) return 0;
   auto imatrix = ReadImatrix(input.path());
-  if (!imatrix.ok()) return 0;
+  if (!imatrix.ok()) return fuzz::Refused(imatrix.status());
   for (const auto& [name, entry] : imatrix->entries) {
     for (size_t mat = 0; mat < entry.n_mat(); ++mat) {
       const std::vector<float> importance = entry.Importance(mat);

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::InputFile input(data, size);
   if (!input.ok()) return 0;
   auto reader = KldBaseReader::Open(input.path());
-  if (!reader.ok()) return 0;
+  if (!reader.ok()) return fuzz::Refused(reader.status());
   (void)reader->plan();
   KldBaseRecord record;
   for (int position = 0; position < kMaxPositions; ++position) {

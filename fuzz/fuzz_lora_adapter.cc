@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!input.ok()) return 0;
   const LoraFile file{input.path(), 1.0f, "fuzz"};
   auto lora = LoadLoraAdapters(*model.arch, model.config, model.weights, {&file, 1});
-  if (!lora.ok()) return 0;
+  if (!lora.ok()) return Refused(lora.status());
   const Architecture& arch = *model.arch;
   const ModelWeights& weights = model.weights;
   MergeInto(**lora, GgufWeightName(arch.output, -1), weights.output);

@@ -1,6 +1,6 @@
 // Fuzz target: a session file (`/save`, petrel_context_save), read by SessionReader as
 // LoadSession reads it into an engine: against the story model's fingerprint and a KV cache of
-// its shape (f32 rows, a context of 256), checking the header, the model path, the metadata,
+// its shape (f16 rows, a context of 256), checking the header, the model path, the metadata,
 // the tokens and every K/V layer.
 #include <cstddef>
 #include <cstdint>
@@ -27,9 +27,9 @@ const SessionTarget& StoryTarget() {
     auto* story = new SessionTarget;
     story->fingerprint = FingerprintModel(*model);
     story->model_path = SessionModelPath(*model);
-    story->kv_type = uint32_t(DType::kF32);
+    story->kv_type = uint32_t(DType::kF16);  // the default --cache-type
     story->n_layers = uint32_t(config.n_layers);
-    story->row_bytes = uint32_t(config.kv_row_elems() * sizeof(float));
+    story->row_bytes = uint32_t(config.kv_row_elems() * sizeof(uint16_t));
     story->context = kContext;
     story->n_vocab = config.n_vocab;
     return story;
@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   InputFile input(data, size);
   if (!input.ok()) return 0;
   auto reader = SessionReader::Open(input.path(), target);
-  if (!reader.ok()) return 0;
+  if (!reader.ok()) return Refused(reader.status());
   std::vector<uint8_t> k(reader->tokens().size() * target.row_bytes), v(k.size());
   for (uint32_t layer = 0; layer < target.n_layers; ++layer) {
     if (!reader->ReadLayer(layer, k.data(), v.data()).ok()) break;
