@@ -7,9 +7,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
+#include "core/base/status.h"
+
 namespace petrel::fuzz {
+
+// What a target returns for an input its reader refused; with PETREL_FUZZ_VERBOSE set, the
+// reason is printed too, to check that the seeds get past the reader.
+inline int Refused(const Status& status) {
+  if (std::getenv("PETREL_FUZZ_VERBOSE"))
+    std::fprintf(stderr, "refused: %s\n", status.message().c_str());
+  return 0;
+}
 
 class InputFile {
  public:

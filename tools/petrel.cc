@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/base/log.h"
+#include "core/format/mapping_fault.h"  // ExitOnMappedFileFault
 #include "core/runtime/backend_registry.h"
 #include "cpu/kernels.h"  // SimdTargetName
 #include "petrel_version.h"
@@ -36,6 +37,8 @@ CLI::App* FindSubcommand(CLI::App& app, const std::string& name) {
 
 int main(int argc, char** argv) {
   using namespace petrel::tools;
+  // A model file truncated while mapped: one error line and exit 1, not "Bus error".
+  petrel::ExitOnMappedFileFault(1);
   CLI::App app{"petrel: run large language models on the CPU"};
   app.name("petrel");
   app.require_subcommand(0, 1);

@@ -45,6 +45,17 @@ Status CheckEntry(const std::string& path, const std::string& name, const Imatri
                    shown.c_str(), double(sum));
     }
   }
+  // The importance quantization weighs columns by is sum / count (ImatrixEntry::Importance): a
+  // count so small that the quotient overflows would make every weight of the matrix infinite.
+  for (size_t mat = 0; mat < entry.counts.size(); ++mat) {
+    for (int64_t j = 0; j < entry.n_in; ++j) {
+      const float sum = entry.sum2[mat * size_t(entry.n_in) + size_t(j)];
+      if (!std::isfinite(sum / entry.counts[mat])) {
+        return Error("%s: imatrix entry '%s' has a sum of %g over a count of %g: damaged file",
+                     path.c_str(), shown.c_str(), double(sum), double(entry.counts[mat]));
+      }
+    }
+  }
   return Status::Ok();
 }
 

@@ -189,6 +189,7 @@ Status KldBaseReader::Next(KldBaseRecord* record) {
   record->argmax = Get<int32_t>(record_.data() + 4);
   const double low = Get<float>(record_.data() + 8);
   if (record->argmax < 0 || uint32_t(record->argmax) >= header_.n_vocab || !(low <= 0) ||
+      !std::isfinite(low) ||
       !std::isfinite(record->target_log_prob) || record->target_log_prob > 0) {
     return Error(
         "%s: corrupt KL-divergence base file (a position with argmax %d, lowest "
@@ -203,6 +204,13 @@ Status KldBaseReader::Next(KldBaseRecord* record) {
     const double log_prob = low * (1.0 - code / kCodeMax);
     record->log_probs[i] = float(log_prob);
     sum += std::exp(log_prob);
+  }
+  // A row whose probabilities all underflow (a huge |low| and no code near the top) has no
+  // distribution to renormalise; a row written by petrel always holds its most likely token,
+  // whose probability is at least 1 / n_vocab.
+  if (!(sum > 0) || !std::isfinite(sum)) {
+    return Error("%s: corrupt KL-divergence base file (a position whose probabilities sum to %g)",
+                 path_.c_str(), sum);
   }
   const float shift = float(std::log(sum));
   for (float& log_prob : record->log_probs) log_prob -= shift;

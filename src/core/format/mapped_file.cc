@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "core/base/log.h"
+#include "core/format/mapping_fault.h"
 
 namespace petrel {
 namespace {
@@ -123,12 +124,18 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
                       file->size_, path.c_str(), std::strerror(errno));
     }
   }
+  // A file mapping faults (SIGBUS) if the file shrinks under it: remembered so that the
+  // fault can be reported as that (mapping_fault.h).
+  if (file->data_ != nullptr && !g_options.read_into_memory) {
+    file->fault_slot_ = RememberMapping(file->data_, file->size_, path.c_str());
+  }
   // The mapping keeps the file alive; the descriptor is no longer needed.
   ::close(fd);
   return file;
 }
 
 MappedFile::~MappedFile() {
+  ForgetMapping(fault_slot_);
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 

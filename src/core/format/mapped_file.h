@@ -51,6 +51,7 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::string path_;
+  int fault_slot_ = -1;  // its entry in the table of mappings (mapping_fault.h), or -1
 };
 
 }  // namespace petrel

@@ -5,21 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/generation/session_format.h"  // ModelFingerprint, SessionReader
 #include "core/runtime/engine.h"
 
 namespace petrel {
-
-// What identifies a model's weights for a session file. `header_hash` covers the architecture,
-// every hyperparameter and each weight's name, shape and type; `data_hash` covers the first,
-// middle and last 4 KiB of each weight's bytes. Sampled rather than complete so that /save and
-// /load cost milliseconds on any model (a full hash reads every byte: seconds for gigabytes);
-// a retrained or converted model differs in every sampled block.
-struct ModelFingerprint {
-  uint64_t header_hash = 0;
-  uint64_t data_hash = 0;
-  bool operator==(const ModelFingerprint&) const = default;
-};
-ModelFingerprint FingerprintModel(const LoadedModel& model);
 
 // Writes `seq`'s tokens (`tokens` must be what its cache holds), K/V rows, the model's
 // fingerprint and path. `path` must not be the model's file; on error it is left as it was.
