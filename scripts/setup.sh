@@ -16,6 +16,8 @@ packages=(
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
   # Pipeline parallelism over several processes or hosts (`mpirun -np N petrel ... --mpi`).
   libopenmpi-dev openmpi-bin
+  # Coverage-guided fuzzing of the parsers (scripts/fuzz.sh): clang with libFuzzer.
+  clang
 )
 # Optional packages are installed only when apt knows them: the Khronos validation layer
 # (PETREL_VULKAN_VALIDATION=1) is not packaged everywhere, nor is a chromium outside a snap.
