@@ -33,10 +33,12 @@ cp /etc/resolv.conf "$root/etc/resolv.conf"
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
 
 # A clean start: no petrel from an earlier check, nothing it pulled in kept by hand.
-in_root dpkg --purge petrel libpetrel-dev libpetrel0 >/dev/null 2>&1 || true
+in_root dpkg --purge python3-petrel petrel libpetrel-dev libpetrel0 >/dev/null 2>&1 || true
 in_root apt-get autoremove -y -qq --purge >&2 || true
 rm -rf "$root/tmp/petrel-debs" && mkdir -p "$root/tmp/petrel-debs"
 cp "$dist"/petrel_*.deb "$dist"/libpetrel0_*.deb "$dist"/libpetrel-dev_*.deb "$root/tmp/petrel-debs/"
+python_deb=$(ls "$dist"/python3-petrel_*.deb 2>/dev/null | head -n 1)
+[ -z "$python_deb" ] || cp "$python_deb" "$root/tmp/petrel-debs/"
 in_root apt-get update -qq >&2
 # apt resolves the packages' Depends from the mirror: a dependency they forgot fails here or in
 # the runs below. pkg-config is for the -dev check only.
@@ -48,7 +50,20 @@ expected=$("$petrel_bin" run -m "$model" -p "$prompt" -n 8 --temp 0 2>/dev/null)
 actual=$(in_root petrel run -m "/model/$(basename "$model")" -p "$prompt" -n 8 --temp 0)
 echo "check-deb-chroot: petrel run in the chroot: $actual"
 [ "$actual" = "$expected" ] || { echo "check-deb-chroot: expected '$expected'" >&2; exit 1; }
-in_root ldconfig -p | grep -q 'libpetrel.so.0 ' || { echo "check-deb-chroot: ldconfig does not list libpetrel.so.0" >&2; exit 1; }
+# Read whole before grep: with pipefail, grep -q leaving early would fail ldconfig's write.
+libraries=$(in_root ldconfig -p)
+grep -q 'libpetrel.so.0 ' <<<"$libraries" || { echo "check-deb-chroot: ldconfig does not list libpetrel.so.0" >&2; exit 1; }
 echo "check-deb-chroot: pkg-config petrel: $(in_root pkg-config --cflags --libs petrel)"
 in_root test -f /usr/include/petrel/petrel.h
+in_root sh -c 'test -f /usr/lib/*/libpetrel.a' || { echo "check-deb-chroot: no libpetrel.a" >&2; exit 1; }
+in_root test -f /usr/share/doc/petrel/README.md || { echo "check-deb-chroot: no docs in /usr/share/doc/petrel" >&2; exit 1; }
+if [ -n "$python_deb" ]; then
+  # The Python package, from Debian's python3, finding the installed library by itself.
+  python_text=$(in_root python3 -c 'import sys, petrel
+with petrel.Model(sys.argv[1]) as model:
+    print("".join(model.generate(sys.argv[2], max_tokens=8, temperature=0)))' \
+    "/model/$(basename "$model")" "$prompt")
+  echo "check-deb-chroot: python3 -c 'import petrel ...' in the chroot: $python_text"
+  [ "$python_text" = "$expected" ] || { echo "check-deb-chroot: the Python package gave '$python_text', expected '$expected'" >&2; exit 1; }
+fi
 echo "check-deb-chroot: the packages install and run in a clean Debian 12 root"

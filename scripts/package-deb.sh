@@ -19,9 +19,14 @@ for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture; do
   command -v "$tool" >/dev/null || { echo "package-deb: $tool not found (apt-get install dpkg-dev)" >&2; exit 1; }
 done
 
+# The Python package goes where Debian's python3 looks (/usr/lib/python3/dist-packages), not
+# into the site-packages of whichever python3 is first on PATH (pyenv's, a venv's).
+python_dir_option=-Dpython.purelibdir=lib/python3/dist-packages
 if [ ! -f "$build_dir/build.ninja" ]; then
   meson setup "$build_dir" --buildtype=release --prefix=/usr -Dtests=disabled -Dbenchmarks=disabled \
-    -Dcuda=disabled ${PETREL_MESON_ARGS:-} >&2
+    -Dcuda=disabled "$python_dir_option" ${PETREL_MESON_ARGS:-} >&2
+else
+  meson configure "$build_dir" "$python_dir_option" >&2
 fi
 ninja -C "$build_dir" ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} tools/petrel src/capi/libpetrel.so.0.1.0 src/capi/libpetrel.a >&2
 stage=$(mktemp -d "${TMPDIR:-/tmp}/petrel-deb.XXXXXX")
@@ -52,9 +57,8 @@ take petrel usr/bin/petrel usr/share/doc/petrel
 take libpetrel0 "$libdir/libpetrel.so.0" "$libdir/libpetrel.so.$version"
 take libpetrel-dev usr/include/petrel/petrel.h "$libdir/libpetrel.so" "$libdir/libpetrel.a" \
   "$libdir/pkgconfig/petrel.pc"
-# The Python package, in the site-packages folder of the python3 that configured the build.
-python_dir=$(cd "$installed" && find usr -type d -path '*-packages/petrel' | head -n 1)
-[ -n "$python_dir" ] || { echo "package-deb: meson install left no Python package" >&2; exit 1; }
+python_dir=usr/lib/python3/dist-packages/petrel
+[ -d "$installed/$python_dir" ] || { echo "package-deb: meson install left no /$python_dir" >&2; exit 1; }
 take python3-petrel "$python_dir"
 left=$(find "$installed" -type f -o -type l)
 if [ -n "$left" ]; then
@@ -108,7 +112,17 @@ control petrel "$petrel_depends" "CPU-first LLM inference engine: the petrel com
 control libpetrel0 "$lib_depends" "CPU-first LLM inference engine: the C API library
  libpetrel.so.0, the C API of petrel (<petrel/petrel.h>): models, contexts, streamed
  generation, chat templates, embeddings, LoRA adapters and sessions." "Multi-Arch: same"
-control libpetrel-dev "libpetrel0 (= $version)" "CPU-first LLM inference engine: C API development files
+# petrel.pc's Requires.private (the libraries libpetrel.a needs, which pkg-config checks even
+# without --static) come from the -dev packages that own their .pc files.
+dev_depends=""
+for required in $(sed -n 's/^Requires.private: *//p' "$stage/libpetrel-dev/$libdir/pkgconfig/petrel.pc" | tr ',' ' '); do
+  pc=$(pkg-config --path "$required" 2>/dev/null) ||
+    { echo "package-deb: petrel.pc requires $required, which pkg-config does not find" >&2; exit 1; }
+  owner=$(dpkg -S "$(realpath "$pc")" 2>/dev/null | head -n 1 | cut -d: -f1) ||
+    { echo "package-deb: no package owns $pc (petrel.pc requires $required)" >&2; exit 1; }
+  case ", $dev_depends, " in *", $owner, "*) ;; *) dev_depends+=", $owner" ;; esac
+done
+control libpetrel-dev "libpetrel0 (= $version)$dev_depends" "CPU-first LLM inference engine: C API development files
  The header <petrel/petrel.h>, the libpetrel.so link, the static libpetrel.a and petrel.pc for
  pkg-config." "Multi-Arch: same"
 control python3-petrel "libpetrel0 (= $version), python3" "CPU-first LLM inference engine: Python bindings

@@ -86,9 +86,8 @@ class ServerProcess {
   }
 
   bool ok() const { return ready_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return pid_; }  // -1 once it has exited
   int port() const { return port_; }
-  int pid() const { return pid_; }  // -1 once it has exited
   std::string log() const {
     std::ifstream in(log_path_);
     return std::string(std::istreambuf_iterator<char>(in), {});
