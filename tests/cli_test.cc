@@ -213,6 +213,19 @@ TEST(Cli, SynthTernaryWeightsRun) {
                      "--weights");
 }
 
+// Types written only with an importance matrix are refused by name before anything is written,
+// never a failed check halfway through the file.
+TEST(Cli, SynthRefusesTypesThatNeedAnImportanceMatrix) {
+  const std::string path = testing::ScratchDir() + "/petrel_cli_synth_iq.gguf";
+  for (const char* type : {"iq3_xxs", "iq2_xxs", "iq1_s"}) {
+    const Output synth =
+        Petrel({"synth", "--shape", "256x1x4x2x512", "--type", type, "--n-vocab", "300", "-o", path});
+    ExpectOneLineError(synth, "importance matrix");
+    std::ifstream written(path);
+    EXPECT_FALSE(written.good()) << type << ": a file was left at " << path;
+  }
+}
+
 // A 1.1B-parameter F16 model (2.2 GB): the weights must be used from the mapping, so peak RSS
 // stays below the file size + 15 % (a copy would double it).
 TEST(Cli, TinyllamaF16WeightsAreMappedNotCopied) {

@@ -19,15 +19,18 @@ meson install -C "$build" --no-rebuild --destdir "$root" >"$scratch/install.log"
   { cat "$scratch/install.log"; exit 1; }
 pc=$(find "$root" -name petrel.pc | head -n 1)
 [ -n "$pc" ] || { echo "petrel.pc was not installed"; exit 1; }
-# The installed .pc names the final prefix; the sysroot maps it into the scratch root. The
-# system's own .pc files stay reachable for the packages petrel.pc requires.
+# The installed .pc names the final prefix, which --define-variable moves into the scratch root
+# (a sysroot would not do: it would move the absolute paths of libraries outside the prefix too,
+# such as CUDA's static runtime in Libs.private). The system's own .pc files stay reachable for
+# the packages petrel.pc requires.
 PKG_CONFIG_LIBDIR=$(dirname "$pc"):$(pkg-config --variable pc_path pkg-config)
-PKG_CONFIG_SYSROOT_DIR=$root
-export PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
-cflags=$(pkg-config --cflags petrel)
-libs=$(pkg-config --libs petrel)
+export PKG_CONFIG_LIBDIR
+prefix=$(pkg-config --variable prefix petrel)
+in_root="--define-variable=prefix=$root$prefix"
+cflags=$(pkg-config "$in_root" --cflags petrel)
+libs=$(pkg-config "$in_root" --libs petrel)
 echo "pkg-config petrel: $cflags $libs"
-libdir=$(pkg-config --variable libdir petrel)  # in the scratch root (the sysroot applies)
+libdir=$(pkg-config "$in_root" --variable libdir petrel)  # in the scratch root
 [ -f "$libdir/libpetrel.so" ] || { echo "no libpetrel.so in $libdir"; exit 1; }
 
 # Strict C99: the header must be plain C.
@@ -49,7 +52,7 @@ LD_LIBRARY_PATH=$libdir "$scratch/capi_test" "$model" "$scratch/expected.txt" "$
 # The static library: libpetrel.a by its path (a plain -lpetrel would take the .so), the rest of
 # the link line from `pkg-config --static`.
 [ -f "$libdir/libpetrel.a" ] || { echo "no libpetrel.a in $libdir"; exit 1; }
-static_libs=$(pkg-config --static --libs petrel | sed 's/-lpetrel\b//')
+static_libs=$(pkg-config "$in_root" --static --libs petrel | sed 's/-lpetrel\b//')
 echo "pkg-config --static petrel: $static_libs"
 cc -std=c99 -Wall -Werror $cflags -o "$scratch/simple_static" "$source/../../examples/simple.c" \
   "$libdir/libpetrel.a" $static_libs

@@ -97,7 +97,7 @@ void FillRows(void* dst, DType type, size_t n_in, size_t n_rows, uint64_t seed, 
     }
     const bool encoded =
         QuantizeRow(type, row.data(), static_cast<char*>(dst) + r * row_bytes, n_in);
-    PETREL_CHECK(encoded);  // ChooseTensorType and WriteSynthModel only pick encodable types
+    PETREL_CHECK(encoded);  // WriteSynthModel refuses types it cannot encode before writing
   }
 }
 
@@ -266,6 +266,9 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
 
   uint64_t seed = spec.seed;
   const float dim = float(spec.dim);
+  // The first tensor the mix puts in a type that cannot be drawn here: one written only with an
+  // importance matrix (IQ1, IQ2, IQ3), or rows that are no whole number of its blocks.
+  Status unwritable;
   // n_mats > 0: an experts tensor of n_mats stacked matrices (3-D even for one).
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float stddev,
                     int64_t n_mats = 0) {
@@ -280,6 +283,16 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
       const DType type =
           spec.quant_mix ? ChooseTensorType(*spec.quant_mix, name, n_in, n_dims, int(spec.n_layers))
                          : spec.type;
+      if (unwritable.ok() && !CanQuantize(type)) {
+        unwritable = Error(
+            "--type: %s would be %s, which is quantized only with an importance matrix: write "
+            "--type f16, then `petrel quantize --imatrix FILE` it",
+            name.c_str(), DTypeName(type));
+      } else if (unwritable.ok() && n_in % Traits(type).block_elems != 0) {
+        unwritable = Error("--type: %s has rows of %lld, not a whole number of %s blocks of %zu",
+                           name.c_str(), static_cast<long long>(n_in), DTypeName(type),
+                           size_t(Traits(type).block_elems));
+      }
       writer.AddTensor(name, desc(type), [=](void* dst) {
         FillRows(dst, type, size_t(n_in), size_t(n_rows), seed, stddev, weights);
       });
@@ -363,6 +376,7 @@ Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
   if (arch->output.IsRequired(config)) {
     matrix(GgufWeightName(arch->output, -1), spec.dim, n_vocab, 4.0f / std::sqrt(dim));
   }
+  PETREL_RETURN_IF_ERROR(unwritable);
   return writer.Write(path);
 }
 
