@@ -38,7 +38,9 @@ if [ ! -f build-asan/build.ninja ]; then
     -Dbenchmarks=disabled -Dvulkan=disabled -Dcuda=disabled -Dsimd-targets=baseline \
     ${PETREL_MESON_ARGS:-} >&2
 fi
-# The suite's executables, as ninja targets (tests/..., fuzz/... for the fuzz corpus replays).
+# The suite's executables, as ninja targets (tests/..., fuzz/... for the fuzz corpus replays),
+# read after regenerating the build files, so that tests added since an earlier run are in.
+ninja -C build-asan build.ninja >&2
 asan_targets=$(meson introspect build-asan --tests | python3 -c '
 import json, os, sys
 print(" ".join(os.path.relpath(t["cmd"][0], "build-asan") for t in json.load(sys.stdin) if "malformed" in t["suite"] or any(s.endswith(":malformed") for s in t["suite"])))')
@@ -62,6 +64,7 @@ if [ ! -f build-tsan/build.ninja ]; then
     -Dbenchmarks=disabled -Dvulkan=disabled -Dcuda=disabled -Dsimd-targets=baseline \
     ${PETREL_MESON_ARGS:-} >&2
 fi
+ninja -C build-tsan build.ninja >&2
 tsan_targets=$(meson introspect build-tsan --tests | python3 -c '
 import json, os, sys
 print(" ".join(os.path.relpath(t["cmd"][0], "build-tsan") for t in json.load(sys.stdin) if "tsan" in t["suite"] or any(s.endswith(":tsan") for s in t["suite"])))')
