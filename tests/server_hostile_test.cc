@@ -21,6 +21,7 @@
 
 #include "util/cli_runner.h"   // StoryF32Gguf
 #include "util/pty_process.h"  // WriteChatTemplate
+#include "util/loopback_socket.h"
 #include "util/server_process.h"
 
 namespace petrel::testing {
@@ -32,23 +33,8 @@ using Clock = std::chrono::steady_clock;
 // A connected loopback TCP socket (-1 on failure), closed on destruction.
 class Socket {
  public:
-  explicit Socket(int port, int receive_buffer = 0) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return;
-    if (receive_buffer > 0) {
-      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
-    }
-    const int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(uint16_t(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-      close(fd_);
-      fd_ = -1;
-    }
-  }
+  explicit Socket(int port, int receive_buffer = 0)
+      : fd_(ConnectLoopback(port, receive_buffer)) {}
   ~Socket() {
     if (fd_ >= 0) close(fd_);
   }

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "util/cli_runner.h"  // StoryF32Gguf
+#include "util/loopback_socket.h"
 #include "util/server_process.h"
 
 namespace petrel::testing {
@@ -29,20 +30,7 @@ using json = nlohmann::json;
 // A loopback connection that ends with a reset, never a FIN.
 class ResettingSocket {
  public:
-  explicit ResettingSocket(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return;
-    const int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(uint16_t(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-      close(fd_);
-      fd_ = -1;
-    }
-  }
+  explicit ResettingSocket(int port) : fd_(ConnectLoopback(port)) {}
   // The reset: linger on with a zero timeout makes close() abort the connection.
   ~ResettingSocket() {
     if (fd_ < 0) return;
