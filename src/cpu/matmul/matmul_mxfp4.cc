@@ -19,13 +19,25 @@ namespace petrel::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-// kMXFP4Values as bytes, aligned for LoadDup128.
-constexpr std::array<uint8_t, 16> MakeMXFP4Grid() {
-  std::array<uint8_t, 16> grid{};
-  for (size_t i = 0; i < 16; ++i) grid[i] = uint8_t(quant::kMXFP4Values[i]);
-  return grid;
+#if PETREL_QUANT_SIMD
+// kMXFP4Values as bytes, and + 12, unsigned for vpdpbusd (0..24; the paired single-token step's
+// levels).
+alignas(16) inline constexpr std::array<uint8_t, 16> kMXFP4Grid = GridBytes<0>(quant::kMXFP4Values);
+alignas(16) inline constexpr std::array<uint8_t, 16> kMXFP4UnsignedGrid =
+    GridBytes<12>(quant::kMXFP4Values);
+
+// The E8M0 exponents e (one per int32 lane) as the scales 2^(e - 128) (half of 2^(e - 127), to
+// undo the doubled grid), as float bits (e - 1) << 23, or the subnormals 2^-128 and 2^-127 for
+// e = 0 and 1.
+template <class D32>
+HWY_INLINE hn::Vec<hn::Repartition<float, D32>> HalvedE8M0Scales(D32 d32, hn::Vec<D32> e) {
+  const auto normal = hn::ShiftLeft<23>(hn::Sub(e, hn::Set(d32, 1)));
+  const auto subnormal = hn::IfThenElse(hn::Eq(e, hn::Zero(d32)), hn::Set(d32, 0x00200000),
+                                        hn::Set(d32, 0x00400000));
+  return hn::BitCast(hn::Repartition<float, D32>(),
+                     hn::IfThenElse(hn::Lt(e, hn::Set(d32, 2)), subnormal, normal));
 }
-alignas(16) inline constexpr std::array<uint8_t, 16> kMXFP4Grid = MakeMXFP4Grid();
+#endif
 
 struct Format
 #if PETREL_QUANT_SIMD
@@ -44,8 +56,7 @@ struct Format
     PackGridNibbles(src, p, kMXFP4Grid.data());
   }
 
-  // Lanes32Format's Pack with the E8M0 scales: 2^(e - 128) (half of 2^(e - 127)), as float bits
-  // (e - 1) << 23, or the subnormals 2^-128 and 2^-127 for e = 0 and 1.
+  // Lanes32Format's Pack with the E8M0 scales (HalvedE8M0Scales).
   static HWY_INLINE void Pack(const WBlock* const* HWY_RESTRICT rows, const LaneRowOffsets& offsets,
                               size_t b, Packed& packed) {
     const LDI32 d32;
@@ -54,26 +65,14 @@ struct Format
     hn::Vec<LDI32> e;
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
     if constexpr (kLaneRows == 8) {
-      // The 8 exponent bytes inserted one by one and widened, rather than a gather (as
-      // LaneScales does for the f16 scales).
-      __m128i bytes = _mm_cvtsi32_si128(rows[0][b].e);
-      bytes = _mm_insert_epi8(bytes, rows[1][b].e, 1);
-      bytes = _mm_insert_epi8(bytes, rows[2][b].e, 2);
-      bytes = _mm_insert_epi8(bytes, rows[3][b].e, 3);
-      bytes = _mm_insert_epi8(bytes, rows[4][b].e, 4);
-      bytes = _mm_insert_epi8(bytes, rows[5][b].e, 5);
-      bytes = _mm_insert_epi8(bytes, rows[6][b].e, 6);
-      bytes = _mm_insert_epi8(bytes, rows[7][b].e, 7);
-      e = hn::Vec<LDI32>{_mm256_cvtepu8_epi32(bytes)};
+      // The 8 exponent bytes inserted, rather than a gather (as LaneScales does for f16 scales).
+      e = hn::Vec<LDI32>{InsertBytesToI32([&](size_t l) { return &rows[l][b].e; })};
     } else
 #endif
     {
       e = hn::And(hn::BitCast(d32, GatherBlockWords<0>(rows, offsets, b)), hn::Set(d32, 0xFF));
     }
-    const auto normal = hn::ShiftLeft<23>(hn::Sub(e, hn::Set(d32, 1)));
-    const auto subnormal = hn::IfThenElse(hn::Eq(e, hn::Zero(d32)), hn::Set(d32, 0x00200000),
-                                          hn::Set(d32, 0x00400000));
-    packed.d = hn::BitCast(LDF(), hn::IfThenElse(hn::Lt(e, hn::Set(d32, 2)), subnormal, normal));
+    packed.d = HalvedE8M0Scales(d32, e);
   }
 
   template <size_t T, bool kDotQuads = kHasDotQuads>
@@ -81,6 +80,34 @@ struct Format
                                 size_t b, hn::Vec<LDI32> (&isum)[T]) {
     DotSignedGroups<kPacked, T, kDotQuads>(p, x, b, isum);
   }
+
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+  // Single tokens on AVX3_DL stay there, on paired lanes two blocks at a time
+  // (quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l, its levels + 12.
+  static constexpr bool kSingleTokenFullWidth = true;
+  static constexpr size_t kPairedBlocks = 2;
+  using PairTerms = OffsetPairTerms;
+  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t n_blocks, PairTerms& terms) {
+    ComputeOffsetPairTerms<12>(x, n_blocks, terms);
+  }
+
+  // A single token against the two blocks at base[l] (kLast: one) of 8 rows: Dot<1>'s integers
+  // in lanes 2l + h, then each block's float step in block order.
+  template <bool kLast>
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
+                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+    constexpr size_t kSecond = kLast ? 0 : sizeof(WBlock);
+    const auto isum = PairedGridNibbleSums<kLast, sizeof(WBlock), offsetof(WBlock, qs)>(
+        base, xt, kMXFP4UnsignedGrid.data());
+    return PairedFloatStep<kLast>(
+        isum, xt.d,
+        [&](size_t h) {
+          return HalvedE8M0Scales(
+              PDI32(), hn::Vec<PDI32>{InsertBytesToI32([&](size_t l) { return base[l] + h * kSecond; })});
+        },
+        acc);
+  }
+#endif
 #endif  // PETREL_QUANT_SIMD
 };
 

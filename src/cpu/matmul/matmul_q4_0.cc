@@ -87,26 +87,9 @@ struct Format
   // (quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l.
   static constexpr bool kSingleTokenFullWidth = true;
   static constexpr size_t kPairedBlocks = 2;
-  struct PairTerms {
-    int8_t qs[64];          // quad pair s: elements 4s..4s + 3 of block b, then of block b + 1
-    int32_t offset_sum[2];  // Terms' of blocks b and b + 1
-    float d[2];
-  };
-
-  // A last block alone (n_blocks 1) stands in for its missing second (PairedDot<true> drops it).
+  using PairTerms = OffsetPairTerms;
   static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t n_blocks, PairTerms& terms) {
-    const XBlock& second = x[n_blocks - 1];
-    for (size_t s = 0; s < 8; ++s) {
-      std::memcpy(terms.qs + 8 * s, x[0].qs + 4 * s, 4);
-      std::memcpy(terms.qs + 8 * s + 4, second.qs + 4 * s, 4);
-    }
-    Terms first_terms, second_terms;
-    ComputeTerms(x[0], first_terms);
-    ComputeTerms(second, second_terms);
-    terms.offset_sum[0] = first_terms.offset_sum;
-    terms.offset_sum[1] = second_terms.offset_sum;
-    terms.d[0] = first_terms.d;
-    terms.d[1] = second_terms.d;
+    ComputeOffsetPairTerms<8>(x, n_blocks, terms);
   }
 
   // A single token against the two blocks at base[l] (kLast: one) of 8 rows: Dot<1>'s integers in
@@ -127,14 +110,8 @@ struct Format
           DotQuads<true>(high_sum, hn::And(q[s], high_mask), BroadcastQuadPair(xt.qs + 8 * s + 32));
     }
     isum = hn::Add(isum, hn::ShiftRight<4>(high_sum));
-    const auto sums = hn::ConvertTo(LDF(), isum);
-    const auto first_scales = hn::Mul(RowHalvesToF32(base, 0), hn::Set(PDF(), xt.d[0]));
-    acc = hn::MulAdd(EvenLanesF(sums), first_scales, acc);
-    if constexpr (!kLast) {
-      const auto second_scales = hn::Mul(RowHalvesToF32(base, kSecond), hn::Set(PDF(), xt.d[1]));
-      acc = hn::MulAdd(OddLanesF(sums), second_scales, acc);
-    }
-    return acc;
+    return PairedFloatStep<kLast>(
+        isum, xt.d, [&](size_t h) { return RowHalvesToF32(base, h * kSecond); }, acc);
   }
 #endif
 #endif  // PETREL_QUANT_SIMD

@@ -313,6 +313,21 @@ HWY_INLINE __m256 InsertHalvesToF32(const AddressOf& address_of) {
   h = _mm_insert_epi16(h, half(7), 7);
   return _mm256_cvtph_ps(h);
 }
+
+// The byte at address_of(l) for l = 0..7, zero-extended to 8 int32: inserted one by one, then
+// widened, rather than gathered.
+template <class AddressOf>
+HWY_INLINE __m256i InsertBytesToI32(const AddressOf& address_of) {
+  __m128i bytes = _mm_cvtsi32_si128(*address_of(0));
+  bytes = _mm_insert_epi8(bytes, *address_of(1), 1);
+  bytes = _mm_insert_epi8(bytes, *address_of(2), 2);
+  bytes = _mm_insert_epi8(bytes, *address_of(3), 3);
+  bytes = _mm_insert_epi8(bytes, *address_of(4), 4);
+  bytes = _mm_insert_epi8(bytes, *address_of(5), 5);
+  bytes = _mm_insert_epi8(bytes, *address_of(6), 6);
+  bytes = _mm_insert_epi8(bytes, *address_of(7), 7);
+  return _mm256_cvtepu8_epi32(bytes);
+}
 #endif
 
 // The f16 scales `d` (a block's first two bytes) of block b of each row, as f32 lanes.
@@ -378,13 +393,17 @@ HWY_INLINE void PackNibbles(const WBlock* const* HWY_RESTRICT rows, size_t b, QV
   TransposeWords(src, p);
 }
 
-// The IQ4_NL/IQ4_XS grid's bytes, aligned for LoadDup128 (one copy in every 128-bit block).
-constexpr std::array<uint8_t, 16> MakeIQ4Grid() {
+// A 16-entry grid of int8 levels as bytes (for LoadDup128: align the array to 16), each plus
+// kOffset: 0 keeps the signed levels, a positive offset makes them unsigned for vpdpbusd.
+template <int kOffset>
+constexpr std::array<uint8_t, 16> GridBytes(const int8_t (&levels)[16]) {
   std::array<uint8_t, 16> grid{};
-  for (size_t i = 0; i < 16; ++i) grid[i] = uint8_t(quant::kIQ4NLValues[i]);
+  for (size_t i = 0; i < 16; ++i) grid[i] = uint8_t(levels[i] + kOffset);
   return grid;
 }
-alignas(16) inline constexpr std::array<uint8_t, 16> kIQ4Grid = MakeIQ4Grid();
+
+// The IQ4_NL/IQ4_XS grid.
+alignas(16) inline constexpr std::array<uint8_t, 16> kIQ4Grid = GridBytes<0>(quant::kIQ4NLValues);
 
 // 16 nibble bytes at each src[l] (low nibbles elements 0..15, high 16..31 of a 32-element
 // block), transposed as PackNibbles and mapped through a 16-entry grid (the IQ4 one unless

@@ -127,6 +127,73 @@ HWY_INLINE hn::Vec<PDF> OddUpperHalvesToF32(QVU8Full words) {
   return hn::Vec<PDF>{_mm256_cvtph_ps(_mm512_cvtepi64_epi16(high.raw))};
 }
 
+// A two-block step's activations for a 32-element format against Q8_0 (lane 2l + h: block b + h
+// of row l) whose levels are made unsigned for vpdpbusd by adding kOffset: quad pair s (8 bytes
+// at 8s) is elements 4s..4s + 3 of block b, then of block b + 1; offset_sum[h] = -kOffset x the
+// sum of block b + h's activations, which takes the offset back out of the exact integer dot.
+struct OffsetPairTerms {
+  int8_t qs[64];
+  int32_t offset_sum[2];
+  float d[2];
+};
+
+// A last block alone (n_blocks 1) stands in for its missing second (PairedDot<true> drops it).
+template <int kOffset>
+HWY_INLINE void ComputeOffsetPairTerms(const quant::BlockQ8_0* x, size_t n_blocks,
+                                       OffsetPairTerms& terms) {
+  const quant::BlockQ8_0& second = x[n_blocks - 1];
+  for (size_t s = 0; s < 8; ++s) {
+    std::memcpy(terms.qs + 8 * s, x[0].qs + 4 * s, 4);
+    std::memcpy(terms.qs + 8 * s + 4, second.qs + 4 * s, 4);
+  }
+  terms.offset_sum[0] = -kOffset * ActivationSum(x[0]);
+  terms.offset_sum[1] = -kOffset * ActivationSum(second);
+  terms.d[0] = HalfToF32(x[0].d);
+  terms.d[1] = HalfToF32(second.d);
+}
+
+// The exact int32 dots (lane 2l + h: block b + h of row l) of a step of a 32-element format whose
+// 16 nibble bytes at kQsOffset hold Q4_0's order (byte i: element i low, element i + 16 high)
+// of indices into a 16-entry grid of levels; grid16 holds them + kOffset (unsigned, for
+// vpdpbusd). Blocks are kBlockBytes apart; kLast: the second is the first again.
+template <bool kLast, size_t kBlockBytes, size_t kQsOffset>
+HWY_INLINE hn::Vec<LDI32> PairedGridNibbleSums(const uint8_t* const* HWY_RESTRICT base,
+                                               const OffsetPairTerms& xt,
+                                               const uint8_t* HWY_RESTRICT grid16) {
+  const LDU8 du8;
+  const hn::Repartition<uint16_t, LDU8> du16;
+  constexpr size_t kSecond = kLast ? 0 : kBlockBytes;
+  QVU8Full q[4];
+  TransposeHalves(base, kQsOffset, kSecond + kQsOffset, q);
+  const auto grid = hn::LoadDup128(du8, grid16);
+  const auto mask = hn::Set(du8, 0x0F);
+  // Two chains (low and high nibbles), so that the sums do not wait on one 8-deep chain.
+  auto isum = BroadcastPair(xt.offset_sum), high_sum = hn::Zero(LDI32());
+  for (size_t s = 0; s < 4; ++s) {
+    const auto lo = hn::TableLookupBytes(grid, hn::And(q[s], mask));
+    const auto hi = hn::TableLookupBytes(
+        grid, hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, q[s]))), mask));
+    isum = DotQuads<true>(isum, lo, BroadcastQuadPair(xt.qs + 8 * s));
+    high_sum = DotQuads<true>(high_sum, hi, BroadcastQuadPair(xt.qs + 8 * s + 32));
+  }
+  return hn::Add(isum, high_sum);
+}
+
+// The float step of a two-block step, as the rows-in-lanes Dot takes it block by block: acc +=
+// float(block b's sums) x (its weight scales x its activation scale), then block b + 1's (kLast:
+// none). isum: the exact dots in lanes 2l + h; weight_scales(h): block b + h's scales of the 8
+// rows.
+template <bool kLast, class WeightScales>
+HWY_INLINE hn::Vec<PDF> PairedFloatStep(hn::Vec<LDI32> isum, const float (&dx)[2],
+                                        const WeightScales& weight_scales, hn::Vec<PDF> acc) {
+  const auto sums = hn::ConvertTo(LDF(), isum);
+  acc = hn::MulAdd(EvenLanesF(sums), hn::Mul(weight_scales(0), hn::Set(PDF(), dx[0])), acc);
+  if constexpr (!kLast) {
+    acc = hn::MulAdd(OddLanesF(sums), hn::Mul(weight_scales(1), hn::Set(PDF(), dx[1])), acc);
+  }
+  return acc;
+}
+
 #else
 template <class F>
 constexpr bool kHasPairedDot = false;
