@@ -56,6 +56,18 @@ Result<int64_t> CountOr(json& node, const char* key, int64_t fallback) {
   return it->get<int64_t>();
 }
 
+// A token id: an integer from 0 to INT32_MAX; anything else (a float, a negative or larger
+// number, another type) is an error naming `what`.
+Result<int32_t> TokenIdOf(const json& value, const char* what) {
+  const bool in_range =
+      value.is_number_unsigned()
+          ? value.get<uint64_t>() <= uint64_t(INT32_MAX)
+          : value.is_number_integer() && value.get<int64_t>() >= 0 &&
+                value.get<int64_t>() <= INT32_MAX;
+  if (!in_range) return Error("%s: expected a token id (an integer from 0 to %d)", what, INT32_MAX);
+  return int32_t(value.get<int64_t>());
+}
+
 // `{"String": "x"}` -> literal; `{"Regex": "..."}` -> compiled regex.
 Status LoadPattern(json& node, std::string* literal, std::unique_ptr<Regex>* regex) {
   if (!node.is_object()) return Error("pattern: expected an object");
@@ -118,10 +130,10 @@ Status HfJsonLoader::LoadModel(json& model) {
   if (type == "WordPiece") {
     out.kind = HfModelKind::kWordPiece;
     out.continuing_subword_prefix = StringOr(model, "continuing_subword_prefix", "##");
-    if (model.contains("max_input_chars_per_word") &&
-        model["max_input_chars_per_word"].is_number()) {
-      out.max_input_chars_per_word = model["max_input_chars_per_word"].get<size_t>();
-    }
+    PETREL_ASSIGN_OR_RETURN(const int64_t max_chars,
+                            CountOr(model, "max_input_chars_per_word",
+                                    int64_t(out.max_input_chars_per_word)));
+    out.max_input_chars_per_word = size_t(max_chars);
     return Status::Ok();
   }
   if (type == "WordLevel") {
@@ -299,12 +311,15 @@ Status HfJsonLoader::LoadPostProcessor(json& node) {
       json& specials = node["special_tokens"];
       if (!specials.contains(name)) return Error("TemplateProcessing: no token %s", name.c_str());
       for (json& id : specials[name]["ids"]) {
-        (after_sequence ? tok_.post_suffix_ : tok_.post_prefix_).push_back(id.get<int32_t>());
+        PETREL_ASSIGN_OR_RETURN(const int32_t token, TokenIdOf(id, "TemplateProcessing ids"));
+        (after_sequence ? tok_.post_suffix_ : tok_.post_prefix_).push_back(token);
       }
     }
   } else if (type == "BertProcessing" || type == "RobertaProcessing") {
-    tok_.post_prefix_.push_back(node["cls"][1].get<int32_t>());
-    tok_.post_suffix_.push_back(node["sep"][1].get<int32_t>());
+    PETREL_ASSIGN_OR_RETURN(const int32_t cls, TokenIdOf(node["cls"][1], "post_processor cls"));
+    PETREL_ASSIGN_OR_RETURN(const int32_t sep, TokenIdOf(node["sep"][1], "post_processor sep"));
+    tok_.post_prefix_.push_back(cls);
+    tok_.post_suffix_.push_back(sep);
   } else if (type != "ByteLevel") {
     return Error("post_processor type %s is not supported", type.c_str());
   }
@@ -375,10 +390,16 @@ Status HfJsonLoader::LoadConfigs(std::string_view config_json, std::string_view 
     json generation = json::parse(generation_json, nullptr, false);
     if (generation.is_discarded()) return Error("generation_config.json: invalid JSON");
     json eos = generation.value("eos_token_id", json());
-    if (eos.is_number_integer()) tok_.eog_ids_.insert(eos.get<int32_t>());
+    if (eos.is_number()) {
+      PETREL_ASSIGN_OR_RETURN(const int32_t id, TokenIdOf(eos, "generation_config.json eos_token_id"));
+      tok_.eog_ids_.insert(id);
+    }
     if (eos.is_array()) {
-      for (json& id : eos) {
-        if (id.is_number_integer()) tok_.eog_ids_.insert(id.get<int32_t>());
+      for (json& value : eos) {
+        if (!value.is_number()) continue;  // as a missing entry
+        PETREL_ASSIGN_OR_RETURN(const int32_t id,
+                                TokenIdOf(value, "generation_config.json eos_token_id"));
+        tok_.eog_ids_.insert(id);
       }
     }
   }
