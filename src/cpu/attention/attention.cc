@@ -26,6 +26,7 @@
 #include "cpu/attention/attention_split.h"
 #include "cpu/kernel_entry_points.h"
 #include "cpu/simd/simd-inl.h"               // LoadAsF32, CopyPadded, kMaxF32Lanes
+#include "hwy/cache_control.h"              // Prefetch
 #include "hwy/contrib/math/math-inl.h"  // Exp, Tanh
 #include "quant/blocks.h"               // BlockQ8_0
 #include "quant/quantize.h"             // DequantizeRow
@@ -39,106 +40,122 @@ namespace hn = hwy::HWY_NAMESPACE;
 // previous one ended, so tile boundaries depend only on key positions: every query sees the same
 // tiles (its last one cut at its own n_ctx), whichever queries are computed with it.
 constexpr size_t kKeyTile = 16;
-// Keys whose dot products are reduced together by one 4x4 transpose within 128-bit blocks.
-constexpr size_t kKeysPerGroup = 4;
-constexpr size_t kGroupsPerTile = kKeyTile / kKeysPerGroup;
 
-#if HWY_TARGET != HWY_SCALAR
-using DBlock = hn::Full128<float>;
-using VBlock = hn::Vec<DBlock>;
-
-// Per-lane sums of a0..a3 over each 128-bit block, transposed: lane j of every block of the
-// result holds that block's sum of a_j. Six shuffles and three adds replace four SumOfLanes.
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V TransposeSum4(D d, V a0, V a1, V a2, V a3) {
-  // 64-bit interleaves move pairs of f32 lanes. f64 lanes where the target has them: on x86
-  // these are floating-point shuffles (unpcklpd), in the same domain as the adds around them;
-  // u64 (integer shuffles, the same instruction count) only on 32-bit ARM NEON, which has no f64.
-#if HWY_HAVE_FLOAT64
-  const hn::Repartition<double, D> dd;
-#else
-  const hn::Repartition<uint64_t, D> dd;
-#endif
-  const V s01 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
-  const V s23 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
-  const V lo = hn::BitCast(d, hn::InterleaveLower(dd, hn::BitCast(dd, s01), hn::BitCast(dd, s23)));
-  const V hi = hn::BitCast(d, hn::InterleaveUpper(dd, hn::BitCast(dd, s01), hn::BitCast(dd, s23)));
-  return hn::Add(lo, hi);
-}
-
-// Sum of the 128-bit blocks of `v`, by halving (identity on 128-bit targets).
+// Transposes the L x L block v (L = the vector's lanes): afterwards lane i of v[j] is what was
+// lane j of v[i].
 template <class D>
-HWY_INLINE VBlock SumOfBlocks(D /*d*/, hn::Vec<D> v) {
-  if constexpr (hn::MaxLanes(D()) <= 4) {
-    return v;
-  } else {
-    const hn::Half<D> dh;
-    return SumOfBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
-  }
-}
-
-// The full vector made of consecutive 128-bit `blocks` (lowest first).
-template <class D>
-HWY_INLINE hn::Vec<D> JoinBlocks(D d, const VBlock* blocks) {
-  if constexpr (hn::MaxLanes(D()) <= 4) {
-    return blocks[0];
-  } else {
-    const hn::Half<D> dh;
-    constexpr size_t kHalfBlocks = hn::MaxLanes(D()) / 8;
-    return hn::Combine(d, JoinBlocks(dh, blocks + kHalfBlocks), JoinBlocks(dh, blocks));
-  }
-}
-
-// Unscaled scores of one query row for the tile's keys, as kKeyTile / lanes vectors in key
-// order. Each key's dot product is accumulated lane-wise over the head, vector by vector in
-// order, then four keys at a time are reduced by TransposeSum4 and SumOfBlocks; the order
-// depends only on head_dim and the target. Lanes of keys >= n_keys are unspecified: their K rows
-// are never read (the last valid row stands in), and callers mask them.
-template <class D, typename TK>
-HWY_INLINE void TileScores(D d, const float* HWY_RESTRICT q, size_t dim_vecs,
-                           const TK* HWY_RESTRICT k_rows, size_t k_stride, size_t n_keys,
-                           hn::Vec<D>* scores) {
+HWY_INLINE void TransposeSquare(D d, hn::Vec<D>* v) {
   constexpr size_t kLanes = hn::MaxLanes(D());
-  const DBlock d_block;
-  VBlock group_sums[kGroupsPerTile];
-  for (size_t group = 0; group < kGroupsPerTile; ++group) {
-    const size_t first = group * kKeysPerGroup;
-    if (first >= n_keys) {
-      group_sums[group] = hn::Zero(d_block);
-      continue;
+  if constexpr (kLanes == 1) {
+    return;
+#if HWY_TARGET != HWY_SCALAR
+  } else if constexpr (kLanes == 4 || kLanes == 8 || (kLanes == 16 && HWY_TARGET <= HWY_AVX3)) {
+    // First a 4 x 4 transpose within each 128-bit block of each group of four vectors: block b
+    // of r[g][j] is then column 4b + j of rows 4g..4g + 3. Then column c = 4b + j is made of
+    // block b of r[0..kGroups)[j].
+#if HWY_HAVE_FLOAT64
+    const hn::Repartition<double, D> dd;
+#else
+    const hn::Repartition<uint64_t, D> dd;
+#endif
+    constexpr size_t kGroups = kLanes / 4;
+    hn::Vec<D> r[kGroups][4];
+    for (size_t g = 0; g < kGroups; ++g) {
+      const hn::Vec<D>* a = v + 4 * g;
+      const auto t0 = hn::BitCast(dd, hn::InterleaveLower(d, a[0], a[1]));
+      const auto t1 = hn::BitCast(dd, hn::InterleaveUpper(d, a[0], a[1]));
+      const auto t2 = hn::BitCast(dd, hn::InterleaveLower(d, a[2], a[3]));
+      const auto t3 = hn::BitCast(dd, hn::InterleaveUpper(d, a[2], a[3]));
+      r[g][0] = hn::BitCast(d, hn::InterleaveLower(dd, t0, t2));
+      r[g][1] = hn::BitCast(d, hn::InterleaveUpper(dd, t0, t2));
+      r[g][2] = hn::BitCast(d, hn::InterleaveLower(dd, t1, t3));
+      r[g][3] = hn::BitCast(d, hn::InterleaveUpper(dd, t1, t3));
     }
-    const TK* HWY_RESTRICT k0 = k_rows + first * k_stride;
-    const TK* HWY_RESTRICT k1 = k_rows + HWY_MIN(first + 1, n_keys - 1) * k_stride;
-    const TK* HWY_RESTRICT k2 = k_rows + HWY_MIN(first + 2, n_keys - 1) * k_stride;
-    const TK* HWY_RESTRICT k3 = k_rows + HWY_MIN(first + 3, n_keys - 1) * k_stride;
-    auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-    for (size_t j = 0; j < dim_vecs * kLanes; j += kLanes) {
-      const auto q_vec = hn::LoadU(d, q + j);
-      a0 = hn::MulAdd(q_vec, LoadAsF32(d, k0 + j), a0);
-      a1 = hn::MulAdd(q_vec, LoadAsF32(d, k1 + j), a1);
-      a2 = hn::MulAdd(q_vec, LoadAsF32(d, k2 + j), a2);
-      a3 = hn::MulAdd(q_vec, LoadAsF32(d, k3 + j), a3);
+    for (size_t j = 0; j < 4; ++j) {
+      if constexpr (kLanes == 4) {
+        v[j] = r[0][j];
+      } else if constexpr (kLanes == 8) {
+        v[j] = hn::ConcatLowerLower(d, r[1][j], r[0][j]);
+        v[4 + j] = hn::ConcatUpperUpper(d, r[1][j], r[0][j]);
+      } else {
+#if HWY_TARGET <= HWY_AVX3
+        // Blocks b of r[0..3][j] side by side: a 4 x 4 transpose of 128-bit blocks.
+        const __m512 u0 = _mm512_shuffle_f32x4(r[0][j].raw, r[1][j].raw, 0x44);
+        const __m512 u1 = _mm512_shuffle_f32x4(r[0][j].raw, r[1][j].raw, 0xEE);
+        const __m512 u2 = _mm512_shuffle_f32x4(r[2][j].raw, r[3][j].raw, 0x44);
+        const __m512 u3 = _mm512_shuffle_f32x4(r[2][j].raw, r[3][j].raw, 0xEE);
+        v[j] = hn::Vec<D>{_mm512_shuffle_f32x4(u0, u2, 0x88)};
+        v[4 + j] = hn::Vec<D>{_mm512_shuffle_f32x4(u0, u2, 0xDD)};
+        v[8 + j] = hn::Vec<D>{_mm512_shuffle_f32x4(u1, u3, 0x88)};
+        v[12 + j] = hn::Vec<D>{_mm512_shuffle_f32x4(u1, u3, 0xDD)};
+#endif
+      }
     }
-    group_sums[group] = SumOfBlocks(d, TransposeSum4(d, a0, a1, a2, a3));
-  }
-  for (size_t i = 0; i < kKeyTile / kLanes; ++i) {
-    scores[i] = JoinBlocks(d, group_sums + i * (kLanes / kKeysPerGroup));
+#endif
+  } else {
+    // Other widths: through memory.
+    HWY_ALIGN float in[kLanes * kLanes];
+    HWY_ALIGN float out[kLanes * kLanes];
+    for (size_t i = 0; i < kLanes; ++i) hn::Store(v[i], d, in + i * kLanes);
+    for (size_t i = 0; i < kLanes; ++i) {
+      for (size_t j = 0; j < kLanes; ++j) out[j * kLanes + i] = in[i * kLanes + j];
+    }
+    for (size_t j = 0; j < kLanes; ++j) v[j] = hn::Load(d, out + j * kLanes);
   }
 }
-#else   // HWY_SCALAR: one lane, so each key's dot product is a plain chain over the head.
-template <class D, typename TK>
-HWY_INLINE void TileScores(D d, const float* HWY_RESTRICT q, size_t dim_vecs,
-                           const TK* HWY_RESTRICT k_rows, size_t k_stride, size_t n_keys,
-                           hn::Vec<D>* scores) {
-  for (size_t key = 0; key < kKeyTile; ++key) {
-    const TK* HWY_RESTRICT k = k_rows + HWY_MIN(key, n_keys - 1) * k_stride;
-    auto acc = hn::Zero(d);
-    for (size_t j = 0; j < dim_vecs; ++j)
-      acc = hn::MulAdd(hn::LoadU(d, q + j), LoadAsF32(d, k + j), acc);
-    scores[key] = acc;
+
+// A tile's K transposed into kt: element d of key k at kt[d * kKeyTile + k], so that one vector
+// holds one element of consecutive keys. row_of(k) points at key k's first element (f32 or f16,
+// dim_padded readable) for k < n_keys; the keys past those are zero.
+template <class D, class RowOf>
+HWY_INLINE void TransposeTile(D d, const RowOf& row_of, size_t n_keys, size_t dim_padded,
+                              float* HWY_RESTRICT kt) {
+  constexpr size_t kLanes = hn::MaxLanes(D());
+  for (size_t db = 0; db < dim_padded; db += kLanes) {
+    for (size_t kb = 0; kb < kKeyTile; kb += kLanes) {
+      hn::Vec<D> v[kLanes];
+      for (size_t i = 0; i < kLanes; ++i) {
+        v[i] = kb + i < n_keys ? LoadAsF32(d, row_of(kb + i) + db) : hn::Zero(d);
+      }
+      TransposeSquare(d, v);
+      for (size_t j = 0; j < kLanes; ++j) hn::StoreU(v[j], d, kt + (db + j) * kKeyTile + kb);
+    }
   }
 }
-#endif  // HWY_TARGET != HWY_SCALAR
+
+// Unscaled scores of R query rows for one tile, as kKeyTile / lanes vectors in key order: each
+// key's dot product is one chain of fused multiply-adds over the head's elements in order, so
+// its bits depend on nothing else: not the target, nor which rows or tiles are computed
+// together. kSameTile: every row reads kt[0] (each K vector is then loaded once for the R
+// rows); else row r reads kt[r] (successive tiles of one row, whose chains then overlap).
+template <size_t R, bool kSameTile, class D>
+HWY_INLINE void TransposedScores(D d, const float* const* HWY_RESTRICT q,
+                                 const float* const* HWY_RESTRICT kt, size_t head_dim,
+                                 hn::Vec<D> (*scores)[kKeyTile / hn::MaxLanes(D())]) {
+  constexpr size_t kLanes = hn::MaxLanes(D());
+  constexpr size_t kScoreVecs = kKeyTile / kLanes;
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t i = 0; i < kScoreVecs; ++i) scores[r][i] = hn::Zero(d);
+  }
+  for (size_t j = 0; j < head_dim; ++j) {
+    if constexpr (kSameTile) {
+      hn::Vec<D> k[kScoreVecs];
+      for (size_t i = 0; i < kScoreVecs; ++i) k[i] = hn::LoadU(d, kt[0] + j * kKeyTile + i * kLanes);
+      for (size_t r = 0; r < R; ++r) {
+        const auto q_elem = hn::Set(d, q[r][j]);
+        for (size_t i = 0; i < kScoreVecs; ++i) scores[r][i] = hn::MulAdd(q_elem, k[i], scores[r][i]);
+      }
+    } else {
+      for (size_t r = 0; r < R; ++r) {
+        const auto q_elem = hn::Set(d, q[r][j]);
+        for (size_t i = 0; i < kScoreVecs; ++i) {
+          const auto k = hn::LoadU(d, kt[r] + j * kKeyTile + i * kLanes);
+          scores[r][i] = hn::MulAdd(q_elem, k, scores[r][i]);
+        }
+      }
+    }
+  }
+}
 
 // The tile's weighted V rows, sum over keys [0, n_valid) of weights[key] * V row, summed apart
 // from the running output (even keys in one chain, odd keys in another, added at the end), and
@@ -196,6 +213,65 @@ HWY_INLINE void AccumulateValues(D d, const float* HWY_RESTRICT weights, size_t 
   }
 }
 
+// AccumulateValues for R rows with the same visible keys against one tile: each element's
+// operations are AccumulateValues' (so its bits are), with each V vector loaded once for the R
+// rows, as many vectors of the head at a time as leave the even and odd chains in registers.
+template <size_t R, class D, typename TV>
+HWY_INLINE void AccumulateValuesRows(D d, const float* const* HWY_RESTRICT weights,
+                                     size_t n_valid, const TV* HWY_RESTRICT v_rows,
+                                     size_t v_stride, size_t dim_vecs,
+                                     const float* HWY_RESTRICT corrections,
+                                     float* const* HWY_RESTRICT acc) {
+  constexpr size_t kLanes = hn::MaxLanes(D());
+  constexpr size_t kChainRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
+  constexpr size_t kVecs = 4 * R <= kChainRegs ? 2 : 1;
+  size_t j = 0;
+  for (; j + kVecs * kLanes <= dim_vecs * kLanes; j += kVecs * kLanes) {
+    hn::Vec<D> e[R][kVecs], o[R][kVecs];
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t u = 0; u < kVecs; ++u) e[r][u] = o[r][u] = hn::Zero(d);
+    }
+    const TV* HWY_RESTRICT v = v_rows + j;
+    size_t key = 0;
+    for (; key + 2 <= n_valid; key += 2, v += 2 * v_stride) {
+      hn::Vec<D> ve[kVecs], vo[kVecs];
+      for (size_t u = 0; u < kVecs; ++u) {
+        ve[u] = LoadAsF32(d, v + u * kLanes);
+        vo[u] = LoadAsF32(d, v + v_stride + u * kLanes);
+      }
+      for (size_t r = 0; r < R; ++r) {
+        const auto w_even = hn::Set(d, weights[r][key]);
+        const auto w_odd = hn::Set(d, weights[r][key + 1]);
+        for (size_t u = 0; u < kVecs; ++u) {
+          e[r][u] = hn::MulAdd(w_even, ve[u], e[r][u]);
+          o[r][u] = hn::MulAdd(w_odd, vo[u], o[r][u]);
+        }
+      }
+    }
+    if (key < n_valid) {
+      hn::Vec<D> ve[kVecs];
+      for (size_t u = 0; u < kVecs; ++u) ve[u] = LoadAsF32(d, v + u * kLanes);
+      for (size_t r = 0; r < R; ++r) {
+        const auto w_even = hn::Set(d, weights[r][key]);
+        for (size_t u = 0; u < kVecs; ++u) e[r][u] = hn::MulAdd(w_even, ve[u], e[r][u]);
+      }
+    }
+    for (size_t r = 0; r < R; ++r) {
+      const auto correction = hn::Set(d, corrections[r]);
+      for (size_t u = 0; u < kVecs; ++u) {
+        float* HWY_RESTRICT a = acc[r] + j + u * kLanes;
+        hn::StoreU(hn::MulAdd(hn::LoadU(d, a), correction, hn::Add(e[r][u], o[r][u])), d, a);
+      }
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    if (j < dim_vecs * kLanes) {
+      AccumulateValues(d, weights[r], n_valid, v_rows + j, v_stride, dim_vecs - j / kLanes,
+                       hn::Set(d, corrections[r]), acc[r] + j);
+    }
+  }
+}
+
 // Online-softmax state of the query rows (one per query token and head) of one call, in a
 // per-thread scratch that grows to the largest call seen and then stays.
 struct RowStates {
@@ -207,9 +283,11 @@ struct RowStates {
   std::vector<float> merged_acc;      // (n_rows, dim_padded)
   std::vector<float> merged_sum;      // (n_rows)
   std::vector<float> merged_max;      // (n_rows)
-  std::vector<float> k_tile, v_tile;  // (kKeyTile, dim_padded) staged K/V tile as f32
+  // A batch's tiles staged as f32: K transposed (per tile dim_padded x kKeyTile, TransposeTile)
+  // by way of k_stage (kKeyTile x dim_padded), V as rows (per tile kKeyTile x dim_padded).
+  std::vector<float> k_stage, k_tiles, v_tiles;
 
-  void Reserve(size_t n_rows, size_t dim_padded, size_t lanes) {
+  void Reserve(size_t n_rows, size_t dim_padded, size_t lanes, size_t n_tiles) {
     if (q.size() < n_rows * dim_padded) {
       q.resize(n_rows * dim_padded);
       acc.resize(n_rows * dim_padded);
@@ -221,12 +299,19 @@ struct RowStates {
       merged_sum.resize(n_rows);
       merged_max.resize(n_rows);
     }
-    if (k_tile.size() < kKeyTile * dim_padded) {
-      k_tile.resize(kKeyTile * dim_padded);
-      v_tile.resize(kKeyTile * dim_padded);
+    if (k_tiles.size() < n_tiles * kKeyTile * dim_padded) {
+      k_stage.resize(kKeyTile * dim_padded);
+      k_tiles.resize(n_tiles * kKeyTile * dim_padded);
+      v_tiles.resize(n_tiles * kKeyTile * dim_padded);
     }
   }
 };
+
+// The calling thread's row states.
+HWY_INLINE RowStates& ThreadRowStates() {
+  thread_local RowStates rows;
+  return rows;
+}
 
 // One query row against one tile of `n_keys` keys, of which the first `n_valid` are visible to
 // it. A step is one long dependency chain (dot products, max, exp, weighted sum), so steps run
@@ -234,11 +319,11 @@ struct RowStates {
 // Each phase's steps are short and independent (different rows of one tile, or successive
 // tiles of one row whose only link is the running max/sum/output), so the out-of-order core
 // overlaps them. The float operations of a step are the same whatever its batch.
-template <typename TK, typename TV>
+template <typename TV>
 struct TileStep {
-  const TK* k_rows;  // the tile's first K row; later ones `k_stride` elements apart
-  const TV* v_rows;
-  size_t row;  // index into RowStates
+  const float* kt;   // the tile's K, transposed (TransposeTile)
+  const TV* v_rows;  // the tile's V rows (in the cache, or staged as f32)
+  size_t row;           // index into RowStates
   // Keys [first_valid, n_valid) of the tile are visible: causal cut at the end, window at the
   // start.
   size_t n_keys, first_valid, n_valid;
@@ -247,14 +332,12 @@ struct TileStep {
   float weights[kKeyTile];  // scaled scores (-inf where masked), then their exp
 };
 
-template <class D, typename TK, typename TV>
-HWY_INLINE void ScoreStep(D d, const RowStates& rows, size_t dim_padded, float scale,
-                          float softcap, size_t k_stride, TileStep<TK, TV>& step) {
+// A step's scores (TileScores') scaled, soft-capped and masked into its weights, and their max.
+template <class D, typename TV>
+HWY_INLINE void FinishScores(D d, float scale, float softcap,
+                             const hn::Vec<D>* HWY_RESTRICT scores, TileStep<TV>& step) {
   constexpr size_t kLanes = hn::MaxLanes(D());
   constexpr size_t kScoreVecs = kKeyTile / kLanes;
-  hn::Vec<D> scores[kScoreVecs];
-  TileScores(d, rows.q.data() + step.row * dim_padded, dim_padded / kLanes, step.k_rows, k_stride,
-             step.n_keys, scores);
   const auto neg_inf = hn::Set(d, -INFINITY);
   auto max_vec = neg_inf;
   for (size_t i = 0; i < kScoreVecs; ++i) {
@@ -274,8 +357,8 @@ HWY_INLINE void ScoreStep(D d, const RowStates& rows, size_t dim_padded, float s
   step.score_max = hn::GetLane(hn::MaxOfLanes(d, max_vec));
 }
 
-template <class D, typename TK, typename TV>
-HWY_INLINE void SoftmaxStep(D d, RowStates& rows, TileStep<TK, TV>& step) {
+template <class D, typename TV>
+HWY_INLINE void SoftmaxStep(D d, RowStates& rows, TileStep<TV>& step) {
   constexpr size_t kLanes = hn::MaxLanes(D());
   float& running_max = rows.running_max[step.row];
   const float tile_max = HWY_MAX(running_max, step.score_max);
@@ -297,21 +380,100 @@ HWY_INLINE void SoftmaxStep(D d, RowStates& rows, TileStep<TK, TV>& step) {
   hn::StoreU(hn::MulAdd(hn::LoadU(d, sum_lanes), correction, tile_sum), d, sum_lanes);
 }
 
-template <typename TK, typename TV>
-HWY_INLINE void RunSteps(RowStates& rows, size_t dim_padded, float scale, float softcap,
-                         size_t k_stride, size_t v_stride, TileStep<TK, TV>* steps,
-                         size_t n_steps) {
+// Rows computed together against one tile (TransposedScores, AccumulateValuesRows): as many as
+// keep their accumulators in registers (32 vector registers with AVX-512, 16 otherwise), and a
+// multiple of a usual GQA group (8 query heads per KV head).
+#if HWY_TARGET == HWY_SCALAR
+constexpr size_t kTileRowBlock = 1;
+#elif HWY_MAX_BYTES >= 64
+constexpr size_t kTileRowBlock = 8;
+#elif HWY_MAX_BYTES >= 32
+constexpr size_t kTileRowBlock = 4;
+#else
+constexpr size_t kTileRowBlock = 2;
+#endif
+// Steps of different tiles scored together (one row's successive tiles).
+constexpr size_t kTileStepBlock = kTileRowBlock < 4 ? kTileRowBlock : 4;
+
+// The scores of steps [0, R): kSameTile, all of one tile; else each of its own.
+template <size_t R, bool kSameTile, typename TV>
+HWY_INLINE void ScoreRows(const RowStates& rows, size_t dim_padded, size_t head_dim, float scale,
+                          float softcap, TileStep<TV>* steps) {
   const hn::ScalableTag<float> d;
-  for (size_t i = 0; i < n_steps; ++i) {
-    ScoreStep(d, rows, dim_padded, scale, softcap, k_stride, steps[i]);
+  constexpr size_t kLanes = hn::MaxLanes(hn::ScalableTag<float>());
+  // Accumulators in registers: R x kKeyTile / kLanes of them.
+  const float* q[R];
+  const float* kt[R];
+  for (size_t r = 0; r < R; ++r) {
+    q[r] = rows.q.data() + steps[r].row * dim_padded;
+    kt[r] = steps[r].kt;
   }
-  // In order: successive tiles of one row chain through its running max and sum.
-  for (size_t i = 0; i < n_steps; ++i) SoftmaxStep(d, rows, steps[i]);
-  for (size_t i = 0; i < n_steps; ++i) {
-    const TileStep<TK, TV>& step = steps[i];
-    AccumulateValues(d, step.weights, step.n_valid, step.v_rows, v_stride,
-                     dim_padded / hn::Lanes(d), hn::Set(d, step.correction),
-                     rows.acc.data() + step.row * dim_padded);
+  hn::Vec<decltype(d)> scores[R][kKeyTile / kLanes];
+  TransposedScores<R, kSameTile>(d, q, kt, head_dim, scores);
+  for (size_t r = 0; r < R; ++r) FinishScores(d, scale, softcap, scores[r], steps[r]);
+}
+
+// The weighted V sums of steps [0, R), which read one tile and see the same keys.
+template <size_t R, typename TV>
+HWY_INLINE void AccumulateRows(RowStates& rows, size_t dim_padded, size_t v_stride,
+                               const TileStep<TV>* steps) {
+  const hn::ScalableTag<float> d;
+  const float* weights[R];
+  float corrections[R];
+  float* acc[R];
+  for (size_t r = 0; r < R; ++r) {
+    weights[r] = steps[r].weights;
+    corrections[r] = steps[r].correction;
+    acc[r] = rows.acc.data() + steps[r].row * dim_padded;
+  }
+  AccumulateValuesRows<R>(d, weights, steps[0].n_valid, steps[0].v_rows, v_stride,
+                          dim_padded / hn::Lanes(d), corrections, acc);
+}
+
+// A batch of steps, phase by phase. A step is one long dependency chain (dot products, max, exp,
+// weighted sum), so each phase takes several independent steps at once (rows of one tile, or
+// successive tiles of one row, whose only link is the running max, sum and output, taken in
+// order by the softmax phase), and the out-of-order core overlaps them. Every row's operations
+// are the same whatever its batch, so its bits are.
+template <typename TV>
+HWY_INLINE void RunTileSteps(RowStates& rows, size_t dim_padded, size_t head_dim, float scale,
+                             float softcap, size_t v_stride, TileStep<TV>* steps, size_t n_steps) {
+  const hn::ScalableTag<float> d;
+  // Scores: rows of one tile kTileRowBlock at a time; what is left (fewer rows, or one row's
+  // successive tiles) in blocks of steps that each read their own tile.
+  size_t i = 0;
+  while (i < n_steps) {
+    size_t same = 1;
+    while (same < kTileRowBlock && i + same < n_steps && steps[i + same].kt == steps[i].kt) ++same;
+    if (same == kTileRowBlock) {
+      ScoreRows<kTileRowBlock, true>(rows, dim_padded, head_dim, scale, softcap, steps + i);
+      i += same;
+    } else if (n_steps - i >= kTileStepBlock) {
+      ScoreRows<kTileStepBlock, false>(rows, dim_padded, head_dim, scale, softcap, steps + i);
+      i += kTileStepBlock;
+    } else {
+      ScoreRows<1, false>(rows, dim_padded, head_dim, scale, softcap, steps + i);
+      i += 1;
+    }
+  }
+  for (i = 0; i < n_steps; ++i) SoftmaxStep(d, rows, steps[i]);
+  // Weighted sums: blocks of rows that read one tile and see the same keys (a prompt's rows
+  // differ at the causal edge).
+  for (i = 0; i < n_steps;) {
+    size_t n = 1;
+    while (n < kTileRowBlock && i + n < n_steps && steps[i + n].v_rows == steps[i].v_rows &&
+           steps[i + n].n_valid == steps[i].n_valid) {
+      ++n;
+    }
+    if (n == kTileRowBlock) {
+      AccumulateRows<kTileRowBlock>(rows, dim_padded, v_stride, steps + i);
+    } else if (n >= kTileStepBlock) {
+      AccumulateRows<kTileStepBlock>(rows, dim_padded, v_stride, steps + i);
+      n = kTileStepBlock;
+    } else {
+      for (size_t r = 0; r < n; ++r) AccumulateRows<1>(rows, dim_padded, v_stride, steps + i + r);
+    }
+    i += n;
   }
 }
 
@@ -339,8 +501,24 @@ HWY_INLINE void StageTile(const char* HWY_RESTRICT src, size_t row_bytes, size_t
   }
 }
 
-// Tiles of one row read by the direct path in one batch of steps.
-constexpr size_t kTileBatch = 8;
+// Asks for the K and V head slices of the `n_keys` rows at `offset` (`row_bytes` apart) ahead of
+// their use. A tile's rows are a row stride apart (every KV head's slice in between), a pattern
+// the hardware prefetchers pick up too late for a tile's short staging loop: without this,
+// staging waited on each row's first load.
+HWY_INLINE void PrefetchTile(const char* k_cache, const char* v_cache, size_t offset,
+                             size_t n_keys, size_t row_bytes, size_t head_bytes) {
+  for (size_t key = 0; key < n_keys; ++key) {
+    const size_t row = offset + key * row_bytes;
+    for (size_t line = 0; line < head_bytes; line += 64) {
+      hwy::Prefetch(k_cache + row + line);
+      hwy::Prefetch(v_cache + row + line);
+    }
+  }
+}
+
+// Tiles per batch of steps where the call has fewer rows than a block (decoding with one query
+// head per item): that row's successive tiles then fill the phases instead.
+constexpr size_t kTileBatch = 4;
 
 // The tile of keys starting at position `tile_begin`: it never crosses a block, so its rows are
 // evenly spaced, and it ends at `max_ctx`. `offset` is its first row's byte offset in the cache.
@@ -442,6 +620,87 @@ HWY_INLINE void FinishRow(D d, float max, float sum, float* HWY_RESTRICT acc, si
   std::memcpy(out, acc, head_dim * sizeof(float));
 }
 
+// The tiles [first_tile, end_tile) of KV head kv_head against the call's rows, in batches of up
+// to batch_tiles tiles that stay in one split; close_split(split) after each split's last tile.
+// kInPlace: K transposed from the cache and V read there; else both staged as f32 first.
+template <typename TKV, bool kInPlace, class CloseSplit>
+HWY_INLINE void RunTiles(const AttentionArgs& args, size_t split_keys, size_t kv_head,
+                         size_t first_tile, size_t end_tile, size_t max_ctx, size_t n_rows,
+                         size_t n_group_heads, size_t batch_tiles,
+                         const CloseSplit& close_split) {
+  const hn::ScalableTag<float> d;
+  constexpr size_t kLanes = hn::MaxLanes(hn::ScalableTag<float>());
+  using TV = std::conditional_t<kInPlace, TKV, float>;
+  const PagedKvView& kv = *args.kv;
+  const size_t head_dim = args.head_dim;
+  const size_t dim_padded = (head_dim + kLanes - 1) / kLanes * kLanes;
+  const size_t row_bytes = *RowBytes(kv.dtype, kv.row_elems);
+  const size_t head_bytes = *RowBytes(kv.dtype, head_dim);
+  const char* k_cache = static_cast<const char*>(kv.k);
+  const char* v_cache = static_cast<const char*>(kv.v);
+  RowStates& rows = ThreadRowStates();
+  thread_local std::vector<TileStep<TV>> steps;
+  if (steps.size() < n_rows * batch_tiles) steps.resize(n_rows * batch_tiles);
+  // The tile two ahead is fetched while this one is computed.
+  size_t ahead = first_tile;
+  auto prefetch_next = [&] {
+    if (ahead >= end_tile) return;
+    const KeyTile next = TileAt(args, row_bytes, ahead, max_ctx);
+    PrefetchTile(k_cache, v_cache, next.offset + kv_head * head_bytes, next.n_keys, row_bytes,
+                 head_bytes);
+    ahead += next.n_keys;
+  };
+  prefetch_next();
+  prefetch_next();
+  for (size_t tile_begin = first_tile; tile_begin < end_tile;) {
+    const size_t split = tile_begin / split_keys;
+    size_t n_steps = 0;
+    for (size_t t = 0;
+         t < batch_tiles && tile_begin < end_tile && tile_begin / split_keys == split; ++t) {
+      prefetch_next();
+      const KeyTile tile = TileAt(args, row_bytes, tile_begin, max_ctx);
+      const size_t offset = tile.offset + kv_head * head_bytes;
+      float* kt = rows.k_tiles.data() + t * kKeyTile * dim_padded;
+      const TV* v_rows;
+      if constexpr (kInPlace) {
+        const auto* k_head = reinterpret_cast<const TV*>(k_cache + offset);
+        TransposeTile(
+            d, [&](size_t key) { return k_head + key * kv.row_elems; }, tile.n_keys, dim_padded,
+            kt);
+        v_rows = reinterpret_cast<const TV*>(v_cache + offset);
+      } else {
+        StageTile<TKV>(k_cache + offset, row_bytes, tile.n_keys, head_dim, dim_padded,
+                       rows.k_stage.data());
+        const float* staged = rows.k_stage.data();
+        TransposeTile(
+            d, [&](size_t key) { return staged + key * dim_padded; }, tile.n_keys, dim_padded,
+            kt);
+        float* vt = rows.v_tiles.data() + t * kKeyTile * dim_padded;
+        StageTile<TKV>(v_cache + offset, row_bytes, tile.n_keys, head_dim, dim_padded, vt);
+        v_rows = vt;
+      }
+      for (size_t r = 0; r < n_rows; ++r) {
+        const size_t n_ctx = size_t(args.n_ctx[r / n_group_heads]);
+        if (n_ctx <= tile_begin) continue;  // causal: this tile is past the query
+        const size_t first = FirstVisible(args, r / n_group_heads);
+        if (tile_begin + tile.n_keys <= first) continue;  // before the query's window
+        TileStep<TV>& step = steps[n_steps++];
+        step.kt = kt;
+        step.v_rows = v_rows;
+        step.row = r;
+        step.n_keys = tile.n_keys;
+        step.first_valid = first > tile_begin ? first - tile_begin : 0;
+        step.n_valid = HWY_MIN(tile.n_keys, n_ctx - tile_begin);
+      }
+      tile_begin += tile.n_keys;
+    }
+    const size_t v_stride = kInPlace ? kv.row_elems : dim_padded;
+    RunTileSteps(rows, dim_padded, head_dim, args.scale, args.softcap, v_stride, steps.data(),
+                 n_steps);
+    if (tile_begin >= end_tile || tile_begin / split_keys != split) close_split(split);
+  }
+}
+
 // For each KV head, walks the sequence's blocks in tiles of keys; each tile is loaded once for
 // all query rows (query tokens x the GQA heads sharing the KV head). Each row keeps a running
 // max, a running sum and an unnormalised output, rescaled when the max grows, and starts afresh
@@ -453,17 +712,12 @@ void AttentionRows(const AttentionArgs& args, const AttentionSplitArgs& split_ar
   const hn::ScalableTag<float> d;
   constexpr size_t kLanes = hn::MaxLanes(hn::ScalableTag<float>());
   static_assert(kKeyTile % kLanes == 0, "a tile's scores are whole vectors");
-  constexpr bool kQ8 = std::is_same_v<TKV, quant::BlockQ8_0>;
   const PagedKvView& kv = *args.kv;
   const size_t head_dim = args.head_dim;
   const size_t dim_padded = (head_dim + kLanes - 1) / kLanes * kLanes;
   const size_t group = args.n_heads / args.n_kv_heads;  // query heads per KV head
-  const size_t row_bytes = *RowBytes(kv.dtype, kv.row_elems);
-  const size_t head_bytes = *RowBytes(kv.dtype, head_dim);
   const size_t split_keys = split_args.split_keys;
   PETREL_DCHECK(split_keys > 0);
-  const char* k_cache = static_cast<const char*>(kv.k);
-  const char* v_cache = static_cast<const char*>(kv.v);
   size_t max_ctx = 0, min_first = SIZE_MAX;
   for (size_t query = 0; query < args.n_queries; ++query) {
     PETREL_DCHECK(args.n_ctx[query] > 0);
@@ -482,14 +736,15 @@ void AttentionRows(const AttentionArgs& args, const AttentionSplitArgs& split_ar
                                     TileStartFrom(split_begin * split_keys, kv.block_tokens));
   // Tiles [first_tile, end_tile) are read: the last computed split's, cut at max_ctx.
   const size_t end_tile = HWY_MIN(max_ctx, TileStartFrom(split_end * split_keys, kv.block_tokens));
-  thread_local RowStates rows;
+  RowStates& rows = ThreadRowStates();
 
   for (size_t kv_head = head_begin / group; kv_head * group < head_end; ++kv_head) {
     const size_t h0 = HWY_MAX(head_begin, kv_head * group);
     const size_t h1 = HWY_MIN(head_end, (kv_head + 1) * group);
     const size_t n_group_heads = h1 - h0;
     const size_t n_rows = args.n_queries * n_group_heads;
-    rows.Reserve(n_rows, dim_padded, kLanes);
+    const size_t batch_tiles = n_rows < kTileRowBlock ? kTileBatch : 1;
+    rows.Reserve(n_rows, dim_padded, kLanes, batch_tiles);
     auto partial_of = [&](size_t split, size_t r) {
       const size_t query = r / n_group_heads, head = h0 + r % n_group_heads;
       return split_args.partials + split * split_args.partial_split_stride +
@@ -538,61 +793,20 @@ void AttentionRows(const AttentionArgs& args, const AttentionSplitArgs& split_ar
         rows.running_max[r] = -INFINITY;
       }
     };
-    // Several rows share each tile, staged as f32 once (Q8_0 and heads with a partial last
-    // vector always are); one row reads the cache directly, F16 converting in the loads, a
-    // batch of tiles at a time. Both give the same values, so the same bits.
-    const bool stage = kQ8 || head_dim % kLanes != 0 || n_rows > 1;
-    if (stage) {
-      thread_local std::vector<TileStep<float, float>> steps;
-      if (steps.size() < n_rows) steps.resize(n_rows);
-      for (size_t tile_begin = first_tile; tile_begin < end_tile;) {
-        const KeyTile tile = TileAt(args, row_bytes, tile_begin, max_ctx);
-        const size_t offset = tile.offset + kv_head * head_bytes;
-        StageTile<TKV>(k_cache + offset, row_bytes, tile.n_keys, head_dim, dim_padded,
-                       rows.k_tile.data());
-        StageTile<TKV>(v_cache + offset, row_bytes, tile.n_keys, head_dim, dim_padded,
-                       rows.v_tile.data());
-        size_t n_steps = 0;
-        for (size_t r = 0; r < n_rows; ++r) {
-          const size_t n_ctx = size_t(args.n_ctx[r / n_group_heads]);
-          if (n_ctx <= tile_begin) continue;  // causal: this tile is past the query
-          const size_t first = FirstVisible(args, r / n_group_heads);
-          if (tile_begin + tile.n_keys <= first) continue;  // before the query's window
-          TileStep<float, float>& step = steps[n_steps++];
-          step.k_rows = rows.k_tile.data();
-          step.v_rows = rows.v_tile.data();
-          step.row = r;
-          step.n_keys = tile.n_keys;
-          step.first_valid = first > tile_begin ? first - tile_begin : 0;
-          step.n_valid = HWY_MIN(tile.n_keys, n_ctx - tile_begin);
-        }
-        RunSteps(rows, dim_padded, args.scale, args.softcap, dim_padded, dim_padded, steps.data(),
-                 n_steps);
-        const size_t split = tile_begin / split_keys;
-        tile_begin += tile.n_keys;
-        if (tile_begin >= end_tile || tile_begin / split_keys != split) close_split(split);
+    // K and V read in place (f16 or f32 heads of whole vectors; K transposed per tile), or
+    // staged as f32 first (a Q8_0 cache, or a head with a partial last vector). Both give the
+    // same values, so the same bits.
+    if constexpr (!std::is_same_v<TKV, quant::BlockQ8_0>) {
+      if (head_dim % kLanes == 0) {
+        RunTiles<TKV, true>(args, split_keys, kv_head, first_tile, end_tile, max_ctx, n_rows,
+                           n_group_heads, batch_tiles, close_split);
+      } else {
+        RunTiles<TKV, false>(args, split_keys, kv_head, first_tile, end_tile, max_ctx, n_rows,
+                             n_group_heads, batch_tiles, close_split);
       }
-    } else if constexpr (!kQ8) {
-      TileStep<TKV, TKV> steps[kTileBatch];
-      for (size_t tile_begin = first_tile; tile_begin < end_tile;) {
-        const size_t split = tile_begin / split_keys;
-        size_t n_steps = 0;
-        for (; n_steps < kTileBatch && tile_begin < end_tile && tile_begin / split_keys == split;
-             ++n_steps) {
-          const KeyTile tile = TileAt(args, row_bytes, tile_begin, max_ctx);
-          const size_t offset = tile.offset + kv_head * head_bytes;
-          TileStep<TKV, TKV>& step = steps[n_steps];
-          step.k_rows = reinterpret_cast<const TKV*>(k_cache + offset);
-          step.v_rows = reinterpret_cast<const TKV*>(v_cache + offset);
-          step.row = 0;
-          step.n_keys = step.n_valid = tile.n_keys;  // max_ctx is the row's n_ctx
-          step.first_valid = min_first > tile_begin ? min_first - tile_begin : 0;  // one row
-          tile_begin += tile.n_keys;
-        }
-        RunSteps(rows, dim_padded, args.scale, args.softcap, kv.row_elems, kv.row_elems, steps,
-                 n_steps);
-        if (tile_begin >= end_tile || tile_begin / split_keys != split) close_split(split);
-      }
+    } else {
+      RunTiles<TKV, false>(args, split_keys, kv_head, first_tile, end_tile, max_ctx, n_rows,
+                           n_group_heads, batch_tiles, close_split);
     }
     if (write_partials) continue;
     for (size_t r = 0; r < n_rows; ++r) {
