@@ -22,7 +22,7 @@ namespace {
 
 struct Format
 #if PETREL_QUANT_SIMD
-    : Lanes32Format<Format, 8, 0>
+    : Lanes32Format<Format, 8, 0>, OffsetPairedStep<Format, 128>
 #endif
 {
   using WBlock = quant::BlockIQ4_NL;
@@ -44,27 +44,19 @@ struct Format
   }
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
-  // Single tokens on AVX3_DL stay there, on paired lanes two blocks at a time
-  // (quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l, its levels + 128.
-  static constexpr bool kSingleTokenFullWidth = true;
-  static constexpr size_t kPairedBlocks = 2;
-  using PairTerms = OffsetPairTerms;
-  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t n_blocks, PairTerms& terms) {
-    ComputeOffsetPairTerms<128>(x, n_blocks, terms);
-  }
-
-  // A single token against the two blocks at base[l] (kLast: one) of 8 rows: Dot<1>'s integers
-  // in lanes 2l + h, then each block's float step in block order.
+  // Single tokens on AVX3_DL stay there, on paired lanes two blocks at a time (OffsetPairedStep,
+  // quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l, its levels + 128.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
-                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+  static HWY_INLINE hn::Vec<LDI32> PairedSums(const uint8_t* const* HWY_RESTRICT base,
+                                              const OffsetPairTerms& xt) {
     alignas(16) static constexpr std::array<uint8_t, 16> kUnsignedGrid =
         GridBytes<128>(quant::kIQ4NLValues);
-    constexpr size_t kSecond = kLast ? 0 : sizeof(WBlock);
-    const auto isum = PairedGridNibbleSums<kLast, sizeof(WBlock), offsetof(WBlock, qs)>(
+    return PairedGridNibbleSums<kLast, sizeof(WBlock), offsetof(WBlock, qs)>(
         base, xt, kUnsignedGrid.data());
-    return PairedFloatStep<kLast>(
-        isum, xt.d, [&](size_t h) { return RowHalvesToF32(base, h * kSecond); }, acc);
+  }
+  static HWY_INLINE hn::Vec<PDF> PairedScales(const uint8_t* const* HWY_RESTRICT base,
+                                              size_t offset) {
+    return RowHalvesToF32(base, offset);
   }
 #endif
 #endif  // PETREL_QUANT_SIMD

@@ -41,7 +41,7 @@ HWY_INLINE hn::Vec<hn::Repartition<float, D32>> HalvedE8M0Scales(D32 d32, hn::Ve
 
 struct Format
 #if PETREL_QUANT_SIMD
-    : Lanes32Format<Format, 8, 0>
+    : Lanes32Format<Format, 8, 0>, OffsetPairedStep<Format, 12>
 #endif
 {
   using WBlock = quant::BlockMXFP4;
@@ -82,30 +82,18 @@ struct Format
   }
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
-  // Single tokens on AVX3_DL stay there, on paired lanes two blocks at a time
-  // (quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l, its levels + 12.
-  static constexpr bool kSingleTokenFullWidth = true;
-  static constexpr size_t kPairedBlocks = 2;
-  using PairTerms = OffsetPairTerms;
-  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t n_blocks, PairTerms& terms) {
-    ComputeOffsetPairTerms<12>(x, n_blocks, terms);
-  }
-
-  // A single token against the two blocks at base[l] (kLast: one) of 8 rows: Dot<1>'s integers
-  // in lanes 2l + h, then each block's float step in block order.
+  // Single tokens on AVX3_DL stay there, on paired lanes two blocks at a time (OffsetPairedStep,
+  // quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l, its levels + 12.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
-                                           const PairTerms& xt, hn::Vec<PDF> acc) {
-    constexpr size_t kSecond = kLast ? 0 : sizeof(WBlock);
-    const auto isum = PairedGridNibbleSums<kLast, sizeof(WBlock), offsetof(WBlock, qs)>(
+  static HWY_INLINE hn::Vec<LDI32> PairedSums(const uint8_t* const* HWY_RESTRICT base,
+                                              const OffsetPairTerms& xt) {
+    return PairedGridNibbleSums<kLast, sizeof(WBlock), offsetof(WBlock, qs)>(
         base, xt, kMXFP4UnsignedGrid.data());
-    return PairedFloatStep<kLast>(
-        isum, xt.d,
-        [&](size_t h) {
-          return HalvedE8M0Scales(
-              PDI32(), hn::Vec<PDI32>{InsertBytesToI32([&](size_t l) { return base[l] + h * kSecond; })});
-        },
-        acc);
+  }
+  static HWY_INLINE hn::Vec<PDF> PairedScales(const uint8_t* const* HWY_RESTRICT base,
+                                              size_t offset) {
+    return HalvedE8M0Scales(
+        PDI32(), hn::Vec<PDI32>{InsertBytesToI32([&](size_t l) { return base[l] + offset; })});
   }
 #endif
 #endif  // PETREL_QUANT_SIMD

@@ -21,7 +21,7 @@ namespace {
 
 struct Format
 #if PETREL_QUANT_SIMD
-    : Lanes32Format<Format, 4, 8>, NibbleQuants<quant::BlockQ4_0>
+    : Lanes32Format<Format, 4, 8>, NibbleQuants<quant::BlockQ4_0>, OffsetPairedStep<Format, 8>
 #endif
 {
   using WBlock = quant::BlockQ4_0;
@@ -83,35 +83,28 @@ struct Format
   }
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
-  // Single tokens on AVX3_DL stay there, on paired lanes two blocks at a time
-  // (quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l.
-  static constexpr bool kSingleTokenFullWidth = true;
-  static constexpr size_t kPairedBlocks = 2;
-  using PairTerms = OffsetPairTerms;
-  static HWY_INLINE void ComputePairTerms(const XBlock* x, size_t n_blocks, PairTerms& terms) {
-    ComputeOffsetPairTerms<8>(x, n_blocks, terms);
-  }
-
-  // A single token against the two blocks at base[l] (kLast: one) of 8 rows: Dot<1>'s integers in
-  // lanes 2l + h, then each block's float step in block order.
+  // Single tokens on AVX3_DL stay there, on paired lanes two blocks at a time (OffsetPairedStep,
+  // quant_lanes_paired-inl.h): lane 2l + h holds block b + h of row l. The high nibbles are
+  // dotted in place and shifted down once, as in Dot.
   template <bool kLast>
-  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
-                                           const PairTerms& xt, hn::Vec<PDF> acc) {
-    const LDI32 d32;
+  static HWY_INLINE hn::Vec<LDI32> PairedSums(const uint8_t* const* HWY_RESTRICT base,
+                                              const OffsetPairTerms& xt) {
     const LDU8 du8;
     constexpr size_t kSecond = kLast ? 0 : sizeof(WBlock);
     QVU8Full q[4];
     TransposeHalves(base, offsetof(WBlock, qs), kSecond + offsetof(WBlock, qs), q);
-    auto isum = BroadcastPair(xt.offset_sum), high_sum = hn::Zero(d32);
+    auto isum = BroadcastPair(xt.offset_sum), high_sum = hn::Zero(LDI32());
     const auto low_mask = hn::Set(du8, 0x0F), high_mask = hn::Set(du8, 0xF0);
     for (size_t s = 0; s < 4; ++s) {
       isum = DotQuads<true>(isum, hn::And(q[s], low_mask), BroadcastQuadPair(xt.qs + 8 * s));
       high_sum =
           DotQuads<true>(high_sum, hn::And(q[s], high_mask), BroadcastQuadPair(xt.qs + 8 * s + 32));
     }
-    isum = hn::Add(isum, hn::ShiftRight<4>(high_sum));
-    return PairedFloatStep<kLast>(
-        isum, xt.d, [&](size_t h) { return RowHalvesToF32(base, h * kSecond); }, acc);
+    return hn::Add(isum, hn::ShiftRight<4>(high_sum));
+  }
+  static HWY_INLINE hn::Vec<PDF> PairedScales(const uint8_t* const* HWY_RESTRICT base,
+                                              size_t offset) {
+    return RowHalvesToF32(base, offset);
   }
 #endif
 #endif  // PETREL_QUANT_SIMD

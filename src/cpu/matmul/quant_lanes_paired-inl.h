@@ -194,9 +194,39 @@ HWY_INLINE hn::Vec<PDF> PairedFloatStep(hn::Vec<LDI32> isum, const float (&dx)[2
   return acc;
 }
 
+// The paired single-token step of a 32-element format against Q8_0 whose levels are made
+// unsigned by adding kOffset, two blocks per step, for a Format to derive from: Sub provides
+// PairedSums<kLast>(base, terms) (the exact int32 dots, lane 2l + h: block b + h of row l) and
+// PairedScales(base, offset) (the 8 rows' weight scales of the blocks at base[l] + offset).
+template <class Sub, int kOffset>
+struct OffsetPairedStep {
+  static constexpr bool kSingleTokenFullWidth = true;
+  static constexpr size_t kPairedBlocks = 2;
+  using PairTerms = OffsetPairTerms;
+
+  static HWY_INLINE void ComputePairTerms(const quant::BlockQ8_0* x, size_t n_blocks,
+                                          PairTerms& terms) {
+    ComputeOffsetPairTerms<kOffset>(x, n_blocks, terms);
+  }
+
+  // A single token against the two blocks at base[l] (kLast: one) of 8 rows: Dot<1>'s integers
+  // in lanes 2l + h, then each block's float step in block order.
+  template <bool kLast>
+  static HWY_INLINE hn::Vec<PDF> PairedDot(const uint8_t* const* HWY_RESTRICT base,
+                                           const PairTerms& xt, hn::Vec<PDF> acc) {
+    constexpr size_t kSecond = kLast ? 0 : sizeof(typename Sub::WBlock);
+    return PairedFloatStep<kLast>(
+        Sub::template PairedSums<kLast>(base, xt), xt.d,
+        [&](size_t h) { return Sub::PairedScales(base, h * kSecond); }, acc);
+  }
+};
+
 #else
 template <class F>
 constexpr bool kHasPairedDot = false;
+// Elsewhere a Format's paired step is nothing.
+template <class Sub, int kOffset>
+struct OffsetPairedStep {};
 #endif
 
 }  // namespace HWY_NAMESPACE
