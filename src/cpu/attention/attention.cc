@@ -272,10 +272,53 @@ HWY_INLINE void AccumulateValuesRows(D d, const float* const* HWY_RESTRICT weigh
   }
 }
 
+// Rows computed together against one tile (TransposedScores, AccumulateValuesRows): as many as
+// keep their accumulators in registers (32 vector registers with AVX-512, 16 otherwise), and a
+// multiple of a usual GQA group (8 query heads per KV head).
+#if HWY_TARGET == HWY_SCALAR
+constexpr size_t kTileRowBlock = 1;
+#elif HWY_MAX_BYTES >= 64
+constexpr size_t kTileRowBlock = 8;
+#elif HWY_MAX_BYTES >= 32
+constexpr size_t kTileRowBlock = 4;
+#else
+constexpr size_t kTileRowBlock = 2;
+#endif
+// Steps of different tiles scored together (one row's successive tiles).
+constexpr size_t kTileStepBlock = kTileRowBlock < 4 ? kTileRowBlock : 4;
+
+// TransposedScores<kTileRowBlock, true> for a block of consecutive rows, their queries
+// interleaved (RowStates::q_blocks): one base address for all the rows' elements. The same
+// operations, so the same bits.
+template <class D>
+HWY_INLINE void BlockScores(D d, const float* HWY_RESTRICT q_block, const float* HWY_RESTRICT kt,
+                            size_t head_dim,
+                            hn::Vec<D> (*scores)[kKeyTile / hn::MaxLanes(D())]) {
+  constexpr size_t kLanes = hn::MaxLanes(D());
+  constexpr size_t kScoreVecs = kKeyTile / kLanes;
+  constexpr size_t R = kTileRowBlock;
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t i = 0; i < kScoreVecs; ++i) scores[r][i] = hn::Zero(d);
+  }
+  for (size_t j = 0; j < head_dim; ++j) {
+    hn::Vec<D> k[kScoreVecs];
+    for (size_t i = 0; i < kScoreVecs; ++i) k[i] = hn::LoadU(d, kt + j * kKeyTile + i * kLanes);
+    const float* HWY_RESTRICT q_elems = q_block + j * R;
+    for (size_t r = 0; r < R; ++r) {
+      const auto q_elem = hn::Set(d, q_elems[r]);
+      for (size_t i = 0; i < kScoreVecs; ++i) scores[r][i] = hn::MulAdd(q_elem, k[i], scores[r][i]);
+    }
+  }
+}
+
 // Online-softmax state of the query rows (one per query token and head) of one call, in a
 // per-thread scratch that grows to the largest call seen and then stays.
 struct RowStates {
   std::vector<float> q;               // (n_rows, dim_padded) zero-padded queries
+  // The queries again by blocks of kTileRowBlock rows, interleaved: element d of row r at
+  // q_blocks[(r / kTileRowBlock * dim_padded + d) * kTileRowBlock + r % kTileRowBlock], so that a
+  // block's elements d are side by side (BlockScores).
+  std::vector<float> q_blocks;
   std::vector<float> acc;             // (n_rows, dim_padded) unnormalised outputs
   std::vector<float> sum_lanes;       // (n_rows, lanes) running sums, kept lane-wise
   std::vector<float> running_max;     // (n_rows)
@@ -288,6 +331,8 @@ struct RowStates {
   std::vector<float> k_stage, k_tiles, v_tiles;
 
   void Reserve(size_t n_rows, size_t dim_padded, size_t lanes, size_t n_tiles) {
+    const size_t block_rows = (n_rows + kTileRowBlock - 1) / kTileRowBlock * kTileRowBlock;
+    if (q_blocks.size() < block_rows * dim_padded) q_blocks.resize(block_rows * dim_padded);
     if (q.size() < n_rows * dim_padded) {
       q.resize(n_rows * dim_padded);
       acc.resize(n_rows * dim_padded);
@@ -380,20 +425,6 @@ HWY_INLINE void SoftmaxStep(D d, RowStates& rows, TileStep<TV>& step) {
   hn::StoreU(hn::MulAdd(hn::LoadU(d, sum_lanes), correction, tile_sum), d, sum_lanes);
 }
 
-// Rows computed together against one tile (TransposedScores, AccumulateValuesRows): as many as
-// keep their accumulators in registers (32 vector registers with AVX-512, 16 otherwise), and a
-// multiple of a usual GQA group (8 query heads per KV head).
-#if HWY_TARGET == HWY_SCALAR
-constexpr size_t kTileRowBlock = 1;
-#elif HWY_MAX_BYTES >= 64
-constexpr size_t kTileRowBlock = 8;
-#elif HWY_MAX_BYTES >= 32
-constexpr size_t kTileRowBlock = 4;
-#else
-constexpr size_t kTileRowBlock = 2;
-#endif
-// Steps of different tiles scored together (one row's successive tiles).
-constexpr size_t kTileStepBlock = kTileRowBlock < 4 ? kTileRowBlock : 4;
 
 // The scores of steps [0, R): kSameTile, all of one tile; else each of its own.
 template <size_t R, bool kSameTile, typename TV>
@@ -409,7 +440,13 @@ HWY_INLINE void ScoreRows(const RowStates& rows, size_t dim_padded, size_t head_
     kt[r] = steps[r].kt;
   }
   hn::Vec<decltype(d)> scores[R][kKeyTile / kLanes];
-  TransposedScores<R, kSameTile>(d, q, kt, head_dim, scores);
+  const size_t first_row = steps[0].row;
+  if (R == kTileRowBlock && kSameTile && first_row % R == 0 &&
+      steps[R - 1].row == first_row + R - 1) {
+    BlockScores(d, rows.q_blocks.data() + first_row * dim_padded, kt[0], head_dim, scores);
+  } else {
+    TransposedScores<R, kSameTile>(d, q, kt, head_dim, scores);
+  }
   for (size_t r = 0; r < R; ++r) FinishScores(d, scale, softcap, scores[r], steps[r]);
 }
 
@@ -756,6 +793,8 @@ void AttentionRows(const AttentionArgs& args, const AttentionSplitArgs& split_ar
       std::memcpy(q, args.q + (QueryRow(split_args, query) * args.n_heads + head) * head_dim,
                   head_dim * sizeof(float));
       std::memset(q + head_dim, 0, (dim_padded - head_dim) * sizeof(float));
+      float* q_block = rows.q_blocks.data() + r / kTileRowBlock * dim_padded * kTileRowBlock;
+      for (size_t j = 0; j < head_dim; ++j) q_block[j * kTileRowBlock + r % kTileRowBlock] = q[j];
       std::memset(rows.acc.data() + r * dim_padded, 0, dim_padded * sizeof(float));
       std::memset(rows.sum_lanes.data() + r * kLanes, 0, kLanes * sizeof(float));
       rows.running_max[r] = -INFINITY;
