@@ -89,6 +89,9 @@ PY
   if [ "$status" != 0 ]; then
     failed=1
     grep -m1 -A12 "ERROR: \|runtime error:" "$log" >&2 || tail -20 "$log" >&2
+    # The input itself, when libFuzzer printed it (small ones): a CI run's crash directory is gone
+    # with its machine.
+    grep -m1 "^Base64: " "$log" >&2 || true
   fi
 done
 exit $failed

@@ -20,12 +20,18 @@ scripts/setup.sh
 part_done "setup and native build"
 jobs="${PETREL_TEST_JOBS:-$(nproc)}"
 status=0
+# The parts that failed, named again at the very end: a CI log is often read from its tail.
+failed_parts=()
+part_failed() {
+  status=1
+  failed_parts+=("$1")
+}
 # `unit` includes the `slow` suite (grammar_sampling_test), which the emulated runs leave out.
-meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli --suite gpu || status=1
+meson test -C build --print-errorlogs --num-processes "$jobs" --suite unit --suite parity --suite cli --suite gpu || part_failed "unit, parity, cli and gpu suites"
 part_done "unit, parity, cli and gpu suites"
 # The load suite: 32 streaming clients for PETREL_LOAD_SECONDS (default 20) against a synthetic
 # model; alone, so that the other suites do not take its cores.
-meson test -C build --print-errorlogs --num-processes 1 --logbase loadlog --suite load || status=1
+meson test -C build --print-errorlogs --num-processes 1 --logbase loadlog --suite load || part_failed "load suite"
 part_done "load suite"
 
 # The sanitizer build compiles only what the malformed-input tests need. One of them, the C
@@ -48,7 +54,7 @@ targets=()
 for t in $asan_targets; do targets+=("$t"); done
 ninja -C build-asan ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} "${targets[@]}" >&2
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-  meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || status=1
+  meson test -C build-asan --no-rebuild --print-errorlogs --suite malformed || part_failed "malformed suite under ASan + UBSan"
 part_done "sanitizer build and malformed suite"
 
 # ThreadSanitizer over the threaded parts: the thread pool, the sequence scheduler and its
@@ -73,7 +79,7 @@ for t in $tsan_targets; do targets+=("$t"); done
 ninja -C build-tsan ${PETREL_BUILD_JOBS:+-j "$PETREL_BUILD_JOBS"} "${targets[@]}" >&2
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 \
-    --suite tsan || status=1
+    --suite tsan || part_failed "tsan suite"
 part_done "ThreadSanitizer build and tsan suite"
 
 # Coverage-guided fuzzing (docs/FUZZING.md): each fuzz target built with clang, libFuzzer, ASan
@@ -84,10 +90,18 @@ part_done "ThreadSanitizer build and tsan suite"
 # leaves it out; the corpora are still replayed by the malformed suite above).
 if [ "${PETREL_FUZZ:-1}" = "1" ]; then
   if scripts/fuzz.sh --check; then
-    scripts/fuzz.sh all "${PETREL_FUZZ_SECONDS:-10}" || status=1
+    # fuzz.sh's lines (one per target, and a failure's first report) are kept for the end.
+    fuzz_log=$(mktemp)
+    fuzz_status=0
+    scripts/fuzz.sh all "${PETREL_FUZZ_SECONDS:-10}" 2>"$fuzz_log" || fuzz_status=$?
+    cat "$fuzz_log" >&2
+    if [ "$fuzz_status" != 0 ]; then
+      part_failed "fuzz targets (exit $fuzz_status): $(grep -A3 'FAILED\|ERROR\|error:\|^Base64' "$fuzz_log" | head -16)"
+    fi
+    rm -f "$fuzz_log"
   else
     echo "test.sh: no clang++ that links -fsanitize=fuzzer (apt-get install clang), so no fuzzing" >&2
-    status=1
+    part_failed "fuzz targets: no clang++ that links -fsanitize=fuzzer"
   fi
   part_done "fuzz targets"
 fi
@@ -102,7 +116,7 @@ logs=(build/meson-logs/testlog.json build/meson-logs/loadlog.json build-asan/mes
   build-tsan/meson-logs/testlog.json)
 if [ "${PETREL_CROSS:-1}" = "1" ]; then
   rm -f build-aarch64/meson-logs/testlog-*.json
-  PETREL_TEST_JOBS="$jobs" scripts/cross.sh aarch64 test || status=1
+  PETREL_TEST_JOBS="$jobs" scripts/cross.sh aarch64 test || part_failed "aarch64 cross build and emulated tests"
   part_done "aarch64 cross build and emulated tests"
   for cpu in ${PETREL_CROSS_CPUS:-cortex-a72}; do logs+=("build-aarch64/meson-logs/testlog-$cpu.json"); done
 fi
@@ -124,4 +138,5 @@ for path in sys.argv[1:]:
         else: failed += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 PY
+for part in "${failed_parts[@]}"; do echo "test.sh: FAILED: $part" >&2; done
 exit $status
