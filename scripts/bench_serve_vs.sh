@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # petrel serve beside llama.cpp at several concurrency levels, on one file and one machine
 # (docs/SERVER.md, "Throughput"). For each N: `petrel bench-serve` against `petrel serve`, the
-# same client against `llama-server --parallel N`, and `llama-batched-bench -npl N`, one after
-# the other, then one table.
+# same client against `llama-server --parallel N`, `llama-batched-bench -npl N`, and the engine
+# alone as batched-bench measures it, `petrel bench -d 100 -n 64 --parallel N` (its decode phase:
+# the N sequences' server steps, no HTTP), one after the other, then one table.
 #   scripts/bench_serve_vs.sh [-n "1 4 8 16 32"] [-t THREADS] [-r REQUESTS_PER_STREAM] LLAMA_BIN_DIR MODEL
 # Every request: ~100 prompt tokens, 64 new tokens, temperature 0. REQUESTS_PER_STREAM (default
 # 2) x N requests per run. Environment: PETREL (default build/tools/petrel), OUT (raw JSON lines,
@@ -84,6 +85,16 @@ for line in sys.stdin:
         print(json.dumps({"engine": "llama-batched-bench", "streams": int(b), "s_tg": float(s_tg),
                           "all_generation_tokens_per_s": int(b) * int(tg) / float(t)}))
 ' >> "$out"
+
+  echo "bench_serve_vs.sh: $n streams: petrel bench --parallel" >&2
+  "$petrel" bench -m "$model" -t "$threads" -d 100 -p 0 -n 64 --parallel "$n" -r 1 --json |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    d = json.loads(line)
+    print(json.dumps({"engine": "petrel-bench", "streams": int(d["parallel"]),
+                      "s_tg": d["tokens_per_second"]}))
+' >> "$out"
 done
 
 python3 - "$out" <<'PY'
@@ -101,14 +112,18 @@ def serve(d):
             f'{d["requests_failed"]} / {d["check_failures"]} of {d["requests_ok"] + d["requests_failed"]}')
 print("| Streams | petrel t/s | TTFT p50 / p90 ms | inter-token p50 ms | failed / failed checks | "
       "llama-server t/s | TTFT p50 / p90 ms | inter-token p50 ms | failed / failed checks | "
-      "llama-batched-bench S_TG t/s | all t/s | petrel / S_TG |")
-print("|" + "---|" * 12)
+      "llama-batched-bench S_TG t/s | all t/s | petrel / S_TG | "
+      "petrel bench --parallel t/s | its / S_TG |")
+print("|" + "---|" * 14)
 for n in sorted(rows):
     r = rows[n]
     p, l, b = r.get("petrel"), r.get("llama-server"), r.get("llama-batched-bench")
+    e = r.get("petrel-bench")
     ratio = f'{p["generation_tokens_per_s"] / b["s_tg"]:.2f}' if p and b else "-"
+    engine_ratio = f'{e["s_tg"] / b["s_tg"]:.2f}' if e and b else "-"
     cells = [str(n), *serve(p), *serve(l),
              f'{b["s_tg"]:.1f}' if b else "-",
-             f'{b["all_generation_tokens_per_s"]:.1f}' if b else "-", ratio]
+             f'{b["all_generation_tokens_per_s"]:.1f}' if b else "-", ratio,
+             f'{e["s_tg"]:.1f}' if e else "-", engine_ratio]
     print("| " + " | ".join(cells) + " |")
 PY

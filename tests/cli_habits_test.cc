@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -185,6 +186,20 @@ TEST(CliHabitsTest, UnspellableSchemaIsAnErrorBeforeGenerating) {
                      "U+00E9");
 }
 
+// The lines of `petrel bench --json`, each checked to be an object with a positive rate.
+std::vector<nlohmann::json> BenchLines(const Output& output) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream lines(output.out);
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    EXPECT_TRUE(j.is_object()) << line;
+    if (!j.is_object()) continue;
+    EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0) << line;
+    rows.push_back(std::move(j));
+  }
+  return rows;
+}
+
 // llama-bench's -d: tests after that many tokens in the cache, named "pp16 @ d64"; a depth beyond
 // the context is an error, not a silent clamp.
 TEST(CliHabitsTest, BenchDepthMeasuresAfterTokensInTheCache) {
@@ -192,22 +207,46 @@ TEST(CliHabitsTest, BenchDepthMeasuresAfterTokensInTheCache) {
                           "--json"});
   ASSERT_EQ(output.exit_code, 0) << output.err;
   std::vector<std::string> tests;
-  std::istringstream lines(output.out);
-  for (std::string line; std::getline(lines, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    ASSERT_TRUE(j.is_object()) << line;
+  for (const nlohmann::json& j : BenchLines(output)) {
     tests.push_back(j["test"]);
-    EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0);
     EXPECT_EQ(j["n_depth"], tests.back().find("@ d64") != std::string::npos ? 64 : 0);
     // A decode step's read roof counts the cached rows it reads; a prompt's compute roof does
     // not count attention over the cache, so prompts after a depth have none.
     if (j["n_depth"] == 64) {
-      EXPECT_EQ(j.contains("fraction_of_read_roof"), tests.back().rfind("tg", 0) == 0) << line;
+      EXPECT_EQ(j.contains("fraction_of_read_roof"), tests.back().rfind("tg", 0) == 0) << j;
     }
   }
   EXPECT_EQ(tests, (std::vector<std::string>{"pp16", "tg4", "pp16 @ d64", "tg4 @ d64"}));
   ExpectOneLineError(Petrel({"bench", "-m", Story(), "-p", "16", "-n", "0", "-d", "64", "-c", "32", "-r", "1"}),
                      "-d 64");
+}
+
+// llama-batched-bench's -npl as `--parallel` (and llama.cpp's -np): each test over that many
+// sequences in the server's steps, named "pp16 b3"; a decode step's read roof then counts every
+// sequence's cached rows and rates a step as that many tokens. Steps of several tokens of one
+// sequence do not combine with it: an error, not a silently dropped flag.
+TEST(CliHabitsTest, BenchParallelDecodesSequencesTogether) {
+  Output output = Petrel({"bench", "-m", Story(), "-p", "16", "-n", "4", "-d", "8", "-np", "1,3",
+                          "-r", "1", "-t", "1", "--json"});
+  ASSERT_EQ(output.exit_code, 0) << output.err;
+  std::vector<std::string> tests;
+  std::map<size_t, size_t> kv_read;  // by sequences
+  for (const nlohmann::json& j : BenchLines(output)) {
+    tests.push_back(j["test"]);
+    EXPECT_EQ(j["parallel"], tests.back().find(" b3") != std::string::npos ? 3 : 1) << j;
+    if (tests.back().rfind("tg", 0) == 0) {
+      kv_read[j["parallel"].get<size_t>()] = j["read_bytes"]["kv"].get<size_t>();
+      EXPECT_GT(j["fraction_of_read_roof"].get<double>(), 0.0) << j;
+    }
+  }
+  // The KV part of the roof: every sequence's 8 cached tokens plus half of the 4 new ones.
+  EXPECT_GT(kv_read[1], 0u);
+  EXPECT_EQ(kv_read[3], 3 * kv_read[1]);
+  EXPECT_EQ(tests, (std::vector<std::string>{"pp16 @ d8", "tg4 @ d8", "pp16 b3 @ d8",
+                                             "tg4 b3 @ d8"}));
+  ExpectOneLineError(Petrel({"bench", "-m", Story(), "-p", "16", "-n", "4", "--parallel", "2",
+                             "--step-tokens", "2", "-r", "1"}),
+                     "--parallel 2 with --step-tokens 2");
 }
 
 // llama-bench's -ctk/-ctv lists: one engine per KV cache type, each line naming its type; K and V
@@ -218,11 +257,8 @@ TEST(CliHabitsTest, BenchCacheTypesAreAnAxis) {
                           "f32,f16", "-r", "1", "-t", "1", "--json"});
   ASSERT_EQ(output.exit_code, 0) << output.err;
   std::vector<std::string> types;
-  std::istringstream lines(output.out);
-  for (std::string line; std::getline(lines, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    ASSERT_TRUE(j.is_object()) << line;
-    EXPECT_EQ(j["type_k"], j["type_v"]) << line;
+  for (const nlohmann::json& j : BenchLines(output)) {
+    EXPECT_EQ(j["type_k"], j["type_v"]) << j;
     types.push_back(j["type_k"]);
   }
   EXPECT_EQ(types, (std::vector<std::string>{"f32", "f16"}));

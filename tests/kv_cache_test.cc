@@ -2,6 +2,9 @@
 // and the prefix cache: registration, reuse, refcounts, least-recently-used eviction.
 #include <gtest/gtest.h>
 
+#include <span>
+#include <vector>
+
 #include "core/runtime/backend_registry.h"
 #include "core/runtime/kv_cache.h"
 
@@ -42,6 +45,38 @@ TEST(KvCache, SlotsFollowTheBlockTable) {
   EXPECT_EQ(f.cache->free_blocks(), 8u - 3u);
   f.cache->FreeSequence(a);
   EXPECT_EQ(f.cache->free_blocks(), 8u - 1u);
+}
+
+// HostRows names, in place, the bytes ReadRows copies out: per layer the K then the V rows, in
+// position order, across blocks that are not adjacent.
+TEST(KvCache, HostRowsAreTheRowsReadRowsCopies) {
+  auto f = Make(8, 4, 64, DType::kF16);
+  const SeqId a = f.cache->NewSequence();
+  const SeqId b = f.cache->NewSequence();
+  ASSERT_TRUE(f.cache->Append(a, 3).ok());
+  ASSERT_TRUE(f.cache->Append(b, 4).ok());
+  ASSERT_TRUE(f.cache->Append(a, 4).ok());  // a's second block comes after b's
+  const size_t row_bytes = f.cache->row_bytes(), length = f.cache->Length(a);
+  std::vector<uint8_t> written(length * row_bytes);
+  for (size_t layer = 0; layer < f.cache->n_layers(); ++layer) {
+    for (size_t i = 0; i < written.size(); ++i) written[i] = uint8_t(i * 7 + layer * 31 + 1);
+    std::vector<uint8_t> v = written;
+    for (uint8_t& x : v) x = uint8_t(x ^ 0x5a);
+    ASSERT_TRUE(f.cache->WriteRows(a, layer, written.data(), v.data()).ok());
+  }
+  const auto rows = f.cache->HostRows(a);
+  ASSERT_EQ(rows.size(), f.cache->n_layers() * 2 * 2);  // 2 blocks each for K and V
+  std::vector<uint8_t> in_place;
+  for (std::span<const uint8_t> span : rows) in_place.insert(in_place.end(), span.begin(), span.end());
+  std::vector<uint8_t> copied;
+  for (size_t layer = 0; layer < f.cache->n_layers(); ++layer) {
+    std::vector<uint8_t> k(length * row_bytes), v(length * row_bytes);
+    ASSERT_TRUE(f.cache->ReadRows(a, layer, k.data(), v.data()).ok());
+    copied.insert(copied.end(), k.begin(), k.end());
+    copied.insert(copied.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(in_place, copied);
+  EXPECT_TRUE(f.cache->HostRows(99).empty());
 }
 
 TEST(KvCache, ExhaustionAndContextAreErrorsThatChangeNothing) {

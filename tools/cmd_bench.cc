@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,56 @@ Result<double> RunOnce(Engine& engine, SeqId seq, size_t depth, size_t n_prompt,
   return double(n_prompt + n_gen) / std::max(seconds, 1e-9);
 }
 
+// The same over `seqs` sequences decoded together, as llama-batched-bench's phases and as
+// `petrel serve` steps them (Engine::Step): a prompt of `n_prompt` tokens for each (steps of as
+// many prompts as a batch holds, a longer one in pieces), or `n_gen` steps of one token for
+// each. Tokens per second over all sequences.
+Result<double> RunParallelOnce(Engine& engine, std::span<const SeqId> seqs, size_t depth,
+                               size_t n_prompt, size_t n_gen, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> token(0, int32_t(engine.config().n_vocab - 1));
+  const size_t batch_tokens = engine.options().max_batch_tokens;
+  std::vector<std::vector<int32_t>> prompts(seqs.size(), std::vector<int32_t>(n_prompt));
+  for (std::vector<int32_t>& prompt : prompts) {
+    for (int32_t& t : prompt) t = token(rng);
+  }
+  std::vector<int32_t> next(seqs.size());
+  std::vector<StepInput> inputs;
+  std::vector<StepOutput> outputs;
+  const auto step = [&]() -> Status {
+    PETREL_RETURN_IF_ERROR(engine.Step(inputs, &outputs));
+    for (const StepOutput& output : outputs) PETREL_RETURN_IF_ERROR(output.status);
+    inputs.clear();
+    return Status::Ok();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  size_t in_step = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (size_t fed = 0; fed < n_prompt;) {
+      if (in_step == batch_tokens) {
+        PETREL_RETURN_IF_ERROR(step());
+        in_step = 0;
+      }
+      const size_t take = std::min(n_prompt - fed, batch_tokens - in_step);
+      inputs.push_back({seqs[s], std::span<const int32_t>(prompts[s]).subspan(fed, take),
+                        fed + take == n_prompt});
+      fed += take;
+      in_step += take;
+    }
+  }
+  if (!inputs.empty()) PETREL_RETURN_IF_ERROR(step());
+  for (size_t i = 0; i < n_gen; ++i) {
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      next[s] = token(rng);
+      inputs.push_back({seqs[s], std::span<const int32_t>(&next[s], 1), true});
+    }
+    PETREL_RETURN_IF_ERROR(step());
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const SeqId seq : seqs) PETREL_RETURN_IF_ERROR(engine.TruncateSequence(seq, depth));
+  return double(seqs.size() * (n_prompt + n_gen)) / std::max(seconds, 1e-9);
+}
+
 }  // namespace
 
 Runner AddBenchCommand(CLI::App& app) {
@@ -78,6 +129,7 @@ Runner AddBenchCommand(CLI::App& app) {
     bool json = false;
     bool profile = false;
     std::vector<size_t> step_tokens = {1};
+    std::vector<size_t> parallel = {1};
     DraftOptions draft;
     std::string prompt =
         "Once upon a time, there was a little girl named Lily. She loved to play in the park "
@@ -120,6 +172,13 @@ Runner AddBenchCommand(CLI::App& app) {
                   "in steps per second")
       ->delimiter(',')
       ->check(IntRange(1, 64));
+  cmd->add_option("--parallel", args->parallel,
+                  "sequences decoded together, e.g. 1,8,32 (default 1): with more than one, each "
+                  "test runs that many sequences in the server's steps, as llama-batched-bench "
+                  "-npl (pp100 b32: 32 prompts of 100 tokens; tg64 b32: 64 steps of a token for "
+                  "each of 32), rated in tokens per second over all of them")
+      ->delimiter(',')
+      ->check(IntRange(1, 256));
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
   cmd->add_flag("--profile", args->profile,
                 "time each op (on the devices that can, or on the CPU when everything runs "
@@ -189,6 +248,12 @@ Runner AddBenchCommand(CLI::App& app) {
     for (size_t k : args->step_tokens) most_step_tokens = std::max(most_step_tokens, k);
     for (size_t n : *gens) longest = std::max(longest, n * most_step_tokens);
     longest += *std::max_element(args->depths.begin(), args->depths.end());
+    const size_t most_parallel = *std::max_element(args->parallel.begin(), args->parallel.end());
+    if (most_parallel > 1 && most_step_tokens > 1) {
+      return Fail(Error("--parallel %zu with --step-tokens %zu: steps of several tokens are "
+                        "measured for one sequence only",
+                        most_parallel, most_step_tokens));
+    }
     bool header = false;
     // --profile in table mode: one row per (test, backend, op), printed after the speed table.
     std::vector<std::string> profile_rows;
@@ -198,7 +263,7 @@ Runner AddBenchCommand(CLI::App& app) {
       model.kv_type = setup.cache_type;
       if (model.context == 0) model.context = longest;
       model.load_tokenizer = false;  // random token ids, never text
-      auto engine = model.LoadEngine();
+      auto engine = model.LoadEngine(most_parallel);
       if (!engine.ok()) return Fail(engine.status());
       // A depth the context cannot hold with its tests is refused before any output.
       const size_t deepest = *std::max_element(args->depths.begin(), args->depths.end());
@@ -227,18 +292,22 @@ Runner AddBenchCommand(CLI::App& app) {
       std::mt19937 rng(1234);
       struct Test {
         std::string name;
-        size_t n_prompt, n_gen, step_tokens, depth;
+        size_t n_prompt, n_gen, step_tokens, depth, seqs;
       };
       std::vector<Test> tests;
       for (size_t d : args->depths) {
         const std::string at = d > 0 ? " @ d" + std::to_string(d) : "";
-        for (size_t p : *prompts)
-          if (p) tests.push_back({"pp" + std::to_string(p) + at, p, 0, 1, d});
-        for (size_t n : *gens) {
-          for (size_t k : args->step_tokens) {
-            if (n == 0) continue;
-            tests.push_back(
-                {"tg" + std::to_string(n) + (k > 1 ? "x" + std::to_string(k) : "") + at, 0, n, k, d});
+        for (size_t b : args->parallel) {
+          const std::string in = (b > 1 ? " b" + std::to_string(b) : "") + at;
+          for (size_t p : *prompts)
+            if (p) tests.push_back({"pp" + std::to_string(p) + in, p, 0, 1, d, b});
+          for (size_t n : *gens) {
+            for (size_t k : args->step_tokens) {
+              if (n == 0) continue;
+              tests.push_back(
+                  {"tg" + std::to_string(n) + (k > 1 ? "x" + std::to_string(k) : "") + in, 0, n,
+                   k, d, b});
+            }
           }
         }
       }
@@ -252,39 +321,53 @@ Runner AddBenchCommand(CLI::App& app) {
       if (args->profile) (*engine)->EnableProfiling(true, args->model.device == "cpu");
       for (const Test& test : tests) {
         std::vector<double> rates, roof_rates, fractions;
-        // A generation step reads the active weights and the cached rows: on average over the
-        // test, depth + (n_gen + 1) / 2 of them. The prompt roof counts arithmetic on the
-        // weights only, so prompts at depth have none.
+        // The depth's tokens of each sequence, prefilled once (untimed) for all the repetitions.
+        std::vector<SeqId> seqs;
+        std::vector<std::span<const uint8_t>> kv_rows;
+        for (size_t i = 0; i < test.seqs; ++i) {
+          const SeqId seq = seqs.emplace_back((*engine)->NewSequence());
+          if (test.depth > 0) {
+            std::uniform_int_distribution<int32_t> token(0,
+                                                         int32_t((*engine)->config().n_vocab - 1));
+            std::vector<int32_t> fill(test.depth);
+            for (int32_t& t : fill) t = token(rng);
+            std::vector<float> logits;
+            if (Status status = (*engine)->Prefill(seq, fill, false, &logits); !status.ok()) {
+              return Fail(status.Wrap("-d " + std::to_string(test.depth)));
+            }
+          }
+          const auto rows = (*engine)->HostSequenceKv(seq);
+          kv_rows.insert(kv_rows.end(), rows.begin(), rows.end());
+        }
+        (void)(*engine)->TakeProfile();  // the fill's times are not the test's
+        // A generation step reads the active weights and the cached rows of every sequence: on
+        // average over the test, depth + (n_gen + 1) / 2 of each, read where the cache holds them
+        // (so that the roof adds nothing to the peak RSS); it makes a token for each sequence.
+        // The prompt roof counts arithmetic on the weights only, so prompts at depth have none.
         const ReadRoof roof((*engine)->model().weights, (*engine)->model().config.n_experts_used,
-                            test.n_gen > 0 ? kv_token_bytes * (test.depth + (test.n_gen + 1) / 2)
-                                           : 0);
+                            test.n_gen > 0 ? kv_token_bytes * test.seqs *
+                                                 (test.depth + (test.n_gen + 1) / 2)
+                                           : 0,
+                            kv_rows);
         const bool has_roof =
             test.n_gen > 0 || (test.depth == 0 && prompt_roof.available());
         if (test.n_gen > 0) {
-          std::fprintf(stderr, "%s reads per token: %s\n", test.name.c_str(),
+          std::fprintf(stderr, "%s reads per %s: %s\n", test.name.c_str(),
+                       test.seqs > 1 ? "step (a token of each sequence)" : "token",
                        roof.step_bytes().ToString().c_str());
         }
-        // The depth's tokens, prefilled once (untimed) for all the repetitions.
-        const SeqId seq = (*engine)->NewSequence();
-        if (test.depth > 0) {
-          std::uniform_int_distribution<int32_t> token(0, int32_t((*engine)->config().n_vocab - 1));
-          std::vector<int32_t> fill(test.depth);
-          for (int32_t& t : fill) t = token(rng);
-          std::vector<float> logits;
-          if (Status status = (*engine)->Prefill(seq, fill, false, &logits); !status.ok()) {
-            return Fail(status.Wrap("-d " + std::to_string(test.depth)));
-          }
-          (void)(*engine)->TakeProfile();  // the fill's times are not the test's
-        }
         auto sample_roof = [&] {
-          return test.n_gen > 0 ? roof.TokensPerSecond(used_threads)
+          return test.n_gen > 0 ? roof.TokensPerSecond(used_threads) * double(test.seqs)
                                 : prompt_roof.TokensPerSecond(used_threads);
         };
         double roof_before = 0.0;  // the sample after one run is the one before the next
         for (size_t r = 0; r <= args->repetitions; ++r) {
           if (r == 1 && has_roof) roof_before = sample_roof();
-          auto rate = RunOnce(**engine, seq, test.depth, test.n_prompt, test.n_gen,
-                              test.step_tokens, rng);
+          auto rate = test.seqs == 1
+                          ? RunOnce(**engine, seqs[0], test.depth, test.n_prompt, test.n_gen,
+                                    test.step_tokens, rng)
+                          : RunParallelOnce(**engine, seqs, test.depth, test.n_prompt,
+                                            test.n_gen, rng);
           if (!rate.ok()) return Fail(rate.status());
           if (r == 0) {
             (void)(*engine)->TakeProfile();  // the warm-up's times are not the test's
@@ -297,7 +380,7 @@ Runner AddBenchCommand(CLI::App& app) {
           fractions.push_back(*rate / roof_rates.back());
           roof_before = roof_after;
         }
-        (*engine)->FreeSequence(seq);
+        for (const SeqId seq : seqs) (*engine)->FreeSequence(seq);
         const Sample s = Summarize(rates);
         // Device time per op over the measured repetitions.
         const std::vector<Engine::BackendProfile> profiles =
@@ -332,6 +415,7 @@ Runner AddBenchCommand(CLI::App& app) {
                                  {"ubatch_tokens", (*engine)->options().ubatch_tokens},
                                  {"test", test.name},
                                  {"step_tokens", test.step_tokens},
+                                 {"parallel", test.seqs},
                                  {"n_depth", test.depth},
                                  {"type_k", model.kv_type},
                                  {"type_v", model.kv_type},

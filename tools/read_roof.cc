@@ -21,7 +21,8 @@ std::string StepBytes::ToString() const {
   return text;
 }
 
-ReadRoof::ReadRoof(const ModelWeights& weights, int64_t experts_used, size_t kv_bytes) {
+ReadRoof::ReadRoof(const ModelWeights& weights, int64_t experts_used, size_t kv_bytes,
+                   std::span<const std::span<const uint8_t>> kv_rows) {
   auto add = [&](const TensorView& view, size_t* kind) {
     if (view.data == nullptr) return;
     size_t bytes = view.desc.bytes();
@@ -42,10 +43,24 @@ ReadRoof::ReadRoof(const ModelWeights& weights, int64_t experts_used, size_t kv_
   }
   add(weights.output_norm, &bytes_.head);
   add(weights.output, &bytes_.head);  // the embedding table itself when tied: read as the output
-  if (kv_bytes > 0) {
+  if (kv_bytes == 0) return;
+  bytes_.kv = kv_bytes;
+  size_t held = 0;
+  for (std::span<const uint8_t> rows : kv_rows) held += rows.size();
+  if (held == 0) {
     kv_.assign(kv_bytes, 1);  // written, so that its pages are real memory
     spans_.push_back({kv_.data(), kv_.size()});
-    bytes_.kv = kv_bytes;
+    return;
+  }
+  // The cache's own pages, the rows a step reads; the rows a test appends (not yet there when
+  // the roof is sampled) are stood for by reading the first ones again.
+  for (size_t left = kv_bytes; left > 0;) {
+    for (std::span<const uint8_t> rows : kv_rows) {
+      const size_t take = std::min(left, rows.size());
+      if (take > 0) spans_.push_back({rows.data(), take});
+      left -= take;
+      if (left == 0) break;
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,12 @@ class ReadRoof {
  public:
   // `experts_used`: a mixture-of-experts step reads only that many experts of each experts
   // tensor (ne[2] experts): the roof counts (and reads) that many experts' bytes of each.
-  // `kv_bytes`: bytes of cached rows a step reads besides (read from a buffer of that size).
-  explicit ReadRoof(const ModelWeights& weights, int64_t experts_used = 0, size_t kv_bytes = 0);
+  // `kv_bytes`: bytes of cached rows a step reads besides, read in place from `kv_rows` (the
+  // cache's own rows, Engine::HostSequenceKv; cycled through when kv_bytes is more), or when
+  // there are none (a cache in device memory) from a buffer of that size, which then counts in
+  // the process's peak RSS.
+  explicit ReadRoof(const ModelWeights& weights, int64_t experts_used = 0, size_t kv_bytes = 0,
+                    std::span<const std::span<const uint8_t>> kv_rows = {});
 
   size_t bytes_per_token() const { return bytes_.total(); }
   const StepBytes& step_bytes() const { return bytes_; }
@@ -45,7 +50,7 @@ class ReadRoof {
     size_t bytes;
   };
   std::vector<Span> spans_;
-  std::vector<uint8_t> kv_;  // stands for the cache's rows: the same bytes, read the same way
+  std::vector<uint8_t> kv_;  // stands for the cache's rows when they are not in host memory
   StepBytes bytes_;
 };
 

@@ -27,6 +27,7 @@ class HostBuffer final : public BackendBuffer {
   }
   char* data() const { return static_cast<char*>(data_); }
   size_t bytes() const override { return bytes_; }
+  const uint8_t* host_bytes() const override { return static_cast<const uint8_t*>(data_); }
   bool ok() const { return data_ != nullptr || bytes_ == 0; }
 
  private:

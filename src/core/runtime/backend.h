@@ -25,6 +25,8 @@ class BackendBuffer {
  public:
   virtual ~BackendBuffer() = default;
   virtual size_t bytes() const = 0;
+  // The bytes where the CPU reads them in place (host memory), or null (device memory).
+  virtual const uint8_t* host_bytes() const { return nullptr; }
 };
 
 // Device time of one op kind, summed over the nodes a backend ran since profiling was last read.

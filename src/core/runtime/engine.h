@@ -196,6 +196,10 @@ class Engine {
   size_t kv_row_bytes() const { return kv_->row_bytes(); }
   bool kv_has_values() const { return kv_->has_values(); }  // false: K (latent) rows only
   DType kv_type() const { return kv_->dtype(); }
+  // The same rows where they lie, when every layer's cache is in host memory (KvCache::HostRows).
+  std::vector<std::span<const uint8_t>> HostSequenceKv(SeqId seq) const {
+    return kv_->HostRows(seq);
+  }
   Status ReadSequenceKv(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const {
     return kv_->ReadRows(seq, layer, k_out, v_out);
   }

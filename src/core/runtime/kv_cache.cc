@@ -404,6 +404,26 @@ Status KvCache::ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out
   return L.backend->Synchronize();
 }
 
+std::vector<std::span<const uint8_t>> KvCache::HostRows(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return {};
+  const size_t bt = options_.block_tokens, length = it->second.length;
+  std::vector<std::span<const uint8_t>> rows;
+  for (const Layer& L : layers_) {
+    if (!L.k) return {};
+    for (const BackendBuffer* buffer : {L.k.get(), L.v.get()}) {
+      if (buffer == nullptr) continue;  // K (latent) rows only
+      const uint8_t* base = buffer->host_bytes();
+      if (base == nullptr) return {};
+      for (size_t pos = 0; pos < length; pos += bt) {
+        const size_t block = size_t(it->second.blocks[pos / bt]);
+        rows.emplace_back(base + block * bt * row_bytes_, std::min(bt, length - pos) * row_bytes_);
+      }
+    }
+  }
+  return rows;
+}
+
 Status KvCache::WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const uint8_t* v_in) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return Error("sequence %d does not exist", seq);

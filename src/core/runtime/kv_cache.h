@@ -86,6 +86,10 @@ class KvCache {
   // Length(seq) * row_bytes() bytes each (session files); a cache without V rows leaves v_out
   // as it is and ignores v_in.
   Status ReadRows(SeqId seq, size_t layer, uint8_t* k_out, uint8_t* v_out) const;
+  // Where a sequence's rows lie in host memory, read in place: per layer its K, then its V rows,
+  // a span per block in position order. Empty when a layer is in device memory or in another
+  // pipeline stage (or the sequence does not exist).
+  std::vector<std::span<const uint8_t>> HostRows(SeqId seq) const;
   Status WriteRows(SeqId seq, size_t layer, const uint8_t* k_in, const uint8_t* v_in);
   size_t row_bytes() const { return row_bytes_; }
   DType dtype() const { return options_.dtype; }
