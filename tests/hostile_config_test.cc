@@ -149,6 +149,24 @@ TEST(HostileConfig, EveryFamilyRefusesBadHeadsAndRopeFromConfigJson) {
   }
 }
 
+// A block count far beyond any model's is refused as it is read, before per-layer patterns
+// (sliding windows, NoPE layers) are sized by it: 4e9 blocks once asked gpt-oss's reader for a
+// 4 GB table (found by fuzz_gguf).
+TEST(HostileConfig, HugeBlockCountsAreRefusedBeforeAnythingIsSized) {
+  std::vector<std::string> families(std::begin(kFamilies), std::end(kFamilies));
+  for (const char* more : {"gpt-oss", "deepseek2", "bert"}) families.push_back(more);
+  for (const std::string& arch : families) {
+    SCOPED_TRACE(arch);
+    ExpectLoadError(
+        RewriteGguf(arch, {{"block_count", KeyEdit::kU32, 4211015684.0}}, arch + "_blocks"),
+        "block_count: block count 4211015684 is too large");
+    ExpectLoadError(RewriteHf(arch, {{"num_hidden_layers", 2000000000}}, arch + "_hf_blocks"),
+                    "'num_hidden_layers': block count 2000000000 is too large");
+    ExpectLoadError(RewriteHf(arch, {{"num_hidden_layers", -3}}, arch + "_hf_blocksneg"),
+                    "block count -3 is invalid");
+  }
+}
+
 TEST(HostileConfig, ExpertCounts) {
   ExpectLoadError(RewriteGguf("qwen3moe", {{"expert_count", KeyEdit::kU32, 0}}, "moe_e0"),
                   "qwen3moe.expert_count is missing or 0");

@@ -90,12 +90,21 @@ RopeConfig ModelConfig::LocalRope() const {
   return local;
 }
 
+Status CheckBlockCount(int64_t n_layers, const std::string& where) {
+  if (n_layers > kMaxLayers) {
+    return Error("%s: block count %lld is too large (at most %lld)", where.c_str(),
+                 (long long)n_layers, (long long)kMaxLayers);
+  }
+  if (n_layers <= 0) return Error("%s: block count %lld is invalid", where.c_str(), (long long)n_layers);
+  return Status::Ok();
+}
+
 Status ModelConfig::Validate() const {
   auto positive = [](int64_t v) { return v > 0 && v < (int64_t(1) << 31); };
   auto value = [](int64_t v) { return (long long)v; };
   if (!positive(n_vocab)) return Error("vocabulary size %lld is invalid", value(n_vocab));
   if (!positive(dim)) return Error("embedding length %lld is invalid", value(dim));
-  if (n_layers > 4096) return Error("block count %lld is too large", value(n_layers));
+  if (n_layers > kMaxLayers) return Error("block count %lld is too large", value(n_layers));
   if (!positive(n_layers)) return Error("block count %lld is invalid", value(n_layers));
   if (!positive(n_heads)) return Error("head count %lld is invalid", value(n_heads));
   if (!positive(n_kv_heads) || n_heads % n_kv_heads != 0) {

@@ -177,4 +177,10 @@ struct ModelConfig {
   std::string Summary() const;   // one line per field group, for `petrel info`
 };
 
+// The most blocks a model may have (Validate). A reader checks a block count against it as soon
+// as it reads it, before anything (per-layer patterns, weight tables) is sized by it: `where`
+// names the field ("key llama.block_count").
+inline constexpr int64_t kMaxLayers = 4096;
+Status CheckBlockCount(int64_t n_layers, const std::string& where);
+
 }  // namespace petrel

@@ -137,6 +137,7 @@ Result<ModelConfig> BertConfigFromGguf(const GgufFile& file, const Architecture&
   PETREL_ASSIGN_OR_RETURN(uint64_t types, file.GetUintOr("tokenizer.ggml.token_type_count", 2));
   c.dim = Clamp(dim);
   c.n_layers = Clamp(n_layers);
+  PETREL_RETURN_IF_ERROR(CheckBlockCount(c.n_layers, "key " + Key(arch, "block_count")));
   c.ffn_dim = Clamp(ffn);
   c.n_heads = Clamp(n_heads);
   c.n_positions = Clamp(n_positions);
@@ -163,6 +164,7 @@ Result<ModelConfig> BertConfigFromHf(const nlohmann::json& json, const Architect
   c.architecture = arch.gguf_name;
   PETREL_ASSIGN_OR_RETURN(c.dim, JsonInt(json, "hidden_size"));
   PETREL_ASSIGN_OR_RETURN(c.n_layers, JsonInt(json, "num_hidden_layers"));
+  PETREL_RETURN_IF_ERROR(CheckBlockCount(c.n_layers, "config.json: field 'num_hidden_layers'"));
   PETREL_ASSIGN_OR_RETURN(c.ffn_dim, JsonInt(json, "intermediate_size"));
   PETREL_ASSIGN_OR_RETURN(c.n_heads, JsonInt(json, "num_attention_heads"));
   PETREL_ASSIGN_OR_RETURN(c.n_vocab, JsonInt(json, "vocab_size"));

@@ -240,6 +240,7 @@ Result<ModelConfig> DeepSeek2ConfigFromGguf(const GgufFile& file, const Architec
                           file.GetUintOr(Key(arch, "attention.value_length_mla"), value_length));
   c.dim = Clamp(dim);
   c.n_layers = Clamp(n_layers);
+  PETREL_RETURN_IF_ERROR(CheckBlockCount(c.n_layers, "key " + Key(arch, "block_count")));
   c.ffn_dim = Clamp(ffn);
   c.n_heads = Clamp(n_heads);
   c.n_kv_heads = 1;  // one latent row per token, shared by every head
@@ -336,6 +337,7 @@ Result<ModelConfig> DeepSeek2ConfigFromHf(const nlohmann::json& json, const Arch
                   std::string(arch.hf_class) == "DeepseekV3ForCausalLM";
   PETREL_ASSIGN_OR_RETURN(c.dim, JsonInt(json, "hidden_size"));
   PETREL_ASSIGN_OR_RETURN(c.n_layers, JsonInt(json, "num_hidden_layers"));
+  PETREL_RETURN_IF_ERROR(CheckBlockCount(c.n_layers, "config.json: field 'num_hidden_layers'"));
   PETREL_ASSIGN_OR_RETURN(c.ffn_dim, JsonInt(json, "intermediate_size"));
   PETREL_ASSIGN_OR_RETURN(c.n_heads, JsonInt(json, "num_attention_heads"));
   PETREL_ASSIGN_OR_RETURN(c.n_vocab, JsonInt(json, "vocab_size"));

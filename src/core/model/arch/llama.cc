@@ -44,6 +44,7 @@ Result<ModelConfig> LlamaConfigFromGguf(const GgufFile& file, const Architecture
   auto clamp = [](uint64_t v) { return int64_t(v > (uint64_t(1) << 40) ? (uint64_t(1) << 40) : v); };
   c.dim = clamp(dim);
   c.n_layers = clamp(n_layers);
+  PETREL_RETURN_IF_ERROR(CheckBlockCount(c.n_layers, "key " + Key(arch, "block_count")));
   c.ffn_dim = clamp(ffn);
   c.n_heads = clamp(n_heads);
   c.n_kv_heads = clamp(n_kv);
@@ -163,6 +164,7 @@ Result<ModelConfig> LlamaConfigFromHf(const nlohmann::json& json, const Architec
   c.architecture = arch.gguf_name;
   PETREL_ASSIGN_OR_RETURN(c.dim, JsonInt(json, "hidden_size"));
   PETREL_ASSIGN_OR_RETURN(c.n_layers, JsonInt(json, "num_hidden_layers"));
+  PETREL_RETURN_IF_ERROR(CheckBlockCount(c.n_layers, "config.json: field 'num_hidden_layers'"));
   PETREL_ASSIGN_OR_RETURN(c.ffn_dim, JsonInt(json, "intermediate_size"));
   PETREL_ASSIGN_OR_RETURN(c.n_heads, JsonInt(json, "num_attention_heads"));
   PETREL_ASSIGN_OR_RETURN(c.n_vocab, JsonInt(json, "vocab_size"));
