@@ -2,6 +2,10 @@
 // and the prefix cache: registration, reuse, refcounts, least-recently-used eviction.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <span>
 #include <vector>
 
@@ -77,6 +81,56 @@ TEST(KvCache, HostRowsAreTheRowsReadRowsCopies) {
   }
   EXPECT_EQ(in_place, copied);
   EXPECT_TRUE(f.cache->HostRows(99).empty());
+}
+
+// Pages of [data, data + bytes) in memory now (mincore).
+size_t ResidentPages(const uint8_t* data, size_t bytes) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
+  const size_t pages = (reinterpret_cast<uintptr_t>(data) + bytes - begin + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  if (mincore(reinterpret_cast<void*>(begin), pages * page, in.data()) != 0) return 0;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+// KvCacheOptions::touch: a server's pool is real memory from the start; otherwise its pages
+// come as rows are written.
+TEST(KvCache, TouchMakesThePoolResidentAtCreation) {
+  for (const bool touch : {false, true}) {
+    auto backend = std::move(CreateBackend("cpu", 0, {}).value());
+    KvCacheOptions options;
+    options.n_blocks = 512;  // x 16 tokens x 256 f32 = 8 MiB each for K and V
+    options.block_tokens = 16;
+    options.context = 8192;
+    options.touch = touch;
+    auto cache = KvCache::Create({backend.get()}, 256, options);
+    ASSERT_TRUE(cache.ok()) << cache.status().message();
+    const SeqId seq = (*cache)->NewSequence();
+    ASSERT_TRUE((*cache)->Append(seq, 8192).ok());
+    const auto rows = (*cache)->HostRows(seq);
+    ASSERT_FALSE(rows.empty());
+    size_t bytes = 0;
+    for (std::span<const uint8_t> span : rows) bytes += span.size();
+    ASSERT_EQ(bytes, size_t(2) * 8192 * 256 * sizeof(float));
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    size_t resident = 0;
+    for (std::span<const uint8_t> span : rows) resident += ResidentPages(span.data(), span.size());
+    // Blocks of 16 KiB, each counted by its own pages: those of K and those of V.
+    const size_t pages = bytes / page;
+    if (touch) {
+      EXPECT_GE(resident, pages) << "touched pool not resident";
+      for (std::span<const uint8_t> span : rows) {
+        for (uint8_t byte : span) ASSERT_EQ(byte, 0);
+      }
+    } else if (const char* perturb = std::getenv("MALLOC_PERTURB_");
+               perturb == nullptr || std::atoi(perturb) == 0) {
+      // (glibc's MALLOC_PERTURB_, which meson test sets, fills every allocation: then the
+      // untouched pool is resident too.)
+      EXPECT_LT(resident, pages / 2) << "an untouched pool was already resident";
+    }
+  }
 }
 
 TEST(KvCache, ExhaustionAndContextAreErrorsThatChangeNothing) {

@@ -96,6 +96,9 @@ ModelOptions ServeModelOptions(const ModelOptions& given, bool cache_type_given)
     auto peeked = LoadModel(given.model_path, peek);
     if (peeked.ok() && (*peeked)->config.embeddings_only) model_options.kv_type = "f32";
   }
+  // The pool is the server's for its whole life: its pages are made real at load, not by the
+  // first requests (KvCacheOptions::touch).
+  model_options.touch_kv = true;
   return model_options;
 }
 

@@ -333,6 +333,7 @@ Result<std::unique_ptr<Engine>> ModelOptions::LoadEngine(size_t max_sequences,
   options.max_sequences = max_sequences;
   options.kv_blocks = kv_blocks;
   options.load_tokenizer = load_tokenizer;
+  options.touch_kv = touch_kv;
   const auto start = std::chrono::steady_clock::now();
   NoteRssBeforeLoad();
   Result<std::unique_ptr<Engine>> loaded = Engine::Load(model_path, options);

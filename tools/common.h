@@ -56,6 +56,7 @@ struct ModelOptions {
   size_t batch = 512;
   size_t ubatch = 0;  // 0: the engine chooses
   bool pin_threads = false;
+  bool touch_kv = false;        // EngineOptions::touch_kv (serve)
   bool load_tokenizer = true;  // false where only token ids are fed (bench): ~4 MB for 32k tokens
   bool no_mmap = false;      // --no-mmap: read the weights into memory
   bool mlock = false;        // --mlock: lock the weights in RAM (a warning when refused)

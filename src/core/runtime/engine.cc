@@ -171,6 +171,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path,
   kv_options.block_tokens = opts.kv_block_tokens;
   kv_options.dtype = opts.kv_type;
   kv_options.values = config.kv_has_values();
+  kv_options.touch = opts.touch_kv;
   size_t context =
       opts.context
           ? opts.context

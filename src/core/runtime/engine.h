@@ -59,6 +59,7 @@ struct EngineOptions {
   size_t ubatch_tokens = 0;
   size_t kv_block_tokens = 16;
   DType kv_type = DType::kF32;
+  bool touch_kv = false;  // KvCacheOptions::touch: the pool's pages made real at load
   bool load_tokenizer = true;
   MapOptions map;  // weight files: mapped (default) or read into memory, locked, load progress
   std::vector<LoraFile> lora;  // LoRA adapters added to every pass (LoraSet::AddToGraph)

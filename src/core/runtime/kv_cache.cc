@@ -28,6 +28,16 @@ uint64_t RootHash(uint64_t prefix_key) {
   return prefix_key == 0 ? kRootHash : Mix(kRootHash ^ Mix(prefix_key));
 }
 
+// Writes zeros over a whole buffer, a slice at a time.
+Status Zero(Backend& backend, BackendBuffer& buffer) {
+  static const std::vector<uint8_t> zeros(size_t(1) << 20);
+  for (size_t offset = 0; offset < buffer.bytes(); offset += zeros.size()) {
+    PETREL_RETURN_IF_ERROR(backend.CopyFromHost(
+        zeros.data(), buffer, offset, std::min(zeros.size(), buffer.bytes() - offset)));
+  }
+  return backend.Synchronize();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& layer_backends,
@@ -77,6 +87,11 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<Backend*>& la
     }
     layer.k = std::move(k).value();
     layer.v = std::move(v).value();
+    if (options.touch) {
+      for (BackendBuffer* buffer : {layer.k.get(), layer.v.get()}) {
+        if (buffer != nullptr) PETREL_RETURN_IF_ERROR(Zero(*backend, *buffer));
+      }
+    }
     layer.view.k = layer.k.get();
     layer.view.v = layer.v.get();
     layer.view.dtype = options.dtype;

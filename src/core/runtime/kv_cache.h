@@ -35,6 +35,10 @@ struct KvCacheOptions {
   // false: each layer keeps K rows only (latent attention reads its values from the latent
   // row), half the memory of K and V rows of the same width.
   bool values = true;
+  // Every byte written once when the cache is made, so that its pages are real memory before
+  // the first request: a server's pool, whose first requests would otherwise pay a page fault
+  // every 4 KiB of the rows they append (12 % of a 32-stream server's CPU time over a short run).
+  bool touch = false;
 };
 
 struct KvPrefixMatch {
