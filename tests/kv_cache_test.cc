@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -83,13 +84,13 @@ TEST(KvCache, HostRowsAreTheRowsReadRowsCopies) {
   EXPECT_TRUE(f.cache->HostRows(99).empty());
 }
 
-// Pages of [data, data + bytes) in memory now (mincore).
-size_t ResidentPages(const uint8_t* data, size_t bytes) {
+// Pages of [data, data + bytes) in memory now (mincore), or nothing where it cannot tell.
+std::optional<size_t> ResidentPages(const uint8_t* data, size_t bytes) {
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
   const size_t pages = (reinterpret_cast<uintptr_t>(data) + bytes - begin + page - 1) / page;
   std::vector<unsigned char> in(pages);
-  if (mincore(reinterpret_cast<void*>(begin), pages * page, in.data()) != 0) return 0;
+  if (mincore(reinterpret_cast<void*>(begin), pages * page, in.data()) != 0) return std::nullopt;
   size_t n = 0;
   for (unsigned char c : in) n += c & 1;
   return n;
@@ -116,7 +117,11 @@ TEST(KvCache, TouchMakesThePoolResidentAtCreation) {
     ASSERT_EQ(bytes, size_t(2) * 8192 * 256 * sizeof(float));
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
     size_t resident = 0;
-    for (std::span<const uint8_t> span : rows) resident += ResidentPages(span.data(), span.size());
+    for (std::span<const uint8_t> span : rows) {
+      const std::optional<size_t> pages_in = ResidentPages(span.data(), span.size());
+      if (!pages_in) GTEST_SKIP() << "mincore cannot tell resident pages here";
+      resident += *pages_in;
+    }
     // Blocks of 16 KiB, each counted by its own pages: those of K and those of V.
     const size_t pages = bytes / page;
     if (touch) {
