@@ -5,10 +5,12 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <vector>
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
+#include "core/generation/sampling/log_sum_exp.h"
 #include "core/generation/sampling/sampler.h"
 #include "core/generation/sampling/sampling_fields.h"
 #include "core/generation/stop_matcher.h"
@@ -79,6 +81,34 @@ TEST(CandidatesTest, EveryOrderingAgreesWithAComparisonSort) {
     shuffled.Sort();
     EXPECT_EQ(ids(shuffled.items, n), ids(expected, n));
   }
+}
+
+// The vectorized normalizer of `logprobs` against a double-precision sum of libm's exp, over
+// fresh random vocabularies of several sizes and spreads, with masked (-inf) entries; NaN and
+// all-masked rows keep their meaning.
+TEST(LogSumExpTest, MatchesDoublePrecisionOnRandomLogits) {
+  std::mt19937 rng(20261207);
+  for (const size_t n : {1u, 7u, 255u, 256u, 1000u, 32000u, 151936u}) {
+    for (const float spread : {0.5f, 8.0f, 60.0f, 400.0f}) {
+      std::normal_distribution<float> logit(-3.0f, spread);
+      std::vector<float> logits(n);
+      for (float& l : logits) l = logit(rng);
+      for (size_t i = 0; i < n; i += 5) logits[i] = -INFINITY;  // a grammar's mask
+      if (n > 1) logits[n - 1] = logit(rng);
+      double max = -INFINITY;
+      for (float l : logits) max = std::max(max, double(l));
+      double sum = 0.0;
+      for (float l : logits) sum += std::exp(double(l) - max);
+      const double expected = max + std::log(sum);
+      if (!std::isfinite(expected)) continue;
+      EXPECT_NEAR(LogSumExp(logits.data(), n), expected, 1e-6 * std::max(1.0, std::abs(expected)))
+          << n << " logits, spread " << spread;
+    }
+  }
+  const float masked[3] = {-INFINITY, -INFINITY, -INFINITY};
+  EXPECT_EQ(LogSumExp(masked, 3), -INFINITY);
+  const float with_nan[3] = {0.0f, NAN, 1.0f};
+  EXPECT_TRUE(std::isnan(LogSumExp(with_nan, 3)));
 }
 
 TEST(SamplerStages, TopKKeepsTheKMostLikely) {

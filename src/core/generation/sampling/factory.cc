@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/generation/sampling/log_sum_exp.h"
 #include "core/generation/sampling/sampler.h"
 #include "core/generation/sampling/sampling_fields.h"
 
@@ -196,11 +197,7 @@ SampleResult SamplerChain::Chosen(const float* logits, size_t n_vocab, int32_t c
   SampleResult result;
   result.id = chosen;
   // Log-probabilities under the full softmax of the raw logits (OpenAI's `logprobs`).
-  double max_logit = -INFINITY;
-  for (size_t i = 0; i < n_vocab; ++i) max_logit = std::max(max_logit, double(logits[i]));
-  double sum = 0.0;
-  for (size_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - max_logit);
-  const double log_z = max_logit + std::log(sum);
+  const double log_z = LogSumExp(logits, n_vocab);
   if (chosen >= 0) result.logprob = float(double(logits[chosen]) - log_z);
   if (params_.n_probs > 0) {
     const size_t n = std::min(n_vocab, size_t(params_.n_probs));
