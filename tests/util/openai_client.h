@@ -16,8 +16,10 @@
 namespace petrel::testing {
 
 // The folder `specs` (npm package specs such as "openai@4") are installed into, under the
-// scratch folder's `name`, or "" with `*skip` set to why they cannot be. A package already
-// there is not installed again.
+// scratch folder's `name`, or "" with `*skip` set to why they cannot be. Test programs run in
+// parallel and several share a folder: the install holds a lock on the folder (flock), and a
+// stamp naming the specs is written only once npm has finished, so no test reads a half-written
+// node_modules and a folder already installed is not installed again.
 inline std::string NpmPackagesDir(const std::string& name, const std::vector<std::string>& specs,
                                   std::string* skip) {
   if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0) {
@@ -25,19 +27,17 @@ inline std::string NpmPackagesDir(const std::string& name, const std::vector<std
     return "";
   }
   const std::string dir = ScratchDir() + "/" + name;
-  std::string present = "true", wanted;
+  std::string wanted;
   for (const std::string& spec : specs) {
-    // "@scope/package@range": the version is after the last '@' that is not the first byte.
-    const size_t at = spec.rfind('@');
-    const std::string package = at == 0 || at == std::string::npos ? spec : spec.substr(0, at);
-    present += " && test -d ";
-    present += Quote("node_modules/" + package);
     wanted += ' ';
     wanted += Quote(spec);
   }
-  const std::string install = "mkdir -p " + Quote(dir) + " && cd " + Quote(dir) + " && ((" +
-                              present + ") || npm install --silent --no-audit --no-fund" + wanted +
-                              " >npm.log 2>&1)";
+  const std::string stamp = Quote("installed:" + wanted);
+  const std::string install =
+      "mkdir -p " + Quote(dir) + " && cd " + Quote(dir) + " && flock .install.lock sh -c " +
+      Quote("test \"$(cat .installed 2>/dev/null)\" = " + stamp +
+            " || { npm install --silent --no-audit --no-fund" + wanted +
+            " >npm.log 2>&1 && printf %s " + stamp + " >.installed; }");
   if (std::system(install.c_str()) != 0) {
     *skip = "npm could not install" + wanted + " (offline?); see " + dir + "/npm.log";
     return "";
