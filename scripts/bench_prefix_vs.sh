@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Serving many streams whose prompts share a long prefix (a system prompt, few-shot examples),
+# petrel serve with --shared-prefix-attn on and off beside llama-server, on one machine
+# (docs/ATTENTION.md, "Shared prefix at serving time"):
+#   scripts/bench_prefix_vs.sh [-p PASSES] [-t THREADS] [-c STREAMS] [-s SHARED] [-u UNIQUE] [-g MAX_TOKENS] LLAMA_BIN_DIR MODEL...
+# Each server is started on a free port and warmed by one request (so the prefix is in its
+# cache, as it is for a running server's system prompt); then STREAMS clients send one request
+# each: SHARED common tokens, then UNIQUE tokens of their own, MAX_TOKENS new tokens, temperature
+# 0 (defaults 32, 2000, 100, 64). Both servers get the same per-stream context (SHARED + UNIQUE +
+# MAX_TOKENS, rounded up to 256). The engines take turns first, pass by pass. Environment:
+# PETREL (default build/tools/petrel), OUT (raw JSON lines, default
+# /tmp/petrel-bench-prefix-vs.jsonl), TABLE_ONLY=1 (only print the table of OUT again).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+passes=3 threads=2 streams=32 shared=2000 unique=100 max_tokens=64
+usage() {
+  sed -n '4p' "$0" | sed 's/^# *//' >&2
+  exit 2
+}
+while getopts "p:t:c:s:u:g:h" opt; do
+  case "$opt" in
+    p) passes=$OPTARG ;;
+    t) threads=$OPTARG ;;
+    c) streams=$OPTARG ;;
+    s) shared=$OPTARG ;;
+    u) unique=$OPTARG ;;
+    g) max_tokens=$OPTARG ;;
+    *) usage ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 2 ] || usage
+bin=$1
+shift
+models=("$@")
+for n in "$passes" "$threads" "$streams" "$shared" "$unique" "$max_tokens"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench_prefix_vs.sh: '$n' is not a positive count" >&2; exit 2; }
+done
+[ -x "$bin/llama-server" ] || { echo "bench_prefix_vs.sh: no executable $bin/llama-server" >&2; exit 2; }
+for model in "${models[@]}"; do
+  [ -f "$model" ] || { echo "bench_prefix_vs.sh: no such file: $model" >&2; exit 2; }
+done
+petrel=${PETREL:-build/tools/petrel}
+[ -x "$petrel" ] || { echo "bench_prefix_vs.sh: no petrel at $petrel (build it, or set PETREL)" >&2; exit 2; }
+out=${OUT:-/tmp/petrel-bench-prefix-vs.jsonl}
+prompt=$((shared + unique))
+ctx=$(((prompt + max_tokens + 255) / 256 * 256))
+engines=(petrel-on petrel-off llama-server)
+[ -n "${TABLE_ONLY:-}" ] && passes=0
+[ "$passes" -gt 0 ] && : > "$out"
+
+server_pid=
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  server_pid=
+}
+trap stop_server EXIT
+
+# Starts ENGINE on MODEL, warms it, measures; appends one JSON line to $out.
+run_one() {
+  local engine=$1 model=$2 pass=$3 port logprobs=()
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  case "$engine" in
+    petrel-*)
+      "$petrel" serve -m "$model" -t "$threads" --parallel "$streams" -c "$ctx" \
+          --shared-prefix-attn "${engine#petrel-}" --host 127.0.0.1 --port "$port" \
+          > /tmp/bench-prefix-vs-server.log 2>&1 & ;;
+    llama-server)
+      logprobs=(--logprobs=-1)  # see bench_serve_vs.sh: each chunk counts as one token
+      "$bin/llama-server" -m "$model" -t "$threads" --parallel "$streams" -c $((streams * ctx)) \
+          --host 127.0.0.1 --port "$port" > /tmp/bench-prefix-vs-server.log 2>&1 & ;;
+  esac
+  server_pid=$!
+  for _ in $(seq 3000); do
+    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
+    sleep 0.2
+  done
+  local common=(--url "http://127.0.0.1:$port" --prompt-tokens "$prompt" --shared-prefix "$shared"
+                "${logprobs[@]}" --json)
+  echo "bench_prefix_vs.sh: pass $pass: $engine on $(basename "$model"): warm-up" >&2
+  "$petrel" bench-serve "${common[@]}" --clients 1 --requests 1 --max-tokens 4 > /dev/null || true
+  echo "bench_prefix_vs.sh: pass $pass: $engine on $(basename "$model"): $streams streams" >&2
+  local rss
+  "$petrel" bench-serve "${common[@]}" --clients "$streams" --requests "$streams" \
+      --max-tokens "$max_tokens" > /tmp/bench-prefix-vs-run.json || true
+  rss=$(awk '/VmHWM/ { print $2 / 1024 }' "/proc/$server_pid/status" 2>/dev/null || echo 0)
+  python3 -c '
+import json, sys
+d = json.load(open("/tmp/bench-prefix-vs-run.json"))
+d.update(engine=sys.argv[1], model=sys.argv[2], pass_=int(sys.argv[3]), server_rss_mib=float(sys.argv[4]))
+print(json.dumps(d))' "$engine" "$(basename "$model")" "$pass" "${rss:-0}" >> "$out" ||
+    echo "{\"engine\": \"$engine\", \"model\": \"$(basename "$model")\", \"pass_\": $pass, \"error\": true}" >> "$out"
+  stop_server
+}
+
+for ((pass = 1; pass <= passes; pass++)); do
+  for model in "${models[@]}"; do
+    # Each engine goes first in turn.
+    for ((i = 0; i < ${#engines[@]}; i++)); do
+      run_one "${engines[$(((i + pass - 1) % ${#engines[@]}))]}" "$model" "$pass"
+    done
+  done
+done
+
+python3 - "$out" "$streams" "$shared" "$unique" "$max_tokens" <<'PY'
+import json, statistics, sys
+path, streams, shared, unique, max_tokens = sys.argv[1:]
+runs = [json.loads(line) for line in open(path)]
+print(f"{streams} streams, {shared} shared + {unique} own prompt tokens, {max_tokens} new tokens; "
+      "medians over passes, ratios: median (min-max) of per-pass ratios to llama-server")
+print("| file | engine | generation t/s | TTFT p50 / p90 ms | inter-token p50 ms | "
+      "prompt tokens from cache | failed / failed checks | server peak RSS MiB | / llama-server |")
+print("|" + "---|" * 9)
+def med(values):
+    return statistics.median(values) if values else float("nan")
+def cached(engine, vals):
+    # llama-server of early 2025 does not report cached tokens in its usage.
+    if engine == "llama-server":
+        return "not reported"
+    return f'{med([r["cached_prompt_tokens"] for r in vals]):.0f}'
+for model in dict.fromkeys(r["model"] for r in runs):
+    by = {}
+    for r in runs:
+        if r["model"] == model and not r.get("error"):
+            by.setdefault(r["engine"], {})[r["pass_"]] = r
+    base = by.get("llama-server", {})
+    for engine in ("petrel-on", "petrel-off", "llama-server"):
+        rs = by.get(engine, {})
+        if not rs:
+            continue
+        vals = list(rs.values())
+        ratios = [rs[p]["generation_tokens_per_s"] / base[p]["generation_tokens_per_s"]
+                  for p in rs if p in base and base[p]["generation_tokens_per_s"] > 0]
+        ratio = (f"{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+                 if ratios and engine != "llama-server" else "-")
+        failed = sum(r["requests_failed"] for r in vals)
+        checks = sum(r["check_failures"] for r in vals)
+        total = sum(r["requests_ok"] + r["requests_failed"] for r in vals)
+        print(f'| {model} | {engine} | {med([r["generation_tokens_per_s"] for r in vals]):.1f} | '
+              f'{med([r["ttft_ms"]["p50"] for r in vals]):.0f} / '
+              f'{med([r["ttft_ms"]["p90"] for r in vals]):.0f} | '
+              f'{med([r["inter_token_ms"]["p50"] for r in vals]):.1f} | '
+              f'{cached(engine, vals)} of {med([r["prompt_tokens"] for r in vals]):.0f} | '
+              f'{failed} / {checks} of {total} | {med([r["server_rss_mib"] for r in vals]):.0f} | {ratio} |')
+PY
