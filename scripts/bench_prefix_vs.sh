@@ -2,22 +2,24 @@
 # Serving many streams whose prompts share a long prefix (a system prompt, few-shot examples),
 # petrel serve with --shared-prefix-attn on and off beside llama-server, on one machine
 # (docs/ATTENTION.md, "Shared prefix at serving time"):
-#   scripts/bench_prefix_vs.sh [-p PASSES] [-t THREADS] [-c STREAMS] [-s SHARED] [-u UNIQUE] [-g MAX_TOKENS] LLAMA_BIN_DIR MODEL...
+#   scripts/bench_prefix_vs.sh [-p PASSES] [-t THREADS] [-c STREAMS] [-s SHARED] [-u UNIQUE] [-g MAX_TOKENS] [-T CAP_S] LLAMA_BIN_DIR MODEL...
 # Each server is started on a free port and warmed by one request (so the prefix is in its
 # cache, as it is for a running server's system prompt); then STREAMS clients send one request
 # each: SHARED common tokens, then UNIQUE tokens of their own, MAX_TOKENS new tokens, temperature
 # 0 (defaults 32, 2000, 100, 64). Both servers get the same per-stream context (SHARED + UNIQUE +
-# MAX_TOKENS, rounded up to 256). The engines take turns first, pass by pass. Environment:
+# MAX_TOKENS, rounded up to 256). The engines take turns first, pass by pass. -T: a run still
+# going after CAP_S seconds is stopped and reported as a bound, at most STREAMS x MAX_TOKENS /
+# CAP_S t/s (a server whose attention spans every slot's cache can take hours). Environment:
 # PETREL (default build/tools/petrel), OUT (raw JSON lines, default
 # /tmp/petrel-bench-prefix-vs.jsonl), TABLE_ONLY=1 (only print the table of OUT again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-passes=3 threads=2 streams=32 shared=2000 unique=100 max_tokens=64
+passes=3 threads=2 streams=32 shared=2000 unique=100 max_tokens=64 cap=0
 usage() {
   sed -n '4p' "$0" | sed 's/^# *//' >&2
   exit 2
 }
-while getopts "p:t:c:s:u:g:h" opt; do
+while getopts "p:t:c:s:u:g:T:h" opt; do
   case "$opt" in
     p) passes=$OPTARG ;;
     t) threads=$OPTARG ;;
@@ -25,6 +27,7 @@ while getopts "p:t:c:s:u:g:h" opt; do
     s) shared=$OPTARG ;;
     u) unique=$OPTARG ;;
     g) max_tokens=$OPTARG ;;
+    T) cap=$OPTARG ;;
     *) usage ;;
   esac
 done
@@ -36,6 +39,7 @@ models=("$@")
 for n in "$passes" "$threads" "$streams" "$shared" "$unique" "$max_tokens"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench_prefix_vs.sh: '$n' is not a positive count" >&2; exit 2; }
 done
+[[ "$cap" =~ ^[0-9]+$ ]] || { echo "bench_prefix_vs.sh: -T '$cap' is not a count of seconds" >&2; exit 2; }
 [ -x "$bin/llama-server" ] || { echo "bench_prefix_vs.sh: no executable $bin/llama-server" >&2; exit 2; }
 for model in "${models[@]}"; do
   [ -f "$model" ] || { echo "bench_prefix_vs.sh: no such file: $model" >&2; exit 2; }
@@ -83,10 +87,17 @@ run_one() {
   echo "bench_prefix_vs.sh: pass $pass: $engine on $(basename "$model"): warm-up" >&2
   "$petrel" bench-serve "${common[@]}" --clients 1 --requests 1 --max-tokens 4 > /dev/null || true
   echo "bench_prefix_vs.sh: pass $pass: $engine on $(basename "$model"): $streams streams" >&2
-  local rss
-  "$petrel" bench-serve "${common[@]}" --clients "$streams" --requests "$streams" \
-      --max-tokens "$max_tokens" > /tmp/bench-prefix-vs-run.json || true
+  local rss limit=() status=0
+  [ "$cap" -gt 0 ] && limit=(timeout "$cap")
+  "${limit[@]}" "$petrel" bench-serve "${common[@]}" --clients "$streams" --requests "$streams" \
+      --max-tokens "$max_tokens" > /tmp/bench-prefix-vs-run.json || status=$?
   rss=$(awk '/VmHWM/ { print $2 / 1024 }' "/proc/$server_pid/status" 2>/dev/null || echo 0)
+  if [ "$status" -eq 124 ]; then
+    echo "bench_prefix_vs.sh: pass $pass: $engine stopped after $cap s" >&2
+    echo "{\"engine\": \"$engine\", \"model\": \"$(basename "$model")\", \"pass_\": $pass, \"capped_s\": $cap, \"server_rss_mib\": ${rss:-0}}" >> "$out"
+    stop_server
+    return
+  fi
   python3 -c '
 import json, sys
 d = json.load(open("/tmp/bench-prefix-vs-run.json"))
@@ -110,12 +121,15 @@ import json, statistics, sys
 path, streams, shared, unique, max_tokens = sys.argv[1:]
 runs = [json.loads(line) for line in open(path)]
 print(f"{streams} streams, {shared} shared + {unique} own prompt tokens, {max_tokens} new tokens; "
-      "medians over passes, ratios: median (min-max) of per-pass ratios to llama-server")
+      "medians over passes, ratios: median (min-max) of per-pass ratios to llama-server; "
+      "a run stopped after CAP s counts as at most every token it was to generate over CAP s")
 print("| file | engine | generation t/s | TTFT p50 / p90 ms | inter-token p50 ms | "
       "prompt tokens from cache | failed / failed checks | server peak RSS MiB | / llama-server |")
 print("|" + "---|" * 9)
 def med(values):
     return statistics.median(values) if values else float("nan")
+def rate(r):  # measured, or the bound of a stopped run
+    return r["generation_tokens_per_s"] if "capped_s" not in r else int(streams) * int(max_tokens) / r["capped_s"]
 def cached(engine, vals):
     # llama-server of early 2025 does not report cached tokens in its usage.
     if engine == "llama-server":
@@ -131,18 +145,25 @@ for model in dict.fromkeys(r["model"] for r in runs):
         rs = by.get(engine, {})
         if not rs:
             continue
-        vals = list(rs.values())
-        ratios = [rs[p]["generation_tokens_per_s"] / base[p]["generation_tokens_per_s"]
-                  for p in rs if p in base and base[p]["generation_tokens_per_s"] > 0]
-        ratio = (f"{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+        vals = [r for r in rs.values() if "capped_s" not in r]
+        capped = [r for r in rs.values() if "capped_s" in r]
+        gen = f"{med([rate(r) for r in vals]):.1f}" if vals else ""
+        if capped:
+            bound = max(rate(r) for r in capped)
+            gen += (" and " if gen else "") + (f"at most {bound:.1f} (stopped after "
+                    f"{capped[0]['capped_s']} s in {len(capped)} of {len(rs)} passes)")
+        ratios = [rate(rs[p]) / rate(base[p]) for p in rs if p in base and "capped_s" not in rs[p]]
+        at_least = "at least " if any("capped_s" in base[p] for p in rs if p in base) else ""
+        ratio = (f"{at_least}{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
                  if ratios and engine != "llama-server" else "-")
         failed = sum(r["requests_failed"] for r in vals)
         checks = sum(r["check_failures"] for r in vals)
         total = sum(r["requests_ok"] + r["requests_failed"] for r in vals)
-        print(f'| {model} | {engine} | {med([r["generation_tokens_per_s"] for r in vals]):.1f} | '
-              f'{med([r["ttft_ms"]["p50"] for r in vals]):.0f} / '
-              f'{med([r["ttft_ms"]["p90"] for r in vals]):.0f} | '
-              f'{med([r["inter_token_ms"]["p50"] for r in vals]):.1f} | '
-              f'{cached(engine, vals)} of {med([r["prompt_tokens"] for r in vals]):.0f} | '
-              f'{failed} / {checks} of {total} | {med([r["server_rss_mib"] for r in vals]):.0f} | {ratio} |')
+        measured = (f'{med([r["ttft_ms"]["p50"] for r in vals]):.0f} / '
+                    f'{med([r["ttft_ms"]["p90"] for r in vals]):.0f} | '
+                    f'{med([r["inter_token_ms"]["p50"] for r in vals]):.1f} | '
+                    f'{cached(engine, vals)} of {med([r["prompt_tokens"] for r in vals]):.0f} | '
+                    f'{failed} / {checks} of {total}') if vals else "- | - | - | -"
+        print(f'| {model} | {engine} | {gen} | {measured} | '
+              f'{med([r["server_rss_mib"] for r in rs.values()]):.0f} | {ratio} |')
 PY

@@ -46,6 +46,15 @@ TEST(ServerLoadTest, ThirtyTwoStreamingClients) {
   // 16 prompts over more requests than that: greedy repeats were compared.
   EXPECT_GT(report["repeated_prompts_compared"].get<int>(), 0);
   EXPECT_GT(report["generation_tokens_per_s"].get<double>(), 0);
+  // The server's step time during the run, by part, from its /metrics: within the run's time.
+  ASSERT_TRUE(report["server_steps"].is_object()) << report.dump();
+  const json& steps = report["server_steps"];
+  EXPECT_GT(steps["steps"].get<double>(), 64) << steps.dump();
+  EXPECT_GT(steps["engine_s"].get<double>(), 0) << steps.dump();
+  EXPECT_LE(steps["engine_s"].get<double>() + steps["consume_s"].get<double>() +
+                steps["scheduling_s"].get<double>(),
+            report["elapsed_s"].get<double>() + 1.0)
+      << steps.dump();
   // Memory: the model file (mapped), 32 contexts of 512 tokens of f16 KV, activations; what
   // load adds on top of the ready server stays small (no growth per request).
   ASSERT_TRUE(report["server_rss_peak_mib"].is_number()) << report.dump();

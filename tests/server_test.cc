@@ -699,6 +699,11 @@ TEST(ServerSlotsTest, SlotsAndQueueTimeHistogram) {
   EXPECT_EQ(Metric(client, "petrel_request_prompt_tokens_count"), 2);
   EXPECT_EQ(Metric(client, "petrel_request_generated_tokens_sum"), 120);
   EXPECT_EQ(Metric(client, "petrel_request_cached_tokens_count"), 2);
+  // Each of the 120 tokens came from a step; the step's time is split by part.
+  EXPECT_GE(Metric(client, "petrel_steps_total"), 120);
+  EXPECT_GT(Metric(client, "petrel_step_seconds_total\\{part=\"engine\"\\}"), 0);
+  EXPECT_GE(Metric(client, "petrel_step_seconds_total\\{part=\"consume\"\\}"), 0);
+  EXPECT_GE(Metric(client, "petrel_step_seconds_total\\{part=\"scheduling\"\\}"), 0);
   const std::string text = client.Get("/metrics", Auth())->body;
   EXPECT_NE(text.find("# TYPE petrel_request_queue_seconds histogram"), std::string::npos);
   EXPECT_NE(text.find("petrel_request_queue_seconds_bucket{le=\"+Inf\"} 2"), std::string::npos);

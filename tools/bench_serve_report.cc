@@ -184,6 +184,15 @@ std::string ReportText(const BenchSetup& setup, const BenchReport& report) {
                   report.server_rss_start_mib, report.server_rss_peak_mib);
     out += line;
   }
+  if (report.server_steps) {
+    const ServerStepTimes& steps = *report.server_steps;
+    std::snprintf(line, sizeof(line),
+                  "server steps: %.0f, %.2f s engine, %.2f s consuming outputs, %.2f s "
+                  "scheduling, in %.2f s of run\n",
+                  steps.steps, steps.engine_s, steps.consume_s, steps.scheduling_s,
+                  report.elapsed_s);
+    out += line;
+  }
   for (const std::string& problem : report.first_problems) out += "  " + problem + "\n";
   out += report.passed() ? "PASS\n" : "FAIL\n";
   return out;
@@ -228,6 +237,12 @@ nlohmann::json ReportJson(const BenchSetup& setup, const BenchReport& report) {
       {"server_rss_peak_mib",
        report.server_rss_peak_mib >= 0 ? nlohmann::json(report.server_rss_peak_mib) : nullptr},
       {"passed", report.passed()}};
+  if (report.server_steps) {
+    out["server_steps"] = {{"steps", report.server_steps->steps},
+                           {"engine_s", report.server_steps->engine_s},
+                           {"consume_s", report.server_steps->consume_s},
+                           {"scheduling_s", report.server_steps->scheduling_s}};
+  }
   return out;
 }
 

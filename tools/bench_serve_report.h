@@ -5,10 +5,12 @@
 #include <cstddef>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tools/bench_serve_client.h"
+#include "tools/bench_serve_steps.h"
 
 namespace petrel::tools {
 
@@ -52,6 +54,7 @@ struct BenchReport {
   Percentiles ttft_s, inter_token_s, latency_s, tokens_per_request;
   size_t repeated_prompts = 0;  // completions compared with an earlier one of the same prompt
   double server_rss_start_mib = -1.0, server_rss_peak_mib = -1.0;  // -1: not known
+  std::optional<ServerStepTimes> server_steps;  // a petrel server's step time during the run
 
   bool passed() const { return failed == 0 && check_failures == 0 && ok > 0; }
 };

@@ -137,11 +137,16 @@ int Run(BenchServeArgs& args) {
   auto prompts = BuildPromptSet(url, args.api_key, prompt_options);
   if (!prompts.ok()) return Fail(prompts.status());
   const double rss_start = child.RssMib();
+  const std::optional<ServerStepTimes> steps_before = ReadServerStepTimes(url, args.api_key);
 
   Clock::time_point start, end;
   const std::vector<FinishedRequest> finished = RunClients(args, url, *prompts, &start, &end);
   BenchReport report = Summarize(finished, std::chrono::duration<double>(end - start).count(),
                                  args.temperature == 0.0);
+  if (const std::optional<ServerStepTimes> steps_after = ReadServerStepTimes(url, args.api_key);
+      steps_before && steps_after) {
+    report.server_steps = StepTimesBetween(*steps_before, *steps_after);
+  }
   if (!args.model.empty()) {
     report.server_rss_start_mib = rss_start;
     report.server_rss_peak_mib = child.PeakRssMib();

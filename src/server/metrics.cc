@@ -106,6 +106,14 @@ void Metrics::AddDraft(size_t drafted, size_t accepted) {
   draft_accepted_ += accepted;
 }
 
+void Metrics::AddStepSeconds(double engine, double consume, double scheduling) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++steps_;
+  step_engine_s_ += engine;
+  step_consume_s_ += consume;
+  step_scheduling_s_ += scheduling;
+}
+
 void Metrics::ObserveTimeToFirstToken(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   ttft_.Observe(seconds);
@@ -171,6 +179,16 @@ std::string Metrics::Render() const {
          "Drafted tokens the model accepted (acceptance rate: over petrel_draft_tokens_total).",
          &out);
   Line("petrel_draft_accepted_tokens_total", double(draft_accepted_), &out);
+  Header("petrel_steps_total", "counter", "Scheduler steps that ran a forward pass.", &out);
+  Line("petrel_steps_total", double(steps_), &out);
+  Header("petrel_step_seconds_total", "counter",
+         "Time in scheduler steps, by part: engine (the forward pass), consume (sampling, "
+         "detokenizing and streaming its outputs), scheduling (admission, building the step, "
+         "reporting).",
+         &out);
+  Line("petrel_step_seconds_total{part=\"engine\"}", step_engine_s_, &out);
+  Line("petrel_step_seconds_total{part=\"consume\"}", step_consume_s_, &out);
+  Line("petrel_step_seconds_total{part=\"scheduling\"}", step_scheduling_s_, &out);
   Header("petrel_time_to_first_token_seconds", "histogram",
          "From arrival to the first generated token of a request.", &out);
   ttft_.Render("petrel_time_to_first_token_seconds", &out);

@@ -55,6 +55,10 @@ class Metrics {
   void AddGenerationTokens(size_t tokens);
   // One speculative verification pass: `drafted` tokens verified, `accepted` of them kept.
   void AddDraft(size_t drafted, size_t accepted);
+  // One scheduler step's time by part: the engine's forward pass, consuming its outputs
+  // (sampling, detokenizing, streaming), and the rest of the step (admission, building the
+  // step's inputs, reporting): where a busy server's time goes.
+  void AddStepSeconds(double engine, double consume, double scheduling);
   // A sequence started over `blocks` cached blocks holding `tokens` prompt tokens.
   void AddPrefixCacheHit(size_t blocks, size_t tokens);
   void ObserveTimeToFirstToken(double seconds);
@@ -76,6 +80,8 @@ class Metrics {
   uint64_t generation_tokens_ = 0;
   uint64_t speculative_passes_ = 0, draft_tokens_ = 0, draft_accepted_ = 0;
   uint64_t prefix_hit_blocks_ = 0, prefix_hit_tokens_ = 0;
+  uint64_t steps_ = 0;
+  double step_engine_s_ = 0.0, step_consume_s_ = 0.0, step_scheduling_s_ = 0.0;
   Histogram ttft_, itl_, queue_;
   Histogram request_prompt_, request_cached_, request_generated_;
   SchedulerGauges gauges_;

@@ -294,7 +294,9 @@ bool Scheduler::StepOnce() {
   const double start = timed ? timed->Now() : 0.0;
   // A failure of the whole step is also in every output it touched, so each sequence fails
   // with it on its own.
+  const Clock::time_point engine_start = Clock::now();
   const Status stepped = engine_.Step(inputs_, &outputs_);
+  const Clock::time_point engine_end = Clock::now();
   if (timed) timed->RecordPlainStep(timed->Now() - start);
   if (!stepped.ok() && options_.engine_lost && options_.engine_lost()) {
     FailEverything(stepped);
@@ -308,6 +310,9 @@ bool Scheduler::StepOnce() {
       feeds_[i].request->ConsumeShared(outputs_[i]);
     }
   }
+  stepped_ = true;
+  step_engine_s_ = std::chrono::duration<double>(engine_end - engine_start).count();
+  step_consume_s_ = std::chrono::duration<double>(Clock::now() - engine_end).count();
   return true;
 }
 
@@ -366,6 +371,8 @@ void Scheduler::Loop() {
       if (draining_ && active_.empty()) break;
       abort_all = draining_ && Clock::now() >= drain_deadline_;
     }
+    const Clock::time_point busy_start = Clock::now();
+    stepped_ = false;
     RunTasks(true);
     DropCancelled();
     if (abort_all) {
@@ -378,14 +385,22 @@ void Scheduler::Loop() {
       if (!draining_) TakeAdmissible(&admitted);
     }
     StartAdmitted(&admitted);
+    Clock::duration delay{};
     if (StepOnce() && options_.step_delay.count() > 0) {
+      const Clock::time_point sleep_start = Clock::now();
       std::this_thread::sleep_for(options_.step_delay);
+      delay = Clock::now() - sleep_start;
     }
     // Reporting frees the sequences that finished (or were cancelled) in this step.
     std::erase_if(active_, [](const auto& request) { return request->Report(); });
     running_sequences_ = 0;
     for (const auto& request : active_) running_sequences_ += request->running_sequences();
     PublishGauges();
+    if (stepped_) {
+      const double busy = std::chrono::duration<double>(Clock::now() - busy_start - delay).count();
+      metrics_.AddStepSeconds(step_engine_s_, step_consume_s_,
+                              std::max(0.0, busy - step_engine_s_ - step_consume_s_));
+    }
   }
   RunTasks(true);  // queued before the shutdown: answered as usual
   PublishGauges();

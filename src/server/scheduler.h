@@ -110,6 +110,10 @@ class Scheduler {
   std::vector<std::unique_ptr<ActiveRequest>> active_;  // in admission order
   size_t running_sequences_ = 0;  // as of the last admission (read under mutex_)
   uint64_t preempted_ = 0;        // sequences preempted so far
+  // The last plain step's engine and consume seconds (Metrics::AddStepSeconds); `stepped_`
+  // when StepOnce ran one.
+  bool stepped_ = false;
+  double step_engine_s_ = 0.0, step_consume_s_ = 0.0;
   // Step scratch.
   struct Feed {
     ActiveRequest* request = nullptr;
