@@ -205,6 +205,38 @@ TEST(SamplerChainTest, GreedyAppliesBiasAndPenaltiesThenArgmax) {
   EXPECT_EQ((*chain)->Sample(kFour.data(), 4).id, 1);
 }
 
+// A greedy chain whose other stages change nothing takes the raw argmax without building the
+// candidates; it must pick what the full chain picks (a zero bias on one token keeps the full
+// path): the first of tied maxima, -0 tied with +0, -inf and NaN never ahead, with the same
+// log-probability.
+TEST(SamplerChainTest, GreedyShortcutPicksWhatTheFullChainPicks) {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> level(-3, 3);
+  for (int trial = 0; trial < 300; ++trial) {
+    SCOPED_TRACE(trial);
+    const size_t n = 1 + size_t(rng() % 700);
+    std::vector<float> logits(n);
+    for (float& logit : logits) logit = float(level(rng)) * 0.5f;  // many ties
+    for (int i = 0; i < 3; ++i) logits[rng() % n] = -INFINITY;
+    if (trial % 3 == 0) logits[rng() % n] = std::nanf("");
+    if (trial % 5 == 0) logits[rng() % n] = -0.0f;
+    if (trial % 7 == 0) std::fill(logits.begin(), logits.end(), 0.0f);
+    SamplingParams plain;
+    plain.temperature = 0.0f;
+    SamplingParams full = plain;
+    full.logit_bias = {{int32_t(rng() % n), 0.0f}};
+    auto fast_chain = SamplerChain::Create(plain);
+    auto full_chain = SamplerChain::Create(full);
+    ASSERT_TRUE(fast_chain.ok() && full_chain.ok());
+    const SampleResult fast = (*fast_chain)->Sample(logits.data(), n);
+    const SampleResult slow = (*full_chain)->Sample(logits.data(), n);
+    EXPECT_EQ(fast.id, slow.id);
+    EXPECT_TRUE(fast.logprob == slow.logprob ||
+                (std::isnan(fast.logprob) && std::isnan(slow.logprob)))
+        << fast.logprob << " " << slow.logprob;
+  }
+}
+
 TEST(SamplerChainTest, RejectsWhatItDoesNotSupport) {
   SamplingParams params;
   params.mirostat = 1;

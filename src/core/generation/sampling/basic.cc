@@ -13,6 +13,7 @@ class LogitBias final : public SamplerStage {
  public:
   explicit LogitBias(std::map<int32_t, float> bias) : bias_(std::move(bias)) {}
   const char* Name() const override { return "logit_bias"; }
+  bool Inert() const override { return bias_.empty(); }
   void Apply(Candidates& c, SamplerContext&) override {
     if (bias_.empty()) return;
     // Candidates are still in id order when this stage runs first; look ids up either way.
@@ -222,6 +223,7 @@ class Dist final : public SamplerStage {
 class Greedy final : public SamplerStage {
  public:
   const char* Name() const override { return "greedy"; }
+  bool PicksArgMax() const override { return true; }
   void Apply(Candidates&, SamplerContext&) override {}
   int32_t Select(Candidates& c, SamplerContext&) override { return c.items[c.Best()].id; }
 };

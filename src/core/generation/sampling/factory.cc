@@ -131,6 +131,13 @@ std::vector<std::string> SamplerChain::StageNames() const {
 }
 
 SampleResult SamplerChain::Sample(const float* logits, size_t n_vocab) {
+  // A greedy chain whose other stages change nothing picks the raw argmax: the token
+  // Candidates::Best would find in untouched candidates (the first of the largest logits),
+  // without copying the vocabulary into them (a third of a 32-stream server's sampling).
+  if (stages_.back()->PicksArgMax() &&
+      std::all_of(stages_.begin(), stages_.end() - 1, [](const auto& s) { return s->Inert(); })) {
+    return Chosen(logits, n_vocab, ArgMax(logits, n_vocab));
+  }
   candidates_.Reset(logits, n_vocab);
   int32_t chosen = -1;
   for (auto& stage : stages_) {

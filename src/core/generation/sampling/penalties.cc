@@ -15,6 +15,9 @@ class Penalties final : public SamplerStage {
   Penalties(float repeat, float frequency, float presence, int32_t last_n)
       : repeat_(repeat), frequency_(frequency), presence_(presence), last_n_(last_n) {}
   const char* Name() const override { return "penalties"; }
+  bool Inert() const override {
+    return (repeat_ == 1.0f && frequency_ == 0.0f && presence_ == 0.0f) || last_n_ == 0;
+  }
   void Apply(Candidates& c, SamplerContext& context) override {
     if (repeat_ == 1.0f && frequency_ == 0.0f && presence_ == 0.0f) return;
     if (last_n_ == 0 || context.history.empty()) return;
@@ -46,6 +49,7 @@ class Dry final : public SamplerStage {
       : multiplier_(multiplier), base_(base), allowed_length_(allowed_length), last_n_(last_n),
         breakers_(std::move(breakers)) {}
   const char* Name() const override { return "dry"; }
+  bool Inert() const override { return multiplier_ <= 0.0f || base_ < 1.0f; }
 
   void Apply(Candidates& c, SamplerContext& context) override {
     if (multiplier_ <= 0.0f || base_ < 1.0f || context.history.size() < 2) return;

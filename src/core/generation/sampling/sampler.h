@@ -82,6 +82,10 @@ class SamplerStage {
   // Final stages pick the token; others return -1.
   virtual int32_t Select(Candidates&, SamplerContext&) { return -1; }
   virtual void Accept(int32_t /*token*/) {}
+  // Apply leaves any candidates as they are (an empty bias, neutral penalties, DRY off).
+  virtual bool Inert() const { return false; }
+  // Select picks the first of the largest logits (greedy), whatever the context.
+  virtual bool PicksArgMax() const { return false; }
 };
 
 class SamplerChain {
