@@ -53,20 +53,13 @@ engines=(petrel-on petrel-off llama-server)
 [ -n "${TABLE_ONLY:-}" ] && passes=0
 [ "$passes" -gt 0 ] && : > "$out"
 
-server_pid=
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  server_pid=
-}
+source scripts/serve_lib.sh
 trap stop_server EXIT
 
 # Starts ENGINE on MODEL, warms it, measures; appends one JSON line to $out.
 run_one() {
   local engine=$1 model=$2 pass=$3 port logprobs=()
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   case "$engine" in
     petrel-*)
       "$petrel" serve -m "$model" -t "$threads" --parallel "$streams" -c "$ctx" \
@@ -78,10 +71,7 @@ run_one() {
           --host 127.0.0.1 --port "$port" > /tmp/bench-prefix-vs-server.log 2>&1 & ;;
   esac
   server_pid=$!
-  for _ in $(seq 3000); do
-    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
-    sleep 0.2
-  done
+  wait_healthy "$port" || echo "$(basename "$0"): no answer from the server on port $port" >&2
   local common=(--url "http://127.0.0.1:$port" --prompt-tokens "$prompt" --shared-prefix "$shared"
                 "${logprobs[@]}" --json)
   echo "bench_prefix_vs.sh: pass $pass: $engine on $(basename "$model"): warm-up" >&2

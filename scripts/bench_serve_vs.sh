@@ -40,14 +40,7 @@ out=${OUT:-/tmp/petrel-bench-serve-vs.jsonl}
 [ -n "$levels" ] && : > "$out"
 client=(--max-tokens 64 --prompt-tokens 100 --json)
 
-server_pid=
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  server_pid=
-}
+source scripts/serve_lib.sh
 trap stop_server EXIT
 
 for n in $levels; do
@@ -58,14 +51,11 @@ for n in $levels; do
     python3 -c 'import json,sys; d=json.load(sys.stdin); d.update(engine="petrel", streams='"$n"'); print(json.dumps(d))' >> "$out"
 
   echo "bench_serve_vs.sh: $n streams: llama-server" >&2
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   "$bin/llama-server" -m "$model" -t "$threads" --parallel "$n" -c $((n * 512)) \
       --host 127.0.0.1 --port "$port" > /tmp/bench-serve-vs-llama-server.log 2>&1 &
   server_pid=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
-    sleep 0.2
-  done
+  wait_healthy "$port" || echo "$(basename "$0"): no answer from the server on port $port" >&2
   # Without logprobs, which would cost llama-server a sort of the vocabulary a token: each
   # chunk counts as one token (it sends one a token, except where it holds back partial UTF-8).
   "$petrel" bench-serve --url "http://127.0.0.1:$port" --clients "$n" --requests "$requests" \
