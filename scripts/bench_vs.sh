@@ -251,8 +251,14 @@ run_llama() {
   lines=$(mktemp)
   local timer=()
   [ -x /usr/bin/time ] && timer=(/usr/bin/time -f "%M" -o "$rss_file")
-  "${timer[@]}" "$llama" -m "$1" -p "$prompts" -n "$gen" -d "$depths" -ctk "$cache_types" -ctv "$cache_types" ${flash:+-fa "$flash"} -t "$threads" -r "$reps" -o jsonl \
-      2>/dev/null > "$lines"
+  # -d only where a depth is asked for: llama-bench before mid-2025 has no -d and would fail.
+  local depth_args=()
+  [ "$depths" != 0 ] && depth_args=(-d "$depths")
+  if ! "${timer[@]}" "$llama" -m "$1" -p "$prompts" -n "$gen" "${depth_args[@]}" -ctk "$cache_types" -ctv "$cache_types" ${flash:+-fa "$flash"} -t "$threads" -r "$reps" -o jsonl \
+      2>"$lines.err" > "$lines"; then
+    echo "bench_vs.sh: llama-bench failed on $1: $(tail -n 1 "$lines.err")" >&2
+  fi
+  rm -f "$lines.err"
   python3 scripts/bench_vs_table.py tag llama "$2" "$1" "$(tail -n 1 "$rss_file")" < "$lines"
   rm -f "$rss_file" "$lines"
 }
