@@ -3,6 +3,7 @@
 # A script edited for a measurement and left broken fails here, not an hour into a long run.
 #   tests/scripts_parse.sh SOURCE_ROOT
 set -uo pipefail
+shopt -s nullglob
 root=${1:?usage: scripts_parse.sh SOURCE_ROOT}
 status=0 checked=0
 for script in "$root"/scripts/*.sh; do
