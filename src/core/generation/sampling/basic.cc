@@ -15,7 +15,7 @@ class LogitBias final : public SamplerStage {
   const char* Name() const override { return "logit_bias"; }
   bool Inert() const override { return bias_.empty(); }
   void Apply(Candidates& c, SamplerContext&) override {
-    if (bias_.empty()) return;
+    if (Inert()) return;
     // Candidates are still in id order when this stage runs first; look ids up either way.
     for (Candidate& item : c.items) {
       auto it = bias_.find(item.id);

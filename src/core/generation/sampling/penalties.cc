@@ -19,8 +19,7 @@ class Penalties final : public SamplerStage {
     return (repeat_ == 1.0f && frequency_ == 0.0f && presence_ == 0.0f) || last_n_ == 0;
   }
   void Apply(Candidates& c, SamplerContext& context) override {
-    if (repeat_ == 1.0f && frequency_ == 0.0f && presence_ == 0.0f) return;
-    if (last_n_ == 0 || context.history.empty()) return;
+    if (Inert() || context.history.empty()) return;
     const size_t window = last_n_ < 0 ? context.history.size()
                                       : std::min(context.history.size(), size_t(last_n_));
     counts_.clear();
@@ -52,7 +51,7 @@ class Dry final : public SamplerStage {
   bool Inert() const override { return multiplier_ <= 0.0f || base_ < 1.0f; }
 
   void Apply(Candidates& c, SamplerContext& context) override {
-    if (multiplier_ <= 0.0f || base_ < 1.0f || context.history.size() < 2) return;
+    if (Inert() || context.history.size() < 2) return;
     constexpr size_t kMaxWindow = 4096;  // bounds the work per token
     const size_t limit = last_n_ < 0 ? kMaxWindow : std::min(kMaxWindow, size_t(last_n_));
     const size_t n = std::min(context.history.size(), limit);
