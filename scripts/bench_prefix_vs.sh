@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 passes=3 threads=2 streams=32 shared=2000 unique=100 max_tokens=64 cap=0
 usage() {
-  sed -n '4p' "$0" | sed 's/^# *//' >&2
+  sed -n 's/^#   \(scripts\/bench_prefix_vs.sh .*\)/usage: \1/p' "$0" >&2
   exit 2
 }
 while getopts "p:t:c:s:u:g:T:h" opt; do

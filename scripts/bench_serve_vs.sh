@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 levels="1 4 8 16 32" threads=2 per_stream=2
 usage() {
-  sed -n '5p' "$0" | sed 's/^# *//' >&2
+  sed -n 's/^#   \(scripts\/bench_serve_vs.sh .*\)/usage: \1/p' "$0" >&2
   exit 2
 }
 while getopts "n:t:r:h" opt; do
