@@ -54,7 +54,7 @@ engines=(petrel-on petrel-off llama-server)
 [ "$passes" -gt 0 ] && : > "$out"
 
 source scripts/serve_lib.sh
-trap stop_server EXIT
+stop_server_on_exit
 
 # Starts ENGINE on MODEL, warms it, measures; appends one JSON line to $out.
 run_one() {

@@ -41,7 +41,7 @@ out=${OUT:-/tmp/petrel-bench-serve-vs.jsonl}
 client=(--max-tokens 64 --prompt-tokens 100 --json)
 
 source scripts/serve_lib.sh
-trap stop_server EXIT
+stop_server_on_exit
 
 for n in $levels; do
   requests=$((n * per_stream))

@@ -24,3 +24,11 @@ stop_server() {
   fi
   server_pid=
 }
+
+# Stops the server when the script ends, however: Ctrl-C or SIGTERM end the whole script (a
+# client interrupted by them would otherwise just fail its run and the script go on).
+stop_server_on_exit() {
+  trap stop_server EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
