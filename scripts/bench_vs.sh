@@ -2,7 +2,7 @@
 # petrel beside llama.cpp on the same files and the same machine: `petrel bench` and the given
 # llama-bench alternated pass by pass (which engine goes first alternates too), then the table of
 # per-pass ratios (docs/PERFORMANCE.md, "Method").
-#   scripts/bench_vs.sh [-p PASSES] [-r REPS] [-t THREADS] [-d DIR] [-s SHAPES] [-q TYPES] [-Q QUANTIZER] [-D DEPTHS] [-F FA] [-K CACHE_TYPES] [-P PROMPTS] [-G GEN] [-n] LLAMA_BENCH [FILES...]
+#   scripts/bench_vs.sh [-p PASSES] [-r REPS] [-t THREADS] [-d DIR] [-s SHAPES] [-q TYPES] [-Q QUANTIZER] [-D DEPTHS] [-F FA] [-K CACHE_TYPES] [-P PROMPTS] [-G GEN] [-A PETREL_ARGS] [-n] LLAMA_BENCH [FILES...]
 # -p: interleaved passes (default 3); -r: repetitions of each test within a pass, for both engines
 # (default 3: a 20 ms test measured once swings with every preemption); -t: threads (default 2).
 # Without FILES: the SHAPES (default "small tinyllama") in the TYPES (default
@@ -27,6 +27,8 @@
 # rows, and a row against the faster setting in each pass. -K: KV cache types, e.g. f16,q8_0 (default f16), passed to
 # both engines as -ctk and -ctv with the same list (petrel keeps K and V in one type; rows of
 # another type than f16 are named "tg64 @ d4096 kv q8_0").
+# -A: more arguments for `petrel bench` alone, e.g. "--bf16-dot on" (word-split; the header
+# names them).
 # -n: print the commands that would write files and run the benchmarks, and run none.
 # Environment: PETREL (default build/tools/petrel), SHARED (default ../shared), OUT (the raw
 # JSON lines, default /tmp/petrel-bench-vs.jsonl), LLAMA_QUANTIZE (default: llama-quantize beside
@@ -38,11 +40,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 passes=3 reps=3 threads=2 dir=/tmp/petrel-bench-models shapes="small tinyllama"
 prompts=128,512 gen=64 types="q4_0 q4_k_m q8_0 f16" types_given=0 quantizer=auto dry_run=0 depths=0 flash="" cache_types=f16
+petrel_extra=()
 usage() {
   sed -n '5p' "$0" | sed 's/^# *//' >&2
   exit 2
 }
-while getopts "p:r:t:d:s:q:Q:D:F:K:P:G:nh" opt; do
+while getopts "p:r:t:d:s:q:Q:D:F:K:P:G:A:nh" opt; do
   case "$opt" in
     p) passes=$OPTARG ;;
     r) reps=$OPTARG ;;
@@ -56,6 +59,7 @@ while getopts "p:r:t:d:s:q:Q:D:F:K:P:G:nh" opt; do
     K) cache_types=$OPTARG ;;
     P) prompts=$OPTARG ;;
     G) gen=$OPTARG ;;
+    A) read -r -a petrel_extra <<< "$OPTARG" ;;
     n) dry_run=1 ;;
     *) usage ;;
   esac
@@ -231,7 +235,7 @@ if [ ${#files[@]} -eq 0 ]; then
 fi
 if ((dry_run)); then
   for file in "${files[@]}"; do
-    echo "bench: $file (petrel bench and llama-bench, -p $prompts -n $gen -d $depths -ctk $cache_types -ctv $cache_types -t $threads -r $reps${flash:+ -fa $flash}, $passes passes)"
+    echo "bench: $file (petrel bench and llama-bench, -p $prompts -n $gen -d $depths -ctk $cache_types -ctv $cache_types -t $threads -r $reps${flash:+ -fa $flash}${petrel_extra[*]:+, petrel also ${petrel_extra[*]}}, $passes passes)"
   done
   exit 0
 fi
@@ -242,7 +246,7 @@ done
 # One engine on one file; every JSON line tagged with the engine, pass and file. llama-bench's
 # own peak RSS (over all its tests) comes from GNU time when it is installed.
 run_petrel() {
-  "$petrel" bench -m "$1" -p "$prompts" -n "$gen" -d "$depths" -ctk "$cache_types" -ctv "$cache_types" -t "$threads" -r "$reps" --json 2>/dev/null |
+  "$petrel" bench -m "$1" -p "$prompts" -n "$gen" -d "$depths" -ctk "$cache_types" -ctv "$cache_types" -t "$threads" -r "$reps" ${petrel_extra[@]+"${petrel_extra[@]}"} --json 2>/dev/null |
       python3 scripts/bench_vs_table.py tag petrel "$2" "$1"
 }
 run_llama() {

@@ -43,6 +43,8 @@ void BM_QuantMatMul(benchmark::State& state, DType type) {
 // region (beyond the L3) walked one 2048-row matrix per iteration, each in the 256-row chunks
 // a thread takes of tinyllama's attention products. Bytes per second of CPU time (the thread's
 // own, so a loaded host still measures the kernel's stalls on memory rather than its wait).
+// With ->Threads(N) each thread walks its own region, so that the sum is set against
+// BM_ReadFromMemory's at the same N: the kernel's share of what plain reads get.
 void BM_QuantMatVecFromMemory(benchmark::State& state, DType type) {
   const size_t n_in = size_t(state.range(0)), rows = 2048, chunk = 256;
   const HostKernels& cpu = cpu::CpuKernels();
@@ -71,6 +73,22 @@ void BM_QuantMatVecFromMemory(benchmark::State& state, DType type) {
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(matrix_bytes));
 }
+
+// The bound for BM_QuantMatVecFromMemory: the same region size read as one plain stream per
+// thread (StreamRead, as `petrel bench`'s read roof does).
+void BM_ReadFromMemory(benchmark::State& state) {
+  const size_t bytes = size_t(192) << 20, chunk = size_t(4) << 20;
+  std::vector<uint8_t> region(bytes, 1);
+  size_t offset = 0;
+  uint64_t sum = 0;
+  for (auto _ : state) {
+    sum += cpu::StreamRead(region.data() + offset, chunk);
+    offset = (offset + chunk) % bytes;
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(chunk));
+}
+BENCHMARK(BM_ReadFromMemory)->Threads(1)->Threads(2)->UseRealTime();
 
 // Args: rows, n_in, tokens.
 void BM_QuantMatMulPrompt(benchmark::State& state, DType type) {
@@ -134,7 +152,11 @@ BENCHMARK(BM_Int8RoofVnni)->Threads(1)->Threads(2)->UseRealTime();
   BENCHMARK_CAPTURE(BM_QuantMatMulPrompt, name, DType::k##name)                               \
       ->Args({512, 2048, 128})                                                                \
       ->UseRealTime();                                                                        \
-  BENCHMARK_CAPTURE(BM_QuantMatVecFromMemory, name, DType::k##name)->Arg(2048);               \
+  BENCHMARK_CAPTURE(BM_QuantMatVecFromMemory, name, DType::k##name)                           \
+      ->Arg(2048)                                                                             \
+      ->Threads(1)                                                                            \
+      ->Threads(2)                                                                            \
+      ->UseRealTime();                                                                        \
   BENCHMARK_CAPTURE(BM_QuantMatMul, name, DType::k##name)->Args({256, 2048});
 PETREL_QUANT_BENCH(Q4_0)
 PETREL_QUANT_BENCH(Q4_1)
