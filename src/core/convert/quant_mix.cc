@@ -299,8 +299,8 @@ void FallbackReport::Note(const std::string& name, DType wanted, DType written, 
   ++count_;
   PETREL_LOG_WARN("quantize: %s: rows of %lld elements do not hold whole %s blocks (%zu); written "
                   "as %s",
-                  name.c_str(), (long long)n_in, DTypeName(wanted), Traits(wanted).block_elems,
-                  DTypeName(written));
+                  name.c_str(), (long long)n_in, DTypeName(wanted),
+                  size_t(Traits(wanted).block_elems), DTypeName(written));
 }
 
 void FallbackReport::Finish(size_t n_tensors) const {
