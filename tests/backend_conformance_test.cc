@@ -17,7 +17,7 @@ TEST_P(BackendConformance, EmbedEveryWeightType) {
       BatchData b = SimpleBatch(n, kVocab);
       graph.logits = Embed(&graph, table, n);
       // Row conversion is exact for every type: the same bits as the dequantizer.
-      ExpectMatches(Lookup(table, b), Run(graph, b, nullptr), 256, false,
+      ExpectMatches(Lookup(table, b), Run(graph, b, nullptr), 256, Compare::kValues,
                     std::string("embed ") + DTypeName(type));
     }
   }
@@ -52,7 +52,7 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
           const double inv = 1.0 / std::sqrt(sum2 / double(dim) + 1e-5);
           for (size_t c = 0; c < dim; ++c) want[t * dim + c] = a[t * dim + c] * inv * norm.f32[c];
         }
-        ExpectMatches(want, Run(graph, b, nullptr), dim, false, "rms_norm" + where);
+        ExpectMatches(want, Run(graph, b, nullptr), dim, Compare::kValues, "rms_norm" + where);
       }
       // add and silu_mul of two looked-up values, then get_rows of every other row.
       for (OpKind op : {OpKind::kAdd, OpKind::kSiluMul, OpKind::kGeluMul}) {
@@ -86,7 +86,7 @@ TEST_P(BackendConformance, RmsNormAddSiluMulGetRows) {
                                                     : gelu_tanh * v);
           }
         }
-        ExpectMatches(want, Run(graph, picked, nullptr), dim, false,
+        ExpectMatches(want, Run(graph, picked, nullptr), dim, Compare::kValues,
                       std::string(OpName(op)) + " + get_rows" + where);
       }
     }
@@ -127,7 +127,7 @@ TEST_P(BackendConformance, LayerNormGeluAddRows) {
                               (with_bias ? bias.f32[c] : 0.0);
         }
       }
-      ExpectMatches(want, Run(graph, b, nullptr), dim, false,
+      ExpectMatches(want, Run(graph, b, nullptr), dim, Compare::kValues,
                     std::string("layer_norm") + (with_bias ? " with bias" : "") + where);
     }
     {
@@ -138,7 +138,7 @@ TEST_P(BackendConformance, LayerNormGeluAddRows) {
         graph.logits = graph.Add(node, int64_t(n), int64_t(dim));
         Matrix want(x.size());
         for (size_t i = 0; i < x.size(); ++i) want[i] = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
-        ExpectMatches(want, Run(graph, b, nullptr), dim, false, "gelu" + where);
+        ExpectMatches(want, Run(graph, b, nullptr), dim, Compare::kValues, "gelu" + where);
       }
     }
     for (const DType type : {DType::kF32, DType::kF16}) {
@@ -158,7 +158,7 @@ TEST_P(BackendConformance, LayerNormGeluAddRows) {
           const size_t row = by_position ? size_t(b.positions[t]) : 3;
           for (size_t c = 0; c < dim; ++c) want[t * dim + c] = x[t * dim + c] + rows.f32[row * dim + c];
         }
-        ExpectMatches(want, Run(graph, b, nullptr), dim, false,
+        ExpectMatches(want, Run(graph, b, nullptr), dim, Compare::kValues,
                       std::string("add_rows ") + DTypeName(type) +
                           (by_position ? " by position" : " row 3") + where);
       }
@@ -204,7 +204,7 @@ TEST_P(BackendConformance, HeadRmsNormScaleSoftcap) {
             for (size_t c = 0; c < head_dim; ++c)
               want[h * head_dim + c] = x[h * head_dim + c] * inv * norm.f32[c];
           }
-          ExpectMatches(want, Run(graph, b, nullptr), head_dim, false, "head_rms_norm" + where);
+          ExpectMatches(want, Run(graph, b, nullptr), head_dim, Compare::kValues, "head_rms_norm" + where);
         }
       }
       for (auto [op, scalar] : {std::pair{OpKind::kScale, 8.0f}, std::pair{OpKind::kScale, -0.3f},
@@ -220,7 +220,7 @@ TEST_P(BackendConformance, HeadRmsNormScaleSoftcap) {
         for (size_t i = 0; i < x.size(); ++i) {
           want[i] = op == OpKind::kScale ? x[i] * scalar : scalar * std::tanh(x[i] / scalar);
         }
-        ExpectMatches(want, Run(graph, b, nullptr), dim, false,
+        ExpectMatches(want, Run(graph, b, nullptr), dim, Compare::kValues,
                       std::string(OpName(op)) + " " + std::to_string(scalar) + where);
       }
     }
@@ -247,7 +247,7 @@ TEST_P(BackendConformance, ScaleRows) {
     const Matrix x = Lookup(table, b);
     Matrix want(x.size());
     for (size_t i = 0; i < x.size(); ++i) want[i] = x[i] * row_scales[n + i / dim];
-    ExpectMatches(want, Run(graph, b, nullptr), dim, false, "scale_rows tokens " + std::to_string(n));
+    ExpectMatches(want, Run(graph, b, nullptr), dim, Compare::kValues, "scale_rows tokens " + std::to_string(n));
   }
 }
 
@@ -282,7 +282,7 @@ TEST_P(BackendConformance, MatMulAndGatedFfnEveryWeightType) {
         for (size_t t = 0; t < n; ++t) {
           for (size_t r = 0; r < n_rows; ++r) want.push_back(dot(w, t, r) + (with_bias ? bias.f32[r] : 0.0));
         }
-        ExpectMatches(want, Run(graph, b, nullptr), n_rows, IsBlockType(type),
+        ExpectMatches(want, Run(graph, b, nullptr), n_rows, CompareFor(type),
                       std::string("mat_mul") + (with_bias ? "+bias" : "") + where);
       }
       Graph graph;
@@ -301,7 +301,7 @@ TEST_P(BackendConformance, MatMulAndGatedFfnEveryWeightType) {
           want.push_back(g / (1.0 + std::exp(-g)) * dot(up, t, r));
         }
       }
-      ExpectMatches(want, Run(graph, b, nullptr), n_rows, IsBlockType(type), "gated_ffn" + where);
+      ExpectMatches(want, Run(graph, b, nullptr), n_rows, CompareFor(type), "gated_ffn" + where);
     }
   }
 }
@@ -355,7 +355,7 @@ TEST_P(BackendConformance, RopeBothStyles) {
               }
             }
           }
-          ExpectMatches(want, Run(graph, b, nullptr), size_t(head_dim), false,
+          ExpectMatches(want, Run(graph, b, nullptr), size_t(head_dim), Compare::kValues,
                         std::string("rope ") + (check_k ? "k" : "q") + " rot_dims " +
                             std::to_string(rot_dims) + " tokens " + std::to_string(n));
         }
@@ -522,7 +522,7 @@ TEST_P(BackendConformance, AttentionOverSeveralSequences) {
             }
           }
         }
-        ExpectMatches(want, got, size_t(head_dim), false,
+        ExpectMatches(want, got, size_t(head_dim), Compare::kValues,
                       std::string("attention, KV ") + DTypeName(kv_type) + ", batch " +
                           std::to_string(b_index) + ", softcap " +
                           std::to_string(variant.softcap) + ", window " +
@@ -664,7 +664,7 @@ TEST_P(BackendConformance, MlaAttentionMatchesTheExpandedForm) {
             }
           }
         }
-        ExpectMatches(want, got, v_dim, false,
+        ExpectMatches(want, got, v_dim, Compare::kValues,
                       std::string("mla_attention, KV ") + DTypeName(kv_type) + ", batch " +
                           std::to_string(b_index));
       }
@@ -796,7 +796,7 @@ TEST_P(BackendConformance, AttentionWithSinks) {
         }
       }
     }
-    ExpectMatches(want, Run(graph, b, cache->get()), q_dim, false,
+    ExpectMatches(want, Run(graph, b, cache->get()), q_dim, Compare::kValues,
                   "attention with sinks, window " + std::to_string(window));
   }
 }

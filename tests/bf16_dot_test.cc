@@ -19,7 +19,7 @@
 namespace petrel {
 namespace {
 
-const HostKernels& Bf16Dot() { return cpu::CpuKernelsWithBf16Dot(); }
+const HostKernels& Bf16Dot() { return cpu::CpuKernelsWithBf16Dot(/*f16_too=*/true); }
 
 // Random by default (printed on failure); PETREL_TEST_SEED=n reproduces a run.
 uint32_t TestSeed() {
@@ -174,6 +174,41 @@ TEST(Bf16DotTest, OtherWeightTypesKeepTheirKernels) {
   Bf16Dot().mat_mul(DType::kF32, w.data(), n_in * 4, n_in, x.data(), n_in, n_tokens, nullptr,
                     with_dot.data(), rows, 0, rows);
   EXPECT_EQ(0, std::memcmp(plain.data(), with_dot.data(), plain.size() * 4));
+}
+
+// `--bf16-dot auto`'s table (BF16 weights only): BF16 as the `on` table computes it, in both
+// of HostBackend's ways (rounding per call, and activations rounded once per op); F16 as the
+// plain table, with f32 activations.
+TEST(Bf16DotTest, AutoTableTakesBf16WeightsOnly) {
+  SKIP_WITHOUT_BF16_DOT();
+  std::mt19937 gen(TestSeed());
+  SCOPED_TRACE(::testing::Message() << "seed " << TestSeed() << " (PETREL_TEST_SEED)");
+  const HostKernels& bf16_only = cpu::CpuKernelsWithBf16Dot(/*f16_too=*/false);
+  const size_t rows = 37, n_in = 291, n_tokens = 13;
+  const std::vector<float> x = RandomFloats(gen, n_in * n_tokens);
+  for (DType type : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(type));
+    const Weights w = MakeWeights(type, rows, n_in, gen);
+    const HostKernels& expected_table = type == DType::kBF16 ? Bf16Dot() : cpu::CpuKernels();
+    std::vector<float> want(rows * n_tokens), got(rows * n_tokens);
+    expected_table.mat_mul(type, w.data(), w.row_bytes, n_in, x.data(), n_in, n_tokens, nullptr,
+                           want.data(), rows, 0, rows);
+    bf16_only.mat_mul(type, w.data(), w.row_bytes, n_in, x.data(), n_in, n_tokens, nullptr,
+                      got.data(), rows, 0, rows);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4));
+    const DType act = bf16_only.activation_type(type);
+    EXPECT_EQ(act, expected_table.activation_type(type));
+    EXPECT_EQ(act, type == DType::kBF16 ? DType::kBF16 : DType::kF32);
+    if (act != DType::kBF16) continue;
+    std::vector<uint16_t> xb(n_in * n_tokens);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      bf16_only.quantize_activation(act, x.data() + t * n_in, n_in, xb.data() + t * n_in);
+    }
+    std::fill(got.begin(), got.end(), 0.0f);
+    bf16_only.mat_mul_quantized(type, w.data(), w.row_bytes, n_in, xb.data(), n_in * 2, n_tokens,
+                                nullptr, got.data(), rows, 0, rows);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4));
+  }
 }
 
 }  // namespace

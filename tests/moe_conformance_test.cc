@@ -128,7 +128,7 @@ TEST_P(BackendConformance, MoeFfnEveryWeightType) {
           run.weight_up = placed_up;
           run.weight_down = placed_down;
           graph.logits = graph.Add(run, int64_t(n), int64_t(n_out));
-          ExpectMatches(want, Run(graph, b, nullptr), n_out, IsBlockType(type),
+          ExpectMatches(want, Run(graph, b, nullptr), n_out, CompareFor(type),
                         std::string("moe_ffn ") + DTypeName(type) + " top " +
                             std::to_string(top_k) + (norm ? " renormalised" : "") + " tokens " +
                             std::to_string(n));
@@ -236,7 +236,7 @@ TEST_P(BackendConformance, MoeFfnGroupedRouting) {
     run.inputs[0] = Embed(&graph, table, n);
     run.inputs[1] = Embed(&graph, router, n);
     graph.logits = graph.Add(run, int64_t(n), int64_t(n_out));
-    ExpectMatches(want, Run(graph, b, nullptr), n_out, false,
+    ExpectMatches(want, Run(graph, b, nullptr), n_out, Compare::kValues,
                   std::string("moe_ffn grouped routing, groups ") + std::to_string(r.groups));
   }
   // Refused: groups that do not divide the experts, more groups used than there are, more
@@ -343,7 +343,7 @@ TEST_P(BackendConformance, MoeFfnClampedSwigluWithBiases) {
       run.bias_up = Placed(up_bias);
       run.bias_down = Placed(down_bias);
       graph.logits = graph.Add(run, int64_t(n), int64_t(n_out));
-      ExpectMatches(want, Run(graph, b, nullptr), n_out, IsBlockType(type),
+      ExpectMatches(want, Run(graph, b, nullptr), n_out, CompareFor(type),
                     std::string("moe_ffn clamped swiglu ") + DTypeName(type) + " tokens " +
                         std::to_string(n));
     }

@@ -119,12 +119,26 @@ INSTANTIATE_TEST_SUITE_P(FloatTypes, SynthTinyParity,
                                            std::make_pair("BF16", testing::kBF16Tolerance)),
                          [](const auto& info) { return std::string(info.param.first); });
 
+// `--bf16-dot off`: BF16 weights widened to f32 (the default, `auto`, runs them on `vdpbf16ps`
+// where the CPU has it, which SynthTinyParity's BF16 case then checks).
+TEST(SynthTinyParityBf16Off, LogitsWithinTolerance) {
+  EngineOptions options = NoTokenizer();
+  options.bf16_dot = Bf16Dot::kOff;
+  auto engine = LoadOrDie(SharedDir() + "/models/synth-tiny/tiny-v2048-bf16.gguf", options);
+  ASSERT_TRUE(engine);
+  const nlohmann::json parity = testing::ReadJson(Golden("synth-tiny/parity.json"));
+  const auto ids = parity["tiny_v2048"]["ids"].get<std::vector<int32_t>>();
+  const auto want = ReadF32File(Golden("synth-tiny/BF16.f32"));
+  const auto stats = CompareLogits(AllLogits(*engine, ids), want, 2048);
+  EXPECT_TRUE(testing::Within(stats, testing::kBF16Tolerance)) << stats.ToString();
+}
+
 // `--bf16-dot on`: F16 and BF16 weights multiplied with `vdpbf16ps` on activations rounded to
 // bfloat16 (and F16 weights rounded too), in prompts and decode steps alike. The golden files'
 // row for that arithmetic is "BF16, activations rounded to bf16" (README section 4).
 EngineOptions Bf16DotOn() {
   EngineOptions options = NoTokenizer();
-  options.bf16_dot = true;
+  options.bf16_dot = Bf16Dot::kAll;
   return options;
 }
 

@@ -29,6 +29,13 @@ struct Sample {
   double median, min, max;
 };
 
+// The JSON lines' "bf16_dot": which float weights ran on `vdpbf16ps` ("BF16", "F16, BF16"), or
+// "off" (asked, or no AVX512-BF16 here).
+std::string BenchBf16Dot(const std::string& option) {
+  if (option == "off" || !cpu::Bf16DotSupported()) return "off";
+  return option == "on" ? "F16, BF16" : "BF16";
+}
+
 Sample Summarize(std::vector<double> rates) {
   if (rates.empty()) return {0.0, 0.0, 0.0};
   const auto [min, max] = std::minmax_element(rates.begin(), rates.end());
@@ -276,8 +283,9 @@ Runner AddBenchCommand(CLI::App& app) {
       if (!header) {
         header = true;
         std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
-        if (args->model.bf16_dot == "on" && cpu::Bf16DotSupported()) {
-          std::fprintf(stderr, "bf16 dot: F16/BF16 mat_muls on vdpbf16ps, bf16 activations\n");
+        if (args->model.bf16_dot != "off" && cpu::Bf16DotSupported()) {
+          std::fprintf(stderr, "bf16 dot: %s mat_muls on vdpbf16ps, bf16 activations\n",
+                       args->model.bf16_dot == "on" ? "F16 and BF16" : "BF16");
         }
         if (args->model.device != "cpu") {
           std::fprintf(stderr, "placement: %s\n", (*engine)->PlacementString().c_str());
@@ -426,8 +434,7 @@ Runner AddBenchCommand(CLI::App& app) {
                                  {"peak_rss_bytes", PeakRssBytes()},
                                  {"weight_bytes", (*engine)->model().weight_bytes},
                                  {"simd_target", cpu::SimdTargetName()},
-                                 {"bf16_dot", args->model.bf16_dot == "on" &&
-                                                  cpu::Bf16DotSupported()},
+                                 {"bf16_dot", BenchBf16Dot(args->model.bf16_dot)},
                                  {"device", model.device},
                                  {"gpu_layers", (*engine)->options().device_layers}};
           if (args->profile) line["profile"] = profile_json;

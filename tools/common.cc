@@ -235,10 +235,12 @@ void ModelOptions::AddTo(CLI::App& app, bool threads_option) {
                  "with a --device list (vulkan:0,vulkan:1), share the offloaded blocks among the "
                  "devices in these proportions, e.g. 3,1 (default: equal)");
   app.add_option("--bf16-dot", bf16_dot,
-                 "on: F16 and BF16 weights multiplied with AVX512-BF16 (vdpbf16ps), activations "
-                 "(and F16 weights) rounded to bfloat16, in prompts and decode alike; faster "
-                 "prompts, slightly different logits; where the CPU lacks it, as off (default off)")
-      ->check(CLI::IsMember({"on", "off"}));
+                 "auto (the default): BF16 weights multiplied with AVX512-BF16 (vdpbf16ps) on "
+                 "activations rounded to bfloat16, as BF16 models run elsewhere, F16 weights "
+                 "widened to f32; on: F16 weights too, rounded to bfloat16 (faster prompts, "
+                 "slightly different logits); off: both widened to f32. Where the CPU lacks "
+                 "AVX512-BF16, all three are off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--lora", lora,
                  "LoRA adapter applied at run time, [NAME=]FILE[:SCALE] (default scale 1): a GGUF "
                  "adapter or a PEFT folder (adapter_config.json + adapter_model.safetensors); "
@@ -272,7 +274,9 @@ Result<EngineOptions> ModelOptions::ToEngineOptions() const {
   options.n_threads = n_threads;
   options.pin_threads = pin_threads;
   options.shared_prefix_attention = shared_prefix_attention;
-  options.bf16_dot = bf16_dot == "on";
+  options.bf16_dot = bf16_dot == "on"    ? Bf16Dot::kAll
+                     : bf16_dot == "off" ? Bf16Dot::kOff
+                                         : Bf16Dot::kBf16Weights;
   options.device = device;
   if (device != "cpu") SetGpuLayers(gpu_layers, &options);
   options.context = context;

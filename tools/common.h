@@ -64,7 +64,7 @@ struct ModelOptions {
   std::vector<std::string> lora;  // --lora [NAME=]FILE[:SCALE], repeatable
   bool lora_per_sequence = false;  // EngineOptions::lora_per_sequence (serve)
   bool shared_prefix_attention = true;  // EngineOptions::shared_prefix_attention (serve)
-  std::string bf16_dot = "off";         // --bf16-dot on|off: EngineOptions::bf16_dot
+  std::string bf16_dot = "auto";        // --bf16-dot auto|on|off: EngineOptions::bf16_dot
   std::vector<std::string> override_tensor;  // --override-tensor PATTERN=DEVICE[,...], repeatable
   bool cpu_moe = false;                      // --cpu-moe: every block's experts on the CPU
   size_t n_cpu_moe = 0;                      // --n-cpu-moe N: the first N blocks' experts

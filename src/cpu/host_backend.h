@@ -25,6 +25,9 @@ class HostBackend final : public Backend {
   bool SupportsKv(DType type) const override {
     return type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0;
   }
+  DType MatMulActivationType(DType weight_type) const override {
+    return kernels_.activation_type ? kernels_.activation_type(weight_type) : DType::kF32;
+  }
   Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override;
   Result<TensorView> PrepareWeight(const TensorView& host_view) override;
   // Host memory: copies are memcpy and complete on return.

@@ -59,17 +59,19 @@ void MatMul(DType w_type, const void* w, size_t w_row_bytes, size_t n_in, const 
                      row_begin, row_end);
 }
 
-// Whether the `--bf16-dot on` table runs weights of `type` on `vdpbf16ps`.
+// Whether a bf16-dot table runs weights of `type` on `vdpbf16ps`: BF16, and with kF16Too F16.
+template <bool kF16Too>
 bool TakesBf16Dot(DType type) {
-  return (type == DType::kF16 || type == DType::kBF16) && Bf16DotSupported();
+  return (type == DType::kBF16 || (kF16Too && type == DType::kF16)) && Bf16DotSupported();
 }
 
-// The `--bf16-dot on` table's mat_mul: F16 and BF16 weights on `vdpbf16ps` where the CPU has
-// it, for every batch size (bf16_dot.h), the rest as MatMul.
+// A bf16-dot table's mat_mul: the weights TakesBf16Dot names on `vdpbf16ps`, for every batch
+// size (bf16_dot.h), the rest as MatMul.
+template <bool kF16Too>
 void MatMulPreferBf16Dot(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
                          const float* x, size_t x_stride, size_t n_tokens, const float* bias,
                          float* out, size_t out_stride, size_t row_begin, size_t row_end) {
-  if (TakesBf16Dot(w_type)) {
+  if (TakesBf16Dot<kF16Too>(w_type)) {
     return MatMulBf16Dot(w_type, w, w_row_bytes, n_in, x, x_stride, n_tokens, bias, out,
                          out_stride, row_begin, row_end);
   }
@@ -77,10 +79,12 @@ void MatMulPreferBf16Dot(DType w_type, const void* w, size_t w_row_bytes, size_t
          row_end);
 }
 
-// The same table's activations for F16/BF16: bfloat16 rows, rounded once per op by HostBackend
-// (as it quantizes activations for the block formats) rather than in every row chunk.
+// The same table's activations for those weights: bfloat16 rows, rounded once per op by
+// HostBackend (as it quantizes activations for the block formats) rather than in every row
+// chunk.
+template <bool kF16Too>
 DType Bf16DotActivationType(DType w_type) {
-  return TakesBf16Dot(w_type) ? DType::kBF16 : QuantActivationType(w_type);
+  return TakesBf16Dot<kF16Too>(w_type) ? DType::kBF16 : QuantActivationType(w_type);
 }
 
 void Bf16DotQuantizeActivation(DType act_type, const float* x, size_t n, void* out) {
@@ -88,11 +92,12 @@ void Bf16DotQuantizeActivation(DType act_type, const float* x, size_t n, void* o
   QuantizeActivation(act_type, x, n, out);
 }
 
+template <bool kF16Too>
 void Bf16DotMatMulQuantized(DType w_type, const void* w, size_t w_row_bytes, size_t n_in,
                             const void* xq, size_t xq_row_bytes, size_t n_tokens,
                             const float* bias, float* out, size_t out_stride, size_t row_begin,
                             size_t row_end) {
-  if (TakesBf16Dot(w_type)) {
+  if (TakesBf16Dot<kF16Too>(w_type)) {
     return MatMulBf16DotRounded(w_type, w, w_row_bytes, n_in, xq, xq_row_bytes, n_tokens, bias,
                                 out, out_stride, row_begin, row_end);
   }
@@ -191,17 +196,21 @@ const HostKernels& CpuKernels() {
   return kKernels;
 }
 
-const HostKernels& CpuKernelsWithBf16Dot() {
-  static const HostKernels kKernels = [] {
-    HostKernels kernels = CpuKernels();
-    kernels.name = "cpu, bf16 dot";
-    kernels.mat_mul = MatMulPreferBf16Dot;
-    kernels.activation_type = Bf16DotActivationType;
-    kernels.quantize_activation = Bf16DotQuantizeActivation;
-    kernels.mat_mul_quantized = Bf16DotMatMulQuantized;
-    return kernels;
-  }();
-  return kKernels;
+template <bool kF16Too>
+HostKernels MakeBf16DotKernels() {
+  HostKernels kernels = CpuKernels();
+  kernels.name = kF16Too ? "cpu, bf16 dot (F16, BF16)" : "cpu, bf16 dot (BF16)";
+  kernels.mat_mul = MatMulPreferBf16Dot<kF16Too>;
+  kernels.activation_type = Bf16DotActivationType<kF16Too>;
+  kernels.quantize_activation = Bf16DotQuantizeActivation;
+  kernels.mat_mul_quantized = Bf16DotMatMulQuantized<kF16Too>;
+  return kernels;
+}
+
+const HostKernels& CpuKernelsWithBf16Dot(bool f16_too) {
+  static const HostKernels kBf16Only = MakeBf16DotKernels<false>();
+  static const HostKernels kBoth = MakeBf16DotKernels<true>();
+  return f16_too ? kBoth : kBf16Only;
 }
 
 }  // namespace petrel::cpu

@@ -16,10 +16,11 @@ namespace petrel::cpu {
 // targets at the named one, so that one machine can measure the code another CPU would run.
 const HostKernels& CpuKernels();
 
-// The same table, but F16 and BF16 weights are multiplied with `vdpbf16ps` and activations
-// rounded to bfloat16, in every batch size, where Bf16DotSupported() (bf16_dot.h: the
-// arithmetic; elsewhere as CpuKernels()). Faster prompts, other bits: `--bf16-dot on`.
-const HostKernels& CpuKernelsWithBf16Dot();
+// The same table, but BF16 weights (and with `f16_too` F16 weights) are multiplied with
+// `vdpbf16ps` and activations rounded to bfloat16, in every batch size, where
+// Bf16DotSupported() (bf16_dot.h: the arithmetic; elsewhere as CpuKernels()). Faster prompts,
+// other bits: `--bf16-dot auto` (BF16 only, the default) and `on` (both).
+const HostKernels& CpuKernelsWithBf16Dot(bool f16_too);
 
 // Reads [data, data + n) once with SIMD loads and returns a sum of its bytes' words (so the
 // reads cannot be elided): the memory-read roof `petrel bench` measures generation against.

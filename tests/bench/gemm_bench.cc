@@ -13,6 +13,7 @@
 
 #include "cpu/roofs/compute_roof.h"
 #include "cpu/kernels.h"
+#include "cpu/matmul/bf16_dot.h"  // Bf16DotSupported
 #include "quant/f16.h"
 
 namespace petrel {
@@ -53,6 +54,25 @@ void BM_Petrel(benchmark::State& state, DType type) {
   for (auto _ : state) {
     cpu.mat_mul(type, w, row_bytes, p.n_in, p.x.data(), p.n_in, p.n_tokens, nullptr, p.out.data(),
                 p.rows, 0, p.rows);
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  SetRate(state, p);
+}
+
+// BF16 weights, as `petrel bench` runs them by default (widened to f32 tiles) and with
+// `--bf16-dot on` (vdpbf16ps on bf16-rounded activations, where the CPU has AVX512-BF16).
+void BM_PetrelBf16(benchmark::State& state, bool bf16_dot) {
+  if (bf16_dot && !cpu::Bf16DotSupported()) {
+    state.SkipWithError("no AVX512-BF16 here");
+    return;
+  }
+  Problem p = Make(state);
+  std::vector<uint16_t> w(p.w.size());
+  F32ToBF16Row(p.w.data(), w.data(), w.size());
+  const HostKernels& cpu = bf16_dot ? cpu::CpuKernelsWithBf16Dot(false) : cpu::CpuKernels();
+  for (auto _ : state) {
+    cpu.mat_mul(DType::kBF16, w.data(), p.n_in * sizeof(uint16_t), p.n_in, p.x.data(), p.n_in,
+                p.n_tokens, nullptr, p.out.data(), p.rows, 0, p.rows);
     benchmark::DoNotOptimize(p.out.data());
   }
   SetRate(state, p);
@@ -149,6 +169,8 @@ void Shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK_CAPTURE(BM_Petrel, F32, DType::kF32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_Petrel, F16, DType::kF16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_PetrelBf16, f32_tiles, false)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_PetrelBf16, bf16_dot, true)->Apply(Shapes);
 #if defined(__x86_64__)
 BENCHMARK(BM_TinyBlasMethodF16)->Apply(Shapes);
 #endif

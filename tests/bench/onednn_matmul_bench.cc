@@ -139,12 +139,12 @@ int Main(int passes) {
     };
     add_petrel("petrel BF16, f32 tiles", cpu::CpuKernels(), DType::kBF16, w_bf16.data());
     if (cpu::Bf16DotSupported()) {
-      add_petrel("petrel BF16, bf16 dot", cpu::CpuKernelsWithBf16Dot(), DType::kBF16,
+      add_petrel("petrel BF16, bf16 dot", cpu::CpuKernelsWithBf16Dot(true), DType::kBF16,
                  w_bf16.data());
     }
     add_petrel("petrel F16, f32 tiles", cpu::CpuKernels(), DType::kF16, w_f16.data());
     if (cpu::Bf16DotSupported()) {
-      add_petrel("petrel F16, bf16 dot", cpu::CpuKernelsWithBf16Dot(), DType::kF16, w_f16.data());
+      add_petrel("petrel F16, bf16 dot", cpu::CpuKernelsWithBf16Dot(true), DType::kF16, w_f16.data());
     }
     using dt = memory::data_type;
     std::vector<std::unique_ptr<OneDnnMatMul>> onednn;

@@ -95,6 +95,10 @@ class Backend {
   virtual bool Supports(const Node& node) const = 0;
   // Whether attention can keep its KV cache in this element type.
   virtual bool SupportsKv(DType type) const = 0;
+  // The element type a mat_mul with `weight_type` weights rounds its activations to before
+  // multiplying (kF32: none; a block format's 8-bit blocks; kBF16 for float weights on the
+  // CPU's `--bf16-dot`): what a reference must allow for.
+  virtual DType MatMulActivationType(DType /*weight_type*/) const { return DType::kF32; }
 
   // Memory. Contents are unspecified until written.
   virtual Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) = 0;

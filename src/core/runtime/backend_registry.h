@@ -13,6 +13,17 @@
 
 namespace petrel {
 
+// Which float weights the CPU multiplies with AVX512-BF16's `vdpbf16ps` (cpu/matmul/bf16_dot.h),
+// activations rounded to bfloat16, in every batch size (still batch-invariant), where the CPU
+// has it; elsewhere all of them take the f32 path (`--bf16-dot`).
+enum class Bf16Dot {
+  kOff,          // none: F16 and BF16 weights widened to f32
+  kBf16Weights,  // BF16 weights (`auto`, the default): bfloat16 is their own precision, and
+                 // rounding the activations to it is how BF16 models are run elsewhere
+                 // (llama.cpp on such CPUs, PyTorch in bfloat16); F16 stays exact in f32
+  kAll,          // F16 too, rounded to bfloat16 (`on`): faster prompts, other bits
+};
+
 struct BackendOptions {
   size_t n_threads = 1;
   bool pin_threads = false;
@@ -20,10 +31,8 @@ struct BackendOptions {
   // CPU: decode steps read KV blocks that running sequences share once for all of them
   // (the same bits either way; off only to measure it).
   bool shared_prefix_attention = true;
-  // CPU: F16 and BF16 weights multiplied with AVX512-BF16's `vdpbf16ps`, activations rounded to
-  // bfloat16, in every batch size (cpu/matmul/bf16_dot.h), where the CPU has it; other bits
-  // than the f32 path, still batch-invariant.
-  bool bf16_dot = false;
+  // CPU: the float weights multiplied with `vdpbf16ps` (Bf16Dot).
+  Bf16Dot bf16_dot = Bf16Dot::kBf16Weights;
 };
 
 // One device a backend can run on, for `petrel info --devices`.

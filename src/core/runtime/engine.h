@@ -12,6 +12,7 @@
 #include "core/base/status.h"
 #include "core/model/loader.h"
 #include "core/runtime/backend.h"
+#include "core/runtime/backend_registry.h"  // Bf16Dot
 #include "core/runtime/batch.h"
 #include "core/runtime/engine_calls.h"
 #include "core/runtime/executor.h"
@@ -69,8 +70,8 @@ struct EngineOptions {
   bool lora_per_sequence = false;
   // BackendOptions::shared_prefix_attention (`serve --shared-prefix-attn`).
   bool shared_prefix_attention = true;
-  // BackendOptions::bf16_dot (`--bf16-dot on`).
-  bool bf16_dot = false;
+  // BackendOptions::bf16_dot (`--bf16-dot auto|on|off`).
+  Bf16Dot bf16_dot = Bf16Dot::kBf16Weights;
   bool prequantized_as_f32 = false;  // LoadOptions::prequantized_as_f32
   std::function<void(ModelConfig&)> edit_config;  // LoadOptions::edit_config
   // Pipeline parallelism (docs/DISTRIBUTED.md): this process runs only the blocks the link
