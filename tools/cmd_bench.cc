@@ -283,9 +283,9 @@ Runner AddBenchCommand(CLI::App& app) {
       if (!header) {
         header = true;
         std::fprintf(stderr, "SIMD target: %s\n", cpu::SimdTargetName().c_str());
-        if (args->model.bf16_dot != "off" && cpu::Bf16DotSupported()) {
+        if (const std::string dot = BenchBf16Dot(args->model.bf16_dot); dot != "off") {
           std::fprintf(stderr, "bf16 dot: %s mat_muls on vdpbf16ps, bf16 activations\n",
-                       args->model.bf16_dot == "on" ? "F16 and BF16" : "BF16");
+                       dot.c_str());
         }
         if (args->model.device != "cpu") {
           std::fprintf(stderr, "placement: %s\n", (*engine)->PlacementString().c_str());
