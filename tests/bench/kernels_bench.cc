@@ -139,7 +139,8 @@ BENCHMARK(BM_Attention)
 
 // One decode token's attention at `depth` in TinyLlama's shape (32 query heads, 4 KV heads of
 // 64, f16 cache, 16-token blocks), split as HostBackend splits a single sequence: an item per KV
-// head and split of kAttentionSplitKeys keys, then a merge per KV head. Each iteration reads the
+// head and split of kAttentionSplitKeys keys, in that order (a split's heads in turn), then a
+// merge per KV head. Each iteration reads the
 // next of `layers` separate caches, so that, as in a whole model, the K/V rows come from memory
 // rather than from a cache level that one layer's rows would fit in. Args: depth, threads,
 // layers.
@@ -199,9 +200,9 @@ void BM_DecodeAttention(benchmark::State& state) {
     split.partial_split_stride = n_heads * AttentionPartialFloats(head_dim);
     pool.ParallelFor(n_kv_heads * n_splits, [&](size_t begin, size_t end) {
       for (size_t item = begin; item < end; ++item) {
-        const size_t kv_head = item / n_splits;
+        const size_t kv_head = item % n_kv_heads;
         AttentionSplitArgs one = split;
-        one.split_begin = item % n_splits;
+        one.split_begin = item / n_kv_heads;
         one.split_end = one.split_begin + 1;
         kernels.attention(args, one, kv_head * group, (kv_head + 1) * group);
       }
