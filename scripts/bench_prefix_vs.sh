@@ -67,8 +67,18 @@ run_one() {
           > /tmp/bench-prefix-vs-server.log 2>&1 & ;;
     llama-server)
       logprobs=(--logprobs=-1)  # see bench_serve_vs.sh: each chunk counts as one token
+      # llama-server of 2026 caps a slot's context at the one the model was trained for (a
+      # 2,164-token request to a 2,048-token model is refused with HTTP 400): where the
+      # per-stream context is longer, the model's own length is raised to it, as petrel's -c does.
+      local info arch trained override=()
+      info=$("$petrel" info -m "$model" 2>/dev/null || true)
+      arch=$(awk '$1 == "architecture" { print $2 }' <<< "$info")
+      trained=$(awk '$1 == "context" { print $2 }' <<< "$info")
+      if [ -n "$arch" ] && [[ "$trained" =~ ^[0-9]+$ ]] && [ "$trained" -lt "$ctx" ]; then
+        override=(--override-kv "$arch.context_length=int:$ctx")
+      fi
       "$bin/llama-server" -m "$model" -t "$threads" --parallel "$streams" -c $((streams * ctx)) \
-          --host 127.0.0.1 --port "$port" > /tmp/bench-prefix-vs-server.log 2>&1 & ;;
+          "${override[@]}" --host 127.0.0.1 --port "$port" > /tmp/bench-prefix-vs-server.log 2>&1 & ;;
   esac
   server_pid=$!
   wait_healthy "$port" || echo "$(basename "$0"): no answer from the server on port $port" >&2
