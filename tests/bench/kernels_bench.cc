@@ -140,10 +140,9 @@ BENCHMARK(BM_Attention)
 // One decode token's attention at `depth` in TinyLlama's shape (32 query heads, 4 KV heads of
 // 64, f16 cache, 16-token blocks), split as HostBackend splits a single sequence: an item per KV
 // head and split of kAttentionSplitKeys keys, in that order (a split's heads in turn), then a
-// merge per KV head. Each iteration reads the
-// next of `layers` separate caches, so that, as in a whole model, the K/V rows come from memory
-// rather than from a cache level that one layer's rows would fit in. Args: depth, threads,
-// layers.
+// merge per KV head. Each iteration reads the next of `layers` separate caches, so that, as in a
+// whole model, the K/V rows come from memory rather than from a cache level that one layer's
+// rows would fit in. Args: depth, threads, layers.
 void BM_DecodeAttention(benchmark::State& state) {
   const size_t depth = size_t(state.range(0)), n_threads = size_t(state.range(1));
   const size_t n_layers = size_t(state.range(2));
